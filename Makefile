@@ -1,0 +1,44 @@
+# The targets CI and developers run. `make test` is the README's test command.
+GO        ?= go
+PKGS      ?= ./...
+FUZZTIME  ?= 30s
+GOLANGCI  ?= github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
+GOBIN     := $(shell $(GO) env GOPATH)/bin
+
+.PHONY: all build test lint bench run fuzz vet
+
+all: build test
+
+build:
+	$(GO) build -o bin/consumer ./cmd/consumer
+
+## test: the whole suite, race detector on, against real MariaDB (TEST_MYSQL_DSN).
+test:
+	$(GO) vet $(PKGS)
+	$(GO) test -race -count=1 -timeout 20m $(PKGS)
+
+vet:
+	$(GO) vet $(PKGS)
+
+## lint: golangci-lint, pinned.
+lint:
+	@test -x $(GOBIN)/golangci-lint || $(GO) install $(GOLANGCI)
+	$(GOBIN)/golangci-lint run $(PKGS)
+
+## bench: Go benchmarks, benchstat-friendly output in bench/results/go.txt.
+bench:
+	@mkdir -p bench/results
+	$(GO) test -run '^$$' -bench . -benchmem -count 3 ./pkg/... | tee bench/results/go.txt
+
+## run: the embedded demo; nothing to install beyond Go.
+run:
+	$(GO) run ./cmd/consumer demo
+
+## fuzz: every fuzz target for FUZZTIME each.
+fuzz:
+	@for pkg in $$($(GO) list ./...); do \
+		for t in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
+			echo "fuzz $$pkg $$t"; \
+			$(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+		done; \
+	done
