@@ -1,0 +1,169 @@
+package channels
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"time"
+	_ "time/tzdata" // Alipay times are Beijing time; parse them without system zoneinfo
+
+	"github.com/paycallback/paycallback/pkg/idempotent"
+)
+
+// Alipay trade statuses.
+const (
+	AlipayWaitBuyerPay  = "WAIT_BUYER_PAY"
+	AlipayTradeClosed   = "TRADE_CLOSED"
+	AlipayTradeSuccess  = "TRADE_SUCCESS"
+	AlipayTradeFinished = "TRADE_FINISHED"
+	AlipayNotifyType    = "trade_status_sync"
+)
+
+// AlipayTimeLayout is the layout of Alipay's zone-less Beijing times;
+// gmt_refund's milliseconds parse with it too.
+const AlipayTimeLayout = "2006-01-02 15:04:05"
+
+// shanghai is Asia/Shanghai from the embedded tzdata. China has kept UTC+8
+// without daylight saving since 1991, so the fixed zone is an exact stand-in
+// should the lookup ever fail.
+var shanghai = func() *time.Location {
+	if loc, err := time.LoadLocation("Asia/Shanghai"); err == nil {
+		return loc
+	}
+	return time.FixedZone("CST", 8*3600)
+}()
+
+// alipayFields are the form fields the decoder reads; every other field is
+// tolerated and ignored. Each of these must appear at most once.
+var alipayFields = [...]string{
+	"notify_type", "trade_no", "out_trade_no", "out_biz_no", "trade_status",
+	"total_amount", "refund_fee", "gmt_create", "gmt_payment", "gmt_refund",
+	"gmt_close", "notify_time", "trans_currency",
+}
+
+func decodeAlipay(env Envelope) (Result, error) {
+	form, err := url.ParseQuery(env.Body)
+	if err != nil {
+		return Result{}, errorf(KindMalformed, "decode alipay form: %w", err)
+	}
+	for _, k := range alipayFields {
+		if len(form[k]) > 1 {
+			return Result{}, errorf(KindMalformed, "alipay field %s appears %d times", k, len(form[k]))
+		}
+	}
+	get := func(k string) string {
+		if v := form[k]; len(v) == 1 {
+			return v[0]
+		}
+		return ""
+	}
+	if nt := get("notify_type"); nt != "" && nt != AlipayNotifyType {
+		return Result{}, errorf(KindUnsupported, "alipay notify_type %s", quote(nt))
+	}
+	status := get("trade_status")
+	ev := Event{
+		TradeNo:         get("trade_no"),
+		MerchantOrderNo: get("out_trade_no"),
+		RawStatus:       status,
+	}
+	switch status {
+	case AlipayTradeSuccess, AlipayTradeFinished, AlipayTradeClosed:
+	case AlipayWaitBuyerPay:
+		return ignored("alipay WAIT_BUYER_PAY: not paid yet", ev), nil
+	case "":
+		return Result{}, errorf(KindMalformed, "alipay notification has no trade_status")
+	default:
+		return Result{}, errorf(KindUnsupported, "alipay trade_status %s", quote(status))
+	}
+	if c := get("trans_currency"); c != "" && c != CurrencyCNY {
+		return Result{}, errorf(KindUnsupported, "alipay trans_currency %s", quote(c))
+	}
+
+	// A refund is gmt_refund present and refund_fee > 0: a payment may carry
+	// refund_fee=0.00.
+	var refundFee int64
+	if s := get("refund_fee"); s != "" {
+		if refundFee, err = ParseYuan(s); err != nil {
+			return Result{}, wrapKind(err, "alipay refund_fee")
+		}
+	}
+	gmtRefund := get("gmt_refund")
+	isRefund := gmtRefund != "" && refundFee > 0
+	if !isRefund && refundFee > 0 {
+		// Not a documented shape; refusing it keeps a possible refund visible.
+		return Result{}, errorf(KindUnsupported, "alipay %s with refund_fee %s but no gmt_refund", status, quote(get("refund_fee")))
+	}
+	if !isRefund && status == AlipayTradeClosed {
+		return ignored("alipay TRADE_CLOSED without refund: unpaid close", ev), nil
+	}
+
+	if err := checkID("alipay out_trade_no", ev.MerchantOrderNo); err != nil {
+		return Result{}, err
+	}
+	total, err := ParseYuan(get("total_amount"))
+	if err != nil {
+		return Result{}, wrapKind(err, "alipay total_amount")
+	}
+	if total == 0 {
+		return Result{}, errorf(KindInvalidAmount, "alipay total_amount is zero")
+	}
+	ev.OrderTotal = total
+
+	if !isRefund {
+		// TRADE_SUCCESS or TRADE_FINISHED: the same payment, same key and
+		// fingerprint, so a late TRADE_FINISHED is a duplicate.
+		ev.Type = idempotent.PaymentReceived
+		if ev.Key, err = paymentKey(Alipay, ev.TradeNo); err != nil {
+			return Result{}, err
+		}
+		if ev.OccurredAt, err = alipayTime(get("gmt_payment"), get("gmt_create"), get("notify_time")); err != nil {
+			return Result{}, err
+		}
+		return Result{Event: ev}, nil
+	}
+
+	// Partial (TRADE_SUCCESS) or full (TRADE_CLOSED) refund; refund_fee is
+	// cumulative. out_biz_no is the refund request number; Alipay uses the
+	// trade number when the merchant set none.
+	ev.Type = idempotent.RefundSucceeded
+	ev.CumulativeRefunded = refundFee
+	ev.RefundNo = get("out_biz_no")
+	if ev.RefundNo == "" {
+		ev.RefundNo = ev.TradeNo
+	}
+	if ev.Key, err = refundKey(Alipay, ev.TradeNo, ev.RefundNo); err != nil {
+		return Result{}, err
+	}
+	if ev.OccurredAt, err = alipayTime(gmtRefund); err != nil {
+		return Result{}, err
+	}
+	return Result{Event: ev, RefundStatus: RefundSuccess}, nil
+}
+
+// alipayTime parses the first non-empty candidate as Beijing time into UTC.
+func alipayTime(candidates ...string) (time.Time, error) {
+	for _, s := range candidates {
+		if s == "" {
+			continue
+		}
+		t, err := time.ParseInLocation(AlipayTimeLayout, s, shanghai)
+		if err != nil {
+			return time.Time{}, errorf(KindMalformed, "alipay time %s: %w", quote(s), err)
+		}
+		return t.UTC(), nil
+	}
+	return time.Time{}, errorf(KindMalformed, "alipay notification carries no usable time")
+}
+
+// wrapKind adds context to a *Error, keeping its kind.
+func wrapKind(err error, context string) error {
+	kind, ok := KindOf(err)
+	if !ok {
+		kind = KindMalformed
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		err = e.Err
+	}
+	return &Error{Kind: kind, Err: fmt.Errorf("%s: %w", context, err)}
+}

@@ -1,0 +1,120 @@
+package channels
+
+import (
+	"encoding/json"
+	"strings"
+	"time"
+)
+
+// Channel is a payment channel code as it appears in envelopes and keys.
+type Channel string
+
+// The channels the worker consumes.
+const (
+	WeChat Channel = "WECHAT"
+	Alipay Channel = "ALIPAY"
+	SQB    Channel = "SQB"
+)
+
+// Valid reports whether c is one of WeChat, Alipay and SQB. Codes compare
+// exactly: "wechat" is not valid.
+func (c Channel) Valid() bool { return c == WeChat || c == Alipay || c == SQB }
+
+// Cumulative reports whether the channel reports refunds as the cumulative
+// amount refunded so far (Alipay refund_fee, Shouqianba total minus net)
+// rather than each refund's own amount (WeChat amount.refund).
+func (c Channel) Cumulative() bool { return c == Alipay || c == SQB }
+
+// ContentType returns the media type the contract prescribes for the
+// channel's bodies: application/x-www-form-urlencoded for Alipay,
+// application/json for the others, "" for an unknown channel.
+func (c Channel) ContentType() string {
+	switch c {
+	case Alipay:
+		return ContentTypeForm
+	case WeChat, SQB:
+		return ContentTypeJSON
+	}
+	return ""
+}
+
+// The media types of callback bodies.
+const (
+	ContentTypeJSON = "application/json"
+	ContentTypeForm = "application/x-www-form-urlencoded"
+)
+
+// MaxEnvelopeBytes caps the size of one envelope (the whole Kafka value, and
+// the body on its own). Real callbacks are a few KiB; anything larger is
+// malformed.
+const MaxEnvelopeBytes = 64 << 10
+
+// Envelope is the Kafka message value the upstream receiver writes for each
+// callback (contract.md). Body is the callback body exactly as received.
+type Envelope struct {
+	TenantID    int64     `json:"tenant_id"`
+	Channel     string    `json:"channel"`
+	ReceivedAt  time.Time `json:"received_at"`
+	ContentType string    `json:"content_type"`
+	Body        string    `json:"body"`
+}
+
+// ParseEnvelope decodes and validates one Kafka value. Unknown JSON fields
+// are tolerated. It fails with KindMalformed for a value over
+// MaxEnvelopeBytes, bad JSON, a tenant_id that is not positive, a missing
+// channel, received_at or body, or a content_type that does not fit the
+// channel; and with KindUnknownChannel for a channel it does not know.
+// ReceivedAt is returned in UTC.
+func ParseEnvelope(value []byte) (Envelope, error) {
+	var env Envelope
+	if len(value) > MaxEnvelopeBytes {
+		return env, errorf(KindMalformed, "envelope is %d bytes, at most %d", len(value), MaxEnvelopeBytes)
+	}
+	if err := json.Unmarshal(value, &env); err != nil {
+		return Envelope{}, errorf(KindMalformed, "decode envelope: %w", err)
+	}
+	if err := env.Validate(); err != nil {
+		return env, err
+	}
+	env.ReceivedAt = env.ReceivedAt.UTC()
+	return env, nil
+}
+
+// Validate checks an envelope the way ParseEnvelope does, with the same
+// error kinds.
+func (env Envelope) Validate() error {
+	if env.TenantID <= 0 {
+		return errorf(KindMalformed, "envelope tenant_id %d is not positive", env.TenantID)
+	}
+	if env.Channel == "" {
+		return errorf(KindMalformed, "envelope has no channel")
+	}
+	ch := Channel(env.Channel)
+	if !ch.Valid() {
+		return errorf(KindUnknownChannel, "envelope channel %s", quote(env.Channel))
+	}
+	if env.ReceivedAt.IsZero() {
+		return errorf(KindMalformed, "envelope has no received_at")
+	}
+	if env.Body == "" {
+		return errorf(KindMalformed, "envelope has an empty body")
+	}
+	if len(env.Body) > MaxEnvelopeBytes {
+		return errorf(KindMalformed, "envelope body is %d bytes, at most %d", len(env.Body), MaxEnvelopeBytes)
+	}
+	if !mediaTypeIs(env.ContentType, ch.ContentType()) {
+		return errorf(KindMalformed, "content_type %s does not fit channel %s, want %s",
+			quote(env.ContentType), ch, ch.ContentType())
+	}
+	return nil
+}
+
+// mediaTypeIs reports whether contentType names want, ignoring case and any
+// parameters ("application/json; charset=utf-8").
+func mediaTypeIs(contentType, want string) bool {
+	mt, _, _ := strings.Cut(contentType, ";")
+	return strings.EqualFold(strings.TrimSpace(mt), want)
+}
+
+// String returns the channel code.
+func (c Channel) String() string { return string(c) }

@@ -1,0 +1,161 @@
+package channels
+
+import (
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/paycallback/paycallback/pkg/idempotent"
+)
+
+// Shouqianba order statuses and the operation status that moves money.
+const (
+	SQBStatusSuccess    = "SUCCESS"
+	SQBCreated          = "CREATED"
+	SQBPaid             = "PAID"
+	SQBPayCanceled      = "PAY_CANCELED"
+	SQBPayError         = "PAY_ERROR"
+	SQBRefunded         = "REFUNDED"
+	SQBPartialRefunded  = "PARTIAL_REFUNDED"
+	SQBRefundError      = "REFUND_ERROR"
+	SQBCanceled         = "CANCELED"
+	SQBCancelError      = "CANCEL_ERROR"
+	SQBCancelInProgress = "CANCEL_INPROGRESS"
+	SQBCancelRefundNo   = "CANCEL"      // the refund number of a CANCELED reversal
+	sqbMaxEpochMillis   = 4102444800000 // 2100-01-01T00:00:00Z
+	sqbMinEpochMillis   = 946684800000  // 2000-01-01T00:00:00Z
+)
+
+// sqbOrder is a Shouqianba callback, or the data part of a forwarded
+// refund API response. Every value is a JSON string.
+type sqbOrder struct {
+	SN                string `json:"sn"`
+	ClientSN          string `json:"client_sn"`
+	ClientTSN         string `json:"client_tsn"`
+	RefundRequestNo   string `json:"refund_request_no"`
+	Status            string `json:"status"`
+	OrderStatus       string `json:"order_status"`
+	TotalAmount       string `json:"total_amount"`
+	NetAmount         string `json:"net_amount"`
+	FinishTime        string `json:"finish_time"`
+	ChannelFinishTime string `json:"channel_finish_time"`
+}
+
+// sqbBody accepts both the callback (fields at the top level) and the
+// refund API response a receiver may forward instead
+// ({"result_code":"200","biz_response":{"data":{...}}}).
+type sqbBody struct {
+	sqbOrder
+	BizResponse *struct {
+		Data *sqbOrder `json:"data"`
+	} `json:"biz_response"`
+}
+
+func decodeSQB(env Envelope) (Result, error) {
+	var body sqbBody
+	if err := unmarshal([]byte(env.Body), &body, "sqb body"); err != nil {
+		return Result{}, err
+	}
+	o := &body.sqbOrder
+	if body.BizResponse != nil && body.BizResponse.Data != nil {
+		if o.SN != "" || o.OrderStatus != "" {
+			return Result{}, errorf(KindMalformed, "sqb body has both top-level order fields and biz_response.data")
+		}
+		o = body.BizResponse.Data
+	}
+	ev := Event{
+		TradeNo:         o.SN,
+		MerchantOrderNo: o.ClientSN,
+		RawStatus:       o.OrderStatus,
+	}
+	switch o.OrderStatus {
+	case SQBPaid, SQBPartialRefunded, SQBRefunded, SQBCanceled:
+	case SQBCreated, SQBPayCanceled, SQBPayError, SQBRefundError, SQBCancelError, SQBCancelInProgress:
+		return ignored("sqb order_status "+o.OrderStatus+": no money moves", ev), nil
+	case "":
+		return Result{}, errorf(KindMalformed, "sqb body has no order_status")
+	default:
+		return Result{}, errorf(KindUnsupported, "sqb order_status %s", quote(o.OrderStatus))
+	}
+	if o.Status != SQBStatusSuccess {
+		if o.Status == "" {
+			return Result{}, errorf(KindMalformed, "sqb body has no status")
+		}
+		return ignored("sqb status "+quote(o.Status)+": operation did not succeed", ev), nil
+	}
+	if err := checkID("sqb client_sn", o.ClientSN); err != nil {
+		return Result{}, err
+	}
+	total, err := ParseFen(o.TotalAmount)
+	if err != nil {
+		return Result{}, wrapKind(err, "sqb total_amount")
+	}
+	if total == 0 {
+		return Result{}, errorf(KindInvalidAmount, "sqb total_amount is zero")
+	}
+	ev.OrderTotal = total
+	if ev.OccurredAt, err = sqbTime(o.FinishTime, o.ChannelFinishTime); err != nil {
+		return Result{}, err
+	}
+
+	switch o.OrderStatus {
+	case SQBPaid:
+		ev.Type = idempotent.PaymentReceived
+		if ev.Key, err = paymentKey(SQB, o.SN); err != nil {
+			return Result{}, err
+		}
+		return Result{Event: ev}, nil
+	case SQBCanceled:
+		// A reversal of a paid order: a full refund of the total.
+		ev.CumulativeRefunded = total
+		ev.RefundNo = SQBCancelRefundNo
+	default: // PARTIAL_REFUNDED, REFUNDED: refunded so far = total - net
+		net, err := ParseFen(o.NetAmount)
+		if err != nil {
+			return Result{}, wrapKind(err, "sqb net_amount")
+		}
+		if net > total {
+			return Result{}, errorf(KindInvalidAmount, "sqb net_amount %d exceeds total_amount %d", net, total)
+		}
+		if net == total {
+			return Result{}, errorf(KindInvalidAmount, "sqb %s with nothing refunded (net_amount equals total_amount)", o.OrderStatus)
+		}
+		ev.CumulativeRefunded = total - net
+		ev.RefundNo = sqbRefundNo(o, ev.CumulativeRefunded)
+	}
+	ev.Type = idempotent.RefundSucceeded
+	if ev.Key, err = refundKey(SQB, o.SN, ev.RefundNo); err != nil {
+		return Result{}, err
+	}
+	return Result{Event: ev, RefundStatus: RefundSuccess}, nil
+}
+
+// sqbRefundNo is refund_request_no, else the suffix of client_tsn
+// (client_sn + "-" + refund_request_no), else the cumulative amount, which
+// is the same on every redelivery of one refund.
+func sqbRefundNo(o *sqbOrder, cumulative int64) string {
+	if o.RefundRequestNo != "" {
+		return o.RefundRequestNo
+	}
+	if o.ClientSN != "" {
+		if s, ok := strings.CutPrefix(o.ClientTSN, o.ClientSN+"-"); ok && s != "" {
+			return s
+		}
+	}
+	return strconv.FormatInt(cumulative, 10)
+}
+
+// sqbTime parses the first non-empty epoch-milliseconds candidate.
+func sqbTime(candidates ...string) (time.Time, error) {
+	for _, s := range candidates {
+		if s == "" {
+			continue
+		}
+		ms, err := parseUint(s, sqbMaxEpochMillis)
+		if err != nil || ms < sqbMinEpochMillis {
+			return time.Time{}, errorf(KindMalformed, "sqb time %s is not epoch milliseconds between 2000 and 2100", quote(s))
+		}
+		return time.UnixMilli(ms).UTC(), nil
+	}
+	return time.Time{}, errorf(KindMalformed, "sqb body has neither finish_time nor channel_finish_time")
+}

@@ -1,0 +1,291 @@
+package channels
+
+import (
+	"crypto/aes"
+	"crypto/cipher"
+	"encoding/base64"
+	"time"
+
+	"github.com/paycallback/paycallback/pkg/idempotent"
+)
+
+// WeChat Pay v3 notification constants.
+const (
+	WeChatTransactionSuccess = "TRANSACTION.SUCCESS"
+	WeChatRefundSuccess      = "REFUND.SUCCESS"
+	WeChatRefundAbnormal     = "REFUND.ABNORMAL"
+	WeChatRefundClosed       = "REFUND.CLOSED"
+	WeChatAlgorithm          = "AEAD_AES_256_GCM"
+	WeChatResourceType       = "encrypt-resource"
+)
+
+// wechatNotification is the outer, plaintext v3 notification.
+type wechatNotification struct {
+	ID           string         `json:"id"`
+	CreateTime   string         `json:"create_time"`
+	EventType    string         `json:"event_type"`
+	ResourceType string         `json:"resource_type"`
+	Resource     wechatResource `json:"resource"`
+}
+
+type wechatResource struct {
+	Algorithm      string `json:"algorithm"`
+	Ciphertext     string `json:"ciphertext"`
+	Nonce          string `json:"nonce"`
+	AssociatedData string `json:"associated_data"`
+	OriginalType   string `json:"original_type"`
+}
+
+// wechatTransaction is a decrypted transaction, direct or partner mode.
+type wechatTransaction struct {
+	MchID         string `json:"mchid"`
+	SpMchID       string `json:"sp_mchid"`
+	SubMchID      string `json:"sub_mchid"`
+	OutTradeNo    string `json:"out_trade_no"`
+	TransactionID string `json:"transaction_id"`
+	TradeState    string `json:"trade_state"`
+	SuccessTime   string `json:"success_time"`
+	Amount        struct {
+		Total    jsonFen `json:"total"`
+		Currency string  `json:"currency"`
+	} `json:"amount"`
+}
+
+// wechatRefund is a decrypted refund, direct or partner mode.
+type wechatRefund struct {
+	MchID         string `json:"mchid"`
+	SpMchID       string `json:"sp_mchid"`
+	SubMchID      string `json:"sub_mchid"`
+	OutTradeNo    string `json:"out_trade_no"`
+	TransactionID string `json:"transaction_id"`
+	OutRefundNo   string `json:"out_refund_no"`
+	RefundID      string `json:"refund_id"`
+	RefundStatus  string `json:"refund_status"`
+	Status        string `json:"status"` // the query API's name
+	SuccessTime   string `json:"success_time"`
+	Amount        struct {
+		Total    jsonFen `json:"total"`
+		Refund   jsonFen `json:"refund"`
+		Currency string  `json:"currency"`
+	} `json:"amount"`
+}
+
+func (d *Decoder) decodeWeChat(env Envelope) (Result, error) {
+	var n wechatNotification
+	if err := unmarshal([]byte(env.Body), &n, "wechat notification"); err != nil {
+		return Result{}, err
+	}
+	var wantType string
+	switch n.EventType {
+	case WeChatTransactionSuccess:
+		wantType = "transaction"
+	case WeChatRefundSuccess, WeChatRefundAbnormal, WeChatRefundClosed:
+		wantType = "refund"
+	case "":
+		return Result{}, errorf(KindMalformed, "wechat notification has no event_type")
+	default:
+		return Result{}, errorf(KindUnsupported, "wechat event_type %s", quote(n.EventType))
+	}
+	if n.ResourceType != "" && n.ResourceType != WeChatResourceType {
+		return Result{}, errorf(KindUnsupported, "wechat resource_type %s", quote(n.ResourceType))
+	}
+	if ot := n.Resource.OriginalType; ot != "" && ot != wantType {
+		return Result{}, errorf(KindMalformed, "wechat %s carries original_type %s", n.EventType, quote(ot))
+	}
+	plain, err := d.decryptWeChat(env.TenantID, &n.Resource)
+	if err != nil {
+		return Result{}, err
+	}
+	if wantType == "transaction" {
+		return decodeWeChatTransaction(plain, &n)
+	}
+	return decodeWeChatRefund(plain, &n)
+}
+
+// decryptWeChat opens the AES-256-GCM resource with the tenant's key. The
+// key never appears in an error.
+func (d *Decoder) decryptWeChat(tenantID int64, r *wechatResource) ([]byte, error) {
+	if r.Algorithm != WeChatAlgorithm {
+		if r.Algorithm == "" {
+			return nil, errorf(KindMalformed, "wechat resource has no algorithm")
+		}
+		return nil, errorf(KindUnsupported, "wechat resource algorithm %s", quote(r.Algorithm))
+	}
+	if len(r.Nonce) != 12 {
+		return nil, errorf(KindMalformed, "wechat resource nonce is %d bytes, want 12", len(r.Nonce))
+	}
+	if r.Ciphertext == "" {
+		return nil, errorf(KindMalformed, "wechat resource has no ciphertext")
+	}
+	var key []byte
+	var ok bool
+	if d.keys != nil {
+		key, ok = d.keys.APIv3Key(tenantID)
+	}
+	if !ok {
+		return nil, errorf(KindNoKey, "no wechat apiv3 key for tenant %d", tenantID)
+	}
+	if len(key) != APIv3KeyLen {
+		return nil, errorf(KindNoKey, "wechat apiv3 key for tenant %d is %d bytes, want %d", tenantID, len(key), APIv3KeyLen)
+	}
+	ct, err := base64.StdEncoding.DecodeString(r.Ciphertext)
+	if err != nil {
+		return nil, errorf(KindMalformed, "wechat resource ciphertext is not base64: %w", err)
+	}
+	block, err := aes.NewCipher(key)
+	if err != nil { // unreachable with a 32-byte key
+		return nil, errorf(KindNoKey, "wechat apiv3 key for tenant %d: %w", tenantID, err)
+	}
+	gcm, err := cipher.NewGCM(block)
+	if err != nil {
+		return nil, errorf(KindDecryptFailed, "wechat gcm: %w", err)
+	}
+	plain, err := gcm.Open(ct[:0], []byte(r.Nonce), ct, []byte(r.AssociatedData))
+	if err != nil {
+		return nil, errorf(KindDecryptFailed, "wechat resource for tenant %d failed authentication (wrong key or associated data)", tenantID)
+	}
+	return plain, nil
+}
+
+func decodeWeChatTransaction(plain []byte, n *wechatNotification) (Result, error) {
+	var tx wechatTransaction
+	if err := unmarshal(plain, &tx, "wechat transaction"); err != nil {
+		return Result{}, err
+	}
+	ev := Event{
+		Type:            idempotent.PaymentReceived,
+		TradeNo:         tx.TransactionID,
+		MerchantOrderNo: tx.OutTradeNo,
+		RawStatus:       tx.TradeState,
+	}
+	if tx.TradeState != "SUCCESS" {
+		return Result{}, errorf(KindUnsupported, "wechat %s with trade_state %s", n.EventType, quote(tx.TradeState))
+	}
+	if err := checkID("wechat out_trade_no", tx.OutTradeNo); err != nil {
+		return Result{}, err
+	}
+	key, err := paymentKey(WeChat, tx.TransactionID)
+	if err != nil {
+		return Result{}, err
+	}
+	ev.Key = key
+	if c := tx.Amount.Currency; c != "" && c != CurrencyCNY {
+		return Result{}, errorf(KindUnsupported, "wechat currency %s", quote(c))
+	}
+	if ev.OrderTotal, err = tx.Amount.Total.positive("wechat amount.total"); err != nil {
+		return Result{}, err
+	}
+	if ev.OccurredAt, err = wechatTime(tx.SuccessTime, n.CreateTime); err != nil {
+		return Result{}, err
+	}
+	return Result{Event: ev}, nil
+}
+
+func decodeWeChatRefund(plain []byte, n *wechatNotification) (Result, error) {
+	var rf wechatRefund
+	if err := unmarshal(plain, &rf, "wechat refund"); err != nil {
+		return Result{}, err
+	}
+	status := rf.RefundStatus
+	if status == "" {
+		status = rf.Status
+	}
+	ev := Event{
+		TradeNo:         rf.TransactionID,
+		MerchantOrderNo: rf.OutTradeNo,
+		RefundNo:        rf.OutRefundNo,
+		RawStatus:       status,
+	}
+	// Every refund notification must name its refund: even the ignored
+	// ones update a refund pre-registration.
+	key, err := refundKey(WeChat, rf.TransactionID, rf.OutRefundNo)
+	if err != nil {
+		return Result{}, err
+	}
+	if status == "" {
+		return Result{}, errorf(KindMalformed, "wechat refund has no refund_status")
+	}
+	if "REFUND."+status != n.EventType {
+		return Result{}, errorf(KindUnsupported, "wechat %s with refund_status %s", n.EventType, quote(status))
+	}
+	switch RefundStatus(status) {
+	case RefundAbnormal:
+		res := ignored("wechat REFUND.ABNORMAL: refund not final, no money moves", ev)
+		res.RefundStatus = RefundAbnormal
+		return res, nil
+	case RefundClosed:
+		res := ignored("wechat REFUND.CLOSED: refund closed, no money moves", ev)
+		res.RefundStatus = RefundClosed
+		return res, nil
+	}
+	// SUCCESS: money moves.
+	ev.Type = idempotent.RefundSucceeded
+	ev.Key = key
+	if err := checkID("wechat out_trade_no", rf.OutTradeNo); err != nil {
+		return Result{}, err
+	}
+	if c := rf.Amount.Currency; c != "" && c != CurrencyCNY {
+		return Result{}, errorf(KindUnsupported, "wechat currency %s", quote(c))
+	}
+	if ev.OrderTotal, err = rf.Amount.Total.positive("wechat amount.total"); err != nil {
+		return Result{}, err
+	}
+	if ev.RefundAmount, err = rf.Amount.Refund.positive("wechat amount.refund"); err != nil {
+		return Result{}, err
+	}
+	if ev.OccurredAt, err = wechatTime(rf.SuccessTime, n.CreateTime); err != nil {
+		return Result{}, err
+	}
+	return Result{Event: ev, RefundStatus: RefundSuccess}, nil
+}
+
+// wechatTime parses success_time, else the notification's create_time
+// (RFC 3339, +08:00), into UTC.
+func wechatTime(success, created string) (time.Time, error) {
+	s := success
+	if s == "" {
+		s = created
+	}
+	if s == "" {
+		return time.Time{}, errorf(KindMalformed, "wechat notification has neither success_time nor create_time")
+	}
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return time.Time{}, errorf(KindMalformed, "wechat time %s: %w", quote(s), err)
+	}
+	return t.UTC(), nil
+}
+
+// jsonFen is an integer fen amount in a JSON number. It accepts only a plain
+// non-negative integer literal (no sign, fraction, exponent or string) up to
+// MaxAmount; anything else fails decoding with KindInvalidAmount.
+type jsonFen struct {
+	v   int64
+	set bool
+}
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (f *jsonFen) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		*f = jsonFen{}
+		return nil
+	}
+	v, err := parseFen(string(b))
+	if err != nil {
+		return &Error{Kind: KindInvalidAmount, Err: errWithValue(string(b), err)}
+	}
+	*f = jsonFen{v: v, set: true}
+	return nil
+}
+
+// positive returns the amount, failing with KindInvalidAmount when it is
+// missing or zero.
+func (f jsonFen) positive(name string) (int64, error) {
+	if !f.set {
+		return 0, errorf(KindInvalidAmount, "%s is missing", name)
+	}
+	if f.v <= 0 {
+		return 0, errorf(KindInvalidAmount, "%s is %d, must be positive", name, f.v)
+	}
+	return f.v, nil
+}
