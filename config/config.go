@@ -1,0 +1,459 @@
+// Package config holds the worker's configuration: one Config struct with
+// documented defaults, validation, loading from a YAML file, the environment
+// and command-line flags (in that order of precedence), and secret masking.
+//
+// Only this package and cmd/ read the environment or flags; everything else
+// receives a Config (or the parts of it it needs). This package must never
+// print, log or return in an error the value of a secret: the database DSN's
+// password and the WeChat APIv3 keys are held in Secret and DSN, whose every
+// printed form is masked.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// DefaultFile is the configuration file read when --config is not given and
+// the file exists. A missing default file is not an error.
+const DefaultFile = "config/consumer.yaml"
+
+// APIv3KeyLen is the exact length in bytes of a WeChat Pay APIv3 key.
+const APIv3KeyLen = 32
+
+// Config is the worker's whole configuration. The zero value is not useful:
+// start from Default and apply sources with Load (or LoadFile, ApplyEnv and
+// Flags.Apply). YAML keys are given in the field tags; the environment
+// variables and flags are listed on each field.
+type Config struct {
+	Kafka  Kafka  `yaml:"kafka"`
+	DB     DB     `yaml:"db"`
+	Admin  Admin  `yaml:"admin"`
+	WeChat WeChat `yaml:"wechat"`
+	Log    Log    `yaml:"log"`
+	Worker Worker `yaml:"worker"`
+}
+
+// Kafka configures the consumer group, its readers and the dead-letter
+// writer.
+type Kafka struct {
+	// Brokers are the bootstrap brokers. Env PAYCB_KAFKA_BROKERS
+	// (comma-separated), flag --kafka-brokers. Default ["127.0.0.1:9092"].
+	Brokers []string `yaml:"brokers"`
+	// Topic is the input topic. Env PAYCB_KAFKA_TOPIC, flag --kafka-topic.
+	// Default "channel-events".
+	Topic string `yaml:"topic"`
+	// Group is the consumer group. Env PAYCB_KAFKA_GROUP, flag --kafka-group.
+	// Default "settlement-consumer".
+	Group string `yaml:"group"`
+	// DLQTopic is the dead-letter topic. Env PAYCB_KAFKA_DLQ_TOPIC, flag
+	// --kafka-dlq-topic. Default: Topic + ".dlq", derived after every source
+	// has been applied.
+	DLQTopic string `yaml:"dlq_topic"`
+	// MinBytes is the least a fetch waits for. Env PAYCB_KAFKA_MIN_BYTES.
+	// Default 1, so a single callback is processed at once.
+	MinBytes int `yaml:"min_bytes"`
+	// MaxBytes is the most one fetch returns per partition. Env
+	// PAYCB_KAFKA_MAX_BYTES. Default 10 MiB.
+	MaxBytes int `yaml:"max_bytes"`
+	// MaxWait is how long a fetch waits for MinBytes. Env
+	// PAYCB_KAFKA_MAX_WAIT. Default 500ms.
+	MaxWait time.Duration `yaml:"max_wait"`
+	// StartOffset is where a partition with no committed offset starts:
+	// "first" (default; never skip a callback) or "last". Env
+	// PAYCB_KAFKA_START_OFFSET.
+	StartOffset string `yaml:"start_offset"`
+	// SessionTimeout is the group session timeout. Env
+	// PAYCB_KAFKA_SESSION_TIMEOUT. Default 30s.
+	SessionTimeout time.Duration `yaml:"session_timeout"`
+	// HeartbeatInterval is the group heartbeat interval; it must be less
+	// than SessionTimeout. Env PAYCB_KAFKA_HEARTBEAT_INTERVAL. Default 3s.
+	HeartbeatInterval time.Duration `yaml:"heartbeat_interval"`
+	// RebalanceTimeout is how long members have to rejoin during a
+	// rebalance. Env PAYCB_KAFKA_REBALANCE_TIMEOUT. Default 30s.
+	RebalanceTimeout time.Duration `yaml:"rebalance_timeout"`
+	// PartitionWatchInterval is how often the group leader looks for new
+	// partitions. Env PAYCB_KAFKA_PARTITION_WATCH_INTERVAL. Default 5s.
+	PartitionWatchInterval time.Duration `yaml:"partition_watch_interval"`
+	// DLQWriteTimeout bounds one dead-letter write, acknowledged by all
+	// in-sync replicas. Env PAYCB_KAFKA_DLQ_WRITE_TIMEOUT. Default 10s.
+	DLQWriteTimeout time.Duration `yaml:"dlq_write_timeout"`
+}
+
+// DB configures the MySQL/MariaDB connection pool.
+type DB struct {
+	// DSN is the go-sql-driver/mysql DSN. Env PAYCB_DB_DSN, flag --db-dsn
+	// (visible in process listings; prefer the environment). No default:
+	// required by the commands for which NeedsDB is true.
+	DSN DSN `yaml:"dsn"`
+	// MaxOpenConns caps open connections. Env PAYCB_DB_MAX_OPEN_CONNS.
+	// Default 32.
+	MaxOpenConns int `yaml:"max_open_conns"`
+	// MaxIdleConns caps idle connections; at most MaxOpenConns. Env
+	// PAYCB_DB_MAX_IDLE_CONNS. Default 32.
+	MaxIdleConns int `yaml:"max_idle_conns"`
+	// ConnMaxLifetime recycles connections older than this. Env
+	// PAYCB_DB_CONN_MAX_LIFETIME. Default 5m.
+	ConnMaxLifetime time.Duration `yaml:"conn_max_lifetime"`
+}
+
+// Admin configures the HTTP server for /metrics, /healthz and /readyz.
+type Admin struct {
+	// Addr is the listen address. Env PAYCB_ADMIN_ADDR, flag --admin-addr.
+	// Default ":9464".
+	Addr string `yaml:"addr"`
+}
+
+// WeChat holds the APIv3 keys that decrypt WeChat Pay notifications.
+type WeChat struct {
+	// APIv3Key is used for every tenant without a key of its own. Env
+	// PAYCB_WECHAT_APIV3_KEY. No default. Exactly 32 bytes when set.
+	APIv3Key Secret `yaml:"apiv3_key"`
+	// APIv3Keys are per-tenant keys, by tenant ID; YAML only. Each exactly 32
+	// bytes.
+	APIv3Keys map[int64]Secret `yaml:"apiv3_keys"`
+}
+
+// KeyFor returns the APIv3 key for tenant: its own key, else the default
+// key. ok is false when neither is set.
+func (w WeChat) KeyFor(tenant int64) (key Secret, ok bool) {
+	if k, found := w.APIv3Keys[tenant]; found && k.IsSet() {
+		return k, true
+	}
+	return w.APIv3Key, w.APIv3Key.IsSet()
+}
+
+// Log configures the process logger.
+type Log struct {
+	// Level is "debug", "info", "warn" or "error". Env PAYCB_LOG_LEVEL, flag
+	// --log-level. Default "info".
+	Level string `yaml:"level"`
+	// Format is "text" or "json". Env PAYCB_LOG_FORMAT, flag --log-format.
+	// Default "text".
+	Format string `yaml:"format"`
+}
+
+// SlogLevel returns Level as a slog.Level, or slog.LevelInfo when Level is
+// not one of the four names (Validate reports that case).
+func (l Log) SlogLevel() slog.Level {
+	switch strings.ToLower(l.Level) {
+	case "debug":
+		return slog.LevelDebug
+	case "warn":
+		return slog.LevelWarn
+	case "error":
+		return slog.LevelError
+	default:
+		return slog.LevelInfo
+	}
+}
+
+// Worker configures the pipeline, retries, the sweeper, readiness and
+// shutdown.
+type Worker struct {
+	// BatchMax is the most events handled as one batch per partition; 1 is
+	// the per-message pipeline. Env PAYCB_BATCH_MAX, flag --batch-max.
+	// Default 256; 1..MaxBatch.
+	BatchMax int `yaml:"batch_max"`
+	// OrphanAfter is how long a claim may stay ACQUIRED before the sweeper
+	// settles it again. Env PAYCB_ORPHAN_AFTER, flag --orphan-after. Default
+	// 2m.
+	OrphanAfter time.Duration `yaml:"orphan_after"`
+	// SweepInterval is how often the orphan sweeper runs. Env
+	// PAYCB_SWEEP_INTERVAL. Default 30s.
+	SweepInterval time.Duration `yaml:"sweep_interval"`
+	// StallThreshold is how long a partition may retry one message before
+	// /readyz reports it stalled. Env PAYCB_STALL_THRESHOLD. Default 1m.
+	StallThreshold time.Duration `yaml:"stall_threshold"`
+	// RetryBackoffMin is the first retry delay of a failing message. Env
+	// PAYCB_RETRY_BACKOFF_MIN. Default 100ms.
+	RetryBackoffMin time.Duration `yaml:"retry_backoff_min"`
+	// RetryBackoffMax caps the retry delay. Env PAYCB_RETRY_BACKOFF_MAX.
+	// Default 30s.
+	RetryBackoffMax time.Duration `yaml:"retry_backoff_max"`
+	// ShutdownTimeout caps the whole graceful shutdown. Env
+	// PAYCB_SHUTDOWN_TIMEOUT, flag --shutdown-timeout. Default 30s.
+	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+}
+
+// MaxBatch is the largest accepted Worker.BatchMax.
+const MaxBatch = 65536
+
+// Default returns the configuration with every documented default and no
+// secrets. Kafka.DLQTopic is left empty: Load derives it from the final
+// topic.
+func Default() Config {
+	return Config{
+		Kafka: Kafka{
+			Brokers:                []string{"127.0.0.1:9092"},
+			Topic:                  "channel-events",
+			Group:                  "settlement-consumer",
+			MinBytes:               1,
+			MaxBytes:               10 << 20,
+			MaxWait:                500 * time.Millisecond,
+			StartOffset:            "first",
+			SessionTimeout:         30 * time.Second,
+			HeartbeatInterval:      3 * time.Second,
+			RebalanceTimeout:       30 * time.Second,
+			PartitionWatchInterval: 5 * time.Second,
+			DLQWriteTimeout:        10 * time.Second,
+		},
+		DB: DB{
+			MaxOpenConns:    32,
+			MaxIdleConns:    32,
+			ConnMaxLifetime: 5 * time.Minute,
+		},
+		Admin: Admin{Addr: ":9464"},
+		Log:   Log{Level: "info", Format: "text"},
+		Worker: Worker{
+			BatchMax:        256,
+			OrphanAfter:     2 * time.Minute,
+			SweepInterval:   30 * time.Second,
+			StallThreshold:  time.Minute,
+			RetryBackoffMin: 100 * time.Millisecond,
+			RetryBackoffMax: 30 * time.Second,
+			ShutdownTimeout: 30 * time.Second,
+		},
+	}
+}
+
+// Finalize derives the defaults that depend on other fields: Kafka.DLQTopic
+// becomes Kafka.Topic + ".dlq" when empty. Load calls it after every source
+// has been applied; call it yourself when assembling a Config by hand.
+func (c *Config) Finalize() {
+	if c.Kafka.DLQTopic == "" && c.Kafka.Topic != "" {
+		c.Kafka.DLQTopic = c.Kafka.Topic + ".dlq"
+	}
+}
+
+// ErrInvalid is wrapped by every error Validate and ValidateFor return; test
+// for it with errors.Is.
+var ErrInvalid = errors.New("invalid configuration")
+
+// ErrDSNRequired is wrapped by ValidateFor's error when the command needs a
+// database and no DSN is set.
+var ErrDSNRequired = errors.New("PAYCB_DB_DSN is required")
+
+// Validate checks every field that does not depend on the command. It
+// reports all problems at once, each naming the YAML field and its
+// environment variable; the error wraps ErrInvalid and never contains a
+// secret's value. The DSN is checked for shape when set, but its absence is
+// ValidateFor's concern.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(path, format string, args ...any) {
+		name := path
+		if f, ok := fieldByPath[path]; ok && f.env != "" {
+			name += " (" + f.env + ")"
+		}
+		errs = append(errs, fmt.Errorf("%s: %s", name, fmt.Sprintf(format, args...)))
+	}
+	k := c.Kafka
+	if len(k.Brokers) == 0 {
+		bad("kafka.brokers", "at least one broker is required")
+	}
+	for i, b := range k.Brokers {
+		if strings.TrimSpace(b) == "" || strings.ContainsAny(b, " \t,") {
+			bad("kafka.brokers", "broker %d %q is not a host:port", i, b)
+		}
+	}
+	if k.Topic == "" {
+		bad("kafka.topic", "must not be empty")
+	}
+	if k.Group == "" {
+		bad("kafka.group", "must not be empty")
+	}
+	switch {
+	case k.DLQTopic == "":
+		bad("kafka.dlq_topic", "must not be empty (call Finalize to derive it)")
+	case k.DLQTopic == k.Topic:
+		bad("kafka.dlq_topic", "must differ from kafka.topic %q", k.Topic)
+	}
+	if k.MinBytes < 1 {
+		bad("kafka.min_bytes", "must be at least 1, got %d", k.MinBytes)
+	}
+	if k.MaxBytes < k.MinBytes {
+		bad("kafka.max_bytes", "must be at least kafka.min_bytes (%d), got %d", k.MinBytes, k.MaxBytes)
+	}
+	positive := func(path string, d time.Duration) {
+		if d <= 0 {
+			bad(path, "must be a positive duration, got %s", d)
+		}
+	}
+	positive("kafka.max_wait", k.MaxWait)
+	if k.StartOffset != "first" && k.StartOffset != "last" {
+		bad("kafka.start_offset", `must be "first" or "last", got %q`, k.StartOffset)
+	}
+	positive("kafka.session_timeout", k.SessionTimeout)
+	positive("kafka.heartbeat_interval", k.HeartbeatInterval)
+	if k.HeartbeatInterval > 0 && k.HeartbeatInterval >= k.SessionTimeout {
+		bad("kafka.heartbeat_interval", "must be less than kafka.session_timeout (%s), got %s", k.SessionTimeout, k.HeartbeatInterval)
+	}
+	positive("kafka.rebalance_timeout", k.RebalanceTimeout)
+	positive("kafka.partition_watch_interval", k.PartitionWatchInterval)
+	positive("kafka.dlq_write_timeout", k.DLQWriteTimeout)
+
+	if c.DB.DSN.IsSet() && !strings.Contains(c.DB.DSN.Reveal(), "/") {
+		// Never quote the DSN here: it may hold a password.
+		bad("db.dsn", "is not a go-sql-driver/mysql DSN: missing \"/dbname\"")
+	}
+	if c.DB.MaxOpenConns < 1 {
+		bad("db.max_open_conns", "must be at least 1, got %d", c.DB.MaxOpenConns)
+	}
+	if c.DB.MaxIdleConns < 0 || c.DB.MaxIdleConns > c.DB.MaxOpenConns {
+		bad("db.max_idle_conns", "must be between 0 and db.max_open_conns (%d), got %d", c.DB.MaxOpenConns, c.DB.MaxIdleConns)
+	}
+	positive("db.conn_max_lifetime", c.DB.ConnMaxLifetime)
+
+	if c.Admin.Addr == "" {
+		bad("admin.addr", "must not be empty")
+	}
+
+	if c.WeChat.APIv3Key.IsSet() && len(c.WeChat.APIv3Key.Reveal()) != APIv3KeyLen {
+		bad("wechat.apiv3_key", "must be exactly %d bytes, got %d", APIv3KeyLen, len(c.WeChat.APIv3Key.Reveal()))
+	}
+	for _, tenant := range slices.Sorted(maps.Keys(c.WeChat.APIv3Keys)) {
+		key := c.WeChat.APIv3Keys[tenant]
+		path := "wechat.apiv3_keys[" + strconv.FormatInt(tenant, 10) + "]"
+		switch {
+		case tenant <= 0:
+			bad(path, "tenant ID must be positive")
+		case len(key.Reveal()) != APIv3KeyLen:
+			bad(path, "must be exactly %d bytes, got %d", APIv3KeyLen, len(key.Reveal()))
+		}
+	}
+
+	switch strings.ToLower(c.Log.Level) {
+	case "debug", "info", "warn", "error":
+	default:
+		bad("log.level", `must be one of debug, info, warn, error; got %q`, c.Log.Level)
+	}
+	if c.Log.Format != "text" && c.Log.Format != "json" {
+		bad("log.format", `must be "text" or "json", got %q`, c.Log.Format)
+	}
+
+	w := c.Worker
+	if w.BatchMax < 1 || w.BatchMax > MaxBatch {
+		bad("worker.batch_max", "must be between 1 and %d, got %d", MaxBatch, w.BatchMax)
+	}
+	positive("worker.orphan_after", w.OrphanAfter)
+	positive("worker.sweep_interval", w.SweepInterval)
+	positive("worker.stall_threshold", w.StallThreshold)
+	positive("worker.retry_backoff_min", w.RetryBackoffMin)
+	if w.RetryBackoffMax < w.RetryBackoffMin {
+		bad("worker.retry_backoff_max", "must be at least worker.retry_backoff_min (%s), got %s", w.RetryBackoffMin, w.RetryBackoffMax)
+	}
+	positive("worker.shutdown_timeout", w.ShutdownTimeout)
+
+	if len(errs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %w", ErrInvalid, errors.Join(errs...))
+}
+
+// NeedsDB reports whether the named command (the first word after
+// "consumer": "run", "migrate", "demo", ...) talks to the configured
+// database and so requires a DSN. "demo" uses an embedded database and
+// "dlq" only Kafka; unknown commands are assumed to need it.
+func NeedsDB(command string) bool {
+	switch command {
+	case "demo", "dlq", "help", "version":
+		return false
+	default:
+		return true
+	}
+}
+
+// ValidateFor runs Validate and then the checks that depend on command:
+// when NeedsDB(command), a DSN must be set. The error wraps ErrInvalid, and
+// also ErrDSNRequired when the DSN is missing.
+func (c Config) ValidateFor(command string) error {
+	err := c.Validate()
+	if NeedsDB(command) && !c.DB.DSN.IsSet() {
+		dsnErr := fmt.Errorf("db.dsn: %w for %q (or set db.dsn in the config file, or --db-dsn)", ErrDSNRequired, command)
+		if err == nil {
+			return fmt.Errorf("%w: %w", ErrInvalid, dsnErr)
+		}
+		return errors.Join(err, dsnErr)
+	}
+	return err
+}
+
+// LogValue implements slog.LogValuer: the whole configuration as nested
+// groups, secrets masked.
+func (c Config) LogValue() slog.Value {
+	keys := make([]slog.Attr, 0, len(c.WeChat.APIv3Keys))
+	for _, tenant := range slices.Sorted(maps.Keys(c.WeChat.APIv3Keys)) {
+		keys = append(keys, slog.String(strconv.FormatInt(tenant, 10), c.WeChat.APIv3Keys[tenant].String()))
+	}
+	k := c.Kafka
+	return slog.GroupValue(
+		slog.Group("kafka",
+			slog.String("brokers", strings.Join(k.Brokers, ",")),
+			slog.String("topic", k.Topic),
+			slog.String("group", k.Group),
+			slog.String("dlq_topic", k.DLQTopic),
+			slog.Int("min_bytes", k.MinBytes),
+			slog.Int("max_bytes", k.MaxBytes),
+			slog.Duration("max_wait", k.MaxWait),
+			slog.String("start_offset", k.StartOffset),
+			slog.Duration("session_timeout", k.SessionTimeout),
+			slog.Duration("heartbeat_interval", k.HeartbeatInterval),
+			slog.Duration("rebalance_timeout", k.RebalanceTimeout),
+			slog.Duration("partition_watch_interval", k.PartitionWatchInterval),
+			slog.Duration("dlq_write_timeout", k.DLQWriteTimeout),
+		),
+		slog.Group("db",
+			slog.String("dsn", c.DB.DSN.String()),
+			slog.Int("max_open_conns", c.DB.MaxOpenConns),
+			slog.Int("max_idle_conns", c.DB.MaxIdleConns),
+			slog.Duration("conn_max_lifetime", c.DB.ConnMaxLifetime),
+		),
+		slog.Group("admin", slog.String("addr", c.Admin.Addr)),
+		slog.Group("wechat",
+			slog.String("apiv3_key", c.WeChat.APIv3Key.String()),
+			slog.Attr{Key: "apiv3_keys", Value: slog.GroupValue(keys...)},
+		),
+		slog.Group("log", slog.String("level", c.Log.Level), slog.String("format", c.Log.Format)),
+		slog.Group("worker",
+			slog.Int("batch_max", c.Worker.BatchMax),
+			slog.Duration("orphan_after", c.Worker.OrphanAfter),
+			slog.Duration("sweep_interval", c.Worker.SweepInterval),
+			slog.Duration("stall_threshold", c.Worker.StallThreshold),
+			slog.Duration("retry_backoff_min", c.Worker.RetryBackoffMin),
+			slog.Duration("retry_backoff_max", c.Worker.RetryBackoffMax),
+			slog.Duration("shutdown_timeout", c.Worker.ShutdownTimeout),
+		),
+	)
+}
+
+// String returns the configuration as space-separated path=value pairs
+// ("kafka.topic=channel-events db.dsn=root:***@tcp(db:3306)/paycb ..."),
+// secrets masked. It is what LogValue shows, flattened.
+func (c Config) String() string {
+	var b strings.Builder
+	var walk func(prefix string, attrs []slog.Attr)
+	walk = func(prefix string, attrs []slog.Attr) {
+		for _, a := range attrs {
+			if a.Value.Kind() == slog.KindGroup {
+				walk(prefix+a.Key+".", a.Value.Group())
+				continue
+			}
+			if b.Len() > 0 {
+				b.WriteByte(' ')
+			}
+			b.WriteString(prefix + a.Key + "=" + a.Value.String())
+		}
+	}
+	walk("", c.LogValue().Group())
+	return b.String()
+}
+
+// GoString returns String's masked form for %#v.
+func (c Config) GoString() string { return "config.Config{" + c.String() + "}" }
