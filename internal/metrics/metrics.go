@@ -1,0 +1,365 @@
+// Package metrics defines the worker's Prometheus metrics, the names and
+// labels that dashboards, alerts and acceptance tests rely on (see the
+// contract), and the only methods that record them.
+//
+// Every metric is registered on a prometheus.Registerer the caller injects;
+// this package must never touch the global default registry, and must never
+// let an unbounded value (a trade number, an error text, a tenant) become a
+// label value: every method takes a value from a fixed set and clamps
+// anything else to UNKNOWN or "other".
+package metrics
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// Channel label values of paycb_events_total. Anything else is recorded as
+// ChannelUnknown.
+const (
+	ChannelWeChat  = "WECHAT"
+	ChannelAlipay  = "ALIPAY"
+	ChannelSQB     = "SQB"
+	ChannelUnknown = "UNKNOWN"
+)
+
+// Event-type label values of paycb_events_total. Anything else is recorded
+// as EventTypeUnknown.
+const (
+	EventTypePaymentReceived = "PAYMENT_RECEIVED"
+	EventTypeRefundSucceeded = "REFUND_SUCCEEDED"
+	EventTypeUnknown         = "UNKNOWN"
+)
+
+// Outcome is what became of one consumed message: the outcome label of
+// paycb_events_total. Each consumed message is counted exactly once.
+type Outcome string
+
+// The contract's outcomes. An Outcome outside this set is recorded as
+// OutcomeOther.
+const (
+	// OutcomeAcquired: the message made the claim.
+	OutcomeAcquired Outcome = "acquired"
+	// OutcomeDuplicate: a channel retry of an already claimed event.
+	OutcomeDuplicate Outcome = "duplicate"
+	// OutcomeRedelivered: the very Kafka message that made the claim, seen
+	// again (a replay or a redelivery).
+	OutcomeRedelivered Outcome = "redelivered"
+	// OutcomeConflict: same key, different payload fingerprint.
+	OutcomeConflict Outcome = "conflict"
+	// OutcomeDeadLettered: the message could not be decoded.
+	OutcomeDeadLettered Outcome = "dead_lettered"
+	// OutcomeIgnored: no money moves (e.g. REFUND.ABNORMAL).
+	OutcomeIgnored Outcome = "ignored"
+	// OutcomeOther marks a value outside the set: a bug to fix, not a
+	// category to use.
+	OutcomeOther Outcome = "other"
+)
+
+// Outcomes lists the contract's outcomes, without OutcomeOther.
+var Outcomes = []Outcome{OutcomeAcquired, OutcomeDuplicate, OutcomeRedelivered, OutcomeConflict, OutcomeDeadLettered, OutcomeIgnored}
+
+// DeadLetterKind is the contract's x-error-kind of a dead letter: the kind
+// label of paycb_dead_letters_total.
+type DeadLetterKind string
+
+// The contract's dead-letter kinds. A kind outside this set is recorded as
+// KindOther.
+const (
+	KindMalformed      DeadLetterKind = "malformed"
+	KindUnknownChannel DeadLetterKind = "unknown_channel"
+	KindDecryptFailed  DeadLetterKind = "decrypt_failed"
+	KindNoKey          DeadLetterKind = "no_key"
+	KindConflict       DeadLetterKind = "conflict"
+	KindOverRefund     DeadLetterKind = "over_refund"
+	KindInvalidAmount  DeadLetterKind = "invalid_amount"
+	KindUnsupported    DeadLetterKind = "unsupported"
+	// KindOther marks a value outside the set.
+	KindOther DeadLetterKind = "other"
+)
+
+// DeadLetterKinds lists the contract's dead-letter kinds, without KindOther.
+var DeadLetterKinds = []DeadLetterKind{KindMalformed, KindUnknownChannel, KindDecryptFailed, KindNoKey, KindConflict, KindOverRefund, KindInvalidAmount, KindUnsupported}
+
+// SettleOutcome is the outcome label of paycb_settle_total.
+type SettleOutcome string
+
+// The contract's settle outcomes. A value outside this set is recorded as
+// SettleOther.
+const (
+	// SettlePosted: the ledger postings were written.
+	SettlePosted SettleOutcome = "POSTED"
+	// SettleNoMoney: a late cumulative refund moved nothing.
+	SettleNoMoney SettleOutcome = "NO_MONEY"
+	// SettleOverRefund: the refund exceeded what was paid.
+	SettleOverRefund SettleOutcome = "OVER_REFUND"
+	// SettleFenceLost: another settler won the fence.
+	SettleFenceLost SettleOutcome = "FENCE_LOST"
+	// SettleOther marks a value outside the set.
+	SettleOther SettleOutcome = "OTHER"
+)
+
+// SettleOutcomes lists the contract's settle outcomes, without SettleOther.
+var SettleOutcomes = []SettleOutcome{SettlePosted, SettleNoMoney, SettleOverRefund, SettleFenceLost}
+
+// Stage is where an error left a message unacknowledged for redelivery: the
+// stage label of paycb_processing_errors_total.
+type Stage string
+
+// The stages. A value outside this set is recorded as StageOther.
+const (
+	StageFetch        Stage = "fetch"         // reading from Kafka
+	StageDecode       Stage = "decode"        // a transient error while decoding (not a dead letter)
+	StageRefundUpdate Stage = "refund_update" // updating a refund registration
+	StageAcquire      Stage = "acquire"       // the claim's insert
+	StageSettle       Stage = "settle"        // the business transaction
+	StageDeadLetter   Stage = "dead_letter"   // writing a dead letter
+	StageCommit       Stage = "commit"        // committing the offset
+	StageSweep        Stage = "sweep"         // the orphan sweeper
+	StageOther        Stage = "other"         // a value outside the set
+)
+
+// Stages lists the stages, without StageOther.
+var Stages = []Stage{StageFetch, StageDecode, StageRefundUpdate, StageAcquire, StageSettle, StageDeadLetter, StageCommit, StageSweep}
+
+// SettleDurationBuckets are paycb_settle_duration_seconds's buckets, from
+// 1ms to 10min: the duration runs from the envelope's received_at to the
+// ledger commit, so it includes time spent waiting in Kafka.
+var SettleDurationBuckets = []float64{
+	0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+	1, 2.5, 5, 10, 30, 60, 120, 300, 600,
+}
+
+var (
+	channels   = []string{ChannelWeChat, ChannelAlipay, ChannelSQB}
+	eventTypes = []string{EventTypePaymentReceived, EventTypeRefundSucceeded}
+)
+
+// Metrics records the contract's metrics. Build it with New. All methods are
+// safe for concurrent use, and a nil *Metrics records nothing, so tests of
+// other packages may pass nil.
+type Metrics struct {
+	events      *prometheus.CounterVec
+	deadLetters *prometheus.CounterVec
+	settles     *prometheus.CounterVec
+	errors      *prometheus.CounterVec
+	orphans     prometheus.Gauge
+	settleDur   prometheus.Histogram
+	lag         *prometheus.GaugeVec
+}
+
+// New creates the contract's metrics, registers them on reg and
+// pre-initialises the common label combinations to zero, so dashboards and
+// rate() see every series from the first scrape. It returns an error
+// (wrapping the registry's) when a metric is already registered on reg.
+func New(reg prometheus.Registerer) (*Metrics, error) {
+	if reg == nil {
+		return nil, fmt.Errorf("new metrics: nil registerer")
+	}
+	m := &Metrics{
+		events: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "paycb_events_total",
+			Help: "Consumed channel-event messages, each counted once, by channel, event type and outcome.",
+		}, []string{"channel", "event_type", "outcome"}),
+		deadLetters: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "paycb_dead_letters_total",
+			Help: "Dead letters written, by contract error kind.",
+		}, []string{"kind"}),
+		settles: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "paycb_settle_total",
+			Help: "Settlements by outcome.",
+		}, []string{"outcome"}),
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "paycb_processing_errors_total",
+			Help: "Errors that left a message unacknowledged for redelivery, by pipeline stage.",
+		}, []string{"stage"}),
+		orphans: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "paycb_orphan_claims",
+			Help: "Claims ACQUIRED for longer than the configured orphan threshold.",
+		}),
+		settleDur: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "paycb_settle_duration_seconds",
+			Help:    "Time from the callback's received_at to the ledger commit, including time waiting in Kafka.",
+			Buckets: SettleDurationBuckets,
+		}),
+		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "paycb_consumer_lag",
+			Help: "Messages behind the end of each partition assigned to this worker.",
+		}, []string{"partition"}),
+	}
+	for _, c := range []prometheus.Collector{m.events, m.deadLetters, m.settles, m.errors, m.orphans, m.settleDur, m.lag} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("register metrics: %w", err)
+		}
+	}
+
+	for _, ch := range channels {
+		for _, et := range eventTypes {
+			for _, o := range Outcomes {
+				m.events.WithLabelValues(ch, et, string(o))
+			}
+		}
+	}
+	// A message that cannot be decoded knows neither channel nor event type.
+	m.events.WithLabelValues(ChannelUnknown, EventTypeUnknown, string(OutcomeDeadLettered))
+	for _, k := range DeadLetterKinds {
+		m.deadLetters.WithLabelValues(string(k))
+	}
+	for _, o := range SettleOutcomes {
+		m.settles.WithLabelValues(string(o))
+	}
+	for _, s := range Stages {
+		m.errors.WithLabelValues(string(s))
+	}
+	return m, nil
+}
+
+// NewRegistry returns a new registry (never the global one) holding the Go
+// runtime and process collectors, ready for New and for the admin server's
+// /metrics.
+func NewRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+	return reg
+}
+
+// Event counts one consumed message. channel and eventType are clamped to
+// their sets (ChannelUnknown, EventTypeUnknown), outcome to Outcomes
+// (OutcomeOther).
+func (m *Metrics) Event(channel, eventType string, outcome Outcome) {
+	if m == nil {
+		return
+	}
+	m.events.WithLabelValues(ClampChannel(channel), ClampEventType(eventType), string(clampOutcome(outcome))).Inc()
+}
+
+// DeadLetter counts one dead letter written, by its contract kind (KindOther
+// outside DeadLetterKinds).
+func (m *Metrics) DeadLetter(kind DeadLetterKind) {
+	if m == nil {
+		return
+	}
+	m.deadLetters.WithLabelValues(string(clampKind(kind))).Inc()
+}
+
+// Settled counts one settlement by outcome (SettleOther outside
+// SettleOutcomes).
+func (m *Metrics) Settled(outcome SettleOutcome) {
+	if m == nil {
+		return
+	}
+	m.settles.WithLabelValues(string(clampSettle(outcome))).Inc()
+}
+
+// ObserveSettleDuration records the time from the envelope's received_at to
+// the ledger commit. A negative duration (the receiver's clock ahead of
+// ours) is recorded as zero.
+func (m *Metrics) ObserveSettleDuration(d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.settleDur.Observe(max(d, 0).Seconds())
+}
+
+// ProcessingError counts one error that left a message unacknowledged, by
+// stage (StageOther outside Stages).
+func (m *Metrics) ProcessingError(stage Stage) {
+	if m == nil {
+		return
+	}
+	m.errors.WithLabelValues(string(clampStage(stage))).Inc()
+}
+
+// SetOrphanClaims sets the number of claims ACQUIRED longer than the orphan
+// threshold.
+func (m *Metrics) SetOrphanClaims(n int) {
+	if m == nil {
+		return
+	}
+	m.orphans.Set(float64(n))
+}
+
+// SetConsumerLag sets how many messages partition is behind its end. The
+// partition label is bounded by the topic's partition count; negative
+// partitions are ignored and negative lag is recorded as zero. Call
+// DeleteConsumerLag when the partition is revoked, so another worker's
+// partition is not reported stale from here.
+func (m *Metrics) SetConsumerLag(partition int, lag int64) {
+	if m == nil || partition < 0 {
+		return
+	}
+	m.lag.WithLabelValues(strconv.Itoa(partition)).Set(float64(max(lag, 0)))
+}
+
+// DeleteConsumerLag removes partition's lag series.
+func (m *Metrics) DeleteConsumerLag(partition int) {
+	if m == nil || partition < 0 {
+		return
+	}
+	m.lag.DeleteLabelValues(strconv.Itoa(partition))
+}
+
+// ClampChannel returns channel when it is one of the contract's channels
+// (WECHAT, ALIPAY, SQB; exact match), else ChannelUnknown.
+func ClampChannel(channel string) string {
+	switch channel {
+	case ChannelWeChat, ChannelAlipay, ChannelSQB:
+		return channel
+	default:
+		return ChannelUnknown
+	}
+}
+
+// ClampEventType returns eventType when it is PAYMENT_RECEIVED or
+// REFUND_SUCCEEDED, else EventTypeUnknown.
+func ClampEventType(eventType string) string {
+	switch eventType {
+	case EventTypePaymentReceived, EventTypeRefundSucceeded:
+		return eventType
+	default:
+		return EventTypeUnknown
+	}
+}
+
+func clampOutcome(o Outcome) Outcome {
+	switch o {
+	case OutcomeAcquired, OutcomeDuplicate, OutcomeRedelivered, OutcomeConflict, OutcomeDeadLettered, OutcomeIgnored:
+		return o
+	default:
+		return OutcomeOther
+	}
+}
+
+func clampKind(k DeadLetterKind) DeadLetterKind {
+	switch k {
+	case KindMalformed, KindUnknownChannel, KindDecryptFailed, KindNoKey, KindConflict, KindOverRefund, KindInvalidAmount, KindUnsupported:
+		return k
+	default:
+		return KindOther
+	}
+}
+
+func clampSettle(o SettleOutcome) SettleOutcome {
+	switch o {
+	case SettlePosted, SettleNoMoney, SettleOverRefund, SettleFenceLost:
+		return o
+	default:
+		return SettleOther
+	}
+}
+
+func clampStage(s Stage) Stage {
+	switch s {
+	case StageFetch, StageDecode, StageRefundUpdate, StageAcquire, StageSettle, StageDeadLetter, StageCommit, StageSweep:
+		return s
+	default:
+		return StageOther
+	}
+}

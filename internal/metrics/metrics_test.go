@@ -1,0 +1,220 @@
+package metrics
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func mustNew(t *testing.T) (*Metrics, *prometheus.Registry) {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	m, err := New(reg)
+	require.NoError(t, err)
+	return m, reg
+}
+
+func TestLint(t *testing.T) {
+	m, reg := mustNew(t)
+	m.Event(ChannelWeChat, EventTypePaymentReceived, OutcomeAcquired)
+	m.ObserveSettleDuration(time.Second)
+	m.SetConsumerLag(0, 5)
+	problems, err := testutil.GatherAndLint(reg)
+	require.NoError(t, err)
+	assert.Empty(t, problems)
+	for _, c := range []prometheus.Collector{m.events, m.deadLetters, m.settles, m.errors, m.orphans, m.settleDur, m.lag} {
+		problems, err := testutil.CollectAndLint(c)
+		require.NoError(t, err)
+		assert.Empty(t, problems)
+	}
+}
+
+func TestPreinitialised(t *testing.T) {
+	m, _ := mustNew(t)
+	// 3 channels x 2 event types x 6 outcomes, plus UNKNOWN/UNKNOWN/dead_lettered.
+	assert.Equal(t, 3*2*6+1, testutil.CollectAndCount(m.events))
+	assert.Equal(t, 8, testutil.CollectAndCount(m.deadLetters))
+	assert.Equal(t, 4, testutil.CollectAndCount(m.settles))
+	assert.Equal(t, 8, testutil.CollectAndCount(m.errors))
+	assert.Equal(t, 0, testutil.CollectAndCount(m.lag), "lag appears only for assigned partitions")
+
+	require.NoError(t, testutil.CollectAndCompare(m.settles, strings.NewReader(`
+# HELP paycb_settle_total Settlements by outcome.
+# TYPE paycb_settle_total counter
+paycb_settle_total{outcome="FENCE_LOST"} 0
+paycb_settle_total{outcome="NO_MONEY"} 0
+paycb_settle_total{outcome="OVER_REFUND"} 0
+paycb_settle_total{outcome="POSTED"} 0
+`)))
+}
+
+func TestEvent(t *testing.T) {
+	for _, tc := range []struct {
+		name                string
+		channel, eventType  string
+		outcome             Outcome
+		wantChannel, wantET string
+		wantOutcome         string
+	}{
+		{"known", ChannelAlipay, EventTypeRefundSucceeded, OutcomeDuplicate, "ALIPAY", "REFUND_SUCCEEDED", "duplicate"},
+		{"unknown channel", "PAYPAL", EventTypePaymentReceived, OutcomeDeadLettered, "UNKNOWN", "PAYMENT_RECEIVED", "dead_lettered"},
+		{"channel case matters", "wechat", EventTypePaymentReceived, OutcomeAcquired, "UNKNOWN", "PAYMENT_RECEIVED", "acquired"},
+		{"empty channel and type", "", "", OutcomeDeadLettered, "UNKNOWN", "UNKNOWN", "dead_lettered"},
+		{"unknown event type", ChannelSQB, "REFUND.ABNORMAL", OutcomeIgnored, "SQB", "UNKNOWN", "ignored"},
+		{"unknown outcome", ChannelWeChat, EventTypePaymentReceived, Outcome("trade-123"), "WECHAT", "PAYMENT_RECEIVED", "other"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, _ := mustNew(t)
+			m.Event(tc.channel, tc.eventType, tc.outcome)
+			m.Event(tc.channel, tc.eventType, tc.outcome)
+			assert.InDelta(t, 2, testutil.ToFloat64(m.events.WithLabelValues(tc.wantChannel, tc.wantET, tc.wantOutcome)), 0)
+		})
+	}
+}
+
+func TestDeadLetter(t *testing.T) {
+	m, _ := mustNew(t)
+	m.DeadLetter(KindOverRefund)
+	m.DeadLetter(KindMalformed)
+	m.DeadLetter(KindMalformed)
+	m.DeadLetter(DeadLetterKind("parse error at byte 17"))
+	require.NoError(t, testutil.CollectAndCompare(m.deadLetters, strings.NewReader(`
+# HELP paycb_dead_letters_total Dead letters written, by contract error kind.
+# TYPE paycb_dead_letters_total counter
+paycb_dead_letters_total{kind="conflict"} 0
+paycb_dead_letters_total{kind="decrypt_failed"} 0
+paycb_dead_letters_total{kind="invalid_amount"} 0
+paycb_dead_letters_total{kind="malformed"} 2
+paycb_dead_letters_total{kind="no_key"} 0
+paycb_dead_letters_total{kind="other"} 1
+paycb_dead_letters_total{kind="over_refund"} 1
+paycb_dead_letters_total{kind="unknown_channel"} 0
+paycb_dead_letters_total{kind="unsupported"} 0
+`)))
+}
+
+func TestSettledAndErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		record  func(m *Metrics)
+		counter func(m *Metrics) prometheus.Collector
+	}{
+		{"posted", func(m *Metrics) { m.Settled(SettlePosted) }, func(m *Metrics) prometheus.Collector { return m.settles.WithLabelValues("POSTED") }},
+		{"fence lost", func(m *Metrics) { m.Settled(SettleFenceLost) }, func(m *Metrics) prometheus.Collector { return m.settles.WithLabelValues("FENCE_LOST") }},
+		{"settle other", func(m *Metrics) { m.Settled("posted") }, func(m *Metrics) prometheus.Collector { return m.settles.WithLabelValues("OTHER") }},
+		{"stage settle", func(m *Metrics) { m.ProcessingError(StageSettle) }, func(m *Metrics) prometheus.Collector { return m.errors.WithLabelValues("settle") }},
+		{"stage commit", func(m *Metrics) { m.ProcessingError(StageCommit) }, func(m *Metrics) prometheus.Collector { return m.errors.WithLabelValues("commit") }},
+		{"stage other", func(m *Metrics) { m.ProcessingError("dial tcp 10.0.0.1:3306") }, func(m *Metrics) prometheus.Collector { return m.errors.WithLabelValues("other") }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, _ := mustNew(t)
+			tc.record(m)
+			assert.InDelta(t, 1, testutil.ToFloat64(tc.counter(m)), 0)
+		})
+	}
+}
+
+func TestGauges(t *testing.T) {
+	m, _ := mustNew(t)
+	m.SetOrphanClaims(3)
+	assert.InDelta(t, 3, testutil.ToFloat64(m.orphans), 0)
+	m.SetOrphanClaims(0)
+	assert.InDelta(t, 0, testutil.ToFloat64(m.orphans), 0)
+
+	m.SetConsumerLag(0, 12)
+	m.SetConsumerLag(11, -4)
+	m.SetConsumerLag(-1, 99)
+	assert.InDelta(t, 12, testutil.ToFloat64(m.lag.WithLabelValues("0")), 0)
+	assert.InDelta(t, 0, testutil.ToFloat64(m.lag.WithLabelValues("11")), 0)
+	assert.Equal(t, 2, testutil.CollectAndCount(m.lag))
+	m.DeleteConsumerLag(11)
+	require.NoError(t, testutil.CollectAndCompare(m.lag, strings.NewReader(`
+# HELP paycb_consumer_lag Messages behind the end of each partition assigned to this worker.
+# TYPE paycb_consumer_lag gauge
+paycb_consumer_lag{partition="0"} 12
+`)))
+}
+
+func TestSettleDuration(t *testing.T) {
+	m, reg := mustNew(t)
+	m.ObserveSettleDuration(2 * time.Millisecond)
+	m.ObserveSettleDuration(45 * time.Second)
+	m.ObserveSettleDuration(-time.Second)
+	m.ObserveSettleDuration(time.Hour)
+
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	var found bool
+	for _, f := range families {
+		if f.GetName() != "paycb_settle_duration_seconds" {
+			continue
+		}
+		found = true
+		h := f.GetMetric()[0].GetHistogram()
+		assert.Equal(t, uint64(4), h.GetSampleCount())
+		assert.InDelta(t, 0.002+45+3600, h.GetSampleSum(), 1e-9)
+		buckets := h.GetBucket()
+		require.Len(t, buckets, len(SettleDurationBuckets))
+		assert.InDelta(t, 0.001, buckets[0].GetUpperBound(), 0)
+		assert.InDelta(t, 600, buckets[len(buckets)-1].GetUpperBound(), 0)
+		assert.Equal(t, uint64(1), buckets[0].GetCumulativeCount(), "the negative duration counts as zero")
+		assert.Equal(t, uint64(3), buckets[len(buckets)-1].GetCumulativeCount(), "an hour is only in +Inf")
+	}
+	assert.True(t, found)
+}
+
+func TestNilMetricsRecordNothing(t *testing.T) {
+	var m *Metrics
+	assert.NotPanics(t, func() {
+		m.Event(ChannelWeChat, EventTypePaymentReceived, OutcomeAcquired)
+		m.DeadLetter(KindMalformed)
+		m.Settled(SettlePosted)
+		m.ObserveSettleDuration(time.Second)
+		m.ProcessingError(StageSettle)
+		m.SetOrphanClaims(1)
+		m.SetConsumerLag(0, 1)
+		m.DeleteConsumerLag(0)
+	})
+}
+
+func TestNewErrors(t *testing.T) {
+	_, err := New(nil)
+	require.Error(t, err)
+
+	reg := prometheus.NewRegistry()
+	_, err = New(reg)
+	require.NoError(t, err)
+	_, err = New(reg)
+	require.Error(t, err, "registering twice on one registry")
+	var are prometheus.AlreadyRegisteredError
+	assert.ErrorAs(t, err, &are)
+}
+
+func TestNewRegistry(t *testing.T) {
+	reg := NewRegistry()
+	_, err := New(reg)
+	require.NoError(t, err)
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	names := map[string]bool{}
+	for _, f := range families {
+		names[f.GetName()] = true
+	}
+	assert.True(t, names["go_goroutines"])
+	assert.True(t, names["paycb_events_total"])
+	assert.NotSame(t, prometheus.DefaultRegisterer, reg)
+}
+
+func TestClamp(t *testing.T) {
+	for in, want := range map[string]string{"WECHAT": "WECHAT", "ALIPAY": "ALIPAY", "SQB": "SQB", "UNKNOWN": "UNKNOWN", "Alipay": "UNKNOWN", "x": "UNKNOWN"} {
+		t.Run("channel "+in, func(t *testing.T) { assert.Equal(t, want, ClampChannel(in)) })
+	}
+	for in, want := range map[string]string{"PAYMENT_RECEIVED": "PAYMENT_RECEIVED", "REFUND_SUCCEEDED": "REFUND_SUCCEEDED", "TRANSACTION.SUCCESS": "UNKNOWN"} {
+		t.Run("event type "+in, func(t *testing.T) { assert.Equal(t, want, ClampEventType(in)) })
+	}
+}
