@@ -1,0 +1,101 @@
+// Package sqldb opens the worker's databases with the settings its
+// guarantees rely on: MySQL/MariaDB in strict mode with UTC times, and the
+// embedded SQLite database in WAL mode with write transactions that start
+// with BEGIN IMMEDIATE. It never logs a DSN: DSNs carry passwords.
+package sqldb
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"net/url"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/uptrace/bun"
+	"github.com/uptrace/bun/dialect"
+	"github.com/uptrace/bun/dialect/mysqldialect"
+	"github.com/uptrace/bun/dialect/sqlitedialect"
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+)
+
+// MySQLConfig parses a go-sql-driver/mysql DSN and applies the settings the
+// worker depends on, whatever the DSN says: parseTime, UTC times, strict SQL
+// mode (an over-long value is an error, never truncated), and bounded dial,
+// read and write timeouts (5s, 60s, 60s) where the DSN sets none.
+func MySQLConfig(dsn string) (*mysql.Config, error) {
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		// The driver's message can quote the DSN; keep the password out of errors.
+		return nil, fmt.Errorf("parse mysql dsn: invalid format")
+	}
+	cfg.ParseTime = true
+	cfg.Loc = time.UTC
+	if cfg.Params == nil {
+		cfg.Params = map[string]string{}
+	}
+	cfg.Params["time_zone"] = "'+00:00'"
+	cfg.Params["sql_mode"] = "'STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION'"
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 5 * time.Second
+	}
+	if cfg.ReadTimeout == 0 {
+		cfg.ReadTimeout = 60 * time.Second
+	}
+	if cfg.WriteTimeout == 0 {
+		cfg.WriteTimeout = 60 * time.Second
+	}
+	return cfg, nil
+}
+
+// OpenMySQL opens a pool on a MySQL 8.4 or MariaDB 10.11 server. It does not
+// connect; call Ping to find out whether the server answers.
+func OpenMySQL(dsn string) (*bun.DB, error) {
+	cfg, err := MySQLConfig(dsn)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := mysql.NewConnector(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open mysql: %w", err)
+	}
+	sqldb := sql.OpenDB(conn)
+	sqldb.SetMaxOpenConns(32)
+	sqldb.SetMaxIdleConns(32)
+	sqldb.SetConnMaxLifetime(30 * time.Minute)
+	return bun.NewDB(sqldb, mysqldialect.New()), nil
+}
+
+// OpenSQLite opens the embedded database file at path (created when absent)
+// in WAL mode. Every transaction starts with BEGIN IMMEDIATE, taking the
+// write lock up front: SQLite has no SELECT … FOR UPDATE, and a deferred
+// transaction that reads then writes could decide on a stale read.
+func OpenSQLite(path string) (*bun.DB, error) {
+	q := url.Values{}
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "busy_timeout(30000)")
+	q.Add("_pragma", "synchronous(FULL)")
+	q.Add("_pragma", "foreign_keys(1)")
+	q.Set("_txlock", "immediate")
+	sqldb, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
+	if err != nil {
+		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
+	}
+	// One writer at a time is all SQLite allows; a small pool avoids lock
+	// churn while still letting reads overlap.
+	sqldb.SetMaxOpenConns(4)
+	return bun.NewDB(sqldb, sqlitedialect.New()), nil
+}
+
+// Ping checks that the database answers within timeout.
+func Ping(ctx context.Context, db *bun.DB, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if err := db.PingContext(ctx); err != nil {
+		return fmt.Errorf("ping database: %w", err)
+	}
+	return nil
+}
+
+// IsSQLite reports whether db is the embedded SQLite database.
+func IsSQLite(db bun.IDB) bool { return db.Dialect().Name() == dialect.SQLite }

@@ -1,0 +1,20 @@
+// Package idempotent is the claim store: the storage-layer judge of "already
+// handled". A claim is a row in ss_channel_idempotent, unique per
+// (tenant_id, idempotent_key); the database's unique index decides which of
+// any number of concurrent acquirers made it, and nothing else does.
+//
+// The rules this package keeps, and must never break:
+//
+//   - Acquire takes the connection pool, never a caller's transaction, and
+//     has committed the claim before it reports Acquired, so no business
+//     rollback can release it.
+//   - Only a duplicate-key error on the claim's unique index means
+//     "duplicate" (ClassifyDuplicate). Every other error is returned wrapped
+//     and is never reported as a duplicate.
+//   - Keys compare byte for byte (VARBINARY / BLOB columns); the key builder
+//     refuses rather than truncates.
+//   - Settle is a fence: inside the caller's business transaction it moves a
+//     claim from ACQUIRED to SETTLED only if it is still ACQUIRED, so exactly
+//     one settler wins, however many try.
+//   - Claim rows are never deleted.
+package idempotent

@@ -1,0 +1,116 @@
+package idempotent_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/paycallback/paycallback/pkg/idempotent"
+)
+
+func TestKeyBuilder(t *testing.T) {
+	long := strings.Repeat("9", idempotent.MaxKeyLen)
+	cases := []struct {
+		name    string
+		build   func() (idempotent.Key, error)
+		want    string
+		wantErr string
+	}{
+		{"payment", func() (idempotent.Key, error) { return idempotent.NewPaymentKey("WECHAT", "4200002211") },
+			"WECHAT:4200002211:PAYMENT_RECEIVED", ""},
+		{"refund", func() (idempotent.Key, error) { return idempotent.NewRefundKey("ALIPAY", "2023052922", "rf-1") },
+			"ALIPAY:2023052922:REFUND_SUCCEEDED:rf-1", ""},
+		{"refund number may hold a colon", func() (idempotent.Key, error) { return idempotent.NewRefundKey("SQB", "789", "a:b") },
+			"SQB:789:REFUND_SUCCEEDED:a:b", ""},
+		{"empty channel", func() (idempotent.Key, error) { return idempotent.NewPaymentKey("", "1") }, "", "empty channel"},
+		{"empty trade no", func() (idempotent.Key, error) { return idempotent.NewPaymentKey("SQB", "") }, "", "empty channel trade no"},
+		{"empty refund no", func() (idempotent.Key, error) { return idempotent.NewRefundKey("SQB", "1", "") }, "", "empty refund no"},
+		{"colon in trade no", func() (idempotent.Key, error) { return idempotent.NewPaymentKey("SQB", "1:2") }, "", "contains ':'"},
+		{"colon in channel", func() (idempotent.Key, error) { return idempotent.NewPaymentKey("S:QB", "1") }, "", "contains ':'"},
+		{"trailing space", func() (idempotent.Key, error) { return idempotent.NewRefundKey("SQB", "1", "rf-1 ") }, "", "whitespace"},
+		{"inner tab", func() (idempotent.Key, error) { return idempotent.NewPaymentKey("SQB", "1\t2") }, "", "whitespace"},
+		{"ideographic space", func() (idempotent.Key, error) { return idempotent.NewPaymentKey("SQB", "1\u30002") }, "", "whitespace"},
+		{"control character", func() (idempotent.Key, error) { return idempotent.NewPaymentKey("SQB", "1\x002") }, "", "control character"},
+		{"invalid utf-8", func() (idempotent.Key, error) { return idempotent.NewPaymentKey("SQB", "1\xff") }, "", "UTF-8"},
+		{"over 191 bytes is refused, never truncated", func() (idempotent.Key, error) { return idempotent.NewPaymentKey("SQB", long) }, "", "at most 191"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			k, err := tc.build()
+			if tc.wantErr != "" {
+				require.ErrorIs(t, err, idempotent.ErrInvalidKey)
+				assert.Contains(t, err.Error(), tc.wantErr)
+				assert.Empty(t, k)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, k.String())
+		})
+	}
+}
+
+func TestKeyExactlyAtLimit(t *testing.T) {
+	prefix := "SQB:"
+	suffix := ":PAYMENT_RECEIVED"
+	trade := strings.Repeat("7", idempotent.MaxKeyLen-len(prefix)-len(suffix))
+	k, err := idempotent.NewPaymentKey("SQB", trade)
+	require.NoError(t, err)
+	assert.Len(t, k.String(), idempotent.MaxKeyLen)
+	_, err = idempotent.NewPaymentKey("SQB", trade+"7")
+	require.ErrorIs(t, err, idempotent.ErrInvalidKey)
+}
+
+func TestKeysDifferingInCaseAreDifferent(t *testing.T) {
+	lower, err := idempotent.NewRefundKey("WECHAT", "42", "rf-1")
+	require.NoError(t, err)
+	upper, err := idempotent.NewRefundKey("WECHAT", "42", "RF-1")
+	require.NoError(t, err)
+	assert.NotEqual(t, lower, upper)
+}
+
+func TestParseKey(t *testing.T) {
+	for _, tc := range []struct {
+		in      string
+		typ     idempotent.EventType
+		wantErr bool
+	}{
+		{"WECHAT:1:PAYMENT_RECEIVED", idempotent.PaymentReceived, false},
+		{"WECHAT:1:REFUND_SUCCEEDED:r:1", idempotent.RefundSucceeded, false},
+		{"WECHAT:1:PAYMENT_RECEIVED:x", "", true},
+		{"WECHAT:1:REFUND_SUCCEEDED", "", true},
+		{"WECHAT:1:SOMETHING", "", true},
+		{"WECHAT:1", "", true},
+		{"WECHAT::PAYMENT_RECEIVED", "", true},
+		{"", "", true},
+	} {
+		t.Run(tc.in, func(t *testing.T) {
+			k, typ, err := idempotent.ParseKey(tc.in)
+			if tc.wantErr {
+				require.ErrorIs(t, err, idempotent.ErrInvalidKey)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.in, k.String())
+			assert.Equal(t, tc.typ, typ)
+		})
+	}
+}
+
+func FuzzParseKey(f *testing.F) {
+	for _, s := range []string{"WECHAT:1:PAYMENT_RECEIVED", "ALIPAY:2:REFUND_SUCCEEDED:a:b", "x", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		k, typ, err := idempotent.ParseKey(s)
+		if err != nil {
+			require.ErrorIs(t, err, idempotent.ErrInvalidKey)
+			return
+		}
+		require.Equal(t, s, k.String(), "a valid key parses to itself")
+		require.True(t, typ.Valid())
+		require.LessOrEqual(t, len(s), idempotent.MaxKeyLen)
+		require.NotContains(t, s, " ")
+	})
+}

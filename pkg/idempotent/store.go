@@ -1,0 +1,323 @@
+package idempotent
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+	"unicode/utf8"
+
+	"github.com/uptrace/bun"
+	"github.com/uptrace/bun/dialect"
+)
+
+// Store is the claim store. It holds the connection pool, not a transaction:
+// Acquire commits the claim on its own, so no caller can pass it a
+// transaction that might roll back. Safe for concurrent use.
+type Store struct {
+	db  *bun.DB
+	now func() time.Time
+}
+
+// Option configures a Store.
+type Option func(*Store)
+
+// WithClock replaces time.Now, for tests.
+func WithClock(now func() time.Time) Option { return func(s *Store) { s.now = now } }
+
+// NewStore returns a claim store on the pool db.
+func NewStore(db *bun.DB, opts ...Option) *Store {
+	s := &Store{db: db, now: time.Now}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
+
+// Now is the store's clock, in UTC at microsecond precision (what the
+// columns keep).
+func (s *Store) Now() time.Time { return s.now().UTC().Truncate(time.Microsecond) }
+
+// ErrNotFound is returned when no claim exists for a key.
+var ErrNotFound = errors.New("claim not found")
+
+// ErrFenceLost is returned by Settle when the claim is no longer ACQUIRED:
+// another settler won. For the caller it is a final, successful outcome: roll
+// back the business writes and move on; never retry.
+var ErrFenceLost = errors.New("settle fence lost: claim already settled")
+
+// claimRow maps ss_channel_idempotent.
+type claimRow struct {
+	bun.BaseModel `bun:"table:ss_channel_idempotent"`
+
+	ID              int64      `bun:"id,pk,autoincrement"`
+	TenantID        int64      `bun:"tenant_id"`
+	IdempotentKey   string     `bun:"idempotent_key"`
+	EventType       string     `bun:"event_type"`
+	Status          string     `bun:"status"`
+	SettleOutcome   *string    `bun:"settle_outcome"`
+	Fingerprint     string     `bun:"fingerprint"`
+	EventJSON       *string    `bun:"event_json"`
+	SourceTopic     string     `bun:"source_topic"`
+	SourcePartition int        `bun:"source_partition"`
+	SourceOffset    int64      `bun:"source_offset"`
+	Attempts        int        `bun:"attempts"`
+	LastError       *string    `bun:"last_error"`
+	DeadLetteredAt  *time.Time `bun:"dead_lettered_at"`
+	CreatedAt       time.Time  `bun:"created_at"`
+	SettledAt       *time.Time `bun:"settled_at"`
+}
+
+func (r *claimRow) record() Record {
+	rec := Record{
+		ID:             r.ID,
+		TenantID:       r.TenantID,
+		Key:            Key(r.IdempotentKey),
+		EventType:      EventType(r.EventType),
+		Status:         Status(r.Status),
+		Fingerprint:    r.Fingerprint,
+		Source:         Source{Topic: r.SourceTopic, Partition: r.SourcePartition, Offset: r.SourceOffset},
+		Attempts:       r.Attempts,
+		DeadLetteredAt: utcPtr(r.DeadLetteredAt),
+		CreatedAt:      r.CreatedAt.UTC(),
+		SettledAt:      utcPtr(r.SettledAt),
+	}
+	if r.SettleOutcome != nil {
+		rec.Outcome = Outcome(*r.SettleOutcome)
+	}
+	if r.EventJSON != nil {
+		rec.Event = []byte(*r.EventJSON)
+	}
+	if r.LastError != nil {
+		rec.LastError = *r.LastError
+	}
+	return rec
+}
+
+func utcPtr(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
+
+// Acquire claims c.Key for c.TenantID. The insert runs on the pool as a
+// statement of its own and has committed when Acquire returns Acquired.
+//
+// When the unique index refuses the insert, Acquire reads the stored claim
+// back with a fresh statement (so it sees the latest committed row, not an
+// older snapshot) and returns Duplicate when the fingerprints match, Conflict
+// when they differ. Any other failure — an invalid claim, a refused or lost
+// connection, a timeout, a deadlock, a cancelled context — is returned as an
+// error, wrapped with the key; it never means "duplicate", and the caller
+// must treat the message as not handled.
+func (s *Store) Acquire(ctx context.Context, c Claim) (Result, error) {
+	if err := c.Validate(); err != nil {
+		return Result{}, fmt.Errorf("acquire %s: %w", c.Key, err)
+	}
+	src := c.Source
+	if src.Topic == "" {
+		src = NoSource
+	}
+	row := claimRow{
+		TenantID:        c.TenantID,
+		IdempotentKey:   string(c.Key),
+		EventType:       string(c.EventType),
+		Status:          string(StatusAcquired),
+		Fingerprint:     c.Fingerprint,
+		SourceTopic:     src.Topic,
+		SourcePartition: src.Partition,
+		SourceOffset:    src.Offset,
+		CreatedAt:       s.Now(),
+	}
+	if c.Event != nil {
+		ev := string(c.Event)
+		row.EventJSON = &ev
+	}
+	_, err := s.db.NewInsert().Model(&row).
+		Column("tenant_id", "idempotent_key", "event_type", "status", "fingerprint", "event_json",
+			"source_topic", "source_partition", "source_offset", "created_at").
+		Exec(ctx)
+	if err == nil {
+		return Result{Kind: Acquired}, nil
+	}
+	if err = ClassifyDuplicate(err); !errors.Is(err, ErrDuplicateKey) {
+		return Result{}, fmt.Errorf("acquire %s: %w", c.Key, err)
+	}
+	existing, err := s.Get(ctx, c.TenantID, c.Key)
+	if err != nil {
+		return Result{}, fmt.Errorf("acquire %s: read existing claim: %w", c.Key, err)
+	}
+	if existing.Fingerprint != c.Fingerprint {
+		return Result{Kind: Conflict, Existing: existing}, nil
+	}
+	return Result{Kind: Duplicate, Existing: existing}, nil
+}
+
+// Get reads the claim for (tenantID, key) from the pool, as a statement of
+// its own, so it sees the latest committed row. It returns ErrNotFound when
+// there is none.
+func (s *Store) Get(ctx context.Context, tenantID int64, key Key) (Record, error) {
+	return get(ctx, s.db, tenantID, key, false)
+}
+
+// GetForUpdate reads the claim inside tx with a locking read (SQLite: the
+// transaction already holds the write lock). It returns ErrNotFound when
+// there is none.
+func (s *Store) GetForUpdate(ctx context.Context, tx bun.Tx, tenantID int64, key Key) (Record, error) {
+	return get(ctx, tx, tenantID, key, true)
+}
+
+func get(ctx context.Context, db bun.IDB, tenantID int64, key Key, forUpdate bool) (Record, error) {
+	var row claimRow
+	q := db.NewSelect().Model(&row).
+		Where("tenant_id = ?", tenantID).
+		Where("idempotent_key = ?", string(key))
+	if forUpdate && db.Dialect().Name() != dialect.SQLite {
+		q = q.For("UPDATE")
+	}
+	if err := q.Scan(ctx); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return Record{}, fmt.Errorf("claim %d/%s: %w", tenantID, key, ErrNotFound)
+		}
+		return Record{}, fmt.Errorf("read claim %d/%s: %w", tenantID, key, err)
+	}
+	return row.record(), nil
+}
+
+// Settle is the fence. Inside the caller's business transaction tx it moves
+// the claim from ACQUIRED to SETTLED, recording outcome and the time, only if
+// it is still ACQUIRED. It returns ErrFenceLost when the claim is already
+// SETTLED (another settler won: roll back the business writes; that is a
+// final, successful outcome) and ErrNotFound when there is no claim.
+//
+// Call it first in the business transaction: the row lock it takes
+// serialises concurrent settlers of one claim before they write anything.
+func (s *Store) Settle(ctx context.Context, tx bun.Tx, tenantID int64, key Key, outcome Outcome) error {
+	if !outcome.Valid() {
+		return fmt.Errorf("settle %s: invalid outcome %q", key, outcome)
+	}
+	res, err := tx.NewUpdate().Table("ss_channel_idempotent").
+		Set("status = ?", string(StatusSettled)).
+		Set("settle_outcome = ?", string(outcome)).
+		Set("settled_at = ?", s.Now()).
+		Where("tenant_id = ?", tenantID).
+		Where("idempotent_key = ?", string(key)).
+		Where("status = ?", string(StatusAcquired)).
+		Exec(ctx)
+	if err != nil {
+		return fmt.Errorf("settle %s: %w", key, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("settle %s: rows affected: %w", key, err)
+	}
+	if n == 1 {
+		return nil
+	}
+	// Not ACQUIRED any more, or never claimed: tell the two apart.
+	if _, err := get(ctx, tx, tenantID, key, false); err != nil {
+		return fmt.Errorf("settle %s: %w", key, err)
+	}
+	return fmt.Errorf("settle %s: %w", key, ErrFenceLost)
+}
+
+// maxLastError bounds the stored last error (the column is VARCHAR(1024)).
+const maxLastError = 1000
+
+// RecordFailure counts a failed attempt to settle the claim and keeps the
+// error's text for operators. It runs on the pool as a statement of its own
+// and never changes the claim's status.
+func (s *Store) RecordFailure(ctx context.Context, tenantID int64, key Key, cause error) error {
+	msg := truncateUTF8(cause.Error(), maxLastError)
+	_, err := s.db.NewUpdate().Table("ss_channel_idempotent").
+		Set("attempts = attempts + 1").
+		Set("last_error = ?", msg).
+		Where("tenant_id = ?", tenantID).
+		Where("idempotent_key = ?", string(key)).
+		Exec(ctx)
+	if err != nil {
+		return fmt.Errorf("record failure of %s: %w", key, err)
+	}
+	return nil
+}
+
+// MarkDeadLettered records that the claim's message was written to the
+// dead-letter topic (an OVER_REFUND settlement), so a later duplicate knows
+// whether it still has to write it. Marking twice keeps the first time.
+func (s *Store) MarkDeadLettered(ctx context.Context, tenantID int64, key Key) error {
+	_, err := s.db.NewUpdate().Table("ss_channel_idempotent").
+		Set("dead_lettered_at = ?", s.Now()).
+		Where("tenant_id = ?", tenantID).
+		Where("idempotent_key = ?", string(key)).
+		Where("dead_lettered_at IS NULL").
+		Exec(ctx)
+	if err != nil {
+		return fmt.Errorf("mark %s dead-lettered: %w", key, err)
+	}
+	return nil
+}
+
+// OrphanCursor pages through orphans: pass the zero value for the first page
+// and the Next of the previous page after that.
+type OrphanCursor struct {
+	CreatedAt time.Time
+	ID        int64
+}
+
+// Orphans lists claims still ACQUIRED that were made before olderThan,
+// oldest first, at most limit of them, after cursor. The returned cursor is
+// the one for the next page; it is the zero value when this page was the
+// last. The (status, created_at) index makes the query cheap.
+func (s *Store) Orphans(ctx context.Context, olderThan time.Time, after OrphanCursor, limit int) ([]Record, OrphanCursor, error) {
+	if limit <= 0 {
+		limit = 100
+	}
+	var rows []claimRow
+	q := s.db.NewSelect().Model(&rows).
+		Where("status = ?", string(StatusAcquired)).
+		Where("created_at < ?", olderThan.UTC()).
+		OrderExpr("created_at ASC, id ASC").
+		Limit(int64(limit))
+	if after.ID != 0 {
+		q = q.Where("(created_at > ? OR (created_at = ? AND id > ?))", after.CreatedAt.UTC(), after.CreatedAt.UTC(), after.ID)
+	}
+	if err := q.Scan(ctx); err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return nil, OrphanCursor{}, fmt.Errorf("list orphan claims: %w", err)
+	}
+	out := make([]Record, len(rows))
+	for i := range rows {
+		out[i] = rows[i].record()
+	}
+	var next OrphanCursor
+	if len(rows) == limit {
+		last := out[len(out)-1]
+		next = OrphanCursor{CreatedAt: last.CreatedAt, ID: last.ID}
+	}
+	return out, next, nil
+}
+
+// CountOrphans counts claims still ACQUIRED that were made before olderThan.
+func (s *Store) CountOrphans(ctx context.Context, olderThan time.Time) (int, error) {
+	n, err := s.db.NewSelect().Table("ss_channel_idempotent").
+		Where("status = ?", string(StatusAcquired)).
+		Where("created_at < ?", olderThan.UTC()).
+		Count(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("count orphan claims: %w", err)
+	}
+	return int(n), nil
+}
+
+func truncateUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	s = s[:n]
+	for !utf8.ValidString(s) {
+		s = s[:len(s)-1]
+	}
+	return s
+}

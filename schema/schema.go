@@ -1,0 +1,182 @@
+// Package schema holds the database schema as versioned SQL migrations,
+// embedded in the binary, and the one runner that applies them. `consumer
+// migrate`, the demo and every test share this runner, so the schema under
+// test is the schema in production.
+//
+// Two dialects are kept side by side: mysql/ (MySQL 8.4 and MariaDB 10.11
+// alike) and sqlite/ (the embedded database of the demo). A migration never
+// deletes claim, ledger or order rows.
+package schema
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/uptrace/bun"
+	"github.com/uptrace/bun/dialect"
+)
+
+//go:embed mysql/*.sql sqlite/*.sql
+var files embed.FS
+
+// Migration is one versioned SQL file of one dialect.
+type Migration struct {
+	Version int
+	Name    string
+	SQL     string
+}
+
+// Migrations returns the migrations of a dialect ("mysql" or "sqlite"),
+// ordered by version. File names are NNNN_name.sql.
+func Migrations(dir string) ([]Migration, error) {
+	entries, err := fs.ReadDir(files, dir)
+	if err != nil {
+		return nil, fmt.Errorf("read migrations %s: %w", dir, err)
+	}
+	var out []Migration
+	for _, e := range entries {
+		name := e.Name()
+		if e.IsDir() || !strings.HasSuffix(name, ".sql") {
+			continue
+		}
+		num, _, ok := strings.Cut(name, "_")
+		v, err := strconv.Atoi(num)
+		if !ok || err != nil || v <= 0 {
+			return nil, fmt.Errorf("migration %s/%s: name must start with a positive version and '_'", dir, name)
+		}
+		body, err := files.ReadFile(path.Join(dir, name))
+		if err != nil {
+			return nil, fmt.Errorf("read migration %s/%s: %w", dir, name, err)
+		}
+		out = append(out, Migration{Version: v, Name: strings.TrimSuffix(name, ".sql"), SQL: string(body)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Version < out[j].Version })
+	for i := 1; i < len(out); i++ {
+		if out[i].Version == out[i-1].Version {
+			return nil, fmt.Errorf("migrations %s: version %d appears twice", dir, out[i].Version)
+		}
+	}
+	return out, nil
+}
+
+// Migrate brings db's schema to the newest version and returns the versions
+// it applied (none when the schema was current). It is safe to run from
+// several processes at once: on MySQL a named lock serialises them, on SQLite
+// the write lock does. Each migration is written so that re-running it after
+// a crash halfway is harmless (MySQL DDL commits implicitly).
+func Migrate(ctx context.Context, db *bun.DB) ([]int, error) {
+	dir, err := dialectDir(db)
+	if err != nil {
+		return nil, err
+	}
+	migs, err := Migrations(dir)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("migrate: get connection: %w", err)
+	}
+	defer conn.Close()
+
+	if dir == "mysql" {
+		var got sql.NullInt64
+		if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK('paycb_migrate', 60)").Scan(&got); err != nil {
+			return nil, fmt.Errorf("migrate: take lock: %w", err)
+		}
+		if !got.Valid || got.Int64 != 1 {
+			return nil, errors.New("migrate: another migration holds the lock for over 60s")
+		}
+		defer conn.ExecContext(context.WithoutCancel(ctx), "DO RELEASE_LOCK('paycb_migrate')") //nolint:errcheck // released with the connection anyway
+	}
+
+	if _, err := conn.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS ss_schema_migration (
+  version    INTEGER      NOT NULL PRIMARY KEY,
+  name       VARCHAR(255) NOT NULL,
+  applied_at VARCHAR(40)  NOT NULL
+)`); err != nil {
+		return nil, fmt.Errorf("migrate: create version table: %w", err)
+	}
+	applied := map[int]bool{}
+	rows, err := conn.QueryContext(ctx, "SELECT version FROM ss_schema_migration")
+	if err != nil {
+		return nil, fmt.Errorf("migrate: read versions: %w", err)
+	}
+	for rows.Next() {
+		var v int
+		if err := rows.Scan(&v); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("migrate: read versions: %w", err)
+		}
+		applied[v] = true
+	}
+	if err := rows.Close(); err != nil {
+		return nil, fmt.Errorf("migrate: read versions: %w", err)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("migrate: read versions: %w", err)
+	}
+
+	var done []int
+	for _, m := range migs {
+		if applied[m.Version] {
+			continue
+		}
+		for _, stmt := range Statements(m.SQL) {
+			if _, err := conn.ExecContext(ctx, stmt); err != nil {
+				return done, fmt.Errorf("migrate %s: %w", m.Name, err)
+			}
+		}
+		if _, err := conn.ExecContext(ctx,
+			"INSERT INTO ss_schema_migration (version, name, applied_at) VALUES (?, ?, ?)",
+			m.Version, m.Name, time.Now().UTC().Format(time.RFC3339Nano)); err != nil {
+			return done, fmt.Errorf("migrate %s: record version: %w", m.Name, err)
+		}
+		done = append(done, m.Version)
+	}
+	return done, nil
+}
+
+// Statements splits a migration into statements: each ends with ';' at the
+// end of a line. Comment-only lines are dropped. Migrations keep ';' out of
+// string literals.
+func Statements(src string) []string {
+	var out []string
+	var cur strings.Builder
+	for _, line := range strings.Split(src, "\n") {
+		trimmed := strings.TrimSpace(line)
+		if trimmed == "" || strings.HasPrefix(trimmed, "--") {
+			continue
+		}
+		cur.WriteString(line)
+		cur.WriteString("\n")
+		if strings.HasSuffix(trimmed, ";") {
+			out = append(out, strings.TrimSuffix(strings.TrimSpace(cur.String()), ";"))
+			cur.Reset()
+		}
+	}
+	if s := strings.TrimSpace(cur.String()); s != "" {
+		out = append(out, s)
+	}
+	return out
+}
+
+func dialectDir(db *bun.DB) (string, error) {
+	switch db.Dialect().Name() {
+	case dialect.MySQL:
+		return "mysql", nil
+	case dialect.SQLite:
+		return "sqlite", nil
+	default:
+		return "", fmt.Errorf("migrate: unsupported dialect %s", db.Dialect().Name())
+	}
+}
