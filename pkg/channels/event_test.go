@@ -1,0 +1,155 @@
+package channels_test
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/paycallback/paycallback/pkg/channels"
+	"github.com/paycallback/paycallback/pkg/channels/channelstest"
+	"github.com/paycallback/paycallback/pkg/idempotent"
+)
+
+func TestEventJSONRoundTrip(t *testing.T) {
+	for _, ch := range []channels.Channel{channels.WeChat, channels.Alipay, channels.SQB} {
+		trade := channelstest.NewTrade(ch, 31)
+		for name, v := range map[string][]byte{
+			"payment": channelstest.PaymentEnvelope(trade, channelstest.Delivery{}),
+			"refund":  channelstest.RefundEnvelope(trade, channelstest.Refund{No: "RF-31", Amount: 300}, channelstest.Delivery{}),
+		} {
+			t.Run(string(ch)+" "+name, func(t *testing.T) {
+				ev := mustDecode(t, v).Event
+				b, err := json.Marshal(ev)
+				require.NoError(t, err)
+				var back channels.Event
+				require.NoError(t, json.Unmarshal(b, &back))
+				require.Equal(t, ev, back)
+				require.NoError(t, back.Validate())
+				require.Equal(t, ev.Fingerprint, channels.Fingerprint(back))
+			})
+		}
+	}
+}
+
+func TestFingerprint(t *testing.T) {
+	base := channels.Event{
+		Type: idempotent.RefundSucceeded, OrderTotal: 2580, RefundAmount: 1000,
+		Currency: "CNY", MerchantOrderNo: "POS1",
+	}
+	fp := channels.Fingerprint(base)
+	require.Regexp(t, hexFingerprint, fp)
+
+	t.Run("ignores everything but the payload", func(t *testing.T) {
+		e := base
+		e.TenantID, e.Channel, e.TradeNo, e.RefundNo, e.RawStatus = 9, channels.WeChat, "T", "R", "SUCCESS"
+		e.Key, e.Fingerprint = "X", "Y"
+		e.OccurredAt = e.OccurredAt.AddDate(1, 0, 0)
+		require.Equal(t, fp, channels.Fingerprint(e))
+	})
+	t.Run("covers each payload field", func(t *testing.T) {
+		for name, mut := range map[string]func(*channels.Event){
+			"type":       func(e *channels.Event) { e.Type = idempotent.PaymentReceived },
+			"total":      func(e *channels.Event) { e.OrderTotal++ },
+			"refund":     func(e *channels.Event) { e.RefundAmount++ },
+			"cumulative": func(e *channels.Event) { e.CumulativeRefunded = 1 },
+			"currency":   func(e *channels.Event) { e.Currency = "USD" },
+			"order no":   func(e *channels.Event) { e.MerchantOrderNo = "POS2" },
+			"amounts swapped": func(e *channels.Event) {
+				e.RefundAmount, e.CumulativeRefunded = 0, 1000
+			},
+		} {
+			e := base
+			mut(&e)
+			require.NotEqual(t, fp, channels.Fingerprint(e), name)
+		}
+	})
+	t.Run("unambiguous string boundaries", func(t *testing.T) {
+		a, b := base, base
+		a.Currency, a.MerchantOrderNo = "CNY", "1POS"
+		b.Currency, b.MerchantOrderNo = "CNY1", "POS"
+		require.NotEqual(t, channels.Fingerprint(a), channels.Fingerprint(b))
+	})
+}
+
+func TestEventValidate(t *testing.T) {
+	good := mustDecode(t, channelstest.PaymentEnvelope(channelstest.NewTrade(channels.SQB, 41), channelstest.Delivery{})).Event
+	for name, mut := range map[string]func(*channels.Event){
+		"stale fingerprint": func(e *channels.Event) { e.OrderTotal++ },
+		"key of other trade": func(e *channels.Event) {
+			e.TradeNo = "other"
+		},
+		"refund fields on payment": func(e *channels.Event) { e.CumulativeRefunded = 5; e.Fingerprint = channels.Fingerprint(*e) },
+		"bad type":                 func(e *channels.Event) { e.Type = "X" },
+		"no tenant":                func(e *channels.Event) { e.TenantID = 0 },
+		"non-UTC time":             func(e *channels.Event) { e.OccurredAt = e.OccurredAt.In(channelstest.Beijing) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			e := good
+			mut(&e)
+			err := e.Validate()
+			_, typed := channels.KindOf(err)
+			require.True(t, typed, "err %v", err)
+		})
+	}
+}
+
+func TestKindOf(t *testing.T) {
+	err := fmt.Errorf("settle: %w", &channels.Error{Kind: channels.KindOverRefund, Err: errors.New("too much")})
+	kind, ok := channels.KindOf(err)
+	require.True(t, ok)
+	require.Equal(t, channels.KindOverRefund, kind)
+	require.Equal(t, "settle: over_refund: too much", err.Error())
+	_, ok = channels.KindOf(errors.New("plain"))
+	require.False(t, ok)
+	_, ok = channels.KindOf(nil)
+	require.False(t, ok)
+	for _, k := range []channels.ErrorKind{"malformed", "unknown_channel", "decrypt_failed", "no_key", "conflict", "over_refund", "invalid_amount", "unsupported"} {
+		require.True(t, k.Valid(), k)
+	}
+	require.False(t, channels.ErrorKind("timeout").Valid())
+}
+
+func TestStaticKeys(t *testing.T) {
+	secret := "0123456789abcdef0123456789abcdef"
+	other := "ffffffffffffffffffffffffffffffff"
+	keys := channels.StaticKeys{Default: secret, Tenants: map[int64]string{1002: other, 1001: other}}
+	require.NoError(t, keys.Validate())
+
+	k, ok := keys.APIv3Key(1001)
+	require.True(t, ok)
+	require.Equal(t, other, string(k))
+	k, ok = keys.APIv3Key(5)
+	require.True(t, ok)
+	require.Equal(t, secret, string(k))
+	_, ok = channels.StaticKeys{}.APIv3Key(5)
+	require.False(t, ok)
+
+	var logged strings.Builder
+	slog.New(slog.NewTextHandler(&logged, nil)).Info("config", "keys", keys)
+	for _, s := range []string{
+		keys.String(), fmt.Sprint(keys), fmt.Sprintf("%v %+v %#v %s", keys, keys, keys, &keys), logged.String(),
+	} {
+		require.NotContains(t, s, secret)
+		require.NotContains(t, s, other)
+	}
+	require.Equal(t, "StaticKeys{Default: ******, Tenants: [1001 1002]}", keys.String())
+
+	require.Error(t, channels.StaticKeys{Default: "short"}.Validate())
+	err := channels.StaticKeys{Tenants: map[int64]string{7: "0123456789abcdef0123456789abcde"}}.Validate()
+	require.ErrorContains(t, err, "tenant 7")
+	require.NotContains(t, err.Error(), "0123456789abcdef")
+	require.Error(t, channels.StaticKeys{Tenants: map[int64]string{-1: secret}}.Validate())
+}
+
+func TestChannel(t *testing.T) {
+	require.True(t, channels.Alipay.Cumulative())
+	require.True(t, channels.SQB.Cumulative())
+	require.False(t, channels.WeChat.Cumulative())
+	require.False(t, channels.Channel("wechat").Valid())
+	require.Equal(t, channels.ContentTypeForm, channels.Alipay.ContentType())
+}
