@@ -1,0 +1,171 @@
+package settlement_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+	"github.com/uptrace/bun"
+	"modernc.org/sqlite"
+
+	"github.com/paycallback/paycallback/pkg/channels"
+	"github.com/paycallback/paycallback/pkg/channels/channelstest"
+	"github.com/paycallback/paycallback/pkg/idempotent"
+	"github.com/paycallback/paycallback/pkg/settlement"
+)
+
+// harness is the worker's per-message pipeline, reduced to what settlement
+// needs: decode, claim, settle.
+type harness struct {
+	db     *bun.DB
+	claims *idempotent.Store
+	svc    *settlement.Service
+	reg    *prometheus.Registry
+	dec    *channels.Decoder
+}
+
+func newHarness(tb testing.TB, db *bun.DB) *harness {
+	tb.Helper()
+	reg := prometheus.NewRegistry()
+	claims := idempotent.NewStore(db)
+	svc, err := settlement.New(db, claims, nil, reg)
+	require.NoError(tb, err)
+	return &harness{db: db, claims: claims, svc: svc, reg: reg, dec: channels.NewDecoder(channelstest.Keys())}
+}
+
+// delivery is what one message did.
+type delivery struct {
+	ev     channels.Event
+	kind   idempotent.ResultKind
+	result settlement.Result // zero unless this delivery settled
+}
+
+// decode turns an envelope into its canonical event; the test fails on an
+// ignored or broken message.
+func (h *harness) decode(tb testing.TB, value []byte) channels.Event {
+	tb.Helper()
+	res, err := h.dec.Decode(value)
+	require.NoError(tb, err)
+	require.False(tb, res.Ignored, "message is ignored: %s", res.IgnoreReason)
+	return res.Event
+}
+
+// acquire claims ev as message offset of partition 0.
+func (h *harness) acquire(tb testing.TB, ctx context.Context, ev channels.Event, offset int64) idempotent.Result {
+	tb.Helper()
+	body, err := json.Marshal(ev)
+	require.NoError(tb, err)
+	var res idempotent.Result
+	err = retry(func() error {
+		var err error
+		res, err = h.claims.Acquire(ctx, idempotent.Claim{
+			TenantID: ev.TenantID, Key: ev.Key, EventType: ev.Type, Fingerprint: ev.Fingerprint, Event: body,
+			Source: idempotent.Source{Topic: "channel-events", Partition: 0, Offset: offset},
+		})
+		return err
+	})
+	require.NoError(tb, err, "acquire %s", ev.Key)
+	return res
+}
+
+// deliver runs one message through the pipeline: a new claim is settled
+// from the event, a duplicate that finds its claim still ACQUIRED settles
+// it from the stored event (as the worker does), a settled one is done.
+func (h *harness) deliver(tb testing.TB, ctx context.Context, value []byte, offset int64) delivery {
+	tb.Helper()
+	ev := h.decode(tb, value)
+	acq := h.acquire(tb, ctx, ev, offset)
+	d := delivery{ev: ev, kind: acq.Kind}
+	var err error
+	switch {
+	case acq.Kind == idempotent.Acquired:
+		err = retry(func() error { d.result, err = h.svc.Settle(ctx, ev); return err })
+	case acq.Kind == idempotent.Duplicate && acq.Existing.Status == idempotent.StatusAcquired:
+		err = retry(func() error { d.result, err = h.svc.SettleStored(ctx, acq.Existing); return err })
+	case acq.Kind == idempotent.Conflict:
+		tb.Fatalf("unexpected conflict on %s", ev.Key)
+	}
+	require.NoError(tb, err, "settle %s", ev.Key)
+	return d
+}
+
+// retry retries fn on the errors the worker retries in place: deadlocks,
+// lock wait timeouts and a busy SQLite database. Bounded.
+func retry(fn func() error) error {
+	var err error
+	for range 50 {
+		if err = fn(); err == nil || !transient(err) {
+			return err
+		}
+	}
+	return fmt.Errorf("still failing after 50 attempts: %w", err)
+}
+
+func transient(err error) bool {
+	var my *mysql.MySQLError
+	if errors.As(err, &my) {
+		return my.Number == 1213 || my.Number == 1205
+	}
+	var lite *sqlite.Error
+	if errors.As(err, &lite) {
+		c := lite.Code() & 0xff
+		return c == 5 || c == 6 // SQLITE_BUSY, SQLITE_LOCKED
+	}
+	return false
+}
+
+func mustCheck(tb testing.TB, db bun.IDB) settlement.Report {
+	tb.Helper()
+	rep, err := settlement.Check(context.Background(), db)
+	require.NoError(tb, err)
+	require.NoError(tb, rep.Err())
+	return rep
+}
+
+func ledgerRows(tb testing.TB, db bun.IDB, key idempotent.Key) int {
+	tb.Helper()
+	n, err := db.NewSelect().Table("ss_ledger_entry").Where("idempotent_key = ?", string(key)).Count(context.Background())
+	require.NoError(tb, err)
+	return int(n)
+}
+
+func order(tb testing.TB, db bun.IDB, tr channelstest.Trade) settlement.Order {
+	tb.Helper()
+	o, err := settlement.GetOrder(context.Background(), db, tr.TenantID, tr.Channel, tr.TradeNo)
+	require.NoError(tb, err)
+	return o
+}
+
+// metric reads a counter of the service from the harness registry: the
+// series whose labels include labelPairs (name, value, …); 0 when absent.
+func metric(tb testing.TB, h *harness, name string, labelPairs ...string) float64 {
+	tb.Helper()
+	families, err := h.reg.Gather()
+	require.NoError(tb, err)
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+	series:
+		for _, m := range f.GetMetric() {
+			for i := 0; i+1 < len(labelPairs); i += 2 {
+				found := false
+				for _, l := range m.GetLabel() {
+					if l.GetName() == labelPairs[i] && l.GetValue() == labelPairs[i+1] {
+						found = true
+					}
+				}
+				if !found {
+					continue series
+				}
+			}
+			return m.GetCounter().GetValue()
+		}
+	}
+	return 0
+}

@@ -1,0 +1,125 @@
+package settlement
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/uptrace/bun"
+
+	"github.com/paycallback/paycallback/pkg/channels"
+	"github.com/paycallback/paycallback/pkg/idempotent"
+)
+
+// lockOrder creates the order row of ev's trade if it does not exist yet
+// (INSERT … ON DUPLICATE KEY UPDATE id = id; SQLite ON CONFLICT DO NOTHING)
+// and reads it with a locking read. The first event of a trade sets its
+// total, merchant order number and currency; later events never change them.
+func (s *Service) lockOrder(ctx context.Context, tx bun.Tx, ev channels.Event, now time.Time) (Order, error) {
+	row := Order{
+		TenantID:        ev.TenantID,
+		Channel:         ev.Channel,
+		TradeNo:         ev.TradeNo,
+		MerchantOrderNo: ev.MerchantOrderNo,
+		Amount:          ev.OrderTotal,
+		Currency:        ev.Currency,
+		Status:          OrderPendingPayment,
+		CreatedAt:       now,
+		UpdatedAt:       now,
+	}
+	q := tx.NewInsert().Model(&row).
+		Column("tenant_id", "channel_code", "channel_trade_no", "merchant_order_no", "amount", "currency",
+			"status", "created_at", "updated_at").
+		Returning("")
+	if s.sqlite {
+		q = q.On("CONFLICT DO NOTHING")
+	} else {
+		q = q.On("DUPLICATE KEY UPDATE").Set("id = id")
+	}
+	if _, err := q.Exec(ctx); err != nil {
+		return Order{}, fmt.Errorf("create order %s/%s: %w", ev.Channel, ev.TradeNo, err)
+	}
+	ord, err := selectOrder(ctx, tx, ev.TenantID, ev.Channel, ev.TradeNo, !s.sqlite)
+	if err != nil {
+		return Order{}, err
+	}
+	return ord, nil
+}
+
+// errNoOrder is returned by selectOrder when the trade has no order row.
+var errNoOrder = errors.New("no order row")
+
+func selectOrder(ctx context.Context, db bun.IDB, tenantID int64, ch channels.Channel, tradeNo string, forUpdate bool) (Order, error) {
+	var ord Order
+	q := db.NewSelect().Model(&ord).
+		Where("tenant_id = ?", tenantID).
+		Where("channel_code = ?", string(ch)).
+		Where("channel_trade_no = ?", tradeNo)
+	if forUpdate {
+		q = q.For("UPDATE")
+	}
+	if err := q.Scan(ctx); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return Order{}, fmt.Errorf("order %s/%s: %w", ch, tradeNo, errNoOrder)
+		}
+		return Order{}, fmt.Errorf("read order %s/%s: %w", ch, tradeNo, err)
+	}
+	ord.normalise()
+	return ord, nil
+}
+
+// updateOrder writes the amounts, status and times of ord, locked by the
+// caller's transaction.
+func updateOrder(ctx context.Context, tx bun.Tx, ord *Order) error {
+	_, err := tx.NewUpdate().Model(ord).
+		Column("paid_amount", "refunded_amount", "max_cumulative_refund", "status", "paid_at", "last_refund_at", "updated_at").
+		WherePK().
+		Exec(ctx)
+	if err != nil {
+		return fmt.Errorf("update order %s/%s: %w", ord.Channel, ord.TradeNo, err)
+	}
+	return nil
+}
+
+// postLedger inserts the two rows of ev's posting of amount fen (> 0): a
+// payment debits the channel's receivable and credits merchant_payable, a
+// refund the reverse. A hit on the ledger's unique key means the event was
+// already posted and wraps errAlreadyPosted.
+func postLedger(ctx context.Context, tx bun.Tx, ev channels.Event, amount int64, now time.Time) error {
+	if amount <= 0 {
+		return fmt.Errorf("post %s: refusing a ledger amount of %d", ev.Key, amount)
+	}
+	debit, credit := ReceivableAccount(ev.Channel), AccountMerchantPayable
+	if ev.Type == idempotent.RefundSucceeded {
+		debit, credit = credit, debit
+	}
+	rows := []ledgerRow{
+		{Account: debit, Direction: string(Debit)},
+		{Account: credit, Direction: string(Credit)},
+	}
+	for i := range rows {
+		rows[i].TenantID = ev.TenantID
+		rows[i].IdempotentKey = string(ev.Key)
+		rows[i].Channel = string(ev.Channel)
+		rows[i].TradeNo = ev.TradeNo
+		rows[i].Amount = amount
+		rows[i].Currency = ev.Currency
+		rows[i].CreatedAt = now
+	}
+	_, err := tx.NewInsert().Model(&rows).
+		Column("tenant_id", "idempotent_key", "channel_code", "channel_trade_no", "account", "direction",
+			"amount", "currency", "created_at").
+		Returning("").
+		Exec(ctx)
+	if err != nil {
+		// ss_ledger_entry has one unique key besides its auto-increment
+		// primary key: uk_ledger_source.
+		if err = idempotent.ClassifyDuplicate(err); errors.Is(err, idempotent.ErrDuplicateKey) {
+			return fmt.Errorf("post %s: %w: %w", ev.Key, errAlreadyPosted, err)
+		}
+		return fmt.Errorf("post %s: %w", ev.Key, err)
+	}
+	return nil
+}

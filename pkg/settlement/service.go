@@ -1,0 +1,396 @@
+package settlement
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/uptrace/bun"
+	"github.com/uptrace/bun/dialect"
+
+	"github.com/paycallback/paycallback/pkg/channels"
+	"github.com/paycallback/paycallback/pkg/idempotent"
+)
+
+// Service settles claimed events and keeps refund pre-registrations. Safe
+// for concurrent use.
+type Service struct {
+	db      *bun.DB
+	claims  *idempotent.Store
+	log     *slog.Logger
+	sqlite  bool
+	metrics serviceMetrics
+}
+
+// Mismatch reasons, the reason label of
+// paycb_refund_registration_mismatch_total.
+const (
+	// MismatchAmount: a per-refund amount (WeChat) differs from its
+	// registration's.
+	MismatchAmount = "amount"
+	// MismatchCumulative: on a cumulative channel, the trade's refunded
+	// total is outside [sum of succeeded registrations, that sum plus the
+	// open ones].
+	MismatchCumulative = "cumulative"
+	// MismatchClosed: a refund succeeded whose registration was CLOSED.
+	MismatchClosed = "closed"
+)
+
+type serviceMetrics struct {
+	ledgerDuplicates prometheus.Counter
+	totalMismatches  prometheus.Counter
+	unregistered     prometheus.Counter
+	regMismatches    *prometheus.CounterVec
+}
+
+// New returns a Service on the pool db, settling claims of the store claims.
+// Its metrics (paycb_ledger_duplicate_postings_total,
+// paycb_order_total_mismatch_total, paycb_refund_unregistered_total,
+// paycb_refund_registration_mismatch_total{reason}) are registered on reg;
+// a nil reg keeps them unexported. A nil logger discards logs. New fails
+// only when reg refuses a metric (for example a second Service on the same
+// registry).
+func New(db *bun.DB, claims *idempotent.Store, logger *slog.Logger, reg prometheus.Registerer) (*Service, error) {
+	if db == nil || claims == nil {
+		return nil, errors.New("new settlement service: db and claims are required")
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	m := serviceMetrics{
+		ledgerDuplicates: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "paycb_ledger_duplicate_postings_total",
+			Help: "Settlements that met the ledger's unique key: the event was already posted by a path that bypassed the claim (a bug).",
+		}),
+		totalMismatches: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "paycb_order_total_mismatch_total",
+			Help: "Events whose order total differs from the total first recorded for their trade (the first is kept).",
+		}),
+		unregistered: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "paycb_refund_unregistered_total",
+			Help: "Successful refunds settled without a matching pre-registration.",
+		}),
+		regMismatches: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "paycb_refund_registration_mismatch_total",
+			Help: "Refund callbacks that disagree with the pre-registrations, by reason (amount, cumulative, closed).",
+		}, []string{"reason"}),
+	}
+	for _, r := range []string{MismatchAmount, MismatchCumulative, MismatchClosed} {
+		m.regMismatches.WithLabelValues(r)
+	}
+	if reg != nil {
+		for _, c := range []prometheus.Collector{m.ledgerDuplicates, m.totalMismatches, m.unregistered, m.regMismatches} {
+			if err := reg.Register(c); err != nil {
+				return nil, fmt.Errorf("register settlement metrics: %w", err)
+			}
+		}
+	}
+	return &Service{
+		db:      db,
+		claims:  claims,
+		log:     logger,
+		sqlite:  db.Dialect().Name() == dialect.SQLite,
+		metrics: m,
+	}, nil
+}
+
+// Result is what one settlement did.
+type Result struct {
+	// Outcome is POSTED, NO_MONEY or OVER_REFUND; empty when FenceLost.
+	Outcome idempotent.Outcome
+	// FenceLost means another settler had already settled the claim: a
+	// final, successful outcome; nothing was written.
+	FenceLost bool
+	// Amount is the fen this settlement posted (0 unless POSTED, and 0
+	// when AlreadyPosted).
+	Amount int64
+	// AlreadyPosted means the ledger already held this event's postings (a
+	// bug bypassed the claim): the claim was settled POSTED with no new
+	// business rows, counted and logged at ERROR.
+	AlreadyPosted bool
+	// SettledAt is when the settling transaction committed.
+	SettledAt time.Time
+}
+
+// errFenceLost rolls the business transaction back when the claim turns out
+// to be settled already.
+var errFenceLost = errors.New("claim already settled")
+
+// errAlreadyPosted rolls the business transaction back when the event's
+// postings are already in the ledger.
+var errAlreadyPosted = errors.New("event already posted")
+
+// txOptions: READ COMMITTED on MySQL/MariaDB, so every read sees the latest
+// commit and InnoDB takes no gap locks on the searches (fewer deadlocks
+// between unrelated trades). Every decision is still made on rows locked
+// with SELECT … FOR UPDATE, never on a snapshot. SQLite transactions begin
+// IMMEDIATE (serialised) and take no options.
+func (s *Service) txOptions() *sql.TxOptions {
+	if s.sqlite {
+		return nil
+	}
+	return &sql.TxOptions{Isolation: sql.LevelReadCommitted}
+}
+
+// Settle does the business work of the ACQUIRED claim for ev in one
+// transaction: it locks the claim, creates or locks the order row, works
+// out the outcome, updates the order, inserts the two ledger rows, moves a
+// matching refund registration to SUCCEEDED and settles the claim through
+// the fence, all committed together.
+//
+// A claim that is already SETTLED gives Result{FenceLost: true} and a nil
+// error. An event whose postings are already in the ledger gives
+// Result{Outcome: POSTED, AlreadyPosted: true} (see Result).
+//
+// Errors: permanent ones wrap ErrInvalidEvent (ev fails Validate),
+// ErrFingerprintMismatch (ev is not the claimed event) or
+// idempotent.ErrNotFound (no claim); do not retry those. Every other error
+// (deadlock, lock wait timeout, lost connection, cancelled context) left
+// nothing written and the claim ACQUIRED: retry in place.
+func (s *Service) Settle(ctx context.Context, ev channels.Event) (Result, error) {
+	if err := ev.Validate(); err != nil {
+		return Result{}, fmt.Errorf("settle %s: %w: %w", ev.Key, ErrInvalidEvent, err)
+	}
+	var st settlement
+	err := s.db.RunInTx(ctx, s.txOptions(), func(ctx context.Context, tx bun.Tx) error {
+		st = settlement{ev: ev}
+		return s.settleTx(ctx, tx, &st)
+	})
+	switch {
+	case err == nil:
+	case errors.Is(err, errFenceLost):
+		return Result{FenceLost: true, SettledAt: s.claims.Now()}, nil
+	case errors.Is(err, errAlreadyPosted):
+		return s.settleAlreadyPosted(ctx, ev, err)
+	default:
+		return Result{}, fmt.Errorf("settle %s: %w", ev.Key, err)
+	}
+	res := Result{Outcome: st.outcome, Amount: st.amount, SettledAt: s.claims.Now()}
+	s.report(ctx, &st)
+	return res, nil
+}
+
+// SettleStored settles a claim from the canonical event stored on it (the
+// sweeper, a duplicate that finds the claim ACQUIRED, operators). It decodes
+// rec.Event and calls Settle. A record without an event (purged), an event
+// that does not decode or validate, or one that names another tenant or key
+// is an error wrapping ErrInvalidEvent; otherwise Settle's contract holds.
+func (s *Service) SettleStored(ctx context.Context, rec idempotent.Record) (Result, error) {
+	if len(rec.Event) == 0 {
+		return Result{}, fmt.Errorf("settle stored %s: %w: the claim holds no event", rec.Key, ErrInvalidEvent)
+	}
+	var ev channels.Event
+	if err := json.Unmarshal(rec.Event, &ev); err != nil {
+		return Result{}, fmt.Errorf("settle stored %s: decode event: %w: %w", rec.Key, ErrInvalidEvent, err)
+	}
+	if ev.TenantID != rec.TenantID || ev.Key != rec.Key {
+		return Result{}, fmt.Errorf("settle stored %s: %w: stored event is %d/%s", rec.Key, ErrInvalidEvent, ev.TenantID, ev.Key)
+	}
+	return s.Settle(ctx, ev)
+}
+
+// settlement is the state of one Settle attempt; what it noticed is logged
+// and counted only after the commit, so a retried or rolled-back attempt
+// counts nothing.
+type settlement struct {
+	ev      channels.Event
+	outcome idempotent.Outcome
+	amount  int64
+	order   Order
+
+	totalMismatch   bool
+	merchantMismatch bool
+	unregistered    bool
+	regMismatches   []string
+	regDetail       string
+}
+
+func (s *Service) settleTx(ctx context.Context, tx bun.Tx, st *settlement) error {
+	ev := st.ev
+	// (1) The claim, locked first: concurrent settlers of one claim queue
+	// here, and all but the first find it SETTLED.
+	rec, err := s.claims.GetForUpdate(ctx, tx, ev.TenantID, ev.Key)
+	if err != nil {
+		return fmt.Errorf("lock claim: %w", err)
+	}
+	if rec.Status == idempotent.StatusSettled {
+		return errFenceLost
+	}
+	if rec.Fingerprint != ev.Fingerprint {
+		return fmt.Errorf("%w: claim %s, event %s", ErrFingerprintMismatch, rec.Fingerprint, ev.Fingerprint)
+	}
+
+	// (2) The order row, created if absent, then locked.
+	now := s.claims.Now()
+	ord, err := s.lockOrder(ctx, tx, ev, now)
+	if err != nil {
+		return err
+	}
+	st.totalMismatch = ord.Amount != ev.OrderTotal
+	st.merchantMismatch = ord.MerchantOrderNo != ev.MerchantOrderNo
+
+	// (3) The outcome, decided on the locked row.
+	next := ord
+	switch ev.Type {
+	case idempotent.PaymentReceived:
+		if ord.PaidAmount > 0 {
+			// Only one payment key exists per trade, so a posted payment
+			// means this very event was posted without its claim.
+			return fmt.Errorf("%w: order already paid %d", errAlreadyPosted, ord.PaidAmount)
+		}
+		st.outcome, st.amount = idempotent.OutcomePosted, ev.OrderTotal
+		next.PaidAmount = ev.OrderTotal
+		paidAt := dbTime(ev.OccurredAt)
+		next.PaidAt = &paidAt
+	case idempotent.RefundSucceeded:
+		st.outcome, st.amount = refundOutcome(ord, ev)
+		switch st.outcome {
+		case idempotent.OutcomePosted:
+			next.RefundedAmount += st.amount
+			if ev.Cumulative() {
+				next.MaxCumulativeRefund = ev.CumulativeRefunded
+			}
+		case idempotent.OutcomeOverRefund:
+			s.log.LogAttrs(ctx, slog.LevelWarn, "refund exceeds the order total: nothing posted",
+				slog.Int64("tenant", ev.TenantID), slog.String("key", string(ev.Key)),
+				slog.Int64("order_total", ord.Amount), slog.Int64("refunded", ord.RefundedAmount),
+				slog.Int64("refund_amount", ev.RefundAmount), slog.Int64("cumulative_refunded", ev.CumulativeRefunded))
+		}
+		if st.outcome != idempotent.OutcomeOverRefund {
+			// The refund happened (a NO_MONEY one's money was carried by a
+			// higher cumulative); the latest refund time is kept whatever
+			// the arrival order.
+			at := dbTime(ev.OccurredAt)
+			if next.LastRefundAt == nil || at.After(*next.LastRefundAt) {
+				next.LastRefundAt = &at
+			}
+		}
+	default:
+		return fmt.Errorf("%w: event type %s", ErrInvalidEvent, ev.Type)
+	}
+
+	// (4) Order, ledger, registration.
+	if st.outcome != idempotent.OutcomeOverRefund {
+		next.Status = DeriveStatus(next.Amount, next.PaidAmount, next.RefundedAmount)
+		next.UpdatedAt = now
+		if err := updateOrder(ctx, tx, &next); err != nil {
+			return err
+		}
+	}
+	st.order = next
+	if st.outcome == idempotent.OutcomePosted {
+		if err := postLedger(ctx, tx, ev, st.amount, now); err != nil {
+			return err
+		}
+	}
+	if ev.Type == idempotent.RefundSucceeded && st.outcome != idempotent.OutcomeOverRefund {
+		if err := s.matchRegistration(ctx, tx, st, next, now); err != nil {
+			return err
+		}
+	}
+
+	// (5) The fence, last. It holds: the claim is locked by this transaction.
+	if err := s.claims.Settle(ctx, tx, ev.TenantID, ev.Key, st.outcome); err != nil {
+		if errors.Is(err, idempotent.ErrFenceLost) {
+			return errFenceLost
+		}
+		return fmt.Errorf("fence: %w", err)
+	}
+	return nil
+}
+
+// refundOutcome decides a refund against the locked order row ord: the
+// outcome and the fen it moves.
+func refundOutcome(ord Order, ev channels.Event) (idempotent.Outcome, int64) {
+	var amount int64
+	if ev.Cumulative() {
+		if ev.CumulativeRefunded > ord.Amount {
+			return idempotent.OutcomeOverRefund, 0
+		}
+		amount = ev.CumulativeRefunded - ord.MaxCumulativeRefund
+		if amount <= 0 {
+			return idempotent.OutcomeNoMoney, 0
+		}
+	} else {
+		amount = ev.RefundAmount
+	}
+	if ord.RefundedAmount+amount > ord.Amount {
+		return idempotent.OutcomeOverRefund, 0
+	}
+	return idempotent.OutcomePosted, amount
+}
+
+// settleAlreadyPosted handles a settlement whose postings the ledger
+// already holds: the business transaction has rolled back; a fresh one only
+// fence-settles the claim POSTED. It is counted and logged once, when that
+// commits.
+func (s *Service) settleAlreadyPosted(ctx context.Context, ev channels.Event, cause error) (Result, error) {
+	err := s.db.RunInTx(ctx, s.txOptions(), func(ctx context.Context, tx bun.Tx) error {
+		rec, err := s.claims.GetForUpdate(ctx, tx, ev.TenantID, ev.Key)
+		if err != nil {
+			return fmt.Errorf("lock claim: %w", err)
+		}
+		if rec.Status == idempotent.StatusSettled {
+			return errFenceLost
+		}
+		if err := s.claims.Settle(ctx, tx, ev.TenantID, ev.Key, idempotent.OutcomePosted); err != nil {
+			if errors.Is(err, idempotent.ErrFenceLost) {
+				return errFenceLost
+			}
+			return fmt.Errorf("fence: %w", err)
+		}
+		return nil
+	})
+	switch {
+	case err == nil:
+	case errors.Is(err, errFenceLost):
+		return Result{FenceLost: true, SettledAt: s.claims.Now()}, nil
+	default:
+		return Result{}, fmt.Errorf("settle already-posted %s: %w", ev.Key, err)
+	}
+	s.metrics.ledgerDuplicates.Inc()
+	s.log.LogAttrs(ctx, slog.LevelError,
+		"ledger already holds this event's postings: a path bypassed the claim; claim settled POSTED without new postings",
+		slog.Int64("tenant", ev.TenantID), slog.String("key", string(ev.Key)),
+		slog.String("channel", string(ev.Channel)), slog.String("trade_no", ev.TradeNo),
+		slog.String("cause", cause.Error()))
+	return Result{Outcome: idempotent.OutcomePosted, AlreadyPosted: true, SettledAt: s.claims.Now()}, nil
+}
+
+// report counts and logs what a committed settlement noticed.
+func (s *Service) report(ctx context.Context, st *settlement) {
+	ev := st.ev
+	attrs := func(extra ...slog.Attr) []slog.Attr {
+		return append([]slog.Attr{
+			slog.Int64("tenant", ev.TenantID), slog.String("key", string(ev.Key)),
+			slog.String("channel", string(ev.Channel)), slog.String("trade_no", ev.TradeNo),
+		}, extra...)
+	}
+	if st.totalMismatch {
+		s.metrics.totalMismatches.Inc()
+		s.log.LogAttrs(ctx, slog.LevelWarn, "order total differs from the first recorded; the first is kept",
+			attrs(slog.Int64("recorded_total", st.order.Amount), slog.Int64("event_total", ev.OrderTotal))...)
+	}
+	if st.merchantMismatch {
+		s.log.LogAttrs(ctx, slog.LevelWarn, "merchant order number differs from the first recorded; the first is kept",
+			attrs(slog.String("recorded", st.order.MerchantOrderNo), slog.String("event", ev.MerchantOrderNo))...)
+	}
+	if st.unregistered {
+		s.metrics.unregistered.Inc()
+		s.log.LogAttrs(ctx, slog.LevelWarn, "refund settled without a pre-registration",
+			attrs(slog.String("refund_no", ev.RefundNo), slog.String("outcome", string(st.outcome)))...)
+	}
+	for _, reason := range st.regMismatches {
+		s.metrics.regMismatches.WithLabelValues(reason).Inc()
+		s.log.LogAttrs(ctx, slog.LevelWarn, "refund callback disagrees with the pre-registrations",
+			attrs(slog.String("reason", reason), slog.String("refund_no", ev.RefundNo), slog.String("detail", st.regDetail))...)
+	}
+	s.log.LogAttrs(ctx, slog.LevelDebug, "settled",
+		attrs(slog.String("outcome", string(st.outcome)), slog.Int64("amount", st.amount),
+			slog.String("order_status", string(st.order.Status)))...)
+}
