@@ -269,10 +269,10 @@ func (c Config) Validate() error {
 	if k.Group == "" {
 		bad("kafka.group", "must not be empty")
 	}
-	switch {
-	case k.DLQTopic == "":
+	switch k.DLQTopic {
+	case "":
 		bad("kafka.dlq_topic", "must not be empty (call Finalize to derive it)")
-	case k.DLQTopic == k.Topic:
+	case k.Topic:
 		bad("kafka.dlq_topic", "must differ from kafka.topic %q", k.Topic)
 	}
 	if k.MinBytes < 1 {

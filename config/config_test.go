@@ -3,7 +3,6 @@ package config
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -95,9 +94,8 @@ func TestValidateForDSN(t *testing.T) {
 				require.NoError(t, err)
 				return
 			}
-			require.Error(t, err)
-			assert.ErrorIs(t, err, ErrDSNRequired)
-			assert.ErrorIs(t, err, ErrInvalid)
+			require.ErrorIs(t, err, ErrDSNRequired)
+			require.ErrorIs(t, err, ErrInvalid)
 			assert.Contains(t, err.Error(), "PAYCB_DB_DSN")
 		})
 	}
@@ -111,9 +109,8 @@ func TestValidateForDSN(t *testing.T) {
 		c := c
 		c.Worker.BatchMax = 0
 		err := c.ValidateFor("run")
-		require.Error(t, err)
-		assert.ErrorIs(t, err, ErrDSNRequired)
-		assert.ErrorIs(t, err, ErrInvalid)
+		require.ErrorIs(t, err, ErrDSNRequired)
+		require.ErrorIs(t, err, ErrInvalid)
 		assert.Contains(t, err.Error(), "PAYCB_BATCH_MAX")
 	})
 }
@@ -157,8 +154,7 @@ func TestValidate(t *testing.T) {
 			c.Finalize()
 			tc.mutate(&c)
 			err := c.Validate()
-			require.Error(t, err)
-			assert.ErrorIs(t, err, ErrInvalid)
+			require.ErrorIs(t, err, ErrInvalid)
 			for _, w := range tc.want {
 				assert.Contains(t, err.Error(), w)
 			}
@@ -198,6 +194,7 @@ wechat:
 		{
 			name: "file over defaults",
 			check: func(t *testing.T, c Config) {
+				t.Helper()
 				assert.Equal(t, []string{"file-1:9092", "file-2:9092"}, c.Kafka.Brokers)
 				assert.Equal(t, "file-topic", c.Kafka.Topic)
 				assert.Equal(t, "file-topic.dlq", c.Kafka.DLQTopic)
@@ -228,6 +225,7 @@ wechat:
 				"PAYCB_SHUTDOWN_TIMEOUT": "5s",
 			},
 			check: func(t *testing.T, c Config) {
+				t.Helper()
 				assert.Equal(t, []string{"env-1:9092", "env-2:9092"}, c.Kafka.Brokers)
 				assert.Equal(t, "env-topic", c.Kafka.Topic)
 				assert.Equal(t, "env-topic.dlq", c.Kafka.DLQTopic, "the DLQ follows the final topic")
@@ -250,6 +248,7 @@ wechat:
 			name: "empty environment variable keeps the file value",
 			env:  map[string]string{"PAYCB_KAFKA_TOPIC": "", "PAYCB_KAFKA_DLQ_TOPIC": ""},
 			check: func(t *testing.T, c Config) {
+				t.Helper()
 				assert.Equal(t, "file-topic", c.Kafka.Topic)
 				assert.Equal(t, "file-topic.dlq", c.Kafka.DLQTopic)
 			},
@@ -259,6 +258,7 @@ wechat:
 			env:   map[string]string{"PAYCB_KAFKA_TOPIC": "env-topic", "PAYCB_BATCH_MAX": "7", "PAYCB_LOG_LEVEL": "warn"},
 			flags: []string{"--kafka-topic=flag-topic", "--batch-max", "3", "--admin-addr=127.0.0.1:3333", "--orphan-after=10m", "--kafka-brokers=f1:1,f2:2", "--db-dsn=flag:" + testPassword + "@/db"},
 			check: func(t *testing.T, c Config) {
+				t.Helper()
 				assert.Equal(t, "flag-topic", c.Kafka.Topic)
 				assert.Equal(t, "flag-topic.dlq", c.Kafka.DLQTopic)
 				assert.Equal(t, 3, c.Worker.BatchMax)
@@ -274,6 +274,7 @@ wechat:
 			env:   map[string]string{"PAYCB_KAFKA_DLQ_TOPIC": "dead"},
 			flags: []string{"--kafka-topic=flag-topic"},
 			check: func(t *testing.T, c Config) {
+				t.Helper()
 				assert.Equal(t, "flag-topic", c.Kafka.Topic)
 				assert.Equal(t, "dead", c.Kafka.DLQTopic)
 			},
@@ -293,8 +294,7 @@ func TestLoadConfigFile(t *testing.T) {
 	t.Run("explicit missing file is an error", func(t *testing.T) {
 		fl := parseFlags(t, "--config", filepath.Join(t.TempDir(), "nope.yaml"))
 		_, err := Load(fl, nil)
-		require.Error(t, err)
-		assert.ErrorIs(t, err, os.ErrNotExist)
+		require.ErrorIs(t, err, os.ErrNotExist)
 		assert.Contains(t, err.Error(), "nope.yaml")
 	})
 	t.Run("missing default file is fine", func(t *testing.T) {
@@ -567,5 +567,5 @@ func TestLoadYAMLErrorIsWrapped(t *testing.T) {
 	err := c.LoadYAML([]byte("kafka: ["))
 	require.Error(t, err)
 	assert.True(t, strings.HasPrefix(err.Error(), "decode yaml: "))
-	assert.False(t, errors.Is(err, ErrInvalid))
+	assert.NotErrorIs(t, err, ErrInvalid)
 }

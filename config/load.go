@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -60,15 +61,23 @@ func duration(p func(c *Config) *time.Duration) func(*Config, string) error {
 }
 
 var fields = []field{
-	{path: "kafka.brokers", env: "PAYCB_KAFKA_BROKERS", flag: "kafka-brokers", usage: "comma-separated bootstrap brokers",
+	{
+		path: "kafka.brokers", env: "PAYCB_KAFKA_BROKERS", flag: "kafka-brokers", usage: "comma-separated bootstrap brokers",
 		set: func(c *Config, v string) error { c.Kafka.Brokers = splitList(v); return nil },
-		get: func(c Config) string { return strings.Join(c.Kafka.Brokers, ",") }},
-	{path: "kafka.topic", env: "PAYCB_KAFKA_TOPIC", flag: "kafka-topic", usage: "input topic",
-		set: str(func(c *Config) *string { return &c.Kafka.Topic }), get: func(c Config) string { return c.Kafka.Topic }},
-	{path: "kafka.group", env: "PAYCB_KAFKA_GROUP", flag: "kafka-group", usage: "consumer group",
-		set: str(func(c *Config) *string { return &c.Kafka.Group }), get: func(c Config) string { return c.Kafka.Group }},
-	{path: "kafka.dlq_topic", env: "PAYCB_KAFKA_DLQ_TOPIC", flag: "kafka-dlq-topic", usage: "dead-letter topic (default <topic>.dlq)",
-		set: str(func(c *Config) *string { return &c.Kafka.DLQTopic }), get: func(c Config) string { return c.Kafka.DLQTopic }},
+		get: func(c Config) string { return strings.Join(c.Kafka.Brokers, ",") },
+	},
+	{
+		path: "kafka.topic", env: "PAYCB_KAFKA_TOPIC", flag: "kafka-topic", usage: "input topic",
+		set: str(func(c *Config) *string { return &c.Kafka.Topic }), get: func(c Config) string { return c.Kafka.Topic },
+	},
+	{
+		path: "kafka.group", env: "PAYCB_KAFKA_GROUP", flag: "kafka-group", usage: "consumer group",
+		set: str(func(c *Config) *string { return &c.Kafka.Group }), get: func(c Config) string { return c.Kafka.Group },
+	},
+	{
+		path: "kafka.dlq_topic", env: "PAYCB_KAFKA_DLQ_TOPIC", flag: "kafka-dlq-topic", usage: "dead-letter topic (default <topic>.dlq)",
+		set: str(func(c *Config) *string { return &c.Kafka.DLQTopic }), get: func(c Config) string { return c.Kafka.DLQTopic },
+	},
 	{path: "kafka.min_bytes", env: "PAYCB_KAFKA_MIN_BYTES", set: integer(func(c *Config) *int { return &c.Kafka.MinBytes })},
 	{path: "kafka.max_bytes", env: "PAYCB_KAFKA_MAX_BYTES", set: integer(func(c *Config) *int { return &c.Kafka.MaxBytes })},
 	{path: "kafka.max_wait", env: "PAYCB_KAFKA_MAX_WAIT", set: duration(func(c *Config) *time.Duration { return &c.Kafka.MaxWait })},
@@ -79,35 +88,51 @@ var fields = []field{
 	{path: "kafka.partition_watch_interval", env: "PAYCB_KAFKA_PARTITION_WATCH_INTERVAL", set: duration(func(c *Config) *time.Duration { return &c.Kafka.PartitionWatchInterval })},
 	{path: "kafka.dlq_write_timeout", env: "PAYCB_KAFKA_DLQ_WRITE_TIMEOUT", set: duration(func(c *Config) *time.Duration { return &c.Kafka.DLQWriteTimeout })},
 
-	{path: "db.dsn", env: "PAYCB_DB_DSN", flag: "db-dsn", secret: true,
+	{
+		path: "db.dsn", env: "PAYCB_DB_DSN", flag: "db-dsn", secret: true,
 		usage: "go-sql-driver/mysql DSN (visible in process listings; prefer PAYCB_DB_DSN)",
 		set:   func(c *Config, v string) error { c.DB.DSN = DSN(v); return nil },
-		get:   func(Config) string { return "" }},
+		get:   func(Config) string { return "" },
+	},
 	{path: "db.max_open_conns", env: "PAYCB_DB_MAX_OPEN_CONNS", set: integer(func(c *Config) *int { return &c.DB.MaxOpenConns })},
 	{path: "db.max_idle_conns", env: "PAYCB_DB_MAX_IDLE_CONNS", set: integer(func(c *Config) *int { return &c.DB.MaxIdleConns })},
 	{path: "db.conn_max_lifetime", env: "PAYCB_DB_CONN_MAX_LIFETIME", set: duration(func(c *Config) *time.Duration { return &c.DB.ConnMaxLifetime })},
 
-	{path: "admin.addr", env: "PAYCB_ADMIN_ADDR", flag: "admin-addr", usage: "HTTP address for /metrics, /healthz, /readyz",
-		set: str(func(c *Config) *string { return &c.Admin.Addr }), get: func(c Config) string { return c.Admin.Addr }},
+	{
+		path: "admin.addr", env: "PAYCB_ADMIN_ADDR", flag: "admin-addr", usage: "HTTP address for /metrics, /healthz, /readyz",
+		set: str(func(c *Config) *string { return &c.Admin.Addr }), get: func(c Config) string { return c.Admin.Addr },
+	},
 
-	{path: "wechat.apiv3_key", env: "PAYCB_WECHAT_APIV3_KEY", secret: true,
-		set: func(c *Config, v string) error { c.WeChat.APIv3Key = Secret(v); return nil }},
+	{
+		path: "wechat.apiv3_key", env: "PAYCB_WECHAT_APIV3_KEY", secret: true,
+		set: func(c *Config, v string) error { c.WeChat.APIv3Key = Secret(v); return nil },
+	},
 
-	{path: "log.level", env: "PAYCB_LOG_LEVEL", flag: "log-level", usage: "debug, info, warn or error",
-		set: str(func(c *Config) *string { return &c.Log.Level }), get: func(c Config) string { return c.Log.Level }},
-	{path: "log.format", env: "PAYCB_LOG_FORMAT", flag: "log-format", usage: "text or json",
-		set: str(func(c *Config) *string { return &c.Log.Format }), get: func(c Config) string { return c.Log.Format }},
+	{
+		path: "log.level", env: "PAYCB_LOG_LEVEL", flag: "log-level", usage: "debug, info, warn or error",
+		set: str(func(c *Config) *string { return &c.Log.Level }), get: func(c Config) string { return c.Log.Level },
+	},
+	{
+		path: "log.format", env: "PAYCB_LOG_FORMAT", flag: "log-format", usage: "text or json",
+		set: str(func(c *Config) *string { return &c.Log.Format }), get: func(c Config) string { return c.Log.Format },
+	},
 
-	{path: "worker.batch_max", env: "PAYCB_BATCH_MAX", flag: "batch-max", usage: "most events handled as one batch per partition; 1 is the per-message pipeline",
-		set: integer(func(c *Config) *int { return &c.Worker.BatchMax }), get: func(c Config) string { return strconv.Itoa(c.Worker.BatchMax) }},
-	{path: "worker.orphan_after", env: "PAYCB_ORPHAN_AFTER", flag: "orphan-after", usage: "how long a claim may stay ACQUIRED before the sweeper settles it",
-		set: duration(func(c *Config) *time.Duration { return &c.Worker.OrphanAfter }), get: func(c Config) string { return c.Worker.OrphanAfter.String() }},
+	{
+		path: "worker.batch_max", env: "PAYCB_BATCH_MAX", flag: "batch-max", usage: "most events handled as one batch per partition; 1 is the per-message pipeline",
+		set: integer(func(c *Config) *int { return &c.Worker.BatchMax }), get: func(c Config) string { return strconv.Itoa(c.Worker.BatchMax) },
+	},
+	{
+		path: "worker.orphan_after", env: "PAYCB_ORPHAN_AFTER", flag: "orphan-after", usage: "how long a claim may stay ACQUIRED before the sweeper settles it",
+		set: duration(func(c *Config) *time.Duration { return &c.Worker.OrphanAfter }), get: func(c Config) string { return c.Worker.OrphanAfter.String() },
+	},
 	{path: "worker.sweep_interval", env: "PAYCB_SWEEP_INTERVAL", set: duration(func(c *Config) *time.Duration { return &c.Worker.SweepInterval })},
 	{path: "worker.stall_threshold", env: "PAYCB_STALL_THRESHOLD", set: duration(func(c *Config) *time.Duration { return &c.Worker.StallThreshold })},
 	{path: "worker.retry_backoff_min", env: "PAYCB_RETRY_BACKOFF_MIN", set: duration(func(c *Config) *time.Duration { return &c.Worker.RetryBackoffMin })},
 	{path: "worker.retry_backoff_max", env: "PAYCB_RETRY_BACKOFF_MAX", set: duration(func(c *Config) *time.Duration { return &c.Worker.RetryBackoffMax })},
-	{path: "worker.shutdown_timeout", env: "PAYCB_SHUTDOWN_TIMEOUT", flag: "shutdown-timeout", usage: "cap on the whole graceful shutdown",
-		set: duration(func(c *Config) *time.Duration { return &c.Worker.ShutdownTimeout }), get: func(c Config) string { return c.Worker.ShutdownTimeout.String() }},
+	{
+		path: "worker.shutdown_timeout", env: "PAYCB_SHUTDOWN_TIMEOUT", flag: "shutdown-timeout", usage: "cap on the whole graceful shutdown",
+		set: duration(func(c *Config) *time.Duration { return &c.Worker.ShutdownTimeout }), get: func(c Config) string { return c.Worker.ShutdownTimeout.String() },
+	},
 }
 
 var fieldByPath = func() map[string]field {
@@ -202,7 +227,7 @@ func redactYAMLError(err error) error {
 // LoadFile overrides c with the YAML file at path (see LoadYAML). The error
 // names the file.
 func (c *Config) LoadFile(path string) error {
-	data, err := os.ReadFile(path)
+	data, err := os.ReadFile(filepath.Clean(path)) // the operator names the file
 	if err != nil {
 		return fmt.Errorf("read config file: %w", err)
 	}

@@ -211,7 +211,7 @@ func httpGet(t *testing.T, url string) (int, string) {
 	require.NoError(t, err)
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	body, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
 	return resp.StatusCode, string(body)
@@ -222,7 +222,7 @@ func TestServeRealListener(t *testing.T) {
 	ln, err := lc.Listen(t.Context(), "tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(prometheus.NewGauge(prometheus.GaugeOpts{Name: "paycb_test_gauge", Help: "Test gauge."}))
+	reg.MustRegister(prometheus.NewGauge(prometheus.GaugeOpts{Name: "paycb_test_value", Help: "Test gauge."}))
 	s := New("unused", reg, []Check{{"database", ok}}, nil)
 
 	ctx, cancel := context.WithCancel(t.Context())
@@ -238,7 +238,7 @@ func TestServeRealListener(t *testing.T) {
 	assert.Equal(t, "database ok\n", body)
 	code, body = httpGet(t, base+"/metrics")
 	assert.Equal(t, http.StatusOK, code)
-	assert.Contains(t, body, "paycb_test_gauge 0")
+	assert.Contains(t, body, "paycb_test_value 0")
 	assert.Equal(t, ln.Addr().String(), s.Addr().String())
 
 	cancel()
@@ -300,8 +300,7 @@ func TestRun(t *testing.T) {
 		cancel()
 		select {
 		case err := <-done:
-			require.Error(t, err)
-			assert.ErrorIs(t, err, context.DeadlineExceeded)
+			require.ErrorIs(t, err, context.DeadlineExceeded)
 			assert.Less(t, time.Since(start), 3*time.Second)
 		case <-time.After(5 * time.Second):
 			t.Fatal("shutdown was not bounded")
