@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strings"
 	"time"
 	_ "time/tzdata" // Alipay times are Beijing time; parse them without system zoneinfo
 
@@ -38,25 +39,92 @@ var shanghai = func() *time.Location {
 var alipayFields = [...]string{
 	"notify_type", "trade_no", "out_trade_no", "out_biz_no", "trade_status",
 	"total_amount", "refund_fee", "gmt_create", "gmt_payment", "gmt_refund",
-	"gmt_close", "notify_time", "trans_currency",
+	"notify_time", "trans_currency",
+}
+
+// alipayForm holds the values of alipayFields read from one body.
+type alipayForm struct {
+	vals [len(alipayFields)]string
+}
+
+func (f *alipayForm) get(name string) string { return f.vals[alipayFieldIndex(name)] }
+
+func alipayFieldIndex(name string) int {
+	for i, k := range alipayFields {
+		if k == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// parseAlipayForm decodes a form body with url.ParseQuery's grammar and
+// errors (bad %-escapes, ';' separators), keeping only alipayFields and
+// refusing any of them that appears twice.
+func parseAlipayForm(body string) (*alipayForm, error) {
+	f := new(alipayForm)
+	var seen [len(alipayFields)]bool
+	for body != "" {
+		var pair string
+		pair, body, _ = strings.Cut(body, "&")
+		if strings.IndexByte(pair, ';') >= 0 {
+			return nil, errors.New("invalid semicolon separator in form")
+		}
+		if pair == "" {
+			continue
+		}
+		k, v, _ := strings.Cut(pair, "=")
+		key, err := url.QueryUnescape(k)
+		if err != nil {
+			return nil, err
+		}
+		i := alipayFieldIndex(key)
+		if i < 0 {
+			if err := checkEscapes(v); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if seen[i] {
+			return nil, fmt.Errorf("field %s appears more than once", key)
+		}
+		seen[i] = true
+		if f.vals[i], err = url.QueryUnescape(v); err != nil {
+			return nil, err
+		}
+	}
+	return f, nil
+}
+
+// checkEscapes reports a '%' not followed by two hex digits, as
+// url.QueryUnescape would, without building the value.
+func checkEscapes(s string) error {
+	for i := 0; i < len(s); i++ {
+		if s[i] != '%' {
+			continue
+		}
+		if i+2 >= len(s) || !isHex(s[i+1]) || !isHex(s[i+2]) {
+			rest := s[i:]
+			if len(rest) > 3 {
+				rest = rest[:3]
+			}
+			return url.EscapeError(rest)
+		}
+		i += 2
+	}
+	return nil
+}
+
+func isHex(c byte) bool {
+	return isDigit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F')
 }
 
 func decodeAlipay(env Envelope) (Result, error) {
-	form, err := url.ParseQuery(env.Body)
+	form, err := parseAlipayForm(env.Body)
 	if err != nil {
 		return Result{}, errorf(KindMalformed, "decode alipay form: %w", err)
 	}
-	for _, k := range alipayFields {
-		if len(form[k]) > 1 {
-			return Result{}, errorf(KindMalformed, "alipay field %s appears %d times", k, len(form[k]))
-		}
-	}
-	get := func(k string) string {
-		if v := form[k]; len(v) == 1 {
-			return v[0]
-		}
-		return ""
-	}
+	get := form.get
 	if nt := get("notify_type"); nt != "" && nt != AlipayNotifyType {
 		return Result{}, errorf(KindUnsupported, "alipay notify_type %s", quote(nt))
 	}

@@ -70,8 +70,11 @@ func ParseEnvelope(value []byte) (Envelope, error) {
 	if len(value) > MaxEnvelopeBytes {
 		return env, errorf(KindMalformed, "envelope is %d bytes, at most %d", len(value), MaxEnvelopeBytes)
 	}
-	if err := json.Unmarshal(value, &env); err != nil {
-		return Envelope{}, errorf(KindMalformed, "decode envelope: %w", err)
+	if !fastEnvelope(value, &env) {
+		env = Envelope{}
+		if err := json.Unmarshal(value, &env); err != nil {
+			return Envelope{}, errorf(KindMalformed, "decode envelope: %w", err)
+		}
 	}
 	if err := env.Validate(); err != nil {
 		return env, err

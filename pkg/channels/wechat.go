@@ -72,8 +72,11 @@ type wechatRefund struct {
 
 func (d *Decoder) decodeWeChat(env Envelope) (Result, error) {
 	var n wechatNotification
-	if err := unmarshal([]byte(env.Body), &n, "wechat notification"); err != nil {
-		return Result{}, err
+	if !fastWeChat([]byte(env.Body), &n) {
+		n = wechatNotification{}
+		if err := unmarshal([]byte(env.Body), &n, "wechat notification"); err != nil {
+			return Result{}, err
+		}
 	}
 	var wantType string
 	switch n.EventType {
@@ -149,8 +152,11 @@ func (d *Decoder) decryptWeChat(tenantID int64, r *wechatResource) ([]byte, erro
 
 func decodeWeChatTransaction(plain []byte, n *wechatNotification) (Result, error) {
 	var tx wechatTransaction
-	if err := unmarshal(plain, &tx, "wechat transaction"); err != nil {
-		return Result{}, err
+	if !fastWeChatTransaction(plain, &tx) {
+		tx = wechatTransaction{}
+		if err := unmarshal(plain, &tx, "wechat transaction"); err != nil {
+			return Result{}, err
+		}
 	}
 	ev := Event{
 		Type:            idempotent.PaymentReceived,
@@ -183,8 +189,11 @@ func decodeWeChatTransaction(plain []byte, n *wechatNotification) (Result, error
 
 func decodeWeChatRefund(plain []byte, n *wechatNotification) (Result, error) {
 	var rf wechatRefund
-	if err := unmarshal(plain, &rf, "wechat refund"); err != nil {
-		return Result{}, err
+	if !fastWeChatRefund(plain, &rf) {
+		rf = wechatRefund{}
+		if err := unmarshal(plain, &rf, "wechat refund"); err != nil {
+			return Result{}, err
+		}
 	}
 	status := rf.RefundStatus
 	if status == "" {
