@@ -1,0 +1,228 @@
+// Package kafkaops holds the Kafka chores that sit beside the consumer:
+// starting an in-process broker (kfake) for the demo and tests, producing a
+// stream, reading a topic back, and reading a group's committed offsets
+// against the partitions' ends. It never commits offsets on a live group.
+package kafkaops
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kfake"
+)
+
+// StartInProcess starts a one-broker kfake cluster with topics seeded:
+// each topic name maps to its partition count. Close it when done.
+func StartInProcess(topics map[string]int32, opts ...kfake.Opt) (*kfake.Cluster, []string, error) {
+	all := []kfake.Opt{kfake.NumBrokers(1), kfake.AllowAutoTopicCreation()}
+	for name, parts := range topics {
+		all = append(all, kfake.SeedTopics(parts, name))
+	}
+	all = append(all, opts...)
+	c, err := kfake.NewCluster(all...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("start in-process kafka: %w", err)
+	}
+	return c, c.ListenAddrs(), nil
+}
+
+// Message is one message to produce.
+type Message struct {
+	Key, Value []byte
+}
+
+// Produce writes msgs to topic in order, keyed messages hashed to their
+// partition (kafka-go's Hash, murmur2-compatible with the Java client's
+// default partitioner), unkeyed ones spread round-robin. It returns once all
+// in-sync replicas acknowledged every message.
+func Produce(ctx context.Context, brokers []string, topic string, msgs []Message) error {
+	w := &kafka.Writer{
+		Addr:         kafka.TCP(brokers...),
+		Topic:        topic,
+		Balancer:     &kafka.Murmur2Balancer{},
+		RequiredAcks: kafka.RequireAll,
+		BatchSize:    1000,
+		BatchTimeout: 5 * time.Millisecond,
+	}
+	defer w.Close()
+	const chunk = 1000
+	for len(msgs) > 0 {
+		n := min(chunk, len(msgs))
+		out := make([]kafka.Message, n)
+		for i, m := range msgs[:n] {
+			out[i] = kafka.Message{Key: m.Key, Value: m.Value}
+		}
+		if err := w.WriteMessages(ctx, out...); err != nil {
+			return fmt.Errorf("produce to %s: %w", topic, err)
+		}
+		msgs = msgs[n:]
+	}
+	return nil
+}
+
+// PartitionProgress is one partition's committed offset against its end.
+type PartitionProgress struct {
+	Partition int
+	Committed int64 // -1 when the group committed nothing
+	End       int64 // the next offset the partition will be given
+}
+
+// Lag is how many messages the group has not committed.
+func (p PartitionProgress) Lag() int64 {
+	if p.Committed < 0 {
+		return p.End
+	}
+	return max(p.End-p.Committed, 0)
+}
+
+// Progress reads the group's committed offsets and each partition's end.
+func Progress(ctx context.Context, brokers []string, group, topic string) ([]PartitionProgress, error) {
+	client := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 10 * time.Second}
+	parts, err := partitions(ctx, brokers, topic)
+	if err != nil {
+		return nil, err
+	}
+	ends := make([]kafka.OffsetRequest, len(parts))
+	for i, p := range parts {
+		ends[i] = kafka.LastOffsetOf(p)
+	}
+	lo, err := client.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{topic: ends}})
+	if err != nil {
+		return nil, fmt.Errorf("list offsets of %s: %w", topic, err)
+	}
+	of, err := client.OffsetFetch(ctx, &kafka.OffsetFetchRequest{GroupID: group, Topics: map[string][]int{topic: parts}})
+	if err != nil {
+		return nil, fmt.Errorf("fetch offsets of group %s: %w", group, err)
+	}
+	if of.Error != nil {
+		return nil, fmt.Errorf("fetch offsets of group %s: %w", group, of.Error)
+	}
+	committed := map[int]int64{}
+	for _, p := range of.Topics[topic] {
+		if p.Error != nil {
+			return nil, fmt.Errorf("fetch offset of %s/%d: %w", topic, p.Partition, p.Error)
+		}
+		committed[p.Partition] = p.CommittedOffset
+	}
+	var out []PartitionProgress
+	for _, p := range lo.Topics[topic] {
+		if p.Error != nil {
+			return nil, fmt.Errorf("list offset of %s/%d: %w", topic, p.Partition, p.Error)
+		}
+		c, ok := committed[p.Partition]
+		if !ok {
+			c = -1
+		}
+		out = append(out, PartitionProgress{Partition: p.Partition, Committed: c, End: p.LastOffset})
+	}
+	return out, nil
+}
+
+// TotalLag sums Lag over partitions.
+func TotalLag(ps []PartitionProgress) int64 {
+	var n int64
+	for _, p := range ps {
+		n += p.Lag()
+	}
+	return n
+}
+
+// WaitConsumed polls Progress every interval until the group has committed
+// every partition to its end, or ctx ends. report, when set, is called with
+// each reading.
+func WaitConsumed(ctx context.Context, brokers []string, group, topic string, interval time.Duration, report func([]PartitionProgress)) error {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		ps, err := Progress(ctx, brokers, group, topic)
+		if err == nil {
+			if report != nil {
+				report(ps)
+			}
+			if TotalLag(ps) == 0 {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			if err != nil {
+				return fmt.Errorf("wait for group %s: %w (last error: %w)", group, ctx.Err(), err)
+			}
+			return fmt.Errorf("wait for group %s: %w", group, ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+// ReadAll reads every message currently in topic, all partitions, in
+// partition then offset order.
+func ReadAll(ctx context.Context, brokers []string, topic string) ([]kafka.Message, error) {
+	parts, err := partitions(ctx, brokers, topic)
+	if err != nil {
+		return nil, err
+	}
+	client := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 10 * time.Second}
+	var out []kafka.Message
+	for _, p := range parts {
+		lo, err := client.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{
+			topic: {kafka.FirstOffsetOf(p), kafka.LastOffsetOf(p)},
+		}})
+		if err != nil {
+			return nil, fmt.Errorf("list offsets of %s/%d: %w", topic, p, err)
+		}
+		po := lo.Topics[topic][0]
+		if po.LastOffset <= po.FirstOffset {
+			continue
+		}
+		r := kafka.NewReader(kafka.ReaderConfig{Brokers: brokers, Topic: topic, Partition: p, MaxWait: 100 * time.Millisecond})
+		if err := r.SetOffset(po.FirstOffset); err != nil {
+			r.Close()
+			return nil, fmt.Errorf("read %s/%d: %w", topic, p, err)
+		}
+		for {
+			m, err := r.FetchMessage(ctx)
+			if err != nil {
+				r.Close()
+				return nil, fmt.Errorf("read %s/%d: %w", topic, p, err)
+			}
+			out = append(out, m)
+			if m.Offset+1 >= po.LastOffset {
+				break
+			}
+		}
+		r.Close()
+	}
+	return out, nil
+}
+
+func partitions(ctx context.Context, brokers []string, topic string) ([]int, error) {
+	var d net.Dialer
+	var lastErr error
+	for _, b := range brokers {
+		conn, err := d.DialContext(ctx, "tcp", b)
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		kc := kafka.NewConn(conn, "", 0)
+		ps, err := kc.ReadPartitions(topic)
+		kc.Close()
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		out := make([]int, len(ps))
+		for i, p := range ps {
+			out[i] = p.ID
+		}
+		return out, nil
+	}
+	if lastErr == nil {
+		lastErr = errors.New("no brokers")
+	}
+	return nil, fmt.Errorf("read partitions of %s: %w", topic, lastErr)
+}

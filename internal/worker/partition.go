@@ -1,0 +1,176 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/paycallback/paycallback/internal/metrics"
+)
+
+// partitionConsumer is the strictly ordered loop of one assigned partition
+// in one generation.
+type partitionConsumer struct {
+	w         *Worker
+	gen       *kafka.Generation
+	partition int
+	start     int64 // the committed offset (next to read) or kafka.FirstOffset
+}
+
+// run fetches, handles and commits messages in order until the generation
+// ends or the worker stops. On stop it finishes the in-flight message,
+// commits it, reports drained, and keeps the generation open until the
+// group closes it, so that the other partitions can finish theirs too.
+func (pc *partitionConsumer) run(genCtx, stop, hardStop context.Context, drained *sync.WaitGroup) {
+	var once sync.Once
+	markDrained := func() { once.Do(drained.Done) }
+	defer markDrained()
+	w := pc.w
+	log := w.logger.With("partition", pc.partition, "generation", pc.gen.ID)
+	defer w.dropPartition(pc.partition)
+	defer w.metrics.DeleteConsumerLag(pc.partition)
+
+	reader := kafka.NewReader(kafka.ReaderConfig{
+		Brokers:     w.cfg.Brokers,
+		Topic:       w.cfg.Topic,
+		Partition:   pc.partition,
+		Dialer:      w.cfg.Dialer,
+		MinBytes:    1,
+		MaxBytes:    4 << 20,
+		MaxWait:     w.cfg.MaxWait,
+		Logger:      kafka.LoggerFunc(w.kafkaLog(-8)), // below debug: kafka-go is chatty
+		ErrorLogger: kafka.LoggerFunc(w.kafkaLog(4)),
+	})
+	defer reader.Close()
+	if err := reader.SetOffset(pc.start); err != nil {
+		log.Error("set start offset", "offset", pc.start, "error", err.Error())
+		return
+	}
+	log.Debug("partition assigned", "start", pc.start)
+
+	// Fetching stops when the generation ends or the worker stops;
+	// processing and committing only when the generation ends or the
+	// shutdown cap passes.
+	fetchCtx, cancelFetch := context.WithCancel(genCtx)
+	defer cancelFetch()
+	go func() {
+		select {
+		case <-stop.Done():
+			cancelFetch()
+		case <-fetchCtx.Done():
+		}
+	}()
+	procCtx, cancelProc := context.WithCancel(genCtx)
+	defer cancelProc()
+	go func() {
+		select {
+		case <-hardStop.Done():
+			cancelProc()
+		case <-procCtx.Done():
+		}
+	}()
+
+	fetchFailures := 0
+	for {
+		if stop.Err() != nil {
+			break // stopping: fetch nothing more, even if it is buffered
+		}
+		msg, err := reader.FetchMessage(fetchCtx)
+		if err != nil {
+			if fetchCtx.Err() != nil {
+				break
+			}
+			w.metrics.ProcessingError(metrics.StageFetch)
+			log.Warn("fetch failed", "error", err.Error())
+			if !w.cfg.Backoff.Wait(fetchCtx, fetchFailures) {
+				break
+			}
+			fetchFailures++
+			continue
+		}
+		fetchFailures = 0
+		if !pc.process(procCtx, log, msg) {
+			break // generation ended or shutdown cap: commit nothing more
+		}
+		if err := w.pipeline.Fault.at(procCtx, FaultBeforeCommit); err != nil {
+			break // a simulated crash: the offset stays uncommitted
+		}
+		if !pc.commit(procCtx, log, msg.Offset+1) {
+			break
+		}
+		if msg.HighWaterMark > 0 {
+			w.metrics.SetConsumerLag(pc.partition, max(msg.HighWaterMark-msg.Offset-1, 0))
+		}
+	}
+	markDrained()
+	if stop.Err() != nil {
+		// Keep the generation open until the group closes it; returning now
+		// would end it under the other partitions' in-flight messages.
+		<-genCtx.Done()
+	}
+}
+
+// process retries msg in place until its outcome is durable. It reports
+// false when ctx ended first: the message must not be committed.
+func (pc *partitionConsumer) process(ctx context.Context, log *slog.Logger, msg kafka.Message) bool {
+	w := pc.w
+	var st MessageState
+	var since time.Time
+	for attempt := 0; ; attempt++ {
+		err := w.pipeline.Handle(ctx, msg, &st)
+		if err == nil {
+			if !since.IsZero() {
+				w.setRetrying(pc.partition, time.Time{})
+			}
+			return true
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		w.metrics.ProcessingError(StageOf(err))
+		if since.IsZero() {
+			since = time.Now()
+			w.setRetrying(pc.partition, since)
+		}
+		log.Warn("message not handled; retrying in place", "offset", msg.Offset, "attempt", attempt+1,
+			"stage", string(StageOf(err)), "error", err.Error())
+		if !w.cfg.Backoff.Wait(ctx, attempt) {
+			return false
+		}
+	}
+}
+
+// commit commits next (the offset after the handled message: Kafka's
+// committed offset is the next one to read) for this partition, retrying
+// until it succeeds or the generation ends. Committing it also commits
+// everything before it on the partition.
+func (pc *partitionConsumer) commit(ctx context.Context, log *slog.Logger, next int64) bool {
+	w := pc.w
+	for attempt := 0; ; attempt++ {
+		err := pc.gen.CommitOffsets(map[string]map[int]int64{w.cfg.Topic: {pc.partition: next}})
+		if err == nil {
+			w.setCommitted(pc.partition, next)
+			return true
+		}
+		w.metrics.ProcessingError(metrics.StageCommit)
+		if generationOver(err) || ctx.Err() != nil {
+			log.Warn("offset not committed: generation over", "offset", next, "error", err.Error())
+			return false
+		}
+		log.Warn("offset commit failed; retrying", "offset", next, "attempt", attempt+1, "error", err.Error())
+		if !w.cfg.Backoff.Wait(ctx, attempt) {
+			return false
+		}
+	}
+}
+
+// generationOver reports commit errors that mean this member no longer owns
+// the partition in this generation.
+func generationOver(err error) bool {
+	return errors.Is(err, kafka.RebalanceInProgress) || errors.Is(err, kafka.IllegalGeneration) ||
+		errors.Is(err, kafka.UnknownMemberId) || errors.Is(err, kafka.ErrGenerationEnded)
+}

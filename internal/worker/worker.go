@@ -1,0 +1,233 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/paycallback/paycallback/internal/metrics"
+)
+
+// Config is what the consumer needs to know about Kafka and its pacing.
+type Config struct {
+	Brokers []string
+	Topic   string
+	GroupID string
+
+	// Backoff paces in-place retries of a failing message.
+	Backoff Backoff
+	// StallAfter is how long a partition may retry one message before
+	// readiness reports it stalled. Default 1m.
+	StallAfter time.Duration
+	// ShutdownTimeout caps the graceful shutdown: finishing in-flight
+	// messages and committing them. Default 30s.
+	ShutdownTimeout time.Duration
+	// SessionTimeout and HeartbeatInterval are the group's (defaults 10s, 1s).
+	SessionTimeout    time.Duration
+	HeartbeatInterval time.Duration
+	// RebalanceTimeout bounds how long the coordinator waits for members to
+	// rejoin (default 10s).
+	RebalanceTimeout time.Duration
+	// MaxWait bounds how long a fetch waits for new data (default 250ms).
+	MaxWait time.Duration
+	// Dialer is kafka-go's dialer (nil: the default).
+	Dialer *kafka.Dialer
+}
+
+func (c *Config) defaults() {
+	if c.StallAfter <= 0 {
+		c.StallAfter = time.Minute
+	}
+	if c.ShutdownTimeout <= 0 {
+		c.ShutdownTimeout = 30 * time.Second
+	}
+	if c.SessionTimeout <= 0 {
+		c.SessionTimeout = 10 * time.Second
+	}
+	if c.HeartbeatInterval <= 0 {
+		c.HeartbeatInterval = time.Second
+	}
+	if c.RebalanceTimeout <= 0 {
+		c.RebalanceTimeout = 10 * time.Second
+	}
+	if c.MaxWait <= 0 {
+		c.MaxWait = 250 * time.Millisecond
+	}
+}
+
+// Worker consumes the input topic as a member of the consumer group.
+type Worker struct {
+	cfg      Config
+	pipeline *Pipeline
+	metrics  *metrics.Metrics
+	logger   *slog.Logger
+
+	mu         sync.Mutex
+	generation int32 // 0 while not a member of a generation
+	partitions map[int]*partitionState
+}
+
+// partitionState is what readiness needs of a partition loop.
+type partitionState struct {
+	retryingSince time.Time // zero while the partition is moving
+	committed     int64     // the next offset to read, as committed
+}
+
+// New returns a worker. It does not connect until Run.
+func New(cfg Config, p *Pipeline, m *metrics.Metrics, logger *slog.Logger) *Worker {
+	cfg.defaults()
+	return &Worker{cfg: cfg, pipeline: p, metrics: m, logger: logger, partitions: map[int]*partitionState{}}
+}
+
+// Run consumes until ctx ends, then shuts down gracefully: it stops fetching,
+// lets every partition finish its in-flight message and commit it, leaves the
+// group, and returns nil. The shutdown is capped at Config.ShutdownTimeout; a
+// message still unfinished then is not committed and will be processed again
+// by the partition's next owner.
+func (w *Worker) Run(ctx context.Context) error {
+	cg, err := kafka.NewConsumerGroup(kafka.ConsumerGroupConfig{
+		ID:                w.cfg.GroupID,
+		Brokers:           w.cfg.Brokers,
+		Dialer:            w.cfg.Dialer,
+		Topics:            []string{w.cfg.Topic},
+		GroupBalancers:    []kafka.GroupBalancer{kafka.RangeGroupBalancer{}},
+		HeartbeatInterval: w.cfg.HeartbeatInterval,
+		SessionTimeout:    w.cfg.SessionTimeout,
+		RebalanceTimeout:  w.cfg.RebalanceTimeout,
+		JoinGroupBackoff:  time.Second,
+		StartOffset:       kafka.FirstOffset,
+		Logger:            kafka.LoggerFunc(w.kafkaLog(slog.LevelDebug)),
+		ErrorLogger:       kafka.LoggerFunc(w.kafkaLog(slog.LevelWarn)),
+	})
+	if err != nil {
+		return fmt.Errorf("create consumer group %s: %w", w.cfg.GroupID, err)
+	}
+
+	// hardStop ends in-flight processing once the shutdown cap has passed.
+	hardStop, cancelHard := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelHard()
+	var drained sync.WaitGroup
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			gen, err := cg.Next(ctx)
+			if err != nil {
+				if ctx.Err() != nil || errors.Is(err, kafka.ErrGroupClosed) {
+					return
+				}
+				w.logger.Warn("consumer group: no generation yet", "group", w.cfg.GroupID, "error", err.Error())
+				continue
+			}
+			w.startGeneration(ctx, hardStop, gen, &drained)
+		}
+	}()
+
+	<-ctx.Done()
+	w.logger.Info("shutting down: finishing in-flight messages", "cap", w.cfg.ShutdownTimeout.String())
+	timer := time.AfterFunc(w.cfg.ShutdownTimeout, cancelHard)
+	defer timer.Stop()
+	waitCh := make(chan struct{})
+	go func() { drained.Wait(); close(waitCh) }()
+	select {
+	case <-waitCh:
+	case <-hardStop.Done():
+		w.logger.Warn("shutdown cap reached before every partition finished")
+	}
+	// Closing the group ends the generation and leaves the group.
+	if err := cg.Close(); err != nil {
+		w.logger.Warn("leave consumer group", "error", err.Error())
+	}
+	<-done
+	w.setGeneration(0)
+	return nil
+}
+
+// startGeneration runs one loop per assigned partition for gen's lifetime.
+func (w *Worker) startGeneration(stop, hardStop context.Context, gen *kafka.Generation, drained *sync.WaitGroup) {
+	w.setGeneration(gen.ID)
+	assigned := gen.Assignments[w.cfg.Topic]
+	w.logger.Info("joined generation", "generation", gen.ID, "member", gen.MemberID, "partitions", len(assigned))
+	for _, a := range assigned {
+		drained.Add(1)
+		gen.Start(func(genCtx context.Context) {
+			pc := &partitionConsumer{w: w, gen: gen, partition: a.ID, start: a.Offset}
+			pc.run(genCtx, stop, hardStop, drained)
+		})
+	}
+}
+
+func (w *Worker) setGeneration(id int32) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.generation = id
+	if id == 0 {
+		w.partitions = map[int]*partitionState{}
+	}
+}
+
+// Ready reports why the worker is not ready: not a member of a generation,
+// or a partition retrying one message for longer than Config.StallAfter.
+func (w *Worker) Ready() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.generation == 0 {
+		return errors.New("not a member of a consumer group generation")
+	}
+	for p, st := range w.partitions {
+		if !st.retryingSince.IsZero() && time.Since(st.retryingSince) > w.cfg.StallAfter {
+			return fmt.Errorf("partition %d stalled for %s on one message", p, time.Since(st.retryingSince).Round(time.Second))
+		}
+	}
+	return nil
+}
+
+// Committed returns the offsets this worker committed in its current
+// generation, by partition: the next offset to read.
+func (w *Worker) Committed() map[int]int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make(map[int]int64, len(w.partitions))
+	for p, st := range w.partitions {
+		out[p] = st.committed
+	}
+	return out
+}
+
+func (w *Worker) partition(p int) *partitionState {
+	st, ok := w.partitions[p]
+	if !ok {
+		st = &partitionState{committed: -1}
+		w.partitions[p] = st
+	}
+	return st
+}
+
+func (w *Worker) setRetrying(p int, since time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.partition(p).retryingSince = since
+}
+
+func (w *Worker) setCommitted(p int, next int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.partition(p).committed = next
+}
+
+func (w *Worker) dropPartition(p int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.partitions, p)
+}
+
+func (w *Worker) kafkaLog(level slog.Level) func(string, ...any) {
+	return func(format string, args ...any) {
+		w.logger.Log(context.Background(), level, "kafka: "+fmt.Sprintf(format, args...))
+	}
+}
