@@ -1,0 +1,196 @@
+// Package app wires the worker together: database, claim store, channel
+// decoder, settlement, Kafka consumer group, dead-letter writer, orphan
+// sweeper and the admin HTTP server. `consumer run`, `consumer demo` and the
+// end-to-end tests all start the worker through Main, exactly as production
+// does. Only cmd/ and this package know every part.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/uptrace/bun"
+
+	"github.com/paycallback/paycallback/config"
+	"github.com/paycallback/paycallback/internal/admin"
+	"github.com/paycallback/paycallback/internal/metrics"
+	"github.com/paycallback/paycallback/internal/sqldb"
+	"github.com/paycallback/paycallback/internal/worker"
+	"github.com/paycallback/paycallback/pkg/channels"
+	"github.com/paycallback/paycallback/pkg/idempotent"
+	"github.com/paycallback/paycallback/pkg/settlement"
+)
+
+// Main is one worker process. Set Config (and optionally DB, Logger,
+// Registry), then call Run.
+type Main struct {
+	// Config is the validated configuration.
+	Config config.Config
+	// DB is the database to use. When nil, Run opens Config.DB.DSN and
+	// closes it on return; a DB set by the caller is left open.
+	DB *bun.DB
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+	// Registry receives every metric; defaults to metrics.NewRegistry().
+	Registry *prometheus.Registry
+	// Fault injects failures at message boundaries, for tests; nil in
+	// production.
+	Fault worker.FaultFunc
+	mu       sync.Mutex
+	worker   *worker.Worker
+	admin    *admin.Server
+	ready    chan struct{}
+}
+
+// Run starts every part and blocks until ctx ends, then shuts down in order:
+// stop fetching, finish in-flight messages and commit them, leave the group,
+// stop the sweeper and the admin server, close the database. It returns the
+// first error that stopped the worker, or nil after a clean shutdown.
+func (m *Main) Run(ctx context.Context) error {
+	cfg := m.Config
+	logger := m.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	reg := m.Registry
+	if reg == nil {
+		reg = metrics.NewRegistry()
+		m.Registry = reg
+	}
+	db := m.DB
+	if db == nil {
+		var err error
+		db, err = sqldb.OpenMySQL(cfg.DB.DSN.Reveal())
+		if err != nil {
+			return err
+		}
+		db.SetMaxOpenConns(cfg.DB.MaxOpenConns)
+		db.SetMaxIdleConns(cfg.DB.MaxIdleConns)
+		db.SetConnMaxLifetime(cfg.DB.ConnMaxLifetime)
+		defer db.Close()
+	}
+	if err := sqldb.Ping(ctx, db, 5*time.Second); err != nil {
+		// Not fatal: messages wait, retried in place, until the database
+		// answers, and /readyz says why.
+		logger.Warn("database not reachable at start; messages will wait for it", "error", err.Error())
+	}
+
+	met, err := metrics.New(reg)
+	if err != nil {
+		return fmt.Errorf("register metrics: %w", err)
+	}
+	keys := channels.StaticKeys{Default: cfg.WeChat.APIv3Key.Reveal(), Tenants: map[int64]string{}}
+	for tenant, k := range cfg.WeChat.APIv3Keys {
+		keys.Tenants[tenant] = k.Reveal()
+	}
+	if err := keys.Validate(); err != nil {
+		return fmt.Errorf("wechat apiv3 keys: %w", err)
+	}
+	claims := idempotent.NewStore(db)
+	settler, err := settlement.New(db, claims, logger, reg)
+	if err != nil {
+		return fmt.Errorf("start settlement: %w", err)
+	}
+	dlq := worker.NewKafkaDeadLetterer(cfg.Kafka.Brokers, cfg.Kafka.DLQTopic, nil)
+	defer dlq.Close()
+	pipeline := &worker.Pipeline{
+		Decoder:      channels.NewDecoder(keys),
+		Claims:       claims,
+		Settler:      settler,
+		DeadLetterer: dlq,
+		Metrics:      met,
+		Logger:       logger,
+		Fault:        m.Fault,
+	}
+	w := worker.New(worker.Config{
+		Brokers:           cfg.Kafka.Brokers,
+		Topic:             cfg.Kafka.Topic,
+		GroupID:           cfg.Kafka.Group,
+		Backoff:           worker.Backoff{Min: cfg.Worker.RetryBackoffMin, Max: cfg.Worker.RetryBackoffMax},
+		StallAfter:        cfg.Worker.StallThreshold,
+		ShutdownTimeout:   cfg.Worker.ShutdownTimeout,
+		SessionTimeout:    cfg.Kafka.SessionTimeout,
+		HeartbeatInterval: cfg.Kafka.HeartbeatInterval,
+		RebalanceTimeout:  cfg.Kafka.RebalanceTimeout,
+		MaxWait:           cfg.Kafka.MaxWait,
+	}, pipeline, met, logger)
+	sweeper := &worker.Sweeper{
+		Claims:      claims,
+		Settler:     settler,
+		Metrics:     met,
+		Logger:      logger,
+		OrphanAfter: cfg.Worker.OrphanAfter,
+		Interval:    cfg.Worker.SweepInterval,
+	}
+	srv := admin.New(cfg.Admin.Addr, reg, []admin.Check{
+		{Name: "database", Check: func(ctx context.Context) error { return db.PingContext(ctx) }},
+		{Name: "consumer", Check: func(context.Context) error { return w.Ready() }},
+	}, logger)
+
+	m.mu.Lock()
+	m.worker, m.admin = w, srv
+	m.mu.Unlock()
+
+	logger.Info("starting worker", "config", cfg)
+	bg, stopBg := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopBg()
+	var wg sync.WaitGroup
+	errs := make(chan error, 2)
+	wg.Add(2)
+	go func() { defer wg.Done(); _ = sweeper.Run(bg) }()
+	go func() {
+		defer wg.Done()
+		if err := srv.Run(bg); err != nil {
+			errs <- fmt.Errorf("admin server: %w", err)
+		}
+	}()
+	m.signalReady()
+
+	runErr := w.Run(ctx)
+	stopBg()
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		runErr = errors.Join(runErr, err)
+	}
+	logger.Info("worker stopped")
+	return runErr
+}
+
+// Worker returns the running worker (nil before Run has wired it).
+func (m *Main) Worker() *worker.Worker {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.worker
+}
+
+// Admin returns the admin server (nil before Run has wired it).
+func (m *Main) Admin() *admin.Server {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.admin
+}
+
+// Ready is closed once Run has wired every part.
+func (m *Main) Ready() <-chan struct{} {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.ready == nil {
+		m.ready = make(chan struct{})
+	}
+	return m.ready
+}
+
+func (m *Main) signalReady() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.ready == nil {
+		m.ready = make(chan struct{})
+	}
+	close(m.ready)
+}

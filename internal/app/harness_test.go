@@ -1,0 +1,247 @@
+package app_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/uptrace/bun"
+
+	"github.com/paycallback/paycallback/config"
+	"github.com/paycallback/paycallback/internal/app"
+	"github.com/paycallback/paycallback/internal/demo"
+	"github.com/paycallback/paycallback/internal/kafkaops"
+	"github.com/paycallback/paycallback/internal/metrics"
+	"github.com/paycallback/paycallback/internal/sqldb"
+	"github.com/paycallback/paycallback/internal/sqldb/sqldbtest"
+	"github.com/paycallback/paycallback/internal/worker"
+	"github.com/paycallback/paycallback/pkg/channels/channelstest"
+	"github.com/paycallback/paycallback/pkg/settlement"
+	"github.com/paycallback/paycallback/schema"
+)
+
+const (
+	testTopic = "channel-events"
+	testGroup = "settlement-consumer"
+	testDLQ   = testTopic + ".dlq"
+)
+
+// harness is one test's world: an in-process Kafka (a real protocol broker),
+// a MariaDB database of its own, and workers started through app.Main as
+// production starts them.
+type harness struct {
+	t       *testing.T
+	cluster *kfake.Cluster
+	brokers []string
+	db      *bun.DB // the test's own view of the database
+	dsn     string
+}
+
+func newHarness(t *testing.T, partitions int32) *harness {
+	t.Helper()
+	cluster, brokers, err := kafkaops.StartInProcess(map[string]int32{testTopic: partitions, testDLQ: 1})
+	require.NoError(t, err)
+	t.Cleanup(cluster.Close)
+	dsn := sqldbtest.NewDatabase(t)
+	db, err := sqldb.OpenMySQL(dsn)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	_, err = schema.Migrate(context.Background(), db)
+	require.NoError(t, err)
+	return &harness{t: t, cluster: cluster, brokers: brokers, db: db, dsn: dsn}
+}
+
+func (h *harness) config() config.Config {
+	cfg := config.Default()
+	cfg.Kafka.Brokers = h.brokers
+	cfg.Kafka.Topic = testTopic
+	cfg.Kafka.Group = testGroup
+	cfg.Kafka.SessionTimeout = 6 * time.Second
+	cfg.Kafka.HeartbeatInterval = 300 * time.Millisecond
+	cfg.Kafka.RebalanceTimeout = 6 * time.Second
+	cfg.Kafka.MaxWait = 100 * time.Millisecond
+	cfg.DB.DSN = config.DSN(h.dsn)
+	cfg.Admin.Addr = "127.0.0.1:0"
+	cfg.WeChat.APIv3Key = config.Secret(channelstest.APIv3Key)
+	cfg.Worker.RetryBackoffMin = 20 * time.Millisecond
+	cfg.Worker.RetryBackoffMax = 200 * time.Millisecond
+	cfg.Worker.SweepInterval = 200 * time.Millisecond
+	cfg.Worker.ShutdownTimeout = 10 * time.Second
+	cfg.Finalize()
+	require.NoError(h.t, cfg.ValidateFor("run"))
+	return cfg
+}
+
+// running is a started worker.
+type running struct {
+	main *app.Main
+	stop context.CancelFunc
+	done chan error
+}
+
+// start runs a worker; adjust may change its Main before it starts.
+func (h *harness) start(adjust func(m *app.Main)) *running {
+	h.t.Helper()
+	m := &app.Main{Config: h.config(), Logger: testLogger(), Registry: metrics.NewRegistry()}
+	if adjust != nil {
+		adjust(m)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{main: m, stop: cancel, done: make(chan error, 1)}
+	go func() { r.done <- m.Run(ctx) }()
+	select {
+	case <-m.Ready():
+	case err := <-r.done:
+		cancel()
+		h.t.Fatalf("worker stopped at start: %v", err)
+	}
+	h.t.Cleanup(func() { r.shutdown(h.t) })
+	return r
+}
+
+// shutdown stops the worker gracefully and waits for Run to return.
+func (r *running) shutdown(t *testing.T) {
+	t.Helper()
+	r.stop()
+	select {
+	case err, ok := <-r.done:
+		if ok {
+			require.NoError(t, err)
+			close(r.done)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("worker did not stop within 60s")
+	}
+}
+
+func (h *harness) produce(msgs []demo.Message) {
+	h.t.Helper()
+	out := make([]kafkaops.Message, len(msgs))
+	for i, m := range msgs {
+		out[i] = kafkaops.Message{Key: m.Key, Value: m.Value}
+	}
+	require.NoError(h.t, kafkaops.Produce(context.Background(), h.brokers, testTopic, out))
+}
+
+func (h *harness) waitConsumed(timeout time.Duration) {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	require.NoError(h.t, kafkaops.WaitConsumed(ctx, h.brokers, testGroup, testTopic, 50*time.Millisecond, nil))
+}
+
+func (h *harness) committed() map[int]int64 {
+	h.t.Helper()
+	ps, err := kafkaops.Progress(context.Background(), h.brokers, testGroup, testTopic)
+	require.NoError(h.t, err)
+	out := map[int]int64{}
+	for _, p := range ps {
+		out[p.Partition] = p.Committed
+	}
+	return out
+}
+
+// checkStream asserts the invariants a fully consumed stream must leave:
+// one SETTLED claim per distinct event, a consistent ledger, every tenant's
+// merchant_payable net credit equal to paid minus refunded.
+func (h *harness) checkStream(s demo.Stream) {
+	h.t.Helper()
+	ctx := context.Background()
+	rep, err := settlement.Check(ctx, h.db)
+	require.NoError(h.t, err)
+	assert.Empty(h.t, rep.Violations)
+	claims, err := h.db.NewSelect().Table("ss_channel_idempotent").Count(ctx)
+	require.NoError(h.t, err)
+	assert.Equal(h.t, int64(s.Events), claims, "one claim per distinct event")
+	acquired, err := h.db.NewSelect().Table("ss_channel_idempotent").Where("status = 'ACQUIRED'").Count(ctx)
+	require.NoError(h.t, err)
+	assert.Zero(h.t, acquired, "no claim left ACQUIRED")
+	for tenant, paid := range s.Paid {
+		assert.Equal(h.t, paid-s.Refunded[tenant], rep.Tenants[tenant].MerchantPayableNet, "tenant %d", tenant)
+	}
+}
+
+// deadLetters reads the dead-letter topic.
+func (h *harness) deadLetters() []kafka.Message {
+	h.t.Helper()
+	msgs, err := kafkaops.ReadAll(context.Background(), h.brokers, testDLQ)
+	require.NoError(h.t, err)
+	return msgs
+}
+
+func header(m kafka.Message, key string) string {
+	for _, hd := range m.Headers {
+		if hd.Key == key {
+			return string(hd.Value)
+		}
+	}
+	return ""
+}
+
+// counted sums a metric family's samples whose labels include want.
+func counted(t *testing.T, m *app.Main, family string, want map[string]string) float64 {
+	t.Helper()
+	mfs, err := m.Registry.Gather()
+	require.NoError(t, err)
+	var sum float64
+	for _, mf := range mfs {
+		if mf.GetName() != family {
+			continue
+		}
+	metric:
+		for _, mt := range mf.GetMetric() {
+			for k, v := range want {
+				found := false
+				for _, l := range mt.GetLabel() {
+					if l.GetName() == k && l.GetValue() == v {
+						found = true
+					}
+				}
+				if !found {
+					continue metric
+				}
+			}
+			sum += mt.GetCounter().GetValue() + mt.GetGauge().GetValue()
+		}
+	}
+	return sum
+}
+
+func testLogger() *slog.Logger {
+	if os.Getenv("PAYCB_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// blockOnce returns a fault that blocks the first n messages reaching point
+// until their context ends, as a process that died there would, and reports
+// each hit on hits.
+func blockOnce(point worker.FaultPoint, n int, hits chan<- struct{}) worker.FaultFunc {
+	remaining := make(chan struct{}, n)
+	for range n {
+		remaining <- struct{}{}
+	}
+	return func(ctx context.Context, p worker.FaultPoint) error {
+		if p != point {
+			return nil
+		}
+		select {
+		case <-remaining:
+		default:
+			return nil
+		}
+		hits <- struct{}{}
+		<-ctx.Done()
+		return fmt.Errorf("simulated crash at %s: %w", p, errors.Join(ctx.Err()))
+	}
+}
