@@ -1,0 +1,43 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+
+	"github.com/paycallback/paycallback/internal/demo"
+)
+
+func demoCommand(fs *flag.FlagSet) runFunc {
+	keep := fs.Bool("keep", false, "keep the worker serving /metrics after the summary until interrupted")
+	trades := fs.Int("trades", 300, "how many trades the generated stream holds")
+	seed := fs.Uint64("seed", 1, "seed of the generated stream (the same seed gives the same stream)")
+	dbPath := fs.String("db", "", "embedded database file to keep (default: a temporary file)")
+	return func(ctx context.Context, env *environment, _ []string) error {
+		addr := "127.0.0.1:0"
+		if *keep {
+			addr = env.cfg.Admin.Addr
+		}
+		logger := env.logger
+		if env.cfg.Log.Level == "info" {
+			// The demo's own output is the progress; the worker's routine
+			// logs would drown it. PAYCB_LOG_LEVEL=debug shows them.
+			lc := env.cfg.Log
+			lc.Level = "warn"
+			logger = newLogger(env.stderr, lc)
+		}
+		sum, err := demo.Run(ctx, demo.Options{
+			Seed: *seed, Trades: *trades, DBPath: *dbPath, Keep: *keep,
+			AdminAddr: addr, Out: env.stdout, Logger: logger,
+		})
+		if err != nil {
+			return err
+		}
+		if !sum.OK() {
+			return &exitError{code: 3, err: errors.New("demo: invariants failed")}
+		}
+		fmt.Fprintln(env.stdout, "demo: done")
+		return nil
+	}
+}
