@@ -40,11 +40,11 @@ type Main struct {
 	Registry *prometheus.Registry
 	// Fault injects failures at message boundaries, for tests; nil in
 	// production.
-	Fault worker.FaultFunc
-	mu       sync.Mutex
-	worker   *worker.Worker
-	admin    *admin.Server
-	ready    chan struct{}
+	Fault  worker.FaultFunc
+	mu     sync.Mutex
+	worker *worker.Worker
+	admin  *admin.Server
+	ready  chan struct{}
 }
 
 // Run starts every part and blocks until ctx ends, then shuts down in order:
