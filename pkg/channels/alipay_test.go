@@ -136,6 +136,8 @@ func TestAlipayMapping(t *testing.T) {
 		{"no out_trade_no", edit(pay, "out_trade_no=-"), channels.KindMalformed, false, ""},
 		{"out_biz_no over 64 bytes", edit(alipayRealPartialRefund, "out_biz_no="+strings.Repeat("9", 65)), channels.KindMalformed, false, ""},
 		{"time with zone", edit(pay, "gmt_payment=2023-05-29T15:28:53+08:00"), channels.KindMalformed, false, ""},
+		{"time before 2000", edit(pay, "gmt_payment=0000-01-01 00:00:00"), channels.KindMalformed, false, ""},
+		{"time after 2100", edit(pay, "gmt_payment=2100-01-01 08:00:00"), channels.KindMalformed, false, ""},
 		{"no time at all", edit(pay, "gmt_payment=-", "notify_time=-"), channels.KindMalformed, false, ""},
 	}
 	for _, tt := range tests {

@@ -67,6 +67,9 @@ func (d *Decoder) decode(env Envelope) (Result, error) {
 	}
 	res.Event.ReceivedAt = env.ReceivedAt
 	if !res.Ignored {
+		if err := checkTime("occurred_at", res.Event.OccurredAt); err != nil {
+			return partial(env), err
+		}
 		res.Event.Currency = CurrencyCNY
 		res.Event.Fingerprint = Fingerprint(res.Event)
 	}

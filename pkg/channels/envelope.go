@@ -62,7 +62,8 @@ type Envelope struct {
 // ParseEnvelope decodes and validates one Kafka value. Unknown JSON fields
 // are tolerated. It fails with KindMalformed for a value over
 // MaxEnvelopeBytes, bad JSON, a tenant_id that is not positive, a missing
-// channel, received_at or body, or a content_type that does not fit the
+// channel or body, a received_at missing or outside [2000, 2100), or a
+// content_type that does not fit the
 // channel; and with KindUnknownChannel for a channel it does not know.
 // ReceivedAt is returned in UTC.
 func ParseEnvelope(value []byte) (Envelope, error) {
@@ -98,6 +99,9 @@ func (env Envelope) Validate() error {
 	}
 	if env.ReceivedAt.IsZero() {
 		return errorf(KindMalformed, "envelope has no received_at")
+	}
+	if err := checkTime("envelope received_at", env.ReceivedAt); err != nil {
+		return err
 	}
 	if env.Body == "" {
 		return errorf(KindMalformed, "envelope has an empty body")

@@ -41,6 +41,7 @@ func TestEnvelopeValidation(t *testing.T) {
 		{"tenant as string", []byte(`{"tenant_id":"1001","channel":"SQB","received_at":"2026-12-02T10:00:00.123+08:00","content_type":"application/json","body":"{}"}`), channels.KindMalformed},
 		{"tenant as float", []byte(`{"tenant_id":1001.5,"channel":"SQB","received_at":"2026-12-02T10:00:00.123+08:00","content_type":"application/json","body":"{}"}`), channels.KindMalformed},
 		{"received_at not RFC 3339", []byte(`{"tenant_id":1001,"channel":"SQB","received_at":"2026-12-02 10:00:00","content_type":"application/json","body":"{}"}`), channels.KindMalformed},
+		{"received_at before 2000", []byte(`{"tenant_id":1001,"channel":"SQB","received_at":"0000-01-01T00:00:00+08:00","content_type":"application/json","body":"{}"}`), channels.KindMalformed},
 		{"JSON null", []byte("null"), channels.KindMalformed},
 		{"empty value", nil, channels.KindMalformed},
 	}

@@ -23,6 +23,22 @@ const MaxAmount int64 = 1_000_000_000_000
 // numbers, in bytes. Longer identifiers are KindMalformed.
 const MaxIDLen = 64
 
+// minTime and maxTime bound every time the decoder accepts (occurred-at,
+// received_at): outside [2000-01-01, 2100-01-01) UTC a time is
+// KindMalformed, which also keeps every event JSON-encodable.
+var (
+	minTime = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+	maxTime = time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC)
+)
+
+// checkTime refuses times outside [minTime, maxTime).
+func checkTime(what string, t time.Time) error {
+	if t.Before(minTime) || !t.Before(maxTime) {
+		return errorf(KindMalformed, "%s %s is outside [2000, 2100)", what, t.UTC().Format(time.RFC3339Nano))
+	}
+	return nil
+}
+
 // Event is the canonical event one money-moving callback becomes. It is
 // stored with the claim and re-read to settle without Kafka, so it
 // round-trips through encoding/json unchanged.
@@ -59,9 +75,9 @@ type Event struct {
 	// Currency is the ISO 4217 code; always CNY.
 	Currency string `json:"currency"`
 	// OccurredAt is when the channel says the payment or refund happened,
-	// in UTC.
+	// in UTC, within [2000, 2100).
 	OccurredAt time.Time `json:"occurred_at"`
-	// ReceivedAt is the envelope's received_at, in UTC.
+	// ReceivedAt is the envelope's received_at, in UTC, within [2000, 2100).
 	ReceivedAt time.Time `json:"received_at"`
 	// RawStatus is the channel's own status (WeChat trade_state or
 	// refund_status, Alipay trade_status, Shouqianba order_status). It is
@@ -148,6 +164,12 @@ func (e Event) Validate() error {
 	if e.OccurredAt.IsZero() || e.OccurredAt.Location() != time.UTC ||
 		e.ReceivedAt.IsZero() || e.ReceivedAt.Location() != time.UTC {
 		return errorf(KindMalformed, "event times must be set and in UTC")
+	}
+	if err := checkTime("event occurred_at", e.OccurredAt); err != nil {
+		return err
+	}
+	if err := checkTime("event received_at", e.ReceivedAt); err != nil {
+		return err
 	}
 	if fp := Fingerprint(e); e.Fingerprint != fp {
 		return errorf(KindMalformed, "event fingerprint %s, its fields give %s", quote(e.Fingerprint), fp)
