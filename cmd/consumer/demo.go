@@ -24,7 +24,7 @@ func demoCommand(fs *flag.FlagSet) runFunc {
 			// The demo's own output is the progress; the worker's routine
 			// logs would drown it. PAYCB_LOG_LEVEL=debug shows them.
 			lc := env.cfg.Log
-			lc.Level = "warn"
+			lc.Level = "error"
 			logger = newLogger(env.stderr, lc)
 		}
 		sum, err := demo.Run(ctx, demo.Options{
