@@ -63,8 +63,8 @@ type Envelope struct {
 // are tolerated. It fails with KindMalformed for a value over
 // MaxEnvelopeBytes, bad JSON, a tenant_id that is not positive, a missing
 // channel or body, a received_at missing or outside [2000, 2100), or a
-// content_type that does not fit the
-// channel; and with KindUnknownChannel for a channel it does not know.
+// content_type that does not fit the channel; and with KindUnknownChannel
+// for a channel it does not know.
 // ReceivedAt is returned in UTC.
 func ParseEnvelope(value []byte) (Envelope, error) {
 	var env Envelope

@@ -39,14 +39,13 @@ func mustDecode(tb testing.TB, value []byte) channels.Result {
 }
 
 // mustFail decodes value and requires a typed error of kind want.
-func mustFail(tb testing.TB, value []byte, want channels.ErrorKind) error {
+func mustFail(tb testing.TB, value []byte, want channels.ErrorKind) {
 	tb.Helper()
 	_, err := testDecoder().Decode(value)
 	require.Error(tb, err)
 	kind, ok := channels.KindOf(err)
 	require.True(tb, ok, "untyped error %v", err)
 	require.Equal(tb, want, kind, "error: %v", err)
-	return err
 }
 
 // checkResult asserts what holds for every decode: failures are typed with a
