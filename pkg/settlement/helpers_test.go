@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 
 	"github.com/go-sql-driver/mysql"
@@ -102,9 +103,13 @@ func retry(fn func() error) error {
 		if err = fn(); err == nil || !transient(err) {
 			return err
 		}
+		retried.Add(1)
 	}
 	return fmt.Errorf("still failing after 50 attempts: %w", err)
 }
+
+// retried counts the transient errors retry met, for the logs.
+var retried atomic.Int64
 
 func transient(err error) bool {
 	var my *mysql.MySQLError

@@ -115,10 +115,13 @@ func (s *Service) RegisterRefund(ctx context.Context, r RefundRequest) (Registra
 			TenantID: r.TenantID, Channel: r.Channel, TradeNo: r.TradeNo, RefundNo: r.RefundNo,
 			Amount: r.Amount, Status: RegistrationRegistered, Key: &k, CreatedAt: now, UpdatedAt: now,
 		}
-		if _, err := tx.NewInsert().Model(&out).
+		q := tx.NewInsert().Model(&out).
 			Column("tenant_id", "channel_code", "channel_trade_no", "refund_no", "amount", "status",
-				"idempotent_key", "created_at", "updated_at").
-			Exec(ctx); err != nil {
+				"idempotent_key", "created_at", "updated_at")
+		if s.sqlite {
+			q = q.Returning("id") // MySQL fills the id from LastInsertId
+		}
+		if _, err := q.Exec(ctx); err != nil {
 			return fmt.Errorf("insert registration: %w", idempotent.ClassifyDuplicate(err))
 		}
 		return nil

@@ -203,11 +203,11 @@ type settlement struct {
 	amount  int64
 	order   Order
 
-	totalMismatch   bool
+	totalMismatch    bool
 	merchantMismatch bool
-	unregistered    bool
-	regMismatches   []string
-	regDetail       string
+	unregistered     bool
+	regMismatches    []string
+	regDetail        string
 }
 
 func (s *Service) settleTx(ctx context.Context, tx bun.Tx, st *settlement) error {

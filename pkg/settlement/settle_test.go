@@ -202,7 +202,6 @@ func mustClaim(tb testing.TB, h *harness, ev channels.Event) idempotent.Record {
 	return rec
 }
 
-
 // TestConcurrentSettles settles one claim from many goroutines at once:
 // exactly one posts, every other loses the fence.
 func TestConcurrentSettles(t *testing.T) {
@@ -319,4 +318,3 @@ func TestLedgerBypass(t *testing.T) {
 		assert.Equal(t, float64(2), metric(t, h, "paycb_ledger_duplicate_postings_total"))
 	})
 }
-
