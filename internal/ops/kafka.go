@@ -123,7 +123,6 @@ func (k Kafka) partitions(ctx context.Context, topic string) ([]int, error) {
 	return nil, fmt.Errorf("read partitions of %s: %w", topic, lastErr)
 }
 
-
 // committed returns the group's committed offsets on the input topic; a
 // partition with no commit is absent.
 func (k Kafka) committed(ctx context.Context, parts []int) (map[int]int64, error) {
