@@ -131,19 +131,44 @@ func Migrate(ctx context.Context, db *bun.DB) ([]int, error) {
 		if applied[m.Version] {
 			continue
 		}
-		for _, stmt := range Statements(m.SQL) {
-			if _, err := conn.ExecContext(ctx, stmt); err != nil {
-				return done, fmt.Errorf("migrate %s: %w", m.Name, err)
-			}
-		}
-		if _, err := conn.ExecContext(ctx,
-			"INSERT INTO ss_schema_migration (version, name, applied_at) VALUES (?, ?, ?)",
-			m.Version, m.Name, time.Now().UTC().Format(time.RFC3339Nano)); err != nil {
-			return done, fmt.Errorf("migrate %s: record version: %w", m.Name, err)
+		if err := apply(ctx, conn, dir == "sqlite", m); err != nil {
+			return done, err
 		}
 		done = append(done, m.Version)
 	}
 	return done, nil
+}
+
+// apply runs one migration and records its version. On SQLite, whose DDL
+// is transactional, both happen in one transaction; MySQL commits each DDL
+// statement implicitly, so its migrations are written to be re-runnable.
+func apply(ctx context.Context, conn bun.Conn, transactional bool, m Migration) error {
+	exec := conn.ExecContext
+	var tx *bun.Tx
+	if transactional {
+		t, err := conn.BeginTx(ctx, nil)
+		if err != nil {
+			return fmt.Errorf("migrate %s: begin: %w", m.Name, err)
+		}
+		defer t.Rollback() //nolint:errcheck // after Commit it is a no-op
+		tx, exec = &t, t.ExecContext
+	}
+	for _, stmt := range Statements(m.SQL) {
+		if _, err := exec(ctx, stmt); err != nil {
+			return fmt.Errorf("migrate %s: %w", m.Name, err)
+		}
+	}
+	if _, err := exec(ctx,
+		"INSERT INTO ss_schema_migration (version, name, applied_at) VALUES (?, ?, ?)",
+		m.Version, m.Name, time.Now().UTC().Format(time.RFC3339Nano)); err != nil {
+		return fmt.Errorf("migrate %s: record version: %w", m.Name, err)
+	}
+	if tx != nil {
+		if err := tx.Commit(); err != nil {
+			return fmt.Errorf("migrate %s: commit: %w", m.Name, err)
+		}
+	}
+	return nil
 }
 
 // Statements splits a migration into statements: each ends with ';' at the

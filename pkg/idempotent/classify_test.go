@@ -42,3 +42,8 @@ func TestClassifyDuplicate(t *testing.T) {
 		})
 	}
 }
+
+func isDeadlock(err error) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && (me.Number == 1213 || me.Number == 1205)
+}

@@ -1,0 +1,201 @@
+package idempotent
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/uptrace/bun"
+	"github.com/uptrace/bun/dialect"
+)
+
+// TenantKey identifies a claim.
+type TenantKey struct {
+	TenantID int64
+	Key      Key
+}
+
+// LookupMany reads the claims that exist for keys, from the pool as one
+// statement of its own (so it sees the latest committed rows). Keys without
+// a claim are absent from the map. A lookup may only ever skip work for
+// claims that exist: claim rows are never deleted, so a claim found here is
+// a committed claim for good.
+func (s *Store) LookupMany(ctx context.Context, keys []TenantKey) (map[TenantKey]Record, error) {
+	out := make(map[TenantKey]Record, len(keys))
+	if len(keys) == 0 {
+		return out, nil
+	}
+	tenants := map[int64]bool{}
+	var tenantList []int64
+	keyList := make([]string, 0, len(keys))
+	want := make(map[TenantKey]bool, len(keys))
+	for _, k := range keys {
+		if !tenants[k.TenantID] {
+			tenants[k.TenantID] = true
+			tenantList = append(tenantList, k.TenantID)
+		}
+		keyList = append(keyList, string(k.Key))
+		want[k] = true
+	}
+	// tenant IN (…) AND key IN (…) is a range on uk_idem on both servers;
+	// the cross product it may return is filtered here.
+	var rows []claimRow
+	err := s.db.NewSelect().Model(&rows).
+		Where("tenant_id IN (?)", bun.In(tenantList)).
+		Where("idempotent_key IN (?)", bun.In(keyList)).
+		Scan(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("look up %d claims: %w", len(keys), err)
+	}
+	for i := range rows {
+		rec := rows[i].record()
+		tk := TenantKey{rec.TenantID, rec.Key}
+		if want[tk] {
+			out[tk] = rec
+		}
+	}
+	return out, nil
+}
+
+// AcquireMany claims many keys with one multi-row INSERT and returns one
+// Result per claim, in order. It is Acquire for a batch: the statement runs
+// on the pool and has committed before any Acquired is reported, and the
+// unique index decides every row.
+//
+// On MySQL/MariaDB a multi-row INSERT fails whole on one existing key and
+// INSERT IGNORE hides other errors, so the insert is INSERT … ON DUPLICATE
+// KEY UPDATE id = id (SQLite: ON CONFLICT DO NOTHING), which changes nothing
+// on a duplicate, with a batch token that only an inserted row carries;
+// reading the token back tells which rows this statement wrote. The others
+// are read back like Acquire's duplicates: Duplicate or Conflict.
+//
+// Keys already known to exist (skipKnown) are looked up first, so a batch
+// that is all duplicates costs one round trip. Every claim must be valid and
+// each (tenant, key) may appear once; otherwise nothing is written and the
+// error wraps ErrInvalidClaim. Any database error is returned wrapped and
+// means nothing is known: retry the batch.
+func (s *Store) AcquireMany(ctx context.Context, claims []Claim) ([]Result, error) {
+	results := make([]Result, len(claims))
+	if len(claims) == 0 {
+		return results, nil
+	}
+	keys := make([]TenantKey, len(claims))
+	seen := make(map[TenantKey]bool, len(claims))
+	for i, c := range claims {
+		if err := c.Validate(); err != nil {
+			return nil, fmt.Errorf("acquire batch: %s: %w", c.Key, err)
+		}
+		keys[i] = TenantKey{c.TenantID, c.Key}
+		if seen[keys[i]] {
+			return nil, fmt.Errorf("acquire batch: %w: %d/%s appears twice", ErrInvalidClaim, c.TenantID, c.Key)
+		}
+		seen[keys[i]] = true
+	}
+
+	existing, err := s.LookupMany(ctx, keys)
+	if err != nil {
+		return nil, fmt.Errorf("acquire batch: %w", err)
+	}
+	var fresh []int
+	for i, c := range claims {
+		if rec, ok := existing[keys[i]]; ok {
+			results[i] = judge(c, rec)
+		} else {
+			fresh = append(fresh, i)
+		}
+	}
+	if len(fresh) == 0 {
+		return results, nil
+	}
+
+	var token [16]byte
+	if _, err := rand.Read(token[:]); err != nil {
+		return nil, fmt.Errorf("acquire batch: token: %w", err)
+	}
+	if err := s.insertMany(ctx, claims, fresh, token[:]); err != nil {
+		return nil, fmt.Errorf("acquire batch of %d: %w", len(fresh), err)
+	}
+	var mine []claimRow
+	if err := s.db.NewSelect().Model(&mine).Column("tenant_id", "idempotent_key").
+		Where("batch_token = ?", token[:]).Scan(ctx); err != nil {
+		return nil, fmt.Errorf("acquire batch: read back inserted claims: %w", err)
+	}
+	inserted := make(map[TenantKey]bool, len(mine))
+	for _, r := range mine {
+		inserted[TenantKey{r.TenantID, Key(r.IdempotentKey)}] = true
+	}
+	var lost []TenantKey
+	for _, i := range fresh {
+		if inserted[keys[i]] {
+			results[i] = Result{Kind: Acquired}
+		} else {
+			lost = append(lost, keys[i]) // another acquirer won between lookup and insert
+		}
+	}
+	if len(lost) == 0 {
+		return results, nil
+	}
+	winners, err := s.LookupMany(ctx, lost)
+	if err != nil {
+		return nil, fmt.Errorf("acquire batch: %w", err)
+	}
+	for _, i := range fresh {
+		if inserted[keys[i]] {
+			continue
+		}
+		rec, ok := winners[keys[i]]
+		if !ok {
+			return nil, fmt.Errorf("acquire batch: %d/%s was neither inserted nor found", keys[i].TenantID, keys[i].Key)
+		}
+		results[i] = judge(claims[i], rec)
+	}
+	return results, nil
+}
+
+func judge(c Claim, rec Record) Result {
+	if rec.Fingerprint != c.Fingerprint {
+		return Result{Kind: Conflict, Existing: rec}
+	}
+	return Result{Kind: Duplicate, Existing: rec}
+}
+
+func (s *Store) insertMany(ctx context.Context, claims []Claim, idx []int, token []byte) error {
+	now := s.Now()
+	var b strings.Builder
+	b.WriteString(`INSERT INTO ss_channel_idempotent (tenant_id, idempotent_key, event_type, status, fingerprint,
+		event_json, source_topic, source_partition, source_offset, created_at, batch_token) VALUES `)
+	args := make([]any, 0, len(idx)*11)
+	for n, i := range idx {
+		c := claims[i]
+		if n > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+		src := c.Source
+		if src.Topic == "" {
+			src = NoSource
+		}
+		var ev *string
+		if c.Event != nil {
+			e := string(c.Event)
+			ev = &e
+		}
+		args = append(args, c.TenantID, string(c.Key), string(c.EventType), string(StatusAcquired), c.Fingerprint,
+			ev, src.Topic, src.Partition, src.Offset, now, token)
+	}
+	if s.db.Dialect().Name() == dialect.SQLite {
+		b.WriteString(" ON CONFLICT (tenant_id, idempotent_key) DO NOTHING")
+	} else {
+		b.WriteString(" ON DUPLICATE KEY UPDATE id = id")
+	}
+	if _, err := s.db.ExecContext(ctx, b.String(), args...); err != nil {
+		if errors.Is(ClassifyDuplicate(err), ErrDuplicateKey) {
+			// Impossible with the clause above; never read as "duplicate".
+			return fmt.Errorf("unexpected duplicate-key error from an upsert: %w", err)
+		}
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,135 @@
+package idempotent_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/uptrace/bun"
+
+	"github.com/paycallback/paycallback/internal/sqldb/sqldbtest"
+	"github.com/paycallback/paycallback/pkg/idempotent"
+)
+
+func TestAcquireMany(t *testing.T) {
+	sqldbtest.Dialects(t, func(t *testing.T, db *bun.DB) {
+		ctx := context.Background()
+		store := idempotent.NewStore(db)
+
+		// Two keys exist already: one will be a retry, one a conflict.
+		dupe := claimFor(mustKey(t, "M-dup"), 1001)
+		conflicting := claimFor(mustKey(t, "M-conf"), 1001)
+		for _, c := range []idempotent.Claim{dupe, conflicting} {
+			_, err := store.Acquire(ctx, c)
+			require.NoError(t, err)
+		}
+		changed := conflicting
+		changed.Fingerprint = "1111111111111111111111111111111111111111111111111111111111111111"
+		refundLower, err := idempotent.NewRefundKey("WECHAT", "M", "rf-1")
+		require.NoError(t, err)
+		refundUpper, err := idempotent.NewRefundKey("WECHAT", "M", "RF-1")
+		require.NoError(t, err)
+		batch := []idempotent.Claim{
+			claimFor(mustKey(t, "M-new1"), 1001),
+			dupe,
+			claimFor(mustKey(t, "M-new1"), 1002), // same key, other tenant
+			changed,
+			claimFor(refundLower, 1001),
+			claimFor(refundUpper, 1001), // differs only in case: its own claim
+		}
+		res, err := store.AcquireMany(ctx, batch)
+		require.NoError(t, err)
+		kinds := make([]idempotent.ResultKind, len(res))
+		for i, r := range res {
+			kinds[i] = r.Kind
+		}
+		assert.Equal(t, []idempotent.ResultKind{
+			idempotent.Acquired, idempotent.Duplicate, idempotent.Acquired,
+			idempotent.Conflict, idempotent.Acquired, idempotent.Acquired,
+		}, kinds)
+		assert.Equal(t, dupe.Source, res[1].Existing.Source)
+
+		// The same batch again: all known, nothing acquired twice.
+		res, err = store.AcquireMany(ctx, batch)
+		require.NoError(t, err)
+		for i, r := range res {
+			assert.NotEqual(t, idempotent.Acquired, r.Kind, "claim %d", i)
+		}
+		assert.Equal(t, 6, countClaims(t, db, "1 = 1"), "two made before, four by the batch")
+
+		_, err = store.AcquireMany(ctx, []idempotent.Claim{dupe, dupe})
+		require.ErrorIs(t, err, idempotent.ErrInvalidClaim, "a key twice in one batch is refused")
+	})
+}
+
+func TestConcurrentOverlappingBatchesClaimEachKeyOnce(t *testing.T) {
+	sqldbtest.Dialects(t, func(t *testing.T, db *bun.DB) {
+		const workers, keys = 8, 60
+		db.SetMaxOpenConns(workers + 2)
+		store := idempotent.NewStore(db)
+		ctx := context.Background()
+		acquired := make([]int, keys)
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		errs := make(chan error, workers)
+		for w := range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				// Each worker claims an overlapping window of the keys,
+				// in its own order.
+				var batch []idempotent.Claim
+				var which []int
+				order := rand.New(rand.NewPCG(uint64(w), 7)).Perm(keys)
+				for _, k := range order {
+					if (k+w)%3 == 0 {
+						continue
+					}
+					batch = append(batch, claimFor(mustKey(t, fmt.Sprintf("C%d", k)), 1001))
+					which = append(which, k)
+				}
+				<-start
+				for {
+					res, err := store.AcquireMany(ctx, batch)
+					if err != nil {
+						// Concurrent upserts may deadlock; the unique index
+						// still decided nothing wrongly. Retry like the worker.
+						if isDeadlock(err) {
+							continue
+						}
+						errs <- err
+						return
+					}
+					mu.Lock()
+					for i, r := range res {
+						if r.Kind == idempotent.Acquired {
+							acquired[which[i]]++
+						}
+					}
+					mu.Unlock()
+					return
+				}
+			}()
+		}
+		close(start)
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			require.NoError(t, err)
+		}
+		claimed := countClaims(t, db, "1 = 1")
+		for k, n := range acquired {
+			assert.LessOrEqual(t, n, 1, "key C%d acquired %d times", k, n)
+		}
+		total := 0
+		for _, n := range acquired {
+			total += n
+		}
+		assert.Equal(t, claimed, total, "every claim row was acquired by exactly one batch")
+	})
+}
