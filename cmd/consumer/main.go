@@ -78,6 +78,9 @@ func commands() []command {
 		{"run", "consume channel events and settle them (the worker)", noFlags(cmdRun)},
 		{"migrate", "create or upgrade the database schema, then exit", noFlags(cmdMigrate)},
 		{"demo", "the whole pipeline with an in-process Kafka and an embedded database", demoCommand},
+		{"replay", "reset the stopped group's offsets to replay history (--dry-run to preview)", replayCommand},
+		{"orphans", "list claims stuck ACQUIRED; --settle settles them through the fence", orphansCommand},
+		{"reconcile", "check claims, ledger, orders and refund registrations; non-zero exit on discrepancies", reconcileCommand},
 	}
 }
 

@@ -130,10 +130,13 @@ func (k Kafka) committed(ctx context.Context, parts []int) (map[int]int64, error
 	if err != nil {
 		return nil, fmt.Errorf("fetch offsets of group %s: %w", k.Group, err)
 	}
+	out := map[int]int64{}
+	if errors.Is(resp.Error, kafka.GroupIdNotFound) {
+		return out, nil // a group that never committed
+	}
 	if resp.Error != nil {
 		return nil, fmt.Errorf("fetch offsets of group %s: %w", k.Group, resp.Error)
 	}
-	out := map[int]int64{}
 	for _, p := range resp.Topics[k.Topic] {
 		if p.Error != nil {
 			return nil, fmt.Errorf("fetch offset of %s/%d: %w", k.Topic, p.Partition, p.Error)

@@ -1,0 +1,113 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/paycallback/paycallback/internal/kafkaops"
+	"github.com/paycallback/paycallback/internal/sqldb"
+	"github.com/paycallback/paycallback/internal/sqldb/sqldbtest"
+	"github.com/paycallback/paycallback/schema"
+)
+
+// opsEnv is an environment for the operations commands: a migrated
+// database of its own and an in-process Kafka with the input topic.
+func opsEnv(t *testing.T) (lookup func(string) (string, bool), exec func(string, ...any)) {
+	t.Helper()
+	dsn := sqldbtest.NewDatabase(t)
+	db, err := sqldb.OpenMySQL(dsn)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	_, err = schema.Migrate(context.Background(), db)
+	require.NoError(t, err)
+	cluster, brokers, err := kafkaops.StartInProcess(map[string]int32{"channel-events": 2, "channel-events.dlq": 1})
+	require.NoError(t, err)
+	t.Cleanup(cluster.Close)
+	vars := map[string]string{"PAYCB_DB_DSN": dsn, "PAYCB_KAFKA_BROKERS": brokers[0], "PAYCB_LOG_LEVEL": "warn"}
+	lookup = func(k string) (string, bool) { v, ok := vars[k]; return v, ok }
+	exec = func(q string, args ...any) {
+		t.Helper()
+		_, err := db.NewRaw(q, args...).Exec(context.Background())
+		require.NoError(t, err)
+	}
+	return lookup, exec
+}
+
+func runCmd(t *testing.T, lookup func(string) (string, bool), args ...string) (string, string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var out, errOut bytes.Buffer
+	err := run(ctx, args, &out, &errOut, lookup)
+	return out.String(), errOut.String(), err
+}
+
+func TestOperationsCommands(t *testing.T) {
+	lookup, exec := opsEnv(t)
+	brokers, _ := lookup("PAYCB_KAFKA_BROKERS")
+	require.NoError(t, kafkaops.Produce(context.Background(), []string{brokers}, "channel-events", []kafkaops.Message{
+		{Key: []byte("a"), Value: []byte("1")}, {Key: []byte("b"), Value: []byte("2")}, {Key: []byte("c"), Value: []byte("3")},
+	}))
+
+	out, _, err := runCmd(t, lookup, "reconcile")
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "reconcile: no discrepancies")
+
+	// Skip to the end (a time after every message), then preview a replay
+	// of everything.
+	out, _, err = runCmd(t, lookup, "replay", "--to-datetime", time.Now().Add(time.Hour).Format(time.RFC3339))
+	require.NoError(t, err, out)
+	out, _, err = runCmd(t, lookup, "replay", "--to-earliest", "--dry-run")
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "messages to replay: 3")
+	assert.Contains(t, out, "kafka-consumer-groups.sh --bootstrap-server "+brokers+" --group settlement-consumer --reset-offsets --topic channel-events --to-earliest --dry-run")
+	assert.Contains(t, out, "dry run: nothing committed")
+
+	out, _, err = runCmd(t, lookup, "replay", "--to-offset", "0:0,1:0")
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "committed")
+	ps, err := kafkaops.Progress(context.Background(), []string{brokers}, "settlement-consumer", "channel-events")
+	require.NoError(t, err)
+	for _, p := range ps {
+		assert.Zero(t, p.Committed, "partition %d", p.Partition)
+	}
+
+	_, _, err = runCmd(t, lookup, "replay", "--to-earliest", "--to-offset", "0:0")
+	require.Error(t, err, "two targets at once")
+
+	// A claim stuck ACQUIRED whose event was purged: listed, and --settle
+	// reports it as not settled.
+	exec(`INSERT INTO ss_channel_idempotent (tenant_id, idempotent_key, event_type, status, fingerprint, source_topic, source_partition, source_offset, created_at)
+VALUES (1001, 'WECHAT:T1:PAYMENT_RECEIVED', 'PAYMENT_RECEIVED', 'ACQUIRED', REPEAT('a', 64), 'channel-events', 1, 7, ?)`, time.Now().UTC().Add(-time.Hour))
+	out, _, err = runCmd(t, lookup, "orphans", "--older-than", "1m")
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "claims ACQUIRED for longer than 1m0s: 1")
+	assert.Contains(t, out, "channel-events/1@7")
+	out, _, err = runCmd(t, lookup, "orphans", "--older-than", "1m", "--settle")
+	require.Error(t, err)
+	assert.Equal(t, 3, exitCode(err))
+	assert.Contains(t, out, "FAILED")
+
+	// Postings with no claim: a discrepancy, exit status 3, JSON on request.
+	exec(`INSERT INTO ss_ledger_entry (tenant_id, idempotent_key, channel_code, channel_trade_no, account, direction, amount, currency, created_at)
+VALUES (1001, 'WECHAT:T2:PAYMENT_RECEIVED', 'WECHAT', 'T2', 'merchant_payable', 'CREDIT', 5, 'CNY', ?)`, time.Now().UTC())
+	out, _, err = runCmd(t, lookup, "reconcile", "--json")
+	require.Error(t, err)
+	assert.Equal(t, 3, exitCode(err))
+	var rep struct {
+		Discrepancies []struct{ Check, Key string }
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &rep), out)
+	checks := map[string]bool{}
+	for _, d := range rep.Discrepancies {
+		checks[d.Check] = true
+	}
+	assert.True(t, checks["posting_without_claim"], out)
+	assert.True(t, checks["ledger_without_order"], out)
+}

@@ -1,0 +1,97 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"time"
+
+	"github.com/uptrace/bun"
+
+	"github.com/paycallback/paycallback/internal/ops"
+	"github.com/paycallback/paycallback/internal/sqldb"
+)
+
+// opsKafka describes the configured cluster, topics and group for the
+// operations commands.
+func opsKafka(env *environment) ops.Kafka {
+	k := env.cfg.Kafka
+	return ops.Kafka{Brokers: k.Brokers, Topic: k.Topic, Group: k.Group, DLQTopic: k.DLQTopic, Timeout: 15 * time.Second}
+}
+
+// openDB opens the configured database and checks that it answers. The
+// caller closes it.
+func openDB(ctx context.Context, env *environment) (*bun.DB, error) {
+	db, err := sqldb.OpenMySQL(env.cfg.DB.DSN.Reveal())
+	if err != nil {
+		return nil, err
+	}
+	db.SetMaxOpenConns(4)
+	if err := sqldb.Ping(ctx, db, 10*time.Second); err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	return db, nil
+}
+
+// subcommand is one verb of a command with verbs (dlq list, refund
+// register). Its flags follow the verb; configuration flags precede it.
+type subcommand struct {
+	name, summary string
+	setup         func(fs *flag.FlagSet) runFunc
+}
+
+// dispatch runs the verb named by args[0] with the remaining arguments
+// parsed by the verb's own flag set.
+func dispatch(ctx context.Context, env *environment, parent string, subs []subcommand, args []string) error {
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		subUsage(env, parent, subs)
+		if len(args) == 0 {
+			return errUsage
+		}
+		return nil
+	}
+	for _, s := range subs {
+		if s.name != args[0] {
+			continue
+		}
+		fs := flag.NewFlagSet("consumer "+parent+" "+s.name, flag.ContinueOnError)
+		fs.SetOutput(env.stderr)
+		runSub := s.setup(fs)
+		if err := fs.Parse(args[1:]); err != nil {
+			if err == flag.ErrHelp {
+				return nil
+			}
+			return errUsage
+		}
+		if fs.NArg() > 0 {
+			fmt.Fprintf(env.stderr, "consumer %s %s: unexpected arguments %q\n", parent, s.name, fs.Args())
+			return errUsage
+		}
+		return runSub(ctx, env, nil)
+	}
+	fmt.Fprintf(env.stderr, "consumer %s: unknown verb %q\n\n", parent, args[0])
+	subUsage(env, parent, subs)
+	return errUsage
+}
+
+func subUsage(env *environment, parent string, subs []subcommand) {
+	w := env.stderr
+	fmt.Fprintf(w, "usage: consumer %s [configuration flags] <verb> [verb flags]\n\nverbs:\n", parent)
+	for _, s := range subs {
+		fmt.Fprintf(w, "  %-9s %s\n", s.name, s.summary)
+	}
+	fmt.Fprintf(w, "\n`consumer %s <verb> --help` lists a verb's flags; `consumer %s --help` the configuration flags.\n", parent, parent)
+}
+
+// parseTime parses an RFC 3339 time flag; empty is the zero time.
+func parseTime(name, v string) (time.Time, error) {
+	if v == "" {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339, v)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("--%s: %q is not an RFC 3339 time such as 2026-12-01T08:00:00+08:00", name, v)
+	}
+	return t, nil
+}

@@ -1,0 +1,103 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/paycallback/paycallback/internal/ops"
+	"github.com/paycallback/paycallback/pkg/idempotent"
+	"github.com/paycallback/paycallback/pkg/settlement"
+)
+
+func orphansCommand(fs *flag.FlagSet) runFunc {
+	olderThan := fs.Duration("older-than", 0, "list claims ACQUIRED for longer than this (default PAYCB_ORPHAN_AFTER)")
+	settle := fs.Bool("settle", false, "settle each listed claim through the fence from its stored event")
+	return func(ctx context.Context, env *environment, args []string) error {
+		if len(args) > 0 {
+			return fmt.Errorf("orphans: unexpected arguments %q", args)
+		}
+		after := *olderThan
+		if after <= 0 {
+			after = env.cfg.Worker.OrphanAfter
+		}
+		db, err := openDB(ctx, env)
+		if err != nil {
+			return err
+		}
+		defer db.Close()
+		claims := idempotent.NewStore(db)
+		orphans, err := ops.ListOrphans(ctx, claims, after)
+		if err != nil {
+			return err
+		}
+		failed := 0
+		if *settle && len(orphans) > 0 {
+			svc, err := settlement.New(db, claims, env.logger, nil)
+			if err != nil {
+				return fmt.Errorf("orphans: %w", err)
+			}
+			failed = ops.SettleOrphans(ctx, svc, orphans)
+		}
+		printOrphans(env, orphans, after, *settle)
+		if failed > 0 {
+			return &exitError{code: 3, err: fmt.Errorf("orphans: %d of %d claims not settled", failed, len(orphans))}
+		}
+		return nil
+	}
+}
+
+func printOrphans(env *environment, orphans []ops.Orphan, after time.Duration, settled bool) {
+	fmt.Fprintf(env.stdout, "claims ACQUIRED for longer than %s: %d\n", after, len(orphans))
+	if len(orphans) == 0 {
+		return
+	}
+	tw := tabwriter.NewWriter(env.stdout, 0, 4, 2, ' ', 0)
+	head := "tenant\tkey\tage\tattempts\tsource\tlast error"
+	if settled {
+		head += "\tsettled"
+	}
+	fmt.Fprintln(tw, head)
+	for _, o := range orphans {
+		r := o.Record
+		src := r.Source.String()
+		if r.Source.Topic == "" {
+			src = "(none)"
+		}
+		line := fmt.Sprintf("%d\t%s\t%s\t%d\t%s\t%s", r.TenantID, r.Key, o.Age.Round(time.Second), r.Attempts, src, oneLine(r.LastError, 60))
+		if settled {
+			switch {
+			case o.Err != nil:
+				line += "\tFAILED: " + oneLine(o.Err.Error(), 80)
+			case o.Settled.FenceLost:
+				line += "\talready settled (fence)"
+			default:
+				line += "\t" + string(o.Settled.Outcome)
+				if o.Settled.Outcome == idempotent.OutcomeOverRefund {
+					line += " (no dead letter written: find its message with `consumer reconcile`)"
+				}
+			}
+		}
+		fmt.Fprintln(tw, line)
+	}
+	_ = tw.Flush()
+}
+
+// oneLine shortens s to n runes on one line.
+func oneLine(s string, n int) string {
+	r := []rune(s)
+	for i, c := range r {
+		if c == '\n' || c == '\r' || c == '\t' {
+			r[i] = ' '
+		}
+	}
+	if len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	if len(r) == 0 {
+		return "-"
+	}
+	return string(r)
+}

@@ -1,0 +1,83 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/paycallback/paycallback/internal/ops"
+)
+
+func reconcileCommand(fs *flag.FlagSet) runFunc {
+	from := fs.String("from", "", "examine rows created at or after this RFC 3339 time (default: all)")
+	to := fs.String("to", "", "examine rows created before this RFC 3339 time (default: all)")
+	asJSON := fs.Bool("json", false, "print the report as JSON")
+	pending := fs.Duration("pending-after", 24*time.Hour, "report orders still PENDING_PAYMENT after this long")
+	open := fs.Duration("open-after", 24*time.Hour, "report refund registrations open without a callback after this long")
+	return func(ctx context.Context, env *environment, args []string) error {
+		if len(args) > 0 {
+			return fmt.Errorf("reconcile: unexpected arguments %q", args)
+		}
+		o := ops.ReconcileOptions{PendingAfter: *pending, OpenAfter: *open}
+		var err error
+		if o.From, err = parseTime("from", *from); err != nil {
+			return err
+		}
+		if o.To, err = parseTime("to", *to); err != nil {
+			return err
+		}
+		db, err := openDB(ctx, env)
+		if err != nil {
+			return err
+		}
+		defer db.Close()
+		rep, err := ops.Reconcile(ctx, db, o)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			enc := json.NewEncoder(env.stdout)
+			enc.SetIndent("", "  ")
+			if err := enc.Encode(rep); err != nil {
+				return fmt.Errorf("reconcile: write report: %w", err)
+			}
+		} else {
+			printReconcile(env, rep)
+		}
+		if !rep.OK() {
+			return &exitError{code: 3, err: fmt.Errorf("reconcile: %d discrepancies", len(rep.Discrepancies))}
+		}
+		return nil
+	}
+}
+
+func printReconcile(env *environment, rep ops.ReconcileReport) {
+	tw := tabwriter.NewWriter(env.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "check\texamined\tdiscrepancies")
+	counts := rep.Counts()
+	for _, c := range ops.Checks {
+		fmt.Fprintf(tw, "%s\t%d\t%d\n", c, rep.Examined[c], counts[c])
+	}
+	_ = tw.Flush()
+	if rep.OK() {
+		fmt.Fprintln(env.stdout, "\nreconcile: no discrepancies")
+		return
+	}
+	fmt.Fprintln(env.stdout)
+	tw = tabwriter.NewWriter(env.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "check\ttenant\tchannel\ttrade\trefund\tkey\tdetail")
+	for _, d := range rep.Discrepancies {
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\n", d.Check, d.TenantID, dash(d.Channel), dash(d.TradeNo), dash(d.RefundNo), dash(d.Key), d.Detail)
+	}
+	_ = tw.Flush()
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
