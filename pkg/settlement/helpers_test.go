@@ -79,20 +79,48 @@ func (h *harness) acquire(tb testing.TB, ctx context.Context, ev channels.Event,
 // it from the stored event (as the worker does), a settled one is done.
 func (h *harness) deliver(tb testing.TB, ctx context.Context, value []byte, offset int64) delivery {
 	tb.Helper()
-	ev := h.decode(tb, value)
-	acq := h.acquire(tb, ctx, ev, offset)
+	d, err := h.tryDeliver(ctx, value, offset)
+	require.NoError(tb, err)
+	return d
+}
+
+// tryDeliver is deliver for goroutines other than the test's: it returns
+// what went wrong instead of failing the test.
+func (h *harness) tryDeliver(ctx context.Context, value []byte, offset int64) (delivery, error) {
+	res, err := h.dec.Decode(value)
+	if err != nil || res.Ignored {
+		return delivery{}, fmt.Errorf("decode: %v (ignored %v)", err, res.Ignored)
+	}
+	ev := res.Event
+	body, err := json.Marshal(ev)
+	if err != nil {
+		return delivery{}, err
+	}
+	var acq idempotent.Result
+	err = retry(func() error {
+		var err error
+		acq, err = h.claims.Acquire(ctx, idempotent.Claim{
+			TenantID: ev.TenantID, Key: ev.Key, EventType: ev.Type, Fingerprint: ev.Fingerprint, Event: body,
+			Source: idempotent.Source{Topic: "channel-events", Partition: 0, Offset: offset},
+		})
+		return err
+	})
+	if err != nil {
+		return delivery{}, fmt.Errorf("acquire %s: %w", ev.Key, err)
+	}
 	d := delivery{ev: ev, kind: acq.Kind}
-	var err error
 	switch {
 	case acq.Kind == idempotent.Acquired:
 		err = retry(func() error { d.result, err = h.svc.Settle(ctx, ev); return err })
 	case acq.Kind == idempotent.Duplicate && acq.Existing.Status == idempotent.StatusAcquired:
 		err = retry(func() error { d.result, err = h.svc.SettleStored(ctx, acq.Existing); return err })
 	case acq.Kind == idempotent.Conflict:
-		tb.Fatalf("unexpected conflict on %s", ev.Key)
+		err = fmt.Errorf("unexpected conflict on %s", ev.Key)
 	}
-	require.NoError(tb, err, "settle %s", ev.Key)
-	return d
+	if err != nil {
+		return delivery{}, fmt.Errorf("settle %s: %w", ev.Key, err)
+	}
+	return d, nil
 }
 
 // retry retries fn on the errors the worker retries in place: deadlocks,

@@ -346,3 +346,49 @@ func comparableBalances(tb testing.TB, db bun.IDB, tenant int64) []settlement.Ba
 	}
 	return bals
 }
+
+// TestConcurrentArrival delivers every copy of every event of a trade from
+// several goroutines at once: the locks, not the delivery order, must make
+// the order row and the balances come out as in-order delivery's.
+func TestConcurrentArrival(t *testing.T) {
+	seed := envInt(t, envSeed, time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	sqldbtest.Dialects(t, func(t *testing.T, db *bun.DB) {
+		ctx := context.Background()
+		h := newHarness(t, db)
+		for i := range 12 {
+			c := newPropCase(seed, 5000+i)
+			t.Run(fmt.Sprintf("%04d-%s", c.index, c.trade.Channel), func(t *testing.T) {
+				shuffled := c.forTenant(int64(200_000 + 2*i))
+				reference := c.forTenant(int64(200_001 + 2*i))
+				for j, e := range reference.events {
+					h.deliver(t, ctx, e.copies[0], int64(j))
+				}
+				var bodies [][]byte
+				for _, e := range shuffled.events {
+					bodies = append(bodies, e.copies...)
+					bodies = append(bodies, e.copies[0]) // a redelivery of the same message
+				}
+				errs := make([]error, len(bodies))
+				var start, done sync.WaitGroup
+				start.Add(1)
+				for j, b := range bodies {
+					done.Add(1)
+					go func() {
+						defer done.Done()
+						start.Wait()
+						_, errs[j] = h.tryDeliver(ctx, b, int64(j))
+					}()
+				}
+				start.Done()
+				done.Wait()
+				for _, err := range errs {
+					require.NoError(t, err)
+				}
+				assert.Equal(t, comparableOrders(t, db, reference.trade.TenantID), comparableOrders(t, db, shuffled.trade.TenantID))
+				assert.Equal(t, comparableBalances(t, db, reference.trade.TenantID), comparableBalances(t, db, shuffled.trade.TenantID))
+			})
+		}
+		mustCheck(t, db)
+	})
+}

@@ -255,11 +255,6 @@ func (s *Service) settleTx(ctx context.Context, tx bun.Tx, st *settlement) error
 			if ev.Cumulative() {
 				next.MaxCumulativeRefund = ev.CumulativeRefunded
 			}
-		case idempotent.OutcomeOverRefund:
-			s.log.LogAttrs(ctx, slog.LevelWarn, "refund exceeds the order total: nothing posted",
-				slog.Int64("tenant", ev.TenantID), slog.String("key", string(ev.Key)),
-				slog.Int64("order_total", ord.Amount), slog.Int64("refunded", ord.RefundedAmount),
-				slog.Int64("refund_amount", ev.RefundAmount), slog.Int64("cumulative_refunded", ev.CumulativeRefunded))
 		}
 		if st.outcome != idempotent.OutcomeOverRefund {
 			// The refund happened (a NO_MONEY one's money was carried by a
@@ -379,6 +374,11 @@ func (s *Service) report(ctx context.Context, st *settlement) {
 	if st.merchantMismatch {
 		s.log.LogAttrs(ctx, slog.LevelWarn, "merchant order number differs from the first recorded; the first is kept",
 			attrs(slog.String("recorded", st.order.MerchantOrderNo), slog.String("event", ev.MerchantOrderNo))...)
+	}
+	if st.outcome == idempotent.OutcomeOverRefund {
+		s.log.LogAttrs(ctx, slog.LevelWarn, "refund exceeds the order total: nothing posted",
+			attrs(slog.Int64("order_total", st.order.Amount), slog.Int64("refunded", st.order.RefundedAmount),
+				slog.Int64("refund_amount", ev.RefundAmount), slog.Int64("cumulative_refunded", ev.CumulativeRefunded))...)
 	}
 	if st.unregistered {
 		s.metrics.unregistered.Inc()
