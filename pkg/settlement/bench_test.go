@@ -23,7 +23,8 @@ import (
 //
 // raw-insert-commit is BEGIN; INSERT one ledger row; COMMIT. payment and
 // refund time Settle alone on claims acquired beforehand (WeChat events,
-// decoded from real envelopes); acquire+settle adds the claim's own commit,
+// decoded from real envelopes); payment-batch16 settles the payments 16 to a
+// transaction with SettleBatch; acquire+settle adds the claim's own commit,
 // the worker's whole database cost per new event. Each reports events/s and,
 // after raw-insert-commit has run, x-raw: its rate as a fraction of the raw
 // commit rate.
@@ -101,6 +102,23 @@ func BenchmarkSettle(b *testing.B) {
 		for _, ev := range evs {
 			if res, err := h.svc.Settle(ctx, ev); err != nil || res.Outcome != idempotent.OutcomePosted {
 				b.Fatalf("settle: %+v %v", res, err)
+			}
+		}
+		b.StopTimer()
+		report(b)
+	})
+
+	b.Run("payment-batch16", func(b *testing.B) {
+		ctx := context.Background()
+		evs := benchPayments(b, h, b.N)
+		for _, ev := range evs {
+			h.acquire(b, ctx, ev, 0)
+		}
+		b.ResetTimer()
+		for i := 0; i < len(evs); i += 16 {
+			res, err := h.svc.SettleBatch(ctx, evs[i:min(i+16, len(evs))])
+			if err != nil || res[0].Outcome != idempotent.OutcomePosted {
+				b.Fatalf("settle batch: %v", err)
 			}
 		}
 		b.StopTimer()

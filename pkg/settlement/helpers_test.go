@@ -123,6 +123,52 @@ func (h *harness) tryDeliver(ctx context.Context, value []byte, offset int64) (d
 	return d, nil
 }
 
+// deliverBatch runs messages through the batch pipeline: claim each, settle
+// the new claims with one SettleBatch (falling back to Settle one by one
+// when the batch fails, as the worker does), and settle from the stored
+// event a duplicate whose claim another batch left ACQUIRED.
+func (h *harness) deliverBatch(tb testing.TB, ctx context.Context, values [][]byte, offset int64) []delivery {
+	tb.Helper()
+	out := make([]delivery, len(values))
+	var fresh []int
+	mine := map[idempotent.Key]bool{}
+	for i, v := range values {
+		ev := h.decode(tb, v)
+		acq := h.acquire(tb, ctx, ev, offset+int64(i))
+		out[i] = delivery{ev: ev, kind: acq.Kind}
+		switch {
+		case acq.Kind == idempotent.Acquired:
+			fresh = append(fresh, i)
+			mine[ev.Key] = true
+		case acq.Kind == idempotent.Duplicate && acq.Existing.Status == idempotent.StatusAcquired && !mine[ev.Key]:
+			err := retry(func() error { var err error; out[i].result, err = h.svc.SettleStored(ctx, acq.Existing); return err })
+			require.NoError(tb, err)
+		}
+	}
+	if len(fresh) == 0 {
+		return out
+	}
+	evs := make([]channels.Event, len(fresh))
+	for n, i := range fresh {
+		evs[n] = out[i].ev
+	}
+	var res []settlement.Result
+	err := retry(func() error { var err error; res, err = h.svc.SettleBatch(ctx, evs); return err })
+	if err != nil {
+		tb.Logf("batch failed, settling one by one: %v", err)
+		for _, i := range fresh {
+			err := retry(func() error { var err error; out[i].result, err = h.svc.Settle(ctx, out[i].ev); return err })
+			require.NoError(tb, err)
+		}
+		return out
+	}
+	require.Len(tb, res, len(fresh))
+	for n, i := range fresh {
+		out[i].result = res[n]
+	}
+	return out
+}
+
 // retry retries fn on the errors the worker retries in place: deadlocks,
 // lock wait timeouts and a busy SQLite database. Bounded.
 func retry(fn func() error) error {

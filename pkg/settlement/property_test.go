@@ -258,8 +258,26 @@ func runPropCase(t *testing.T, h *harness, c propCase, seed int64) {
 		}
 	}
 	rng.Shuffle(len(msgs), func(i, j int) { msgs[i], msgs[j] = msgs[j], msgs[i] })
+	// Odd cases go through the batch pipeline, 1–6 messages at a time.
+	var dels []delivery
+	for i := 0; i < len(msgs); {
+		n := 1
+		if c.index%2 == 1 {
+			n = min(1+rng.IntN(6), len(msgs)-i)
+		}
+		bodies := make([][]byte, n)
+		for j := range bodies {
+			bodies[j] = msgs[i+j].body
+		}
+		if n == 1 && c.index%2 == 0 {
+			dels = append(dels, h.deliver(t, ctx, bodies[0], int64(i)))
+		} else {
+			dels = append(dels, h.deliverBatch(t, ctx, bodies, int64(i))...)
+		}
+		i += n
+	}
 	for i, m := range msgs {
-		d := h.deliver(t, ctx, m.body, int64(i))
+		d := dels[i]
 		if d.kind == idempotent.Acquired {
 			want := idempotent.OutcomePosted
 			if m.ev.overRefund {

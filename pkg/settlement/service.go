@@ -214,6 +214,23 @@ func (s *Service) settleTx(ctx context.Context, tx bun.Tx, st *settlement) error
 	ev := st.ev
 	// (1) The claim, locked first: concurrent settlers of one claim queue
 	// here, and all but the first find it SETTLED.
+	if err := s.lockClaim(ctx, tx, ev); err != nil {
+		return err
+	}
+	// (2) The order row, created if absent, then locked.
+	now := s.claims.Now()
+	ord, err := s.lockOrder(ctx, tx, ev, now)
+	if err != nil {
+		return err
+	}
+	// (3)–(5) Decide, write, fence.
+	return s.apply(ctx, tx, st, &ord, now)
+}
+
+// lockClaim locks ev's claim and checks it may be settled with ev: it
+// returns errFenceLost when the claim is SETTLED already, and an error
+// wrapping ErrFingerprintMismatch when ev is not the claimed event.
+func (s *Service) lockClaim(ctx context.Context, tx bun.Tx, ev channels.Event) error {
 	rec, err := s.claims.GetForUpdate(ctx, tx, ev.TenantID, ev.Key)
 	if err != nil {
 		return fmt.Errorf("lock claim: %w", err)
@@ -224,18 +241,20 @@ func (s *Service) settleTx(ctx context.Context, tx bun.Tx, st *settlement) error
 	if rec.Fingerprint != ev.Fingerprint {
 		return fmt.Errorf("%w: claim %s, event %s", ErrFingerprintMismatch, rec.Fingerprint, ev.Fingerprint)
 	}
+	return nil
+}
 
-	// (2) The order row, created if absent, then locked.
-	now := s.claims.Now()
-	ord, err := s.lockOrder(ctx, tx, ev, now)
-	if err != nil {
-		return err
-	}
+// apply decides st.ev's outcome on the order row ord (locked by tx), writes
+// the order, ledger and registration, and settles the claim (locked by tx)
+// through the fence. ord is left as written, so several events of one trade
+// can be applied in turn.
+func (s *Service) apply(ctx context.Context, tx bun.Tx, st *settlement, ord *Order, now time.Time) error {
+	ev := st.ev
 	st.totalMismatch = ord.Amount != ev.OrderTotal
 	st.merchantMismatch = ord.MerchantOrderNo != ev.MerchantOrderNo
 
 	// (3) The outcome, decided on the locked row.
-	next := ord
+	next := *ord
 	switch ev.Type {
 	case idempotent.PaymentReceived:
 		if ord.PaidAmount > 0 {
@@ -248,9 +267,8 @@ func (s *Service) settleTx(ctx context.Context, tx bun.Tx, st *settlement) error
 		paidAt := dbTime(ev.OccurredAt)
 		next.PaidAt = &paidAt
 	case idempotent.RefundSucceeded:
-		st.outcome, st.amount = refundOutcome(ord, ev)
-		switch st.outcome {
-		case idempotent.OutcomePosted:
+		st.outcome, st.amount = refundOutcome(*ord, ev)
+		if st.outcome == idempotent.OutcomePosted {
 			next.RefundedAmount += st.amount
 			if ev.Cumulative() {
 				next.MaxCumulativeRefund = ev.CumulativeRefunded
@@ -296,6 +314,7 @@ func (s *Service) settleTx(ctx context.Context, tx bun.Tx, st *settlement) error
 		}
 		return fmt.Errorf("fence: %w", err)
 	}
+	*ord = next
 	return nil
 }
 

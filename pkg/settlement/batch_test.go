@@ -1,0 +1,85 @@
+package settlement_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/uptrace/bun"
+
+	"github.com/paycallback/paycallback/internal/sqldb/sqldbtest"
+	"github.com/paycallback/paycallback/pkg/channels"
+	"github.com/paycallback/paycallback/pkg/channels/channelstest"
+	"github.com/paycallback/paycallback/pkg/idempotent"
+	"github.com/paycallback/paycallback/pkg/settlement"
+)
+
+func TestSettleBatch(t *testing.T) {
+	sqldbtest.Dialects(t, func(t *testing.T, db *bun.DB) {
+		ctx := context.Background()
+		h := newHarness(t, db)
+
+		t.Run("one transaction settles several trades, several events of one trade in order", func(t *testing.T) {
+			a := channelstest.NewTrade(channels.Alipay, 1)
+			w := channelstest.NewTrade(channels.WeChat, 2)
+			settledAlready := h.deliver(t, ctx, channelstest.PaymentEnvelope(w, channelstest.Delivery{}), 0)
+			evs := []channels.Event{
+				h.decode(t, channelstest.RefundEnvelope(a, refundAt(a, "R2", 0, 900, 2), channelstest.Delivery{})),
+				h.decode(t, channelstest.PaymentEnvelope(a, channelstest.Delivery{})),
+				h.decode(t, channelstest.RefundEnvelope(a, refundAt(a, "R1", 0, 300, 1), channelstest.Delivery{})),
+				h.decode(t, channelstest.RefundEnvelope(w, refundAt(w, "R1", 2580, 0, 1), channelstest.Delivery{})),
+				h.decode(t, channelstest.RefundEnvelope(a, refundAt(a, "R3", 0, 2581, 3), channelstest.Delivery{})),
+			}
+			for i, ev := range evs {
+				h.acquire(t, ctx, ev, int64(i+1))
+			}
+			res, err := h.svc.SettleBatch(ctx, append(evs, settledAlready.ev))
+			require.NoError(t, err)
+			require.Len(t, res, 6)
+			type got struct {
+				Outcome idempotent.Outcome
+				Amount  int64
+				Lost    bool
+			}
+			var gots []got
+			for _, r := range res {
+				gots = append(gots, got{r.Outcome, r.Amount, r.FenceLost})
+			}
+			assert.Equal(t, []got{
+				{idempotent.OutcomePosted, 900, false},
+				{idempotent.OutcomePosted, 2580, false},
+				{idempotent.OutcomeNoMoney, 0, false},
+				{idempotent.OutcomePosted, 2580, false},
+				{idempotent.OutcomeOverRefund, 0, false},
+				{"", 0, true},
+			}, gots)
+			oa := order(t, db, a)
+			assert.Equal(t, settlement.OrderPartiallyRefunded, oa.Status)
+			assert.Equal(t, int64(900), oa.RefundedAmount)
+			assert.Equal(t, settlement.OrderRefunded, order(t, db, w).Status)
+			for _, ev := range evs {
+				assert.Equal(t, idempotent.StatusSettled, mustClaim(t, h, ev).Status)
+			}
+			mustCheck(t, db)
+		})
+
+		t.Run("any failure rolls the whole batch back", func(t *testing.T) {
+			tr := channelstest.NewTrade(channels.SQB, 3)
+			pay := h.decode(t, channelstest.PaymentEnvelope(tr, channelstest.Delivery{}))
+			unclaimed := h.decode(t, channelstest.RefundEnvelope(tr, refundAt(tr, "R1", 0, 100, 1), channelstest.Delivery{}))
+			h.acquire(t, ctx, pay, 10)
+			_, err := h.svc.SettleBatch(ctx, []channels.Event{pay, unclaimed})
+			require.ErrorIs(t, err, idempotent.ErrNotFound)
+			assert.Equal(t, idempotent.StatusAcquired, mustClaim(t, h, pay).Status)
+			_, err = settlement.GetOrder(ctx, db, tr.TenantID, tr.Channel, tr.TradeNo)
+			require.ErrorIs(t, err, settlement.ErrOrderNotFound)
+
+			_, err = h.svc.SettleBatch(ctx, []channels.Event{pay, pay})
+			require.ErrorIs(t, err, settlement.ErrInvalidEvent, "one key twice")
+			res, err := h.svc.SettleBatch(ctx, nil)
+			require.NoError(t, err)
+			assert.Empty(t, res)
+		})
+	})
+}
