@@ -81,6 +81,9 @@ func commands() []command {
 		{"replay", "reset the stopped group's offsets to replay history (--dry-run to preview)", replayCommand},
 		{"orphans", "list claims stuck ACQUIRED; --settle settles them through the fence", orphansCommand},
 		{"reconcile", "check claims, ledger, orders and refund registrations; non-zero exit on discrepancies", reconcileCommand},
+		{"purge", "clear stored events of old SETTLED claims beyond the retention floor (rows are kept)", purgeCommand},
+		{"dlq", "dead letters: list, redrive", dlqCommand},
+		{"refund", "refund pre-registration: register", refundCommand},
 	}
 }
 

@@ -4,15 +4,20 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
+	"github.com/segmentio/kafka-go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/paycallback/paycallback/internal/kafkaops"
 	"github.com/paycallback/paycallback/internal/sqldb"
 	"github.com/paycallback/paycallback/internal/sqldb/sqldbtest"
+	"github.com/paycallback/paycallback/internal/worker"
+	"github.com/paycallback/paycallback/pkg/channels"
+	"github.com/paycallback/paycallback/pkg/settlement"
 	"github.com/paycallback/paycallback/schema"
 )
 
@@ -110,4 +115,51 @@ VALUES (1001, 'WECHAT:T2:PAYMENT_RECEIVED', 'WECHAT', 'T2', 'merchant_payable', 
 	}
 	assert.True(t, checks["posting_without_claim"], out)
 	assert.True(t, checks["ledger_without_order"], out)
+}
+
+func TestDeadLetterPurgeAndRefundCommands(t *testing.T) {
+	lookup, _ := opsEnv(t)
+	brokers, _ := lookup("PAYCB_KAFKA_BROKERS")
+	dl := worker.NewKafkaDeadLetterer([]string{brokers}, "channel-events.dlq", nil)
+	t.Cleanup(func() { _ = dl.Close() })
+	for i, kind := range []channels.ErrorKind{channels.KindNoKey, channels.KindNoKey, channels.KindMalformed} {
+		msg := kafka.Message{Topic: "channel-events", Partition: 0, Offset: int64(i), Key: []byte(fmt.Sprintf("WECHAT:T%d", i)), Value: []byte("{}")}
+		require.NoError(t, dl.DeadLetter(context.Background(), msg, kind, "no APIv3 key for tenant 1001"))
+	}
+
+	out, _, err := runCmd(t, lookup, "dlq", "list")
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "dead letters in channel-events.dlq: 3")
+	assert.Regexp(t, `no_key\s+2\s`, out)
+	assert.Regexp(t, `malformed\s+1\s`, out)
+	assert.Contains(t, out, "most recent 3:")
+
+	_, _, err = runCmd(t, lookup, "dlq", "redrive")
+	require.ErrorIs(t, err, errUsage, "--kind is required")
+	out, _, err = runCmd(t, lookup, "dlq", "redrive", "--kind", "no_key", "--dry-run")
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "selected: 2")
+	in, err := kafkaops.ReadAll(context.Background(), []string{brokers}, "channel-events")
+	require.NoError(t, err)
+	assert.Empty(t, in, "a dry run publishes nothing")
+	out, _, err = runCmd(t, lookup, "dlq", "redrive", "--kind", "no_key")
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "published 2 messages to channel-events")
+	in, err = kafkaops.ReadAll(context.Background(), []string{brokers}, "channel-events")
+	require.NoError(t, err)
+	assert.Len(t, in, 2)
+
+	// kfake's topics keep messages 7 days, so the floor is 14 days.
+	_, _, err = runCmd(t, lookup, "purge", "--older-than", "240h")
+	require.Error(t, err)
+	assert.Equal(t, 4, exitCode(err))
+	assert.Contains(t, err.Error(), "below 336h0m0s")
+	out, _, err = runCmd(t, lookup, "purge", "--older-than", "720h", "--dry-run")
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "would clear event_json and last_error of 0 SETTLED claims")
+
+	_, _, err = runCmd(t, lookup, "refund", "register", "--tenant", "1001", "--channel", "WECHAT", "--trade-no", "T9", "--refund-no", "rf-1", "--amount", "100")
+	require.ErrorIs(t, err, settlement.ErrNotPaid)
+	_, _, err = runCmd(t, lookup, "refund", "register", "--tenant", "1001", "--channel", "WECHAT", "--trade-no", "T9", "--refund-no", "rf-1")
+	require.ErrorIs(t, err, settlement.ErrInvalidRequest, "an amount is required")
 }

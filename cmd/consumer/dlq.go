@@ -1,0 +1,117 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"sort"
+	"text/tabwriter"
+	"time"
+
+	"github.com/paycallback/paycallback/internal/metrics"
+	"github.com/paycallback/paycallback/internal/ops"
+)
+
+func dlqCommand(*flag.FlagSet) runFunc {
+	subs := []subcommand{
+		{"list", "dead letters by kind and time range, then the most recent", dlqListCommand},
+		{"redrive", "re-publish dead letters' original key and value to the input topic", dlqRedriveCommand},
+	}
+	return func(ctx context.Context, env *environment, args []string) error {
+		return dispatch(ctx, env, "dlq", subs, args)
+	}
+}
+
+// dlqFilterFlags registers --kind, --since and --until.
+func dlqFilterFlags(fs *flag.FlagSet, kindUsage string) func() (ops.DeadLetterFilter, error) {
+	kind := fs.String("kind", "", kindUsage)
+	since := fs.String("since", "", "only dead letters written at or after this RFC 3339 time")
+	until := fs.String("until", "", "only dead letters written before this RFC 3339 time")
+	return func() (ops.DeadLetterFilter, error) {
+		f := ops.DeadLetterFilter{Kind: *kind}
+		var err error
+		if f.Since, err = parseTime("since", *since); err != nil {
+			return f, err
+		}
+		f.Until, err = parseTime("until", *until)
+		return f, err
+	}
+}
+
+func dlqListCommand(fs *flag.FlagSet) runFunc {
+	filter := dlqFilterFlags(fs, "only this kind (x-error-kind)")
+	recent := fs.Int("recent", 20, "how many of the most recent dead letters to show")
+	return func(ctx context.Context, env *environment, _ []string) error {
+		f, err := filter()
+		if err != nil {
+			return err
+		}
+		k := opsKafka(env)
+		ds, err := ops.ReadDeadLetters(ctx, k, f)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(env.stdout, "dead letters in %s: %d\n", k.DLQTopic, len(ds))
+		if len(ds) == 0 {
+			return nil
+		}
+		tw := tabwriter.NewWriter(env.stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "kind\tcount\tfirst\tlast")
+		for _, s := range ops.SummarizeDeadLetters(ds) {
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", s.Kind, s.Count, s.First.UTC().Format(time.RFC3339), s.Last.UTC().Format(time.RFC3339))
+		}
+		_ = tw.Flush()
+		n := min(max(*recent, 0), len(ds))
+		if n == 0 {
+			return nil
+		}
+		latest := append([]ops.DeadLetter(nil), ds...)
+		sortByTime(latest)
+		fmt.Fprintf(env.stdout, "\nmost recent %d:\n", n)
+		tw = tabwriter.NewWriter(env.stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "time\tkind\tkey\tsource\terror")
+		for _, d := range latest[len(latest)-n:] {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", d.Time.UTC().Format(time.RFC3339), d.Kind, oneLine(string(d.Key), 48), d.Source, oneLine(d.Error, 80))
+		}
+		return tw.Flush()
+	}
+}
+
+func sortByTime(ds []ops.DeadLetter) {
+	sort.SliceStable(ds, func(i, j int) bool { return ds[i].Time.Before(ds[j].Time) })
+}
+
+func dlqRedriveCommand(fs *flag.FlagSet) runFunc {
+	filter := dlqFilterFlags(fs, "the kind to redrive (required), e.g. no_key after configuring the missing APIv3 key")
+	dryRun := fs.Bool("dry-run", false, "count what would be redriven and publish nothing")
+	return func(ctx context.Context, env *environment, _ []string) error {
+		f, err := filter()
+		if err != nil {
+			return err
+		}
+		if f.Kind == "" {
+			fmt.Fprintln(env.stderr, "consumer dlq redrive: --kind is required")
+			return errUsage
+		}
+		k := opsKafka(env)
+		ds, err := ops.ReadDeadLetters(ctx, k, f)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(env.stdout, "dead letters of kind %s selected: %d\n", f.Kind, len(ds))
+		switch metrics.DeadLetterKind(f.Kind) {
+		case metrics.KindConflict, metrics.KindOverRefund:
+			fmt.Fprintf(env.stdout, "note: %s messages were claimed or judged by the claim store; redriven, they are duplicates or conflicts again\n", f.Kind)
+		}
+		if *dryRun || len(ds) == 0 {
+			fmt.Fprintln(env.stdout, "nothing published")
+			return nil
+		}
+		if err := ops.Redrive(ctx, k, ds); err != nil {
+			return err
+		}
+		env.logger.Info("dead letters redriven", "kind", f.Kind, "count", len(ds), "to", k.Topic)
+		fmt.Fprintf(env.stdout, "published %d messages to %s\n", len(ds), k.Topic)
+		return nil
+	}
+}

@@ -1,0 +1,158 @@
+package ops
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/paycallback/paycallback/internal/kafkaops"
+	"github.com/paycallback/paycallback/internal/worker"
+)
+
+// HeaderRedrivenFrom is added to a redriven message: the dead letter it was
+// copied from, as topic/partition@offset. The worker ignores it; it is for
+// people reading the input topic.
+const HeaderRedrivenFrom = "x-redriven-from"
+
+// DeadLetter is one message of the dead-letter topic with its contract
+// headers decoded.
+type DeadLetter struct {
+	Partition int
+	Offset    int64
+	Time      time.Time
+	Key       []byte
+	Value     []byte
+	Kind      string
+	Error     string
+	Source    string // x-source-topic/x-source-partition@x-source-offset
+	// SourceTopic is x-source-topic: where the message was consumed from.
+	SourceTopic string
+}
+
+// DeadLetterFilter selects dead letters; zero fields select everything.
+type DeadLetterFilter struct {
+	Kind         string
+	Since, Until time.Time // Since inclusive, Until exclusive
+}
+
+func (f DeadLetterFilter) match(d DeadLetter) bool {
+	if f.Kind != "" && d.Kind != f.Kind {
+		return false
+	}
+	if !f.Since.IsZero() && d.Time.Before(f.Since) {
+		return false
+	}
+	if !f.Until.IsZero() && !d.Time.Before(f.Until) {
+		return false
+	}
+	return true
+}
+
+// ReadDeadLetters reads every dead letter currently retained in
+// k.DLQTopic that f selects, in partition then offset order.
+func ReadDeadLetters(ctx context.Context, k Kafka, f DeadLetterFilter) ([]DeadLetter, error) {
+	msgs, err := kafkaops.ReadAll(ctx, k.Brokers, k.DLQTopic)
+	if err != nil {
+		return nil, fmt.Errorf("read dead letters: %w", err)
+	}
+	out := make([]DeadLetter, 0, len(msgs))
+	for _, m := range msgs {
+		d := DeadLetter{Partition: m.Partition, Offset: m.Offset, Time: m.Time, Key: m.Key, Value: m.Value}
+		var part, off string
+		for _, h := range m.Headers {
+			switch h.Key {
+			case worker.HeaderErrorKind:
+				d.Kind = string(h.Value)
+			case worker.HeaderError:
+				d.Error = string(h.Value)
+			case worker.HeaderSourceTopic:
+				d.SourceTopic = string(h.Value)
+			case worker.HeaderSourcePartition:
+				part = string(h.Value)
+			case worker.HeaderSourceOffset:
+				off = string(h.Value)
+			}
+		}
+		d.Source = d.SourceTopic + "/" + part + "@" + off
+		if f.match(d) {
+			out = append(out, d)
+		}
+	}
+	return out, nil
+}
+
+// KindSummary is the dead letters of one kind.
+type KindSummary struct {
+	Kind        string
+	Count       int
+	First, Last time.Time
+}
+
+// SummarizeDeadLetters counts ds by kind with the earliest and latest
+// message time, kinds in descending count order.
+func SummarizeDeadLetters(ds []DeadLetter) []KindSummary {
+	byKind := map[string]*KindSummary{}
+	for _, d := range ds {
+		s := byKind[d.Kind]
+		if s == nil {
+			s = &KindSummary{Kind: d.Kind, First: d.Time, Last: d.Time}
+			byKind[d.Kind] = s
+		}
+		s.Count++
+		if d.Time.Before(s.First) {
+			s.First = d.Time
+		}
+		if d.Time.After(s.Last) {
+			s.Last = d.Time
+		}
+	}
+	out := make([]KindSummary, 0, len(byKind))
+	for _, s := range byKind {
+		out = append(out, *s)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Count != out[j].Count {
+			return out[i].Count > out[j].Count
+		}
+		return out[i].Kind < out[j].Kind
+	})
+	return out
+}
+
+// Redrive re-publishes each dead letter's original key and value, unchanged,
+// to the input topic k.Topic, keyed as before (so a trade's events share a
+// partition), with HeaderRedrivenFrom added. It returns once all in-sync
+// replicas acknowledged every message. Redriving is safe to repeat: the
+// worker's claim store decides whether each event was already handled.
+func Redrive(ctx context.Context, k Kafka, ds []DeadLetter) error {
+	if len(ds) == 0 {
+		return nil
+	}
+	w := &kafka.Writer{
+		Addr:         kafka.TCP(k.Brokers...),
+		Topic:        k.Topic,
+		Balancer:     &kafka.Murmur2Balancer{},
+		RequiredAcks: kafka.RequireAll,
+		BatchSize:    500,
+		BatchTimeout: 5 * time.Millisecond,
+		MaxAttempts:  5,
+	}
+	defer w.Close()
+	const chunk = 500
+	for start := 0; start < len(ds); start += chunk {
+		batch := ds[start:min(start+chunk, len(ds))]
+		msgs := make([]kafka.Message, len(batch))
+		for i, d := range batch {
+			from := k.DLQTopic + "/" + strconv.Itoa(d.Partition) + "@" + strconv.FormatInt(d.Offset, 10)
+			msgs[i] = kafka.Message{Key: d.Key, Value: d.Value, Headers: []kafka.Header{{Key: HeaderRedrivenFrom, Value: []byte(from)}}}
+		}
+		if err := w.WriteMessages(ctx, msgs...); err != nil {
+			return fmt.Errorf("redrive to %s after %d of %d: %w", k.Topic, start, len(ds), err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,78 @@
+package ops_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/paycallback/paycallback/internal/kafkaops"
+	"github.com/paycallback/paycallback/internal/ops"
+	"github.com/paycallback/paycallback/internal/worker"
+	"github.com/paycallback/paycallback/pkg/channels"
+)
+
+func TestDeadLettersListAndRedrive(t *testing.T) {
+	ctx := context.Background()
+	k := mustKafka(t, 2)
+	dl := worker.NewKafkaDeadLetterer(k.Brokers, testDLQ, nil)
+	t.Cleanup(func() { _ = dl.Close() })
+	for i, c := range []struct {
+		key, value string
+		kind       channels.ErrorKind
+	}{
+		{"WECHAT:T1", `{"n":1}`, channels.KindNoKey},
+		{"WECHAT:T2", `{"n":2}`, channels.KindNoKey},
+		{"ALIPAY:T3", `not json`, channels.KindMalformed},
+	} {
+		msg := kafka.Message{Topic: testTopic, Partition: 1, Offset: int64(10 + i), Key: []byte(c.key), Value: []byte(c.value)}
+		require.NoError(t, dl.DeadLetter(ctx, msg, c.kind, "because"))
+	}
+
+	tests := []struct {
+		name   string
+		filter ops.DeadLetterFilter
+		want   int
+	}{
+		{"everything", ops.DeadLetterFilter{}, 3},
+		{"one kind", ops.DeadLetterFilter{Kind: "no_key"}, 2},
+		{"unknown kind", ops.DeadLetterFilter{Kind: "conflict"}, 0},
+		{"since the past", ops.DeadLetterFilter{Since: time.Now().Add(-time.Hour)}, 3},
+		{"since the future", ops.DeadLetterFilter{Since: time.Now().Add(time.Hour)}, 0},
+		{"until the past", ops.DeadLetterFilter{Until: time.Now().Add(-time.Hour)}, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ds, err := ops.ReadDeadLetters(ctx, k, tt.filter)
+			require.NoError(t, err)
+			assert.Len(t, ds, tt.want)
+		})
+	}
+
+	all, err := ops.ReadDeadLetters(ctx, k, ops.DeadLetterFilter{})
+	require.NoError(t, err)
+	sum := ops.SummarizeDeadLetters(all)
+	require.Len(t, sum, 2)
+	assert.Equal(t, "no_key", sum[0].Kind)
+	assert.Equal(t, 2, sum[0].Count)
+	assert.Equal(t, "malformed", sum[1].Kind)
+	assert.Equal(t, testTopic+"/1@12", all[2].Source)
+	assert.Equal(t, "because", all[2].Error)
+
+	noKey, err := ops.ReadDeadLetters(ctx, k, ops.DeadLetterFilter{Kind: "no_key"})
+	require.NoError(t, err)
+	require.NoError(t, ops.Redrive(ctx, k, noKey))
+	in, err := kafkaops.ReadAll(ctx, k.Brokers, testTopic)
+	require.NoError(t, err)
+	require.Len(t, in, 2)
+	got := map[string]string{}
+	for _, m := range in {
+		got[string(m.Key)] = string(m.Value)
+		require.Len(t, m.Headers, 1)
+		assert.Equal(t, ops.HeaderRedrivenFrom, m.Headers[0].Key)
+	}
+	assert.Equal(t, map[string]string{"WECHAT:T1": `{"n":1}`, "WECHAT:T2": `{"n":2}`}, got, "original key and value, unchanged")
+}
