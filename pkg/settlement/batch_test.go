@@ -16,14 +16,14 @@ import (
 )
 
 func TestSettleBatch(t *testing.T) {
-	sqldbtest.Dialects(t, func(t *testing.T, db *bun.DB) {
+	sqldbtest.Dialects(t, func(t *testing.T, db *bun.DB) { //nolint:thelper // a test body run once per dialect
 		ctx := context.Background()
 		h := newHarness(t, db)
 
 		t.Run("one transaction settles several trades, several events of one trade in order", func(t *testing.T) {
 			a := channelstest.NewTrade(channels.Alipay, 1)
 			w := channelstest.NewTrade(channels.WeChat, 2)
-			settledAlready := h.deliver(t, ctx, channelstest.PaymentEnvelope(w, channelstest.Delivery{}), 0)
+			settledAlready := h.deliver(t, channelstest.PaymentEnvelope(w, channelstest.Delivery{}), 0)
 			evs := []channels.Event{
 				h.decode(t, channelstest.RefundEnvelope(a, refundAt(a, "R2", 0, 900, 2), channelstest.Delivery{})),
 				h.decode(t, channelstest.PaymentEnvelope(a, channelstest.Delivery{})),
@@ -32,7 +32,7 @@ func TestSettleBatch(t *testing.T) {
 				h.decode(t, channelstest.RefundEnvelope(a, refundAt(a, "R3", 0, 2581, 3), channelstest.Delivery{})),
 			}
 			for i, ev := range evs {
-				h.acquire(t, ctx, ev, int64(i+1))
+				h.acquire(t, ev, int64(i+1))
 			}
 			res, err := h.svc.SettleBatch(ctx, append(evs, settledAlready.ev))
 			require.NoError(t, err)
@@ -68,7 +68,7 @@ func TestSettleBatch(t *testing.T) {
 			tr := channelstest.NewTrade(channels.SQB, 3)
 			pay := h.decode(t, channelstest.PaymentEnvelope(tr, channelstest.Delivery{}))
 			unclaimed := h.decode(t, channelstest.RefundEnvelope(tr, refundAt(tr, "R1", 0, 100, 1), channelstest.Delivery{}))
-			h.acquire(t, ctx, pay, 10)
+			h.acquire(t, pay, 10)
 			_, err := h.svc.SettleBatch(ctx, []channels.Event{pay, unclaimed})
 			require.ErrorIs(t, err, idempotent.ErrNotFound)
 			assert.Equal(t, idempotent.StatusAcquired, mustClaim(t, h, pay).Status)

@@ -33,6 +33,7 @@ func BenchmarkSettle(b *testing.B) {
 	h := newHarness(b, db)
 	var rawRate float64
 	report := func(b *testing.B) {
+		b.Helper()
 		rate := float64(b.N) / b.Elapsed().Seconds()
 		b.ReportMetric(rate, "events/s")
 		if rawRate > 0 {
@@ -68,7 +69,7 @@ func BenchmarkSettle(b *testing.B) {
 		ctx := context.Background()
 		evs := benchPayments(b, h, b.N)
 		for _, ev := range evs {
-			h.acquire(b, ctx, ev, 0)
+			h.acquire(b, ev, 0)
 		}
 		b.ResetTimer()
 		for _, ev := range evs {
@@ -87,14 +88,16 @@ func BenchmarkSettle(b *testing.B) {
 		pays := benchPayments(b, h, trades)
 		evs := make([]channels.Event, 0, b.N)
 		for t, pay := range pays {
-			h.acquire(b, ctx, pay, 0)
+			h.acquire(b, pay, 0)
 			_, err := h.svc.Settle(ctx, pay)
 			require.NoError(b, err)
-			tr := channelstest.Trade{TenantID: pay.TenantID, Channel: channels.WeChat, TradeNo: pay.TradeNo,
-				MerchantOrderNo: pay.MerchantOrderNo, Total: pay.OrderTotal, PaidAt: channelstest.BaseTime}
+			tr := channelstest.Trade{
+				TenantID: pay.TenantID, Channel: channels.WeChat, TradeNo: pay.TradeNo,
+				MerchantOrderNo: pay.MerchantOrderNo, Total: pay.OrderTotal, PaidAt: channelstest.BaseTime,
+			}
 			for r := 0; r < perTrade && len(evs) < b.N; r++ {
 				ev := h.decode(b, channelstest.RefundEnvelope(tr, refundAt(tr, fmt.Sprintf("B%d-%d", t, r), 1, 0, 1), channelstest.Delivery{}))
-				h.acquire(b, ctx, ev, 0)
+				h.acquire(b, ev, 0)
 				evs = append(evs, ev)
 			}
 		}
@@ -112,7 +115,7 @@ func BenchmarkSettle(b *testing.B) {
 		ctx := context.Background()
 		evs := benchPayments(b, h, b.N)
 		for _, ev := range evs {
-			h.acquire(b, ctx, ev, 0)
+			h.acquire(b, ev, 0)
 		}
 		b.ResetTimer()
 		for i := 0; i < len(evs); i += 16 {
@@ -136,8 +139,10 @@ func BenchmarkSettle(b *testing.B) {
 		}
 		b.ResetTimer()
 		for i, ev := range evs {
-			acq, err := h.claims.Acquire(ctx, idempotent.Claim{TenantID: ev.TenantID, Key: ev.Key, EventType: ev.Type,
-				Fingerprint: ev.Fingerprint, Event: bodies[i], Source: idempotent.NoSource})
+			acq, err := h.claims.Acquire(ctx, idempotent.Claim{
+				TenantID: ev.TenantID, Key: ev.Key, EventType: ev.Type,
+				Fingerprint: ev.Fingerprint, Event: bodies[i], Source: idempotent.NoSource,
+			})
 			if err != nil || acq.Kind != idempotent.Acquired {
 				b.Fatalf("acquire: %v %v", acq.Kind, err)
 			}

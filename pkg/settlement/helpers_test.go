@@ -57,8 +57,9 @@ func (h *harness) decode(tb testing.TB, value []byte) channels.Event {
 }
 
 // acquire claims ev as message offset of partition 0.
-func (h *harness) acquire(tb testing.TB, ctx context.Context, ev channels.Event, offset int64) idempotent.Result {
+func (h *harness) acquire(tb testing.TB, ev channels.Event, offset int64) idempotent.Result {
 	tb.Helper()
+	ctx := context.Background()
 	body, err := json.Marshal(ev)
 	require.NoError(tb, err)
 	var res idempotent.Result
@@ -77,9 +78,9 @@ func (h *harness) acquire(tb testing.TB, ctx context.Context, ev channels.Event,
 // deliver runs one message through the pipeline: a new claim is settled
 // from the event, a duplicate that finds its claim still ACQUIRED settles
 // it from the stored event (as the worker does), a settled one is done.
-func (h *harness) deliver(tb testing.TB, ctx context.Context, value []byte, offset int64) delivery {
+func (h *harness) deliver(tb testing.TB, value []byte, offset int64) delivery {
 	tb.Helper()
-	d, err := h.tryDeliver(ctx, value, offset)
+	d, err := h.tryDeliver(context.Background(), value, offset)
 	require.NoError(tb, err)
 	return d
 }
@@ -88,8 +89,11 @@ func (h *harness) deliver(tb testing.TB, ctx context.Context, value []byte, offs
 // what went wrong instead of failing the test.
 func (h *harness) tryDeliver(ctx context.Context, value []byte, offset int64) (delivery, error) {
 	res, err := h.dec.Decode(value)
-	if err != nil || res.Ignored {
-		return delivery{}, fmt.Errorf("decode: %v (ignored %v)", err, res.Ignored)
+	if err != nil {
+		return delivery{}, fmt.Errorf("decode: %w", err)
+	}
+	if res.Ignored {
+		return delivery{}, fmt.Errorf("decode: ignored: %s", res.IgnoreReason)
 	}
 	ev := res.Event
 	body, err := json.Marshal(ev)
@@ -127,14 +131,15 @@ func (h *harness) tryDeliver(ctx context.Context, value []byte, offset int64) (d
 // the new claims with one SettleBatch (falling back to Settle one by one
 // when the batch fails, as the worker does), and settle from the stored
 // event a duplicate whose claim another batch left ACQUIRED.
-func (h *harness) deliverBatch(tb testing.TB, ctx context.Context, values [][]byte, offset int64) []delivery {
+func (h *harness) deliverBatch(tb testing.TB, values [][]byte, offset int64) []delivery {
 	tb.Helper()
+	ctx := context.Background()
 	out := make([]delivery, len(values))
 	var fresh []int
 	mine := map[idempotent.Key]bool{}
 	for i, v := range values {
 		ev := h.decode(tb, v)
-		acq := h.acquire(tb, ctx, ev, offset+int64(i))
+		acq := h.acquire(tb, ev, offset+int64(i))
 		out[i] = delivery{ev: ev, kind: acq.Kind}
 		switch {
 		case acq.Kind == idempotent.Acquired:

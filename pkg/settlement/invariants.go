@@ -61,8 +61,10 @@ func balances(ctx context.Context, db bun.IDB, tenantID *int64) ([]Balance, erro
 	}
 	out := make([]Balance, len(rows))
 	for i, r := range rows {
-		out[i] = Balance{TenantID: r.TenantID, Channel: channels.Channel(r.Channel), TradeNo: r.TradeNo,
-			Account: r.Account, Debit: r.Debit, Credit: r.Credit}
+		out[i] = Balance{
+			TenantID: r.TenantID, Channel: channels.Channel(r.Channel), TradeNo: r.TradeNo,
+			Account: r.Account, Debit: r.Debit, Credit: r.Credit,
+		}
 	}
 	return out, nil
 }

@@ -16,12 +16,12 @@ import (
 )
 
 func TestCheck(t *testing.T) {
-	sqldbtest.Dialects(t, func(t *testing.T, db *bun.DB) {
+	sqldbtest.Dialects(t, func(t *testing.T, db *bun.DB) { //nolint:thelper // a test body run once per dialect
 		ctx := context.Background()
 		h := newHarness(t, db)
 		tr := channelstest.NewTrade(channels.Alipay, 1)
-		h.deliver(t, ctx, channelstest.PaymentEnvelope(tr, channelstest.Delivery{}), 1)
-		h.deliver(t, ctx, channelstest.RefundEnvelope(tr, refundAt(tr, "R1", 0, 580, 1), channelstest.Delivery{}), 2)
+		h.deliver(t, channelstest.PaymentEnvelope(tr, channelstest.Delivery{}), 1)
+		h.deliver(t, channelstest.RefundEnvelope(tr, refundAt(tr, "R1", 0, 580, 1), channelstest.Delivery{}), 2)
 
 		rep := mustCheck(t, db)
 		assert.Equal(t, 4, rep.Entries)
@@ -33,8 +33,10 @@ func TestCheck(t *testing.T) {
 		bals, err := settlement.Balances(ctx, db, 1001)
 		require.NoError(t, err)
 		require.Len(t, bals, 2)
-		assert.Equal(t, settlement.Balance{TenantID: 1001, Channel: channels.Alipay, TradeNo: tr.TradeNo,
-			Account: "channel_receivable:ALIPAY", Debit: 2580, Credit: 580}, bals[0])
+		assert.Equal(t, settlement.Balance{
+			TenantID: 1001, Channel: channels.Alipay, TradeNo: tr.TradeNo,
+			Account: "channel_receivable:ALIPAY", Debit: 2580, Credit: 580,
+		}, bals[0])
 		assert.Equal(t, int64(-2000), bals[1].Net())
 
 		insert := func(t *testing.T, key, account, dir string, amount int64, trade string) {

@@ -139,8 +139,10 @@ func newPropCase(seed int64, i int) propCase {
 	if ch == channels.Alipay && rng.IntN(8) == 0 {
 		// Impossible from a real channel: a cumulative above the total.
 		r := channelstest.Refund{No: "OVER", Cumulative: tr.Total + 1 + rng.Int64N(100), At: tr.PaidAt.Add(9 * time.Hour)}
-		c.events = append(c.events, propEvent{name: "over-refund", refund: true, overRefund: true,
-			copies: copies(func(d channelstest.Delivery) []byte { return channelstest.RefundEnvelope(tr, r, d) })})
+		c.events = append(c.events, propEvent{
+			name: "over-refund", refund: true, overRefund: true,
+			copies: copies(func(d channelstest.Delivery) []byte { return channelstest.RefundEnvelope(tr, r, d) }),
+		})
 	}
 	return c
 }
@@ -192,7 +194,7 @@ func TestPropertyArrivalOrder(t *testing.T) {
 	// goroutines, several trades at once, as partitions would.
 	split := total - total/10
 	ranges := map[string][2]int{"mysql": {0, split}, "sqlite": {split, total}}
-	sqldbtest.Dialects(t, func(t *testing.T, db *bun.DB) {
+	sqldbtest.Dialects(t, func(t *testing.T, db *bun.DB) { //nolint:thelper // a test body run once per dialect
 		dial, workers := "mysql", propWorkers
 		if db.Dialect().Name() == dialect.SQLite {
 			dial, workers = "sqlite", 1
@@ -242,7 +244,7 @@ func runPropCase(t *testing.T, h *harness, c propCase, seed int64) {
 
 	// In the channel's order, each event once.
 	for i, e := range reference.events {
-		h.deliver(t, ctx, e.copies[0], int64(i))
+		h.deliver(t, e.copies[0], int64(i))
 	}
 
 	// Every copy of every event, in a random order; now and then the
@@ -270,9 +272,9 @@ func runPropCase(t *testing.T, h *harness, c propCase, seed int64) {
 			bodies[j] = msgs[i+j].body
 		}
 		if n == 1 && c.index%2 == 0 {
-			dels = append(dels, h.deliver(t, ctx, bodies[0], int64(i)))
+			dels = append(dels, h.deliver(t, bodies[0], int64(i)))
 		} else {
-			dels = append(dels, h.deliverBatch(t, ctx, bodies, int64(i))...)
+			dels = append(dels, h.deliverBatch(t, bodies, int64(i))...)
 		}
 		i += n
 	}
@@ -326,7 +328,7 @@ func runPropCase(t *testing.T, h *harness, c propCase, seed int64) {
 
 	// Every claim of the case is settled.
 	n, err := h.db.NewSelect().Table("ss_channel_idempotent").
-		Where("tenant_id IN (?)", bun.In([]int64{shuffled.trade.TenantID, reference.trade.TenantID})).
+		Where("tenant_id IN (?)", bun.List([]int64{shuffled.trade.TenantID, reference.trade.TenantID})).
 		Where("status <> ?", string(idempotent.StatusSettled)).Count(ctx)
 	require.NoError(t, err)
 	assert.Zero(t, n, "claims left ACQUIRED")
@@ -371,7 +373,7 @@ func comparableBalances(tb testing.TB, db bun.IDB, tenant int64) []settlement.Ba
 func TestConcurrentArrival(t *testing.T) {
 	seed := envInt(t, envSeed, time.Now().UnixNano())
 	t.Logf("seed %d", seed)
-	sqldbtest.Dialects(t, func(t *testing.T, db *bun.DB) {
+	sqldbtest.Dialects(t, func(t *testing.T, db *bun.DB) { //nolint:thelper // a test body run once per dialect
 		ctx := context.Background()
 		h := newHarness(t, db)
 		for i := range 12 {
@@ -380,7 +382,7 @@ func TestConcurrentArrival(t *testing.T) {
 				shuffled := c.forTenant(int64(200_000 + 2*i))
 				reference := c.forTenant(int64(200_001 + 2*i))
 				for j, e := range reference.events {
-					h.deliver(t, ctx, e.copies[0], int64(j))
+					h.deliver(t, e.copies[0], int64(j))
 				}
 				var bodies [][]byte
 				for _, e := range shuffled.events {

@@ -243,7 +243,7 @@ func (s *Service) matchRegistration(ctx context.Context, tx bun.Tx, st *settleme
 			Set("idempotent_key = ?", string(ev.Key)).
 			Set("updated_at = ?", now).
 			Where("id = ?", reg.ID).
-			Where("status IN (?)", bun.In([]string{string(RegistrationRegistered), string(RegistrationAbnormal)})).
+			Where("status IN (?)", bun.List([]string{string(RegistrationRegistered), string(RegistrationAbnormal)})).
 			Exec(ctx); err != nil {
 			return fmt.Errorf("mark registration %s succeeded: %w", ev.RefundNo, err)
 		}
@@ -288,7 +288,7 @@ func (s *Service) ApplyRefundStatus(ctx context.Context, tenantID int64, channel
 		Where("channel_code = ?", string(channel)).
 		Where("channel_trade_no = ?", tradeNo).
 		Where("refund_no = ?", refundNo).
-		Where("status IN (?)", bun.In(from)).
+		Where("status IN (?)", bun.List(from)).
 		Exec(ctx)
 	if err != nil {
 		return fmt.Errorf("apply refund status %s to %s/%s: %w", status, tradeNo, refundNo, err)
