@@ -1,0 +1,102 @@
+// Command paycb-bench is the end-to-end benchmark behind `make bench`: it
+// builds bin/consumer, starts a kfake broker as a separate process, creates
+// fresh databases on a MariaDB/MySQL server, and measures the transport and
+// storage ceilings, the per-message and batched pipelines, a replay, and
+// publish→settled latency at a paced rate (see internal/bench). It prints
+// one table and writes it to --out (default bench/results/e2e.txt), followed
+// by the same figures in Go benchmark format for benchstat.
+//
+// The server is PAYCB_BENCH_DSN, else TEST_MYSQL_DSN, else
+// root@tcp(127.0.0.1:3306)/. It exits 1 when a measurement fails or a sanity
+// check of the ledger fails, 2 on a usage error.
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"github.com/paycallback/paycallback/internal/bench"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.LookupEnv)
+	stop()
+	switch {
+	case err == nil:
+	case errors.Is(err, flag.ErrHelp):
+		os.Exit(2)
+	default:
+		fmt.Fprintln(os.Stderr, "paycb-bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, lookup func(string) (string, bool)) error {
+	fs := flag.NewFlagSet("paycb-bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var o bench.Options
+	fs.IntVar(&o.Trades, "trades", bench.DefaultTrades, "trades in the main stream (about 4 messages each)")
+	seed := fs.Uint64("seed", 1, "stream seed")
+	fs.IntVar(&o.BatchMax, "batch-max", bench.DefaultBatchMax, "PAYCB_BATCH_MAX of the batched rows")
+	fs.IntVar(&o.StorageBatch, "storage-batch", bench.DefaultStorageBatch, "events per storage-ceiling transaction")
+	fs.IntVar(&o.StorageConns, "storage-conns", bench.DefaultStorageConns, "concurrent storage-ceiling connections")
+	fs.Float64Var(&o.PacedRate, "rate", bench.DefaultPacedRate, "publish rate of the latency rows, messages/s")
+	fs.DurationVar(&o.PacedDuration, "paced", bench.DefaultPacedDuration, "how long each latency row publishes")
+	fs.StringVar(&o.BinDir, "bin", "", "where to build consumer and kfake-broker (default <repo>/bin)")
+	out := fs.String("out", "bench/results/e2e.txt", "file the table is written to (empty: none)")
+	verbose := fs.Bool("v", false, "log progress")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	o.Seed = *seed
+	o.ServerDSN = bench.DefaultServerDSN
+	for _, name := range []string{"PAYCB_BENCH_DSN", "TEST_MYSQL_DSN"} {
+		if v, ok := lookup(name); ok && v != "" {
+			o.ServerDSN = v
+			break
+		}
+	}
+	level := slog.LevelWarn
+	if *verbose {
+		level = slog.LevelInfo
+	}
+	o.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+
+	res, err := bench.Run(ctx, o)
+	if err != nil {
+		return err
+	}
+	var table bytes.Buffer
+	if err := res.WriteTable(&table); err != nil {
+		return err
+	}
+	if _, err := stdout.Write(table.Bytes()); err != nil {
+		return fmt.Errorf("print table: %w", err)
+	}
+	if *out != "" {
+		table.WriteString("\n")
+		if err := res.WriteBenchfmt(&table); err != nil {
+			return err
+		}
+		if err := os.MkdirAll(filepath.Dir(*out), 0o755); err != nil {
+			return fmt.Errorf("results directory: %w", err)
+		}
+		if err := os.WriteFile(*out, table.Bytes(), 0o644); err != nil {
+			return fmt.Errorf("write results: %w", err)
+		}
+	}
+	if len(res.Problems) > 0 {
+		return fmt.Errorf("%d sanity checks failed", len(res.Problems))
+	}
+	return nil
+}
