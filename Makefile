@@ -5,7 +5,7 @@ FUZZTIME  ?= 30s
 GOLANGCI  ?= github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
 GOBIN     := $(shell $(GO) env GOPATH)/bin
 
-.PHONY: all build test lint bench run fuzz vet
+.PHONY: all build test lint bench bench-go bench-e2e run fuzz vet
 
 all: build test
 
@@ -25,10 +25,24 @@ lint:
 	@test -x $(GOBIN)/golangci-lint || $(GO) install $(GOLANGCI)
 	$(GOBIN)/golangci-lint run $(PKGS)
 
-## bench: Go benchmarks, benchstat-friendly output in bench/results/go.txt.
+## bench: the Go micro-benchmarks, then the end-to-end benchmark (one after
+## the other even under make -j: they would skew each other's figures).
 bench:
+	$(MAKE) bench-go
+	$(MAKE) bench-e2e
+
+## bench-go: Go benchmarks, benchstat-friendly output in bench/results/go.txt.
+bench-go:
 	@mkdir -p bench/results
 	$(GO) test -run '^$$' -bench . -benchmem -count 3 ./pkg/... | tee bench/results/go.txt
+
+## bench-e2e: the end-to-end harness (ceilings, per-message and batched
+## pipelines, replay, paced latency) against MariaDB (PAYCB_BENCH_DSN or
+## TEST_MYSQL_DSN, default root@127.0.0.1:3306); table in bench/results/e2e.txt.
+## BENCH_FLAGS passes flags, e.g. BENCH_FLAGS=--trades=30 for a quick run.
+BENCH_FLAGS ?=
+bench-e2e:
+	$(GO) run ./cmd/paycb-bench -v --out bench/results/e2e.txt $(BENCH_FLAGS)
 
 ## run: the embedded demo; nothing to install beyond Go.
 run:
