@@ -133,8 +133,10 @@ func TestDashboardQueriesOnlyExportedMetrics(t *testing.T) {
 		assert.True(t, names[n] || scrapeSeries[n], "the dashboard queries %s, which the worker does not export", n)
 	}
 	// What the dashboard is for: each of these is on it.
-	for _, want := range []string{"paycb_events_total", "paycb_consumer_lag", "paycb_settle_duration_seconds_bucket",
-		"paycb_orphan_claims", "paycb_dead_letters_total"} {
+	for _, want := range []string{
+		"paycb_events_total", "paycb_consumer_lag", "paycb_settle_duration_seconds_bucket",
+		"paycb_orphan_claims", "paycb_dead_letters_total",
+	} {
 		assert.True(t, slices.Contains(used, want), "the dashboard does not show %s", want)
 	}
 }

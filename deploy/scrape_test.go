@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -78,7 +77,7 @@ func startWorker(t *testing.T, stream demo.Stream) string {
 	cfg.Finalize()
 	require.NoError(t, cfg.ValidateFor("run"))
 
-	m := &app.Main{Config: cfg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Registry: metrics.NewRegistry()}
+	m := &app.Main{Config: cfg, Logger: slog.New(slog.DiscardHandler), Registry: metrics.NewRegistry()}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- m.Run(ctx) }()
@@ -176,7 +175,7 @@ func query(base, q string) (float64, bool, error) {
 	if err != nil {
 		return 0, false, fmt.Errorf("query %s: %w", q, err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	var body struct {
 		Status string `json:"status"`
 		Error  string `json:"error"`
@@ -271,7 +270,7 @@ func TestPrometheusScrapesTheWorker(t *testing.T) {
 		if err != nil {
 			return false, err.Error()
 		}
-		defer resp.Body.Close()
+		defer func() { _ = resp.Body.Close() }()
 		var body struct {
 			Data struct {
 				Groups []struct {

@@ -51,29 +51,31 @@ func dlqListCommand(fs *flag.FlagSet) runFunc {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(env.stdout, "dead letters in %s: %d\n", k.DLQTopic, len(ds))
+		out := newPrinter(env)
+		out.printf("dead letters in %s: %d\n", k.DLQTopic, len(ds))
 		if len(ds) == 0 {
-			return nil
+			return out.err
 		}
-		tw := tabwriter.NewWriter(env.stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "kind\tcount\tfirst\tlast")
+		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+		_, _ = fmt.Fprintln(tw, "kind\tcount\tfirst\tlast")
 		for _, s := range ops.SummarizeDeadLetters(ds) {
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", s.Kind, s.Count, s.First.UTC().Format(time.RFC3339), s.Last.UTC().Format(time.RFC3339))
+			_, _ = fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", s.Kind, s.Count, s.First.UTC().Format(time.RFC3339), s.Last.UTC().Format(time.RFC3339))
 		}
-		_ = tw.Flush()
+		out.flush(tw)
 		n := min(max(*recent, 0), len(ds))
 		if n == 0 {
-			return nil
+			return out.err
 		}
 		latest := append([]ops.DeadLetter(nil), ds...)
 		sortByTime(latest)
-		fmt.Fprintf(env.stdout, "\nmost recent %d:\n", n)
-		tw = tabwriter.NewWriter(env.stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "time\tkind\tkey\tsource\terror")
+		out.printf("\nmost recent %d:\n", n)
+		tw = tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+		_, _ = fmt.Fprintln(tw, "time\tkind\tkey\tsource\terror")
 		for _, d := range latest[len(latest)-n:] {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", d.Time.UTC().Format(time.RFC3339), d.Kind, oneLine(string(d.Key), 48), d.Source, oneLine(d.Error, 80))
+			_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", d.Time.UTC().Format(time.RFC3339), d.Kind, oneLine(string(d.Key), 48), d.Source, oneLine(d.Error, 80))
 		}
-		return tw.Flush()
+		out.flush(tw)
+		return out.err
 	}
 }
 
@@ -90,7 +92,7 @@ func dlqRedriveCommand(fs *flag.FlagSet) runFunc {
 			return err
 		}
 		if f.Kind == "" {
-			fmt.Fprintln(env.stderr, "consumer dlq redrive: --kind is required")
+			_, _ = fmt.Fprintln(env.stderr, "consumer dlq redrive: --kind is required")
 			return errUsage
 		}
 		k := opsKafka(env)
@@ -98,20 +100,21 @@ func dlqRedriveCommand(fs *flag.FlagSet) runFunc {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(env.stdout, "dead letters of kind %s selected: %d\n", f.Kind, len(ds))
+		out := newPrinter(env)
+		out.printf("dead letters of kind %s selected: %d\n", f.Kind, len(ds))
 		switch metrics.DeadLetterKind(f.Kind) {
 		case metrics.KindConflict, metrics.KindOverRefund:
-			fmt.Fprintf(env.stdout, "note: %s messages were claimed or judged by the claim store; redriven, they are duplicates or conflicts again\n", f.Kind)
+			out.printf("note: %s messages were claimed or judged by the claim store; redriven, they are duplicates or conflicts again\n", f.Kind)
 		}
 		if *dryRun || len(ds) == 0 {
-			fmt.Fprintln(env.stdout, "nothing published")
-			return nil
+			out.println("nothing published")
+			return out.err
 		}
 		if err := ops.Redrive(ctx, k, ds); err != nil {
 			return err
 		}
 		env.logger.Info("dead letters redriven", "kind", f.Kind, "count", len(ds), "to", k.Topic)
-		fmt.Fprintf(env.stdout, "published %d messages to %s\n", len(ds), k.Topic)
-		return nil
+		out.printf("published %d messages to %s\n", len(ds), k.Topic)
+		return out.err
 	}
 }

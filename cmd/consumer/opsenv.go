@@ -2,8 +2,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"text/tabwriter"
 	"time"
 
 	"github.com/uptrace/bun"
@@ -59,29 +62,29 @@ func dispatch(ctx context.Context, env *environment, parent string, subs []subco
 		fs.SetOutput(env.stderr)
 		runSub := s.setup(fs)
 		if err := fs.Parse(args[1:]); err != nil {
-			if err == flag.ErrHelp {
+			if errors.Is(err, flag.ErrHelp) {
 				return nil
 			}
 			return errUsage
 		}
 		if fs.NArg() > 0 {
-			fmt.Fprintf(env.stderr, "consumer %s %s: unexpected arguments %q\n", parent, s.name, fs.Args())
+			_, _ = fmt.Fprintf(env.stderr, "consumer %s %s: unexpected arguments %q\n", parent, s.name, fs.Args())
 			return errUsage
 		}
 		return runSub(ctx, env, nil)
 	}
-	fmt.Fprintf(env.stderr, "consumer %s: unknown verb %q\n\n", parent, args[0])
+	_, _ = fmt.Fprintf(env.stderr, "consumer %s: unknown verb %q\n\n", parent, args[0])
 	subUsage(env, parent, subs)
 	return errUsage
 }
 
 func subUsage(env *environment, parent string, subs []subcommand) {
 	w := env.stderr
-	fmt.Fprintf(w, "usage: consumer %s [configuration flags] <verb> [verb flags]\n\nverbs:\n", parent)
+	_, _ = fmt.Fprintf(w, "usage: consumer %s [configuration flags] <verb> [verb flags]\n\nverbs:\n", parent)
 	for _, s := range subs {
-		fmt.Fprintf(w, "  %-9s %s\n", s.name, s.summary)
+		_, _ = fmt.Fprintf(w, "  %-9s %s\n", s.name, s.summary)
 	}
-	fmt.Fprintf(w, "\n`consumer %s <verb> --help` lists a verb's flags; `consumer %s --help` the configuration flags.\n", parent, parent)
+	_, _ = fmt.Fprintf(w, "\n`consumer %s <verb> --help` lists a verb's flags; `consumer %s --help` the configuration flags.\n", parent, parent)
 }
 
 // parseTime parses an RFC 3339 time flag; empty is the zero time.
@@ -94,4 +97,38 @@ func parseTime(name, v string) (time.Time, error) {
 		return time.Time{}, fmt.Errorf("--%s: %q is not an RFC 3339 time such as 2026-12-01T08:00:00+08:00", name, v)
 	}
 	return t, nil
+}
+
+// printer writes a command's report to stdout and keeps the first write
+// error, so that a report cut short (a closed pipe, a full disk) fails the
+// command instead of passing silently.
+type printer struct {
+	w   io.Writer
+	err error
+}
+
+func newPrinter(env *environment) *printer { return &printer{w: env.stdout} }
+
+// Write implements io.Writer for tabwriter; after an error it writes
+// nothing more.
+func (p *printer) Write(b []byte) (int, error) {
+	if p.err != nil {
+		return 0, p.err
+	}
+	n, err := p.w.Write(b)
+	if err != nil {
+		p.err = fmt.Errorf("write output: %w", err)
+	}
+	return n, p.err
+}
+
+func (p *printer) printf(format string, a ...any) { _, _ = fmt.Fprintf(p, format, a...) }
+
+func (p *printer) println(a ...any) { _, _ = fmt.Fprintln(p, a...) }
+
+// flush flushes tw, whose output goes to p.
+func (p *printer) flush(tw *tabwriter.Writer) {
+	if err := tw.Flush(); err != nil && p.err == nil {
+		p.err = fmt.Errorf("write output: %w", err)
+	}
 }

@@ -27,7 +27,7 @@ func orphansCommand(fs *flag.FlagSet) runFunc {
 		if err != nil {
 			return err
 		}
-		defer db.Close()
+		defer func() { _ = db.Close() }()
 		claims := idempotent.NewStore(db)
 		orphans, err := ops.ListOrphans(ctx, claims, after)
 		if err != nil {
@@ -41,25 +41,26 @@ func orphansCommand(fs *flag.FlagSet) runFunc {
 			}
 			failed = ops.SettleOrphans(ctx, svc, orphans)
 		}
-		printOrphans(env, orphans, after, *settle)
+		out := newPrinter(env)
+		printOrphans(out, orphans, after, *settle)
 		if failed > 0 {
 			return &exitError{code: 3, err: fmt.Errorf("orphans: %d of %d claims not settled", failed, len(orphans))}
 		}
-		return nil
+		return out.err
 	}
 }
 
-func printOrphans(env *environment, orphans []ops.Orphan, after time.Duration, settled bool) {
-	fmt.Fprintf(env.stdout, "claims ACQUIRED for longer than %s: %d\n", after, len(orphans))
+func printOrphans(out *printer, orphans []ops.Orphan, after time.Duration, settled bool) {
+	out.printf("claims ACQUIRED for longer than %s: %d\n", after, len(orphans))
 	if len(orphans) == 0 {
 		return
 	}
-	tw := tabwriter.NewWriter(env.stdout, 0, 4, 2, ' ', 0)
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	head := "tenant\tkey\tage\tattempts\tsource\tlast error"
 	if settled {
 		head += "\tsettled"
 	}
-	fmt.Fprintln(tw, head)
+	_, _ = fmt.Fprintln(tw, head)
 	for _, o := range orphans {
 		r := o.Record
 		src := r.Source.String()
@@ -80,9 +81,9 @@ func printOrphans(env *environment, orphans []ops.Orphan, after time.Duration, s
 				}
 			}
 		}
-		fmt.Fprintln(tw, line)
+		_, _ = fmt.Fprintln(tw, line)
 	}
-	_ = tw.Flush()
+	out.flush(tw)
 }
 
 // oneLine shortens s to n runes on one line.

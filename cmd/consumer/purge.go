@@ -19,7 +19,7 @@ func purgeCommand(fs *flag.FlagSet) runFunc {
 			return fmt.Errorf("purge: unexpected arguments %q", args)
 		}
 		if *olderThan <= 0 {
-			fmt.Fprintln(env.stderr, "consumer purge: --older-than is required")
+			_, _ = fmt.Fprintln(env.stderr, "consumer purge: --older-than is required")
 			return errUsage
 		}
 		k := opsKafka(env)
@@ -31,7 +31,7 @@ func purgeCommand(fs *flag.FlagSet) runFunc {
 		if err != nil {
 			return err
 		}
-		defer db.Close()
+		defer func() { _ = db.Close() }()
 		res, err := ops.Purge(ctx, db, ops.PurgeOptions{
 			OlderThan: *olderThan, Retention: retention, RetentionForever: !bounded,
 			ReconcileWindow: *window, DryRun: *dryRun,
@@ -42,15 +42,16 @@ func purgeCommand(fs *flag.FlagSet) runFunc {
 		if err != nil {
 			return err
 		}
+		out := newPrinter(env)
 		verb := "cleared"
 		if *dryRun {
 			verb = "would clear"
 		}
-		fmt.Fprintf(env.stdout, "floor %s (topic retention %s + window %s); cutoff %s\n%s event_json and last_error of %d SETTLED claims (rows are kept)\n",
+		out.printf("floor %s (topic retention %s + window %s); cutoff %s\n%s event_json and last_error of %d SETTLED claims (rows are kept)\n",
 			res.Floor, retention, *window, res.Cutoff.Format(time.RFC3339), verb, res.Rows)
 		if !*dryRun {
 			env.logger.Info("settled claims purged", "rows", res.Rows, "cutoff", res.Cutoff)
 		}
-		return nil
+		return out.err
 	}
 }

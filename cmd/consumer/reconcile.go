@@ -33,19 +33,23 @@ func reconcileCommand(fs *flag.FlagSet) runFunc {
 		if err != nil {
 			return err
 		}
-		defer db.Close()
+		defer func() { _ = db.Close() }()
 		rep, err := ops.Reconcile(ctx, db, o)
 		if err != nil {
 			return err
 		}
+		out := newPrinter(env)
 		if *asJSON {
-			enc := json.NewEncoder(env.stdout)
+			enc := json.NewEncoder(out)
 			enc.SetIndent("", "  ")
 			if err := enc.Encode(rep); err != nil {
 				return fmt.Errorf("reconcile: write report: %w", err)
 			}
 		} else {
-			printReconcile(env, rep)
+			printReconcile(out, rep)
+		}
+		if out.err != nil {
+			return out.err
 		}
 		if !rep.OK() {
 			return &exitError{code: 3, err: fmt.Errorf("reconcile: %d discrepancies", len(rep.Discrepancies))}
@@ -54,25 +58,25 @@ func reconcileCommand(fs *flag.FlagSet) runFunc {
 	}
 }
 
-func printReconcile(env *environment, rep ops.ReconcileReport) {
-	tw := tabwriter.NewWriter(env.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "check\texamined\tdiscrepancies")
+func printReconcile(out *printer, rep ops.ReconcileReport) {
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	_, _ = fmt.Fprintln(tw, "check\texamined\tdiscrepancies")
 	counts := rep.Counts()
 	for _, c := range ops.Checks {
-		fmt.Fprintf(tw, "%s\t%d\t%d\n", c, rep.Examined[c], counts[c])
+		_, _ = fmt.Fprintf(tw, "%s\t%d\t%d\n", c, rep.Examined[c], counts[c])
 	}
-	_ = tw.Flush()
+	out.flush(tw)
 	if rep.OK() {
-		fmt.Fprintln(env.stdout, "\nreconcile: no discrepancies")
+		out.println("\nreconcile: no discrepancies")
 		return
 	}
-	fmt.Fprintln(env.stdout)
-	tw = tabwriter.NewWriter(env.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "check\ttenant\tchannel\ttrade\trefund\tkey\tdetail")
+	out.println()
+	tw = tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	_, _ = fmt.Fprintln(tw, "check\ttenant\tchannel\ttrade\trefund\tkey\tdetail")
 	for _, d := range rep.Discrepancies {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\n", d.Check, d.TenantID, dash(d.Channel), dash(d.TradeNo), dash(d.RefundNo), dash(d.Key), d.Detail)
+		_, _ = fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\n", d.Check, d.TenantID, dash(d.Channel), dash(d.TradeNo), dash(d.RefundNo), dash(d.Key), d.Detail)
 	}
-	_ = tw.Flush()
+	out.flush(tw)
 }
 
 func dash(s string) string {

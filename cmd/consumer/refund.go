@@ -34,7 +34,7 @@ func refundRegisterCommand(fs *flag.FlagSet) runFunc {
 		if err != nil {
 			return err
 		}
-		defer db.Close()
+		defer func() { _ = db.Close() }()
 		svc, err := settlement.New(db, idempotent.NewStore(db), env.logger, nil)
 		if err != nil {
 			return fmt.Errorf("refund register: %w", err)
@@ -43,12 +43,13 @@ func refundRegisterCommand(fs *flag.FlagSet) runFunc {
 		if err != nil {
 			return fmt.Errorf("refund register: %w", err)
 		}
+		out := newPrinter(env)
 		state := "registered"
 		if reg.Existing {
 			state = "already registered"
 		}
-		fmt.Fprintf(env.stdout, "%s: tenant %d %s trade %s refund %s amount %d status %s\n",
+		out.printf("%s: tenant %d %s trade %s refund %s amount %d status %s\n",
 			state, reg.TenantID, reg.Channel, reg.TradeNo, reg.RefundNo, reg.Amount, reg.Status)
-		return nil
+		return out.err
 	}
 }

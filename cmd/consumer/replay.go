@@ -38,10 +38,11 @@ func replayCommand(fs *flag.FlagSet) runFunc {
 			}
 			return fmt.Errorf("replay: %w", err)
 		}
-		printReplayPlan(env, k, t, plan)
+		out := newPrinter(env)
+		printReplayPlan(out, k, t, plan)
 		if *dryRun {
-			fmt.Fprintln(env.stdout, "dry run: nothing committed")
-			return nil
+			out.println("dry run: nothing committed")
+			return out.err
 		}
 		if err := ops.ApplyReplay(ctx, k, plan); err != nil {
 			if errors.Is(err, ops.ErrGroupActive) {
@@ -51,27 +52,27 @@ func replayCommand(fs *flag.FlagSet) runFunc {
 		}
 		env.logger.Info("consumer group offsets reset", "group", plan.Group, "topic", plan.Topic,
 			"partitions", len(plan.Partitions), "replay", plan.TotalReplay(), "skip", plan.TotalSkip())
-		fmt.Fprintln(env.stdout, "committed: start the workers to replay")
-		return nil
+		out.println("committed: start the workers to replay")
+		return out.err
 	}
 }
 
-func printReplayPlan(env *environment, k ops.Kafka, t ops.ReplayTarget, plan ops.ReplayPlan) {
-	fmt.Fprintf(env.stdout, "group %s on topic %s\n", plan.Group, plan.Topic)
-	tw := tabwriter.NewWriter(env.stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "partition\tcurrent\ttarget\tfirst\tend\treplay\tskip\t")
+func printReplayPlan(out *printer, k ops.Kafka, t ops.ReplayTarget, plan ops.ReplayPlan) {
+	out.printf("group %s on topic %s\n", plan.Group, plan.Topic)
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
+	_, _ = fmt.Fprintln(tw, "partition\tcurrent\ttarget\tfirst\tend\treplay\tskip\t")
 	for _, r := range plan.Partitions {
 		cur := fmt.Sprint(r.Current)
 		if r.Current < 0 {
 			cur = "none"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%d\t%d\t%d\t%d\t%d\t\n", r.Partition, cur, r.Target, r.First, r.End, r.Replay(), r.Skip())
+		_, _ = fmt.Fprintf(tw, "%d\t%s\t%d\t%d\t%d\t%d\t%d\t\n", r.Partition, cur, r.Target, r.First, r.End, r.Replay(), r.Skip())
 	}
-	_ = tw.Flush()
-	fmt.Fprintf(env.stdout, "messages to replay: %d", plan.TotalReplay())
+	out.flush(tw)
+	out.printf("messages to replay: %d", plan.TotalReplay())
 	if s := plan.TotalSkip(); s > 0 {
-		fmt.Fprintf(env.stdout, "; WARNING: %d messages will be skipped (moving forward)", s)
+		out.printf("; WARNING: %d messages will be skipped (moving forward)", s)
 	}
-	fmt.Fprintln(env.stdout)
-	fmt.Fprintf(env.stdout, "equivalent:\n  %s\n", plan.KafkaCommand(k.Brokers, t))
+	out.println()
+	out.printf("equivalent:\n  %s\n", plan.KafkaCommand(k.Brokers, t))
 }

@@ -141,7 +141,7 @@ func Redrive(ctx context.Context, k Kafka, ds []DeadLetter) error {
 		BatchTimeout: 5 * time.Millisecond,
 		MaxAttempts:  5,
 	}
-	defer w.Close()
+	defer func() { _ = w.Close() }()
 	const chunk = 500
 	for start := 0; start < len(ds); start += chunk {
 		batch := ds[start:min(start+chunk, len(ds))]

@@ -31,9 +31,11 @@ func mustKafka(t *testing.T, parts int32) ops.Kafka {
 // produceAt writes n messages to partition p of topic, stamped at.
 func produceAt(t *testing.T, k ops.Kafka, topic string, p, n int, at time.Time) {
 	t.Helper()
-	w := &kafka.Writer{Addr: kafka.TCP(k.Brokers...), Topic: topic, RequiredAcks: kafka.RequireAll,
-		Balancer: kafka.BalancerFunc(func(kafka.Message, ...int) int { return p }), BatchTimeout: time.Millisecond}
-	defer w.Close()
+	w := &kafka.Writer{
+		Addr: kafka.TCP(k.Brokers...), Topic: topic, RequiredAcks: kafka.RequireAll,
+		Balancer: kafka.BalancerFunc(func(kafka.Message, ...int) int { return p }), BatchTimeout: time.Millisecond,
+	}
+	defer func() { _ = w.Close() }()
 	msgs := make([]kafka.Message, n)
 	for i := range msgs {
 		msgs[i] = kafka.Message{Key: []byte("k"), Value: []byte("v"), Time: at}

@@ -33,16 +33,26 @@ func TestPurge(t *testing.T) {
 		cleared int64
 		after   counts
 	}{
-		{name: "below the floor", opts: ops.PurgeOptions{OlderThan: 10 * day, Retention: 7 * day}, wantErr: ops.ErrBelowFloor,
-			after: counts{4, 4, 1}},
-		{name: "topic keeps messages forever", opts: ops.PurgeOptions{OlderThan: 1000 * day, RetentionForever: true}, wantErr: ops.ErrBelowFloor,
-			after: counts{4, 4, 1}},
-		{name: "dry run", opts: ops.PurgeOptions{OlderThan: 30 * day, Retention: 7 * day, DryRun: true}, cleared: 2,
-			after: counts{4, 4, 1}},
-		{name: "old settled claims, in batches of one", opts: ops.PurgeOptions{OlderThan: 30 * day, Retention: 7 * day, BatchSize: 1}, cleared: 2,
-			after: counts{4, 2, 1}}, // the ACQUIRED claim keeps its event and error
-		{name: "nothing that old", opts: ops.PurgeOptions{OlderThan: 100 * day, Retention: 7 * day}, cleared: 0,
-			after: counts{4, 4, 1}},
+		{
+			name: "below the floor", opts: ops.PurgeOptions{OlderThan: 10 * day, Retention: 7 * day}, wantErr: ops.ErrBelowFloor,
+			after: counts{4, 4, 1},
+		},
+		{
+			name: "topic keeps messages forever", opts: ops.PurgeOptions{OlderThan: 1000 * day, RetentionForever: true}, wantErr: ops.ErrBelowFloor,
+			after: counts{4, 4, 1},
+		},
+		{
+			name: "dry run", opts: ops.PurgeOptions{OlderThan: 30 * day, Retention: 7 * day, DryRun: true}, cleared: 2,
+			after: counts{4, 4, 1},
+		},
+		{
+			name: "old settled claims, in batches of one", opts: ops.PurgeOptions{OlderThan: 30 * day, Retention: 7 * day, BatchSize: 1}, cleared: 2,
+			after: counts{4, 2, 1},
+		}, // the ACQUIRED claim keeps its event and error
+		{
+			name: "nothing that old", opts: ops.PurgeOptions{OlderThan: 100 * day, Retention: 7 * day}, cleared: 0,
+			after: counts{4, 4, 1},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -217,9 +217,11 @@ ORDER BY c.tenant_id, c.idempotent_key`, args...)
 		return err
 	}
 	for _, row := range rows {
-		r.add(Discrepancy{Check: CheckPostingUnbalanced, TenantID: row.TenantID, Key: row.Key,
+		r.add(Discrepancy{
+			Check: CheckPostingUnbalanced, TenantID: row.TenantID, Key: row.Key,
 			Detail: fmt.Sprintf("POSTED claim has %d debit row(s) totalling %d and %d credit row(s) totalling %d; want one of each, equal and positive",
-				row.Debits, row.DebitAmount, row.Credits, row.CreditAmount)})
+				row.Debits, row.DebitAmount, row.Credits, row.CreditAmount),
+		})
 	}
 	return r.count(ctx, CheckPostingUnbalanced,
 		`SELECT COUNT(*) FROM ss_channel_idempotent c WHERE c.status = 'SETTLED' AND c.settle_outcome = 'POSTED' AND `+w, args...)
@@ -360,8 +362,10 @@ ORDER BY l.tenant_id, l.channel_code, l.channel_trade_no`, args...)
 		return err
 	}
 	for _, row := range rows {
-		r.add(Discrepancy{Check: CheckLedgerWithoutOrder, TenantID: row.TenantID, Channel: row.Channel, TradeNo: row.TradeNo,
-			Detail: fmt.Sprintf("%d ledger row(s) for a trade with no order row", row.Entries)})
+		r.add(Discrepancy{
+			Check: CheckLedgerWithoutOrder, TenantID: row.TenantID, Channel: row.Channel, TradeNo: row.TradeNo,
+			Detail: fmt.Sprintf("%d ledger row(s) for a trade with no order row", row.Entries),
+		})
 	}
 	return r.count(ctx, CheckLedgerWithoutOrder,
 		`SELECT COUNT(DISTINCT l.tenant_id, l.channel_code, l.channel_trade_no) FROM ss_ledger_entry l WHERE `+w, args...)
@@ -388,8 +392,10 @@ ORDER BY created_at`, append([]any{cutoff}, args...)...)
 		return err
 	}
 	for _, row := range rows {
-		r.add(Discrepancy{Check: CheckPendingPayment, TenantID: row.TenantID, Channel: row.Channel, TradeNo: row.TradeNo,
-			Detail: fmt.Sprintf("PENDING_PAYMENT for %s (refunded %d, payment never seen)", r.now.Sub(row.CreatedAt).Round(time.Second), row.Refunded)})
+		r.add(Discrepancy{
+			Check: CheckPendingPayment, TenantID: row.TenantID, Channel: row.Channel, TradeNo: row.TradeNo,
+			Detail: fmt.Sprintf("PENDING_PAYMENT for %s (refunded %d, payment never seen)", r.now.Sub(row.CreatedAt).Round(time.Second), row.Refunded),
+		})
 	}
 	return r.count(ctx, CheckPendingPayment, `SELECT COUNT(*) FROM ss_channel_order WHERE status = 'PENDING_PAYMENT' AND `+w, args...)
 }
@@ -413,8 +419,10 @@ ORDER BY c.tenant_id, c.idempotent_key`, args...)
 		return err
 	}
 	for _, row := range rows {
-		d := Discrepancy{Check: CheckRefundUnregistered, TenantID: row.TenantID, Key: row.Key,
-			Detail: fmt.Sprintf("refund callback settled %s with no pre-registration", row.Outcome)}
+		d := Discrepancy{
+			Check: CheckRefundUnregistered, TenantID: row.TenantID, Key: row.Key,
+			Detail: fmt.Sprintf("refund callback settled %s with no pre-registration", row.Outcome),
+		}
 		d.Channel, d.TradeNo, d.RefundNo = splitRefundKey(row.Key)
 		r.add(d)
 	}
@@ -469,8 +477,10 @@ ORDER BY rr.tenant_id, rr.channel_code, rr.channel_trade_no, rr.refund_no`, args
 	openCutoff := r.now.Add(-r.o.OpenAfter)
 	for _, row := range rows {
 		mismatch := func(format string, a ...any) {
-			r.add(Discrepancy{Check: CheckRefundMismatch, TenantID: row.TenantID, Channel: row.Channel, TradeNo: row.TradeNo,
-				RefundNo: row.RefundNo, Detail: fmt.Sprintf(format, a...)})
+			r.add(Discrepancy{
+				Check: CheckRefundMismatch, TenantID: row.TenantID, Channel: row.Channel, TradeNo: row.TradeNo,
+				RefundNo: row.RefundNo, Detail: fmt.Sprintf(format, a...),
+			})
 		}
 		status := settlement.RegistrationStatus(row.Status)
 		cumulative := channels.Channel(row.Channel) != channels.WeChat
@@ -487,8 +497,10 @@ ORDER BY rr.tenant_id, rr.channel_code, rr.channel_trade_no, rr.refund_no`, args
 		case !settled && status == settlement.RegistrationSucceeded:
 			mismatch("registration SUCCEEDED with no settled refund callback")
 		case !settled && status.Open() && row.CreatedAt.Before(openCutoff):
-			r.add(Discrepancy{Check: CheckRefundOpen, TenantID: row.TenantID, Channel: row.Channel, TradeNo: row.TradeNo,
-				RefundNo: row.RefundNo, Detail: fmt.Sprintf("%s for %s with no callback", status, r.now.Sub(row.CreatedAt).Round(time.Second))})
+			r.add(Discrepancy{
+				Check: CheckRefundOpen, TenantID: row.TenantID, Channel: row.Channel, TradeNo: row.TradeNo,
+				RefundNo: row.RefundNo, Detail: fmt.Sprintf("%s for %s with no callback", status, r.now.Sub(row.CreatedAt).Round(time.Second)),
+			})
 		}
 		if cumulative {
 			k := tradeKey{row.TenantID, row.Channel, row.TradeNo}
@@ -512,8 +524,10 @@ ORDER BY rr.tenant_id, rr.channel_code, rr.channel_trade_no, rr.refund_no`, args
 			continue
 		}
 		if s.refunded < s.succeeded || s.refunded > s.succeeded+s.open {
-			r.add(Discrepancy{Check: CheckRefundMismatch, TenantID: k.tenant, Channel: k.channel, TradeNo: k.trade,
-				Detail: fmt.Sprintf("cumulative refunded %d outside [succeeded %d, succeeded + open %d]", s.refunded, s.succeeded, s.succeeded+s.open)})
+			r.add(Discrepancy{
+				Check: CheckRefundMismatch, TenantID: k.tenant, Channel: k.channel, TradeNo: k.trade,
+				Detail: fmt.Sprintf("cumulative refunded %d outside [succeeded %d, succeeded + open %d]", s.refunded, s.succeeded, s.succeeded+s.open),
+			})
 		}
 	}
 	r.rep.Examined[CheckRefundMismatch] = len(rows)
@@ -538,8 +552,10 @@ ORDER BY tenant_id, idempotent_key`, args...)
 		return err
 	}
 	for _, row := range rows {
-		d := Discrepancy{Check: CheckOverRefundNotDeadLettered, TenantID: row.TenantID, Key: row.Key,
-			Detail: "OVER_REFUND claim with no dead letter written (settled by the sweeper; replay or redrive its message)"}
+		d := Discrepancy{
+			Check: CheckOverRefundNotDeadLettered, TenantID: row.TenantID, Key: row.Key,
+			Detail: "OVER_REFUND claim with no dead letter written (settled by the sweeper; replay or redrive its message)",
+		}
 		d.Channel, d.TradeNo, d.RefundNo = splitRefundKey(row.Key)
 		r.add(d)
 	}

@@ -2,7 +2,6 @@ package ops_test
 
 import (
 	"context"
-	"io"
 	"log/slog"
 	"testing"
 	"time"
@@ -27,7 +26,7 @@ import (
 // stops it gracefully and returns its registry.
 func runWorker(t *testing.T, cfg config.Config) func() *prometheus.Registry {
 	t.Helper()
-	m := &app.Main{Config: cfg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Registry: metrics.NewRegistry()}
+	m := &app.Main{Config: cfg, Logger: slog.New(slog.DiscardHandler), Registry: metrics.NewRegistry()}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- m.Run(ctx) }()
@@ -117,7 +116,7 @@ func TestReplayThroughTheWorker(t *testing.T) {
 	stop := runWorker(t, cfg)
 	waitConsumed()
 	first := outcomes(t, stop())
-	require.Equal(t, float64(stream.Events), first["acquired"])
+	require.InDelta(t, float64(stream.Events), first["acquired"], 0)
 	before, err := ops.Reconcile(ctx, db, ops.ReconcileOptions{})
 	require.NoError(t, err)
 
@@ -134,8 +133,8 @@ func TestReplayThroughTheWorker(t *testing.T) {
 	waitConsumed()
 	second := outcomes(t, stop())
 	assert.Zero(t, second["acquired"], "a replay claims nothing new")
-	assert.Equal(t, float64(stream.Events), second["redelivered"], "each message that made a claim comes back as redelivered")
-	assert.Equal(t, float64(len(msgs)), second["redelivered"]+second["duplicate"]+second["ignored"], "every replayed message counted once")
+	assert.InDelta(t, float64(stream.Events), second["redelivered"], 0, "each message that made a claim comes back as redelivered")
+	assert.InDelta(t, float64(len(msgs)), second["redelivered"]+second["duplicate"]+second["ignored"], 0, "every replayed message counted once")
 	after, err := ops.Reconcile(ctx, db, ops.ReconcileOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, before.Counts(), after.Counts(), "a replay changes nothing reconcile checks")

@@ -75,7 +75,8 @@ func (w *world) exec(query string, args ...any) {
 func (w *world) register(tr channelstest.Trade, refundNo string, amount int64) {
 	w.t.Helper()
 	_, err := w.svc.RegisterRefund(context.Background(), settlement.RefundRequest{
-		TenantID: tr.TenantID, Channel: tr.Channel, TradeNo: tr.TradeNo, RefundNo: refundNo, Amount: amount})
+		TenantID: tr.TenantID, Channel: tr.Channel, TradeNo: tr.TradeNo, RefundNo: refundNo, Amount: amount,
+	})
 	require.NoError(w.t, err)
 }
 
