@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/paycallback/paycallback/internal/ops"
@@ -74,5 +75,8 @@ func printReplayPlan(out *printer, k ops.Kafka, t ops.ReplayTarget, plan ops.Rep
 		out.printf("; WARNING: %d messages will be skipped (moving forward)", s)
 	}
 	out.println()
-	out.printf("equivalent:\n  %s\n", plan.KafkaCommand(k.Brokers, t))
+	out.println("equivalent:")
+	for line := range strings.SplitSeq(plan.KafkaCommand(k.Brokers, t), "\n") {
+		out.printf("  %s\n", line)
+	}
 }

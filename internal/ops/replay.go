@@ -137,7 +137,8 @@ func (p ReplayPlan) TotalSkip() int64 {
 }
 
 // KafkaCommand returns the equivalent kafka-consumer-groups.sh invocation
-// (with --dry-run; replace it with --execute to apply).
+// (with --dry-run; replace it with --execute to apply), one line per
+// invocation: --to-offset needs one per partition.
 func (p ReplayPlan) KafkaCommand(brokers []string, t ReplayTarget) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "kafka-consumer-groups.sh --bootstrap-server %s --group %s --reset-offsets",
@@ -146,7 +147,7 @@ func (p ReplayPlan) KafkaCommand(brokers []string, t ReplayTarget) string {
 	case t.Earliest:
 		fmt.Fprintf(&b, " --topic %s --to-earliest", p.Topic)
 	case !t.At.IsZero():
-		fmt.Fprintf(&b, " --topic %s --to-datetime %s", p.Topic, t.At.UTC().Format("2006-01-02T15:04:05.000"))
+		fmt.Fprintf(&b, " --topic %s --to-datetime %s", p.Topic, t.At.UTC().Format("2006-01-02T15:04:05.000Z07:00"))
 	default:
 		// One invocation per partition: --to-offset takes a single offset.
 		parts := make([]string, 0, len(p.Partitions))
