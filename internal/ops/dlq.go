@@ -9,7 +9,6 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
-	"github.com/paycallback/paycallback/internal/kafkaops"
 	"github.com/paycallback/paycallback/internal/worker"
 )
 
@@ -55,7 +54,7 @@ func (f DeadLetterFilter) match(d DeadLetter) bool {
 // ReadDeadLetters reads every dead letter currently retained in
 // k.DLQTopic that f selects, in partition then offset order.
 func ReadDeadLetters(ctx context.Context, k Kafka, f DeadLetterFilter) ([]DeadLetter, error) {
-	msgs, err := kafkaops.ReadAll(ctx, k.Brokers, k.DLQTopic)
+	msgs, err := k.readTopic(ctx, k.DLQTopic)
 	if err != nil {
 		return nil, fmt.Errorf("read dead letters: %w", err)
 	}
@@ -155,4 +154,60 @@ func Redrive(ctx context.Context, k Kafka, ds []DeadLetter) error {
 		}
 	}
 	return nil
+}
+
+// readTopic reads every message currently retained in topic, partition by
+// partition from its first retained offset to its end. Reading one
+// partition is bounded by k.Timeout × 3 so a partition whose last offsets
+// hold no readable record (transaction markers) cannot hang the tool.
+func (k Kafka) readTopic(ctx context.Context, topic string) ([]kafka.Message, error) {
+	parts, err := k.partitions(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	first, err := k.listOffsets(ctx, topic, parts, kafka.FirstOffset)
+	if err != nil {
+		return nil, err
+	}
+	end, err := k.listOffsets(ctx, topic, parts, kafka.LastOffset)
+	if err != nil {
+		return nil, err
+	}
+	timeout := k.Timeout
+	if timeout <= 0 {
+		timeout = 10 * time.Second
+	}
+	var out []kafka.Message
+	for _, p := range parts {
+		if end[p] <= first[p] {
+			continue
+		}
+		msgs, err := readPartition(ctx, k.Brokers, topic, p, first[p], end[p], 3*timeout)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, msgs...)
+	}
+	return out, nil
+}
+
+func readPartition(ctx context.Context, brokers []string, topic string, p int, from, end int64, timeout time.Duration) ([]kafka.Message, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	r := kafka.NewReader(kafka.ReaderConfig{Brokers: brokers, Topic: topic, Partition: p, MaxWait: 100 * time.Millisecond})
+	defer func() { _ = r.Close() }()
+	if err := r.SetOffset(from); err != nil {
+		return nil, fmt.Errorf("read %s/%d: %w", topic, p, err)
+	}
+	out := make([]kafka.Message, 0, end-from)
+	for {
+		m, err := r.FetchMessage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("read %s/%d at %d of [%d, %d): %w", topic, p, len(out), from, end, err)
+		}
+		out = append(out, m)
+		if m.Offset+1 >= end {
+			return out, nil
+		}
+	}
 }
