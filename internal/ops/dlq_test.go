@@ -22,13 +22,16 @@ func TestDeadLettersListAndRedrive(t *testing.T) {
 	// first retained offset is then 1, not 0.
 	produceAt(t, k, testDLQ, 0, 1, time.Now().Add(-72*time.Hour))
 	_, err := (&kafka.Client{Addr: kafka.TCP(k.Brokers...)}).AlterConfigs(ctx, &kafka.AlterConfigsRequest{
-		Resources: []kafka.AlterConfigRequestResource{{ResourceType: kafka.ResourceTypeTopic, ResourceName: testDLQ,
-			Configs: []kafka.AlterConfigRequestConfig{{Name: "retention.ms", Value: "86400000"}}}},
+		Resources: []kafka.AlterConfigRequestResource{{
+			ResourceType: kafka.ResourceTypeTopic, ResourceName: testDLQ,
+			Configs: []kafka.AlterConfigRequestConfig{{Name: "retention.ms", Value: "86400000"}},
+		}},
 	})
 	require.NoError(t, err)
 	cluster.ApplyRetention()
 	first, err := (&kafka.Client{Addr: kafka.TCP(k.Brokers...)}).ListOffsets(ctx, &kafka.ListOffsetsRequest{
-		Topics: map[string][]kafka.OffsetRequest{testDLQ: {kafka.FirstOffsetOf(0)}}})
+		Topics: map[string][]kafka.OffsetRequest{testDLQ: {kafka.FirstOffsetOf(0)}},
+	})
 	require.NoError(t, err)
 	// kafka-go files an earliest-offset answer by the timestamp the broker
 	// returns: under FirstOffset from kfake, under LastOffset from Kafka.
