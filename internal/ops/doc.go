@@ -6,7 +6,9 @@
 //
 // Each tool is a function over explicit dependencies (a Kafka description, a
 // bun.IDB, the claim store, a settler) that returns a report the cmd/consumer
-// front ends print; nothing here reads flags or the environment.
+// front ends print; nothing here reads flags or the environment. The SQL of
+// Reconcile and Purge is MySQL/MariaDB's (COUNT(DISTINCT a, b), UPDATE …
+// LIMIT): the embedded SQLite database of the demo is not their target.
 //
 // This package must never:
 //
