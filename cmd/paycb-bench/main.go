@@ -88,10 +88,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, lookup fu
 		if err := res.WriteBenchfmt(&table); err != nil {
 			return err
 		}
-		if err := os.MkdirAll(filepath.Dir(*out), 0o755); err != nil {
+		if err := os.MkdirAll(filepath.Dir(*out), 0o750); err != nil {
 			return fmt.Errorf("results directory: %w", err)
 		}
-		if err := os.WriteFile(*out, table.Bytes(), 0o644); err != nil {
+		if err := os.WriteFile(*out, table.Bytes(), 0o644); err != nil { //nolint:gosec // results are for everyone to read
 			return fmt.Errorf("write results: %w", err)
 		}
 	}

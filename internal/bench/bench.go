@@ -97,7 +97,7 @@ type Options struct {
 	// BinDir receives the built consumer and kfake-broker (default
 	// RepoDir/bin).
 	BinDir string
-	// GoTool is the go command (default "go" on PATH, else GOROOT's).
+	// GoTool is the go command (default "go", looked up on PATH).
 	GoTool string
 	// BatchMax is PAYCB_BATCH_MAX of the batched rows (default
 	// DefaultBatchMax).
@@ -137,9 +137,6 @@ func (o *Options) defaults() error {
 	}
 	if o.GoTool == "" {
 		o.GoTool = "go"
-		if _, err := exec.LookPath("go"); err != nil {
-			o.GoTool = filepath.Join(runtime.GOROOT(), "bin", "go")
-		}
 	}
 	if o.BatchMax <= 0 {
 		o.BatchMax = DefaultBatchMax
@@ -260,7 +257,7 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 	if err != nil {
 		return Result{}, fmt.Errorf("scratch directory: %w", err)
 	}
-	defer os.RemoveAll(h.work)
+	defer func() { _ = os.RemoveAll(h.work) }()
 
 	if err := h.build(ctx); err != nil {
 		return Result{}, err
@@ -289,11 +286,12 @@ func (h *harness) build(ctx context.Context) error {
 		{"kfake-broker", "./cmd/kfake-broker"},
 	} {
 		start := time.Now()
-		cmd := exec.CommandContext(ctx, h.o.GoTool, "build", "-o", filepath.Join(h.o.BinDir, target.out), target.pkg)
+		out := filepath.Join(h.o.BinDir, target.out)
+		cmd := exec.CommandContext(ctx, h.o.GoTool, "build", "-o", out, target.pkg) //nolint:gosec // the caller's go tool building this module
 		cmd.Dir = h.o.RepoDir
-		out, err := cmd.CombinedOutput()
+		output, err := cmd.CombinedOutput()
 		if err != nil {
-			return fmt.Errorf("go build %s: %w\n%s", target.pkg, err, out)
+			return fmt.Errorf("go build %s: %w\n%s", target.pkg, err, output)
 		}
 		h.log.Info("built", "binary", filepath.Join(h.o.BinDir, target.out), "took", time.Since(start).Round(time.Millisecond))
 	}
@@ -310,7 +308,7 @@ func (h *harness) startBroker(ctx context.Context) (*proc, error) {
 		args = append(args, "--topic", fmt.Sprintf("%s:%d", t, Partitions), "--topic", t+".dlq:1")
 	}
 	addr := &firstLine{ch: make(chan string, 1)}
-	p, err := startProc(h.log, "kfake-broker", h.work, filepath.Join(h.o.BinDir, "kfake-broker"), args, nil, addr)
+	p, err := startProc(ctx, h.log, "kfake-broker", h.work, filepath.Join(h.o.BinDir, "kfake-broker"), args, nil, addr)
 	if err != nil {
 		return nil, err
 	}
@@ -383,7 +381,7 @@ func (h *harness) measure(ctx context.Context) error {
 	h.add(Row{Key: RowTransport, Name: "transport ceiling: kafka-go, 12 partitions, no-op", Count: read, Elapsed: elapsed})
 
 	// 2. Storage ceiling.
-	events, err := distinctEvents(values, Partitions)
+	events, err := distinctEvents(values)
 	if err != nil {
 		return err
 	}
@@ -391,7 +389,7 @@ func (h *harness) measure(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	defer raw.Close()
+	defer func() { _ = raw.Close() }()
 	info, err := serverInfo(ctx, raw)
 	if err != nil {
 		return err
@@ -401,9 +399,11 @@ func (h *harness) measure(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	h.add(Row{Key: RowStorage, Name: fmt.Sprintf("storage ceiling: raw INSERTs, %d ev/tx, %d conns", o.StorageBatch, o.StorageConns),
+	h.add(Row{
+		Key: RowStorage, Name: fmt.Sprintf("storage ceiling: raw INSERTs, %d ev/tx, %d conns", o.StorageBatch, o.StorageConns),
 		Count: len(events), Elapsed: elapsed,
-		Note: fmt.Sprintf("counts distinct events (4 rows each), not messages; %d deadlocked batches retried", deadlocks)})
+		Note: fmt.Sprintf("counts distinct events (4 rows each), not messages; %d deadlocked batches retried", deadlocks),
+	})
 
 	// 3. Per-message pipeline.
 	check := func(db *bun.DB, label string, topic string, want demo.Stream) {
@@ -413,7 +413,7 @@ func (h *harness) measure(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	defer pmDB.Close()
+	defer func() { _ = pmDB.Close() }()
 	row, err := h.throughput(ctx, consumerRun{topic: mainTopic, group: h.dbs.prefix + "per_message", dsn: pmDSN, batchMax: 1}, n)
 	if err != nil {
 		return err
@@ -427,7 +427,7 @@ func (h *harness) measure(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	defer bDB.Close()
+	defer func() { _ = bDB.Close() }()
 	batched := consumerRun{topic: mainTopic, group: h.dbs.prefix + "batched", dsn: bDSN, batchMax: o.BatchMax}
 	row, err = h.throughput(ctx, batched, n)
 	if err != nil {
@@ -476,7 +476,7 @@ func (h *harness) measure(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		defer db.Close()
+		defer func() { _ = db.Close() }()
 		row, err := h.paced(ctx, consumerRun{topic: pr.topic, group: h.dbs.prefix + pr.key, dsn: dsn, batchMax: pr.batchMax}, ps, db, rate)
 		if err != nil {
 			return err
@@ -517,8 +517,8 @@ type consumerRun struct {
 
 // startConsumer starts bin/consumer run with the contract's variables and
 // returns it with its /readyz URL.
-func (h *harness) startConsumer(c consumerRun) (*proc, string, error) {
-	port, err := freePort()
+func (h *harness) startConsumer(ctx context.Context, c consumerRun) (*proc, string, error) {
+	port, err := freePort(ctx)
 	if err != nil {
 		return nil, "", err
 	}
@@ -533,7 +533,7 @@ func (h *harness) startConsumer(c consumerRun) (*proc, string, error) {
 		"PAYCB_LOG_LEVEL=warn",
 		"PAYCB_BATCH_MAX=" + strconv.Itoa(c.batchMax),
 	}
-	p, err := startProc(h.log, "consumer ("+c.group+")", h.work, filepath.Join(h.o.BinDir, "consumer"), []string{"run"}, env, nil)
+	p, err := startProc(ctx, h.log, "consumer ("+c.group+")", h.work, filepath.Join(h.o.BinDir, "consumer"), []string{"run"}, env, nil)
 	if err != nil {
 		return nil, "", err
 	}
@@ -550,7 +550,7 @@ func (h *harness) consumeTimeout(messages int) time.Duration {
 // has committed every partition to the end.
 func (h *harness) throughput(ctx context.Context, c consumerRun, messages int) (Row, error) {
 	start := time.Now()
-	p, readyURL, err := h.startConsumer(c)
+	p, readyURL, err := h.startConsumer(ctx, c)
 	if err != nil {
 		return Row{}, err
 	}
@@ -634,7 +634,7 @@ func (h *harness) paced(ctx context.Context, c consumerRun, stream demo.Stream, 
 		return Row{}, err
 	}
 	start := time.Now()
-	p, readyURL, err := h.startConsumer(c)
+	p, readyURL, err := h.startConsumer(ctx, c)
 	if err != nil {
 		return Row{}, err
 	}
@@ -666,8 +666,10 @@ func (h *harness) paced(ctx context.Context, c consumerRun, stream demo.Stream, 
 	if len(lat) != len(published) {
 		h.problem("%s: %d claims settled from %s, want %d", c.group, len(lat), c.topic, len(published))
 	}
-	row := Row{Count: len(msgs), Rate: achieved, Elapsed: time.Duration(float64(len(msgs)) / achieved * float64(time.Second)),
-		Startup: startup, PeakRSS: rss}
+	row := Row{
+		Count: len(msgs), Rate: achieved, Elapsed: time.Duration(float64(len(msgs)) / achieved * float64(time.Second)),
+		Startup: startup, PeakRSS: rss,
+	}
 	row.P50, row.P99 = percentile(lat, 0.50), percentile(lat, 0.99)
 	var notes []string
 	if achieved < 0.95*rate {
@@ -689,7 +691,7 @@ func latencies(ctx context.Context, db bun.IDB, topic string, published map[stri
 	if err != nil {
 		return nil, fmt.Errorf("read settle times: %w", err)
 	}
-	defer rows.Close()
+	defer func() { _ = rows.Close() }()
 	var out []time.Duration
 	for rows.Next() {
 		var (

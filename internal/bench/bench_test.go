@@ -41,8 +41,10 @@ func TestRunTiny(t *testing.T) {
 		bench.RowPacedBatched: true, bench.RowPacedPerMesage: true,
 	}
 	paced := map[string]bool{bench.RowPacedBatched: true, bench.RowPacedPerMesage: true}
-	keys := []string{bench.RowTransport, bench.RowStorage, bench.RowPerMessage, bench.RowBatched, bench.RowReplay,
-		bench.RowPacedBatched, bench.RowPacedPerMesage}
+	keys := []string{
+		bench.RowTransport, bench.RowStorage, bench.RowPerMessage, bench.RowBatched, bench.RowReplay,
+		bench.RowPacedBatched, bench.RowPacedPerMesage,
+	}
 	require.Len(t, res.Rows, len(keys))
 	for i, key := range keys {
 		row := res.Rows[i]

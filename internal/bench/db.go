@@ -51,7 +51,7 @@ func (d *databases) create(ctx context.Context, suffix string) (string, *bun.DB,
 	if err != nil {
 		return "", nil, err
 	}
-	defer admin.Close()
+	defer func() { _ = admin.Close() }()
 	if _, err := admin.ExecContext(ctx, "CREATE DATABASE "+name+" CHARACTER SET utf8mb4"); err != nil {
 		return "", nil, fmt.Errorf("create database %s on %s: %w", name, d.server.Addr, err)
 	}
@@ -66,7 +66,7 @@ func (d *databases) create(ctx context.Context, suffix string) (string, *bun.DB,
 		return "", nil, err
 	}
 	if _, err := schema.Migrate(ctx, db); err != nil {
-		db.Close()
+		_ = db.Close()
 		return "", nil, fmt.Errorf("migrate %s: %w", name, err)
 	}
 	return dsn, db, nil
@@ -86,7 +86,7 @@ func (d *databases) dropAll(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	defer admin.Close()
+	defer func() { _ = admin.Close() }()
 	var first error
 	for _, name := range names {
 		if _, err := admin.ExecContext(ctx, "DROP DATABASE IF EXISTS "+name); err != nil && first == nil {
@@ -118,7 +118,7 @@ type storageEvent struct {
 
 // distinctEvents decodes values and keeps the first occurrence of each
 // (tenant, idempotency key): the events the pipeline claims and settles.
-func distinctEvents(values [][]byte, partitions int) ([]storageEvent, error) {
+func distinctEvents(values [][]byte) ([]storageEvent, error) {
 	dec := channels.NewDecoder(keys())
 	seen := map[string]bool{}
 	var out []storageEvent
@@ -138,7 +138,7 @@ func distinctEvents(values [][]byte, partitions int) ([]storageEvent, error) {
 		}
 		h := fnv.New32a()
 		_, _ = h.Write([]byte(string(res.Event.Channel) + ":" + res.Event.TradeNo))
-		out = append(out, storageEvent{ev: res.Event, json: js, partition: int(h.Sum32() % uint32(partitions))})
+		out = append(out, storageEvent{ev: res.Event, json: js, partition: int(h.Sum32() % Partitions)})
 	}
 	return out, nil
 }

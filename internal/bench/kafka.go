@@ -65,7 +65,7 @@ func transportCeiling(ctx context.Context, brokers []string, topic string) (int,
 				Brokers: brokers, Topic: topic, Partition: po.Partition,
 				MinBytes: 1, MaxBytes: 10 << 20, MaxWait: 500 * time.Millisecond,
 			})
-			defer r.Close()
+			defer func() { _ = r.Close() }()
 			if err := r.SetOffset(po.FirstOffset); err != nil {
 				cancel(fmt.Errorf("transport ceiling: seek %s/%d: %w", topic, po.Partition, err))
 				return
@@ -142,7 +142,7 @@ func producePaced(ctx context.Context, brokers []string, topic string, msgs []pa
 		BatchSize:    1000,
 		BatchTimeout: time.Millisecond,
 	}
-	defer w.Close()
+	defer func() { _ = w.Close() }()
 	chunk := max(1, int(rate/100))
 	published := make(map[string]time.Time, len(msgs))
 	timer := time.NewTimer(0)

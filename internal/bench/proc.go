@@ -33,8 +33,11 @@ type proc struct {
 // harness's environment with every PAYCB_ variable removed, so a developer's
 // shell cannot change what is measured) in dir. Output goes to a bounded
 // buffer that failures quote; stdout, when set, receives stdout instead.
-func startProc(logger *slog.Logger, name, dir, path string, args, env []string, stdout io.Writer) (*proc, error) {
-	cmd := exec.Command(path, args...)
+// When ctx ends the subprocess gets SIGTERM, and SIGKILL 10s later.
+func startProc(ctx context.Context, logger *slog.Logger, name, dir, path string, args, env []string, stdout io.Writer) (*proc, error) {
+	cmd := exec.CommandContext(ctx, path, args...) //nolint:gosec // path is a binary this harness just built
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = 10 * time.Second
 	cmd.Dir = dir
 	cmd.Env = append(cleanEnv(), env...)
 	p := &proc{name: name, cmd: cmd, out: &tailBuffer{max: 64 << 10}, done: make(chan struct{})}
@@ -80,7 +83,10 @@ func (p *proc) exited() bool {
 
 // failure describes how the subprocess ended, with the tail of its output.
 func (p *proc) failure() error {
-	return fmt.Errorf("%s exited (%v); last output:\n%s", p.name, p.err, p.out.String())
+	if p.err == nil {
+		return fmt.Errorf("%s exited early with status 0; last output:\n%s", p.name, p.out.String())
+	}
+	return fmt.Errorf("%s exited: %w; last output:\n%s", p.name, p.err, p.out.String())
 }
 
 // stop sends SIGTERM and waits up to grace for the subprocess to end, then
@@ -131,7 +137,7 @@ func peakRSS(pid int) (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("read peak rss of %d: %w", pid, err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	s := bufio.NewScanner(f)
 	for s.Scan() {
 		rest, ok := strings.CutPrefix(s.Text(), "VmHWM:")
@@ -167,7 +173,7 @@ func (p *proc) waitReady(ctx context.Context, url string, timeout time.Duration)
 		resp, err := client.Do(req)
 		if err == nil {
 			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
+			_ = resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
 				return nil
 			}
@@ -186,12 +192,13 @@ func (p *proc) waitReady(ctx context.Context, url string, timeout time.Duration)
 }
 
 // freePort returns a TCP port on 127.0.0.1 that was free a moment ago.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+func freePort(ctx context.Context) (int, error) {
+	var lc net.ListenConfig
+	l, err := lc.Listen(ctx, "tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, fmt.Errorf("find a free port: %w", err)
 	}
-	defer l.Close()
+	defer func() { _ = l.Close() }()
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 

@@ -28,11 +28,11 @@ func (r Result) WriteTable(w io.Writer) error {
 	}
 	b.WriteString("\n")
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "row\tcount\telapsed\tstartup\tevents/s\t×transport\t×storage\tp50\tp99\tpeak RSS\t")
+	_, _ = fmt.Fprintln(tw, "row\tcount\telapsed\tstartup\tevents/s\t×transport\t×storage\tp50\tp99\tpeak RSS\t")
 	transport, _ := r.Row(RowTransport)
 	storage, _ := r.Row(RowStorage)
 	for _, row := range r.Rows {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%.0f\t%s\t%s\t%s\t%s\t%s\t\n",
+		_, _ = fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%.0f\t%s\t%s\t%s\t%s\t%s\t\n",
 			row.Name, row.Count, row.Elapsed.Round(time.Millisecond), dur(row.Startup), row.Rate,
 			ratio(row.Rate, transport.Rate), ratio(row.Rate, storage.Rate),
 			latency(row.P50), latency(row.P99), mibOrDash(row.PeakRSS))
