@@ -193,20 +193,25 @@ func get(ctx context.Context, db bun.IDB, tenantID int64, key Key, forUpdate boo
 // SETTLED (another settler won: roll back the business writes; that is a
 // final, successful outcome) and ErrNotFound when there is no claim.
 //
-// Call it first in the business transaction: the row lock it takes
-// serialises concurrent settlers of one claim before they write anything.
+// Concurrent settlers of one claim must be serialised before they write
+// anything: lock the claim first with GetForUpdate (then the order rows),
+// decide, write, and call Settle last; or call Settle first, whose row lock
+// does the same.
 func (s *Store) Settle(ctx context.Context, tx bun.Tx, tenantID int64, key Key, outcome Outcome) error {
 	if !outcome.Valid() {
 		return fmt.Errorf("settle %s: invalid outcome %q", key, outcome)
 	}
-	res, err := tx.NewUpdate().Table("ss_channel_idempotent").
-		Set("status = ?", string(StatusSettled)).
-		Set("settle_outcome = ?", string(outcome)).
-		Set("settled_at = ?", s.Now()).
-		Where("tenant_id = ?", tenantID).
-		Where("idempotent_key = ?", string(key)).
-		Where("status = ?", string(StatusAcquired)).
-		Exec(ctx)
+	// The unique key, forced: planned through idx_status_created on a small
+	// or fresh table, the UPDATE would lock other ACQUIRED claims too and
+	// deadlock with their settlers.
+	hint := "FORCE INDEX (uk_idem)"
+	if tx.Dialect().Name() == dialect.SQLite {
+		hint = "INDEXED BY uk_idem"
+	}
+	res, err := tx.ExecContext(ctx, "UPDATE ss_channel_idempotent "+hint+
+		" SET status = ?, settle_outcome = ?, settled_at = ?"+
+		" WHERE tenant_id = ? AND idempotent_key = ? AND status = ?",
+		string(StatusSettled), string(outcome), s.Now(), tenantID, string(key), string(StatusAcquired))
 	if err != nil {
 		return fmt.Errorf("settle %s: %w", key, err)
 	}
