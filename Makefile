@@ -16,6 +16,9 @@ build:
 test:
 	$(GO) vet $(PKGS)
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
+	# The end-to-end suite once more on the per-message pipeline (the
+	# default run above uses batches).
+	PAYCB_TEST_BATCH_MAX=1 $(GO) test -race -count=1 -timeout 10m ./internal/app/
 
 vet:
 	$(GO) vet $(PKGS)

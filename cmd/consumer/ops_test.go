@@ -120,7 +120,7 @@ VALUES (1001, 'WECHAT:T2:PAYMENT_RECEIVED', 'WECHAT', 'T2', 'merchant_payable', 
 func TestDeadLetterPurgeAndRefundCommands(t *testing.T) {
 	lookup, _ := opsEnv(t)
 	brokers, _ := lookup("PAYCB_KAFKA_BROKERS")
-	dl := worker.NewKafkaDeadLetterer([]string{brokers}, "channel-events.dlq", nil)
+	dl := worker.NewKafkaDeadLetterer([]string{brokers}, "channel-events.dlq", 0)
 	t.Cleanup(func() { _ = dl.Close() })
 	for i, kind := range []channels.ErrorKind{channels.KindNoKey, channels.KindNoKey, channels.KindMalformed} {
 		msg := kafka.Message{Topic: "channel-events", Partition: 0, Offset: int64(i), Key: []byte(fmt.Sprintf("WECHAT:T%d", i)), Value: []byte("{}")}

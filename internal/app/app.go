@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/segmentio/kafka-go"
 	"github.com/uptrace/bun"
 
 	"github.com/paycallback/paycallback/config"
@@ -96,7 +97,7 @@ func (m *Main) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("start settlement: %w", err)
 	}
-	dlq := worker.NewKafkaDeadLetterer(cfg.Kafka.Brokers, cfg.Kafka.DLQTopic, nil)
+	dlq := worker.NewKafkaDeadLetterer(cfg.Kafka.Brokers, cfg.Kafka.DLQTopic, cfg.Kafka.DLQWriteTimeout)
 	defer dlq.Close()
 	pipeline := &worker.Pipeline{
 		Decoder:      channels.NewDecoder(keys),
@@ -111,6 +112,7 @@ func (m *Main) Run(ctx context.Context) error {
 		Brokers:           cfg.Kafka.Brokers,
 		Topic:             cfg.Kafka.Topic,
 		GroupID:           cfg.Kafka.Group,
+		BatchMax:          cfg.Worker.BatchMax,
 		Backoff:           worker.Backoff{Min: cfg.Worker.RetryBackoffMin, Max: cfg.Worker.RetryBackoffMax},
 		StallAfter:        cfg.Worker.StallThreshold,
 		ShutdownTimeout:   cfg.Worker.ShutdownTimeout,
@@ -118,6 +120,11 @@ func (m *Main) Run(ctx context.Context) error {
 		HeartbeatInterval: cfg.Kafka.HeartbeatInterval,
 		RebalanceTimeout:  cfg.Kafka.RebalanceTimeout,
 		MaxWait:           cfg.Kafka.MaxWait,
+		MinBytes:          cfg.Kafka.MinBytes,
+		MaxBytes:          cfg.Kafka.MaxBytes,
+		StartOffset:       startOffset(cfg.Kafka.StartOffset),
+
+		PartitionWatchInterval: cfg.Kafka.PartitionWatchInterval,
 	}, pipeline, met, logger)
 	sweeper := &worker.Sweeper{
 		Claims:      claims,
@@ -193,4 +200,12 @@ func (m *Main) signalReady() {
 		m.ready = make(chan struct{})
 	}
 	close(m.ready)
+}
+
+// startOffset maps the configured start ("first" or "last") to kafka-go's.
+func startOffset(s string) int64 {
+	if s == "last" {
+		return kafka.LastOffset
+	}
+	return kafka.FirstOffset
 }

@@ -2,6 +2,7 @@ package app_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -76,33 +77,50 @@ func TestRestartAfterDyingBetweenClaimAndSettle(t *testing.T) {
 }
 
 func TestGracefulShutdownCommitsWhatWasFinishedAndNothingMore(t *testing.T) {
-	h := newHarness(t, 1)
-	s := demo.Generate(demo.StreamOptions{Seed: 5, Trades: 10, NoTraps: true})
-	require.Greater(t, len(s.Messages), 5)
-	h.produce(s.Messages)
+	for _, batchMax := range []int{1, 4} {
+		t.Run(fmt.Sprintf("batch-max-%d", batchMax), func(t *testing.T) {
+			h := newHarness(t, 1)
+			s := demo.Generate(demo.StreamOptions{Seed: 5, Trades: 10, NoTraps: true})
+			require.Greater(t, len(s.Messages), 3*batchMax)
+			h.produce(s.Messages)
 
-	// Hold the third message just before its offset commit.
-	reached := make(chan struct{})
-	release := make(chan struct{})
-	seen := 0
-	w := h.start(func(m *app.Main) {
-		m.Fault = func(ctx context.Context, p worker.FaultPoint) error {
-			if p != worker.FaultBeforeCommit {
-				return nil
+			// Hold the third batch (of one message, or of up to four) just
+			// before its offset commit.
+			reached := make(chan struct{})
+			release := make(chan struct{})
+			seen := 0
+			w := h.start(func(m *app.Main) {
+				m.Config.Worker.BatchMax = batchMax
+				m.Fault = func(ctx context.Context, p worker.FaultPoint) error {
+					if p != worker.FaultBeforeCommit {
+						return nil
+					}
+					seen++ // one partition: calls are sequential
+					if seen == 3 {
+						close(reached)
+						<-release
+					}
+					return nil
+				}
+			})
+			select {
+			case <-reached:
+			case <-time.After(time.Minute):
+				t.Fatal("the third commit was never reached")
 			}
-			seen++ // one partition: calls are sequential
-			if seen == 3 {
-				close(reached)
-				<-release
+			w.stop() // SIGTERM: stop fetching, finish the in-flight batch
+			close(release)
+			w.shutdown(t)
+
+			handled := int64(counted(t, w.main, "paycb_events_total", nil))
+			assert.Equal(t, map[int]int64{0: handled}, h.committed(),
+				"every handled message is committed, nothing after them")
+			assert.Less(t, handled, int64(len(s.Messages)), "nothing was fetched after the stop")
+			if batchMax == 1 {
+				assert.Equal(t, int64(3), handled)
 			}
-			return nil
-		}
-	})
-	<-reached
-	w.stop() // SIGTERM: stop fetching, finish the in-flight message
-	close(release)
-	w.shutdown(t)
-	assert.Equal(t, map[int]int64{0: 3}, h.committed(), "the finished in-flight message is committed, nothing after it")
+		})
+	}
 }
 
 func TestSettleCommitWithUnknownOutcomeIsRetriedToOnePosting(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strconv"
 	"testing"
 	"time"
 
@@ -76,6 +77,12 @@ func (h *harness) config() config.Config {
 	cfg.Worker.RetryBackoffMax = 200 * time.Millisecond
 	cfg.Worker.SweepInterval = 200 * time.Millisecond
 	cfg.Worker.ShutdownTimeout = 10 * time.Second
+	if v := os.Getenv("PAYCB_TEST_BATCH_MAX"); v != "" {
+		// `make test` runs this suite in both pipelines.
+		n, err := strconv.Atoi(v)
+		require.NoError(h.t, err, "PAYCB_TEST_BATCH_MAX")
+		cfg.Worker.BatchMax = n
+	}
 	cfg.Finalize()
 	require.NoError(h.t, cfg.ValidateFor("run"))
 	return cfg

@@ -38,7 +38,7 @@ func TestDeadLettersListAndRedrive(t *testing.T) {
 	po := first.Topics[testDLQ][0]
 	require.Equal(t, int64(1), max(po.FirstOffset, po.LastOffset), "retention removed the old dead letter")
 
-	dl := worker.NewKafkaDeadLetterer(k.Brokers, testDLQ, nil)
+	dl := worker.NewKafkaDeadLetterer(k.Brokers, testDLQ, 0)
 	t.Cleanup(func() { _ = dl.Close() })
 	for i, c := range []struct {
 		key, value string

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/segmentio/kafka-go"
 
@@ -34,29 +36,37 @@ type DeadLetterer interface {
 // KafkaDeadLetterer writes dead letters with a kafka-go Writer that waits for
 // acknowledgement from all in-sync replicas.
 type KafkaDeadLetterer struct {
-	w *kafka.Writer
+	w       *kafka.Writer
+	timeout time.Duration
 }
 
-// NewKafkaDeadLetterer returns a dead-letter writer for topic on brokers.
-// Close it when done.
-func NewKafkaDeadLetterer(brokers []string, topic string, transport kafka.RoundTripper) *KafkaDeadLetterer {
-	return &KafkaDeadLetterer{w: &kafka.Writer{
-		Addr:                   kafka.TCP(brokers...),
-		Topic:                  topic,
-		Balancer:               &kafka.Hash{},
-		RequiredAcks:           kafka.RequireAll,
-		BatchTimeout:           time.Millisecond,
-		MaxAttempts:            3,
-		AllowAutoTopicCreation: true,
-		Transport:              transport,
+// NewKafkaDeadLetterer returns a dead-letter writer for topic on brokers;
+// each write is bounded by timeout (default 10s). Close it when done.
+func NewKafkaDeadLetterer(brokers []string, topic string, timeout time.Duration) *KafkaDeadLetterer {
+	if timeout <= 0 {
+		timeout = 10 * time.Second
+	}
+	return &KafkaDeadLetterer{timeout: timeout, w: &kafka.Writer{
+		Addr:         kafka.TCP(brokers...),
+		Topic:        topic,
+		Balancer:     &kafka.Hash{},
+		RequiredAcks: kafka.RequireAll,
+		BatchTimeout: time.Millisecond,
+		MaxAttempts:  3,
 	}}
 }
 
 // DeadLetter implements DeadLetterer.
 func (d *KafkaDeadLetterer) DeadLetter(ctx context.Context, msg kafka.Message, kind channels.ErrorKind, reason string) error {
+	reason = strings.ToValidUTF8(reason, "?")
 	if len(reason) > maxErrorHeader {
 		reason = reason[:maxErrorHeader]
+		for !utf8.ValidString(reason) {
+			reason = reason[:len(reason)-1]
+		}
 	}
+	ctx, cancel := context.WithTimeout(ctx, d.timeout)
+	defer cancel()
 	out := kafka.Message{
 		Key:   msg.Key,
 		Value: msg.Value,

@@ -39,8 +39,8 @@ func (pc *partitionConsumer) run(genCtx, stop, hardStop context.Context, drained
 		Topic:       w.cfg.Topic,
 		Partition:   pc.partition,
 		Dialer:      w.cfg.Dialer,
-		MinBytes:    1,
-		MaxBytes:    4 << 20,
+		MinBytes:    w.cfg.MinBytes,
+		MaxBytes:    w.cfg.MaxBytes,
 		MaxWait:     w.cfg.MaxWait,
 		Logger:      kafka.LoggerFunc(w.kafkaLog(-8)), // below debug: kafka-go is chatty
 		ErrorLogger: kafka.LoggerFunc(w.kafkaLog(4)),
@@ -75,6 +75,7 @@ func (pc *partitionConsumer) run(genCtx, stop, hardStop context.Context, drained
 	}()
 
 	fetchFailures := 0
+	batch := make([]kafka.Message, 0, w.cfg.BatchMax)
 	for {
 		if stop.Err() != nil {
 			break // stopping: fetch nothing more, even if it is buffered
@@ -93,17 +94,26 @@ func (pc *partitionConsumer) run(genCtx, stop, hardStop context.Context, drained
 			continue
 		}
 		fetchFailures = 0
-		if !pc.process(procCtx, log, msg) {
+		batch = append(batch[:0], msg)
+		for len(batch) < w.cfg.BatchMax {
+			more, ok := fetchBuffered(fetchCtx, reader)
+			if !ok {
+				break
+			}
+			batch = append(batch, more)
+		}
+		if !pc.process(procCtx, log, batch) {
 			break // generation ended or shutdown cap: commit nothing more
 		}
 		if err := w.pipeline.Fault.at(procCtx, FaultBeforeCommit); err != nil {
 			break // a simulated crash: the offset stays uncommitted
 		}
-		if !pc.commit(procCtx, log, msg.Offset+1) {
+		last := batch[len(batch)-1]
+		if !pc.commit(procCtx, log, last.Offset+1) {
 			break
 		}
-		if msg.HighWaterMark > 0 {
-			w.metrics.SetConsumerLag(pc.partition, max(msg.HighWaterMark-msg.Offset-1, 0))
+		if last.HighWaterMark > 0 {
+			w.metrics.SetConsumerLag(pc.partition, max(last.HighWaterMark-last.Offset-1, 0))
 		}
 	}
 	markDrained()
@@ -114,14 +124,20 @@ func (pc *partitionConsumer) run(genCtx, stop, hardStop context.Context, drained
 	}
 }
 
-// process retries msg in place until its outcome is durable. It reports
-// false when ctx ended first: the message must not be committed.
-func (pc *partitionConsumer) process(ctx context.Context, log *slog.Logger, msg kafka.Message) bool {
+// process retries the batch in place until every message's outcome is
+// durable. It reports false when ctx ended first: nothing may be committed.
+// A batch of one with BatchMax 1 takes the per-message pipeline.
+func (pc *partitionConsumer) process(ctx context.Context, log *slog.Logger, batch []kafka.Message) bool {
 	w := pc.w
-	var st MessageState
+	states := make([]MessageState, len(batch))
 	var since time.Time
 	for attempt := 0; ; attempt++ {
-		err := w.pipeline.Handle(ctx, msg, &st)
+		var err error
+		if w.cfg.BatchMax == 1 {
+			err = w.pipeline.Handle(ctx, batch[0], &states[0])
+		} else {
+			err = w.pipeline.HandleBatch(ctx, batch, states)
+		}
 		if err == nil {
 			if !since.IsZero() {
 				w.setRetrying(pc.partition, time.Time{})
@@ -136,12 +152,21 @@ func (pc *partitionConsumer) process(ctx context.Context, log *slog.Logger, msg 
 			since = time.Now()
 			w.setRetrying(pc.partition, since)
 		}
-		log.Warn("message not handled; retrying in place", "offset", msg.Offset, "attempt", attempt+1,
-			"stage", string(StageOf(err)), "error", err.Error())
+		log.Warn("messages not handled; retrying in place", "first_offset", batch[0].Offset,
+			"messages", len(batch), "attempt", attempt+1, "stage", string(StageOf(err)), "error", err.Error())
 		if !w.cfg.Backoff.Wait(ctx, attempt) {
 			return false
 		}
 	}
+}
+
+// fetchBuffered returns a message the reader already has, waiting at most
+// a moment: batching must not add waiting at low load.
+func fetchBuffered(ctx context.Context, r *kafka.Reader) (kafka.Message, bool) {
+	ctx, cancel := context.WithTimeout(ctx, 300*time.Microsecond)
+	defer cancel()
+	m, err := r.FetchMessage(ctx)
+	return m, err == nil
 }
 
 // commit commits next (the offset after the handled message: Kafka's

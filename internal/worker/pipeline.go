@@ -50,6 +50,9 @@ type MessageState struct {
 	// acquired: an earlier attempt made the claim, so this message is still
 	// the one that counts as "acquired" when a retry finds the claim.
 	acquired bool
+	// done: the message reached its outcome and was counted (batches are
+	// retried whole; done messages are skipped).
+	done bool
 }
 
 // stageError tags an error with the pipeline stage that failed, for
@@ -141,15 +144,7 @@ func (p *Pipeline) Handle(ctx context.Context, msg kafka.Message, st *MessageSta
 		return nil
 
 	case idempotent.Conflict:
-		reason := fmt.Sprintf("key %s already claimed with fingerprint %s (by %s); this message has %s",
-			ev.Key, ar.Existing.Fingerprint, ar.Existing.Source, ev.Fingerprint)
-		if err := p.deadLetter(ctx, msg, channels.KindConflict, reason); err != nil {
-			return err
-		}
-		p.Logger.Warn("conflicting event dead-lettered", "tenant", ev.TenantID, "key", string(ev.Key),
-			"source", src.String(), "claimed_by", ar.Existing.Source.String())
-		p.count(ev, metrics.OutcomeConflict)
-		return nil
+		return p.conflict(ctx, msg, ev, ar.Existing.Fingerprint, ar.Existing.Source)
 	}
 	return failed(metrics.StageAcquire, fmt.Errorf("acquire %s: unexpected result %v", ev.Key, ar.Kind))
 }

@@ -19,6 +19,11 @@ type Config struct {
 	Topic   string
 	GroupID string
 
+	// BatchMax is the most messages of one partition handled as one batch
+	// (default 1: the per-message pipeline). A batch is what the partition
+	// already has buffered, never a wait for more.
+	BatchMax int
+
 	// Backoff paces in-place retries of a failing message.
 	Backoff Backoff
 	// StallAfter is how long a partition may retry one message before
@@ -35,11 +40,22 @@ type Config struct {
 	RebalanceTimeout time.Duration
 	// MaxWait bounds how long a fetch waits for new data (default 250ms).
 	MaxWait time.Duration
+	// MinBytes and MaxBytes bound one fetch (defaults 1 and 10 MiB).
+	MinBytes, MaxBytes int
+	// StartOffset is where a partition without a committed offset starts:
+	// kafka.FirstOffset (default) or kafka.LastOffset.
+	StartOffset int64
+	// PartitionWatchInterval is how often the group looks for new
+	// partitions (default 5s).
+	PartitionWatchInterval time.Duration
 	// Dialer is kafka-go's dialer (nil: the default).
 	Dialer *kafka.Dialer
 }
 
 func (c *Config) defaults() {
+	if c.BatchMax <= 0 {
+		c.BatchMax = 1
+	}
 	if c.StallAfter <= 0 {
 		c.StallAfter = time.Minute
 	}
@@ -57,6 +73,18 @@ func (c *Config) defaults() {
 	}
 	if c.MaxWait <= 0 {
 		c.MaxWait = 250 * time.Millisecond
+	}
+	if c.MinBytes <= 0 {
+		c.MinBytes = 1
+	}
+	if c.MaxBytes <= 0 {
+		c.MaxBytes = 10 << 20
+	}
+	if c.StartOffset != kafka.LastOffset {
+		c.StartOffset = kafka.FirstOffset
+	}
+	if c.PartitionWatchInterval <= 0 {
+		c.PartitionWatchInterval = 5 * time.Second
 	}
 }
 
@@ -91,18 +119,20 @@ func New(cfg Config, p *Pipeline, m *metrics.Metrics, logger *slog.Logger) *Work
 // by the partition's next owner.
 func (w *Worker) Run(ctx context.Context) error {
 	cg, err := kafka.NewConsumerGroup(kafka.ConsumerGroupConfig{
-		ID:                w.cfg.GroupID,
-		Brokers:           w.cfg.Brokers,
-		Dialer:            w.cfg.Dialer,
-		Topics:            []string{w.cfg.Topic},
-		GroupBalancers:    []kafka.GroupBalancer{kafka.RangeGroupBalancer{}},
-		HeartbeatInterval: w.cfg.HeartbeatInterval,
-		SessionTimeout:    w.cfg.SessionTimeout,
-		RebalanceTimeout:  w.cfg.RebalanceTimeout,
-		JoinGroupBackoff:  time.Second,
-		StartOffset:       kafka.FirstOffset,
-		Logger:            kafka.LoggerFunc(w.kafkaLog(slog.LevelDebug)),
-		ErrorLogger:       kafka.LoggerFunc(w.kafkaLog(slog.LevelWarn)),
+		ID:                     w.cfg.GroupID,
+		Brokers:                w.cfg.Brokers,
+		Dialer:                 w.cfg.Dialer,
+		Topics:                 []string{w.cfg.Topic},
+		GroupBalancers:         []kafka.GroupBalancer{kafka.RangeGroupBalancer{}},
+		HeartbeatInterval:      w.cfg.HeartbeatInterval,
+		SessionTimeout:         w.cfg.SessionTimeout,
+		RebalanceTimeout:       w.cfg.RebalanceTimeout,
+		JoinGroupBackoff:       time.Second,
+		StartOffset:            w.cfg.StartOffset,
+		WatchPartitionChanges:  true,
+		PartitionWatchInterval: w.cfg.PartitionWatchInterval,
+		Logger:                 kafka.LoggerFunc(w.kafkaLog(slog.LevelDebug)),
+		ErrorLogger:            kafka.LoggerFunc(w.kafkaLog(slog.LevelWarn)),
 	})
 	if err != nil {
 		return fmt.Errorf("create consumer group %s: %w", w.cfg.GroupID, err)
