@@ -360,10 +360,10 @@ func (c Config) Validate() error {
 // NeedsDB reports whether the named command (the first word after
 // "consumer": "run", "migrate", "demo", ...) talks to the configured
 // database and so requires a DSN. "demo" uses an embedded database and
-// "dlq" only Kafka; unknown commands are assumed to need it.
+// "dlq" and "replay" only Kafka; unknown commands are assumed to need it.
 func NeedsDB(command string) bool {
 	switch command {
-	case "demo", "dlq", "help", "version":
+	case "demo", "dlq", "replay", "help", "version":
 		return false
 	default:
 		return true

@@ -80,7 +80,7 @@ func TestValidateForDSN(t *testing.T) {
 	}{
 		{"run", true},
 		{"migrate", true},
-		{"replay", true},
+		{"replay", false}, // resets Kafka offsets only
 		{"orphans", true},
 		{"reconcile", true},
 		{"purge", true},
