@@ -27,18 +27,7 @@ func (s *Store) LookupMany(ctx context.Context, keys []TenantKey) (map[TenantKey
 	if len(keys) == 0 {
 		return out, nil
 	}
-	tenants := map[int64]bool{}
-	var tenantList []int64
-	keyList := make([]string, 0, len(keys))
-	want := make(map[TenantKey]bool, len(keys))
-	for _, k := range keys {
-		if !tenants[k.TenantID] {
-			tenants[k.TenantID] = true
-			tenantList = append(tenantList, k.TenantID)
-		}
-		keyList = append(keyList, string(k.Key))
-		want[k] = true
-	}
+	tenantList, keyList, want := splitKeys(keys)
 	// tenant IN (…) AND key IN (…) is a range on uk_idem on both servers;
 	// the cross product it may return is filtered here.
 	var rows []claimRow
@@ -198,4 +187,99 @@ func (s *Store) insertMany(ctx context.Context, claims []Claim, idx []int, token
 		return err
 	}
 	return nil
+}
+
+// LockMany reads the claims for keys inside tx with one locking read, in
+// (tenant, key) order so that concurrent batches queue rather than deadlock
+// (SQLite: the transaction already holds the write lock). Keys without a
+// claim are absent from the map.
+func (s *Store) LockMany(ctx context.Context, tx bun.Tx, keys []TenantKey) (map[TenantKey]Record, error) {
+	out := make(map[TenantKey]Record, len(keys))
+	if len(keys) == 0 {
+		return out, nil
+	}
+	tenants, keyList, want := splitKeys(keys)
+	var rows []claimRow
+	q := tx.NewSelect().Model(&rows).
+		Where("tenant_id IN (?)", bun.In(tenants)).
+		Where("idempotent_key IN (?)", bun.In(keyList)).
+		OrderExpr("tenant_id, idempotent_key")
+	if tx.Dialect().Name() != dialect.SQLite {
+		q = q.For("UPDATE")
+	}
+	if err := q.Scan(ctx); err != nil {
+		return nil, fmt.Errorf("lock %d claims: %w", len(keys), err)
+	}
+	for i := range rows {
+		rec := rows[i].record()
+		if tk := (TenantKey{rec.TenantID, rec.Key}); want[tk] {
+			out[tk] = rec
+		}
+	}
+	return out, nil
+}
+
+// SettleMany is the fence for a batch: inside the caller's business
+// transaction it moves every claim in outcomes from ACQUIRED to SETTLED with
+// its outcome, with one UPDATE per tenant. If any of them is not ACQUIRED
+// (another settler won, or it does not exist) it returns ErrFenceLost and
+// the caller must roll back the whole batch. Lock the claims first
+// (LockMany) so this cannot lose.
+func (s *Store) SettleMany(ctx context.Context, tx bun.Tx, outcomes map[TenantKey]Outcome) error {
+	byTenant := map[int64][]TenantKey{}
+	for k, o := range outcomes {
+		if !o.Valid() {
+			return fmt.Errorf("settle %s: invalid outcome %q", k.Key, o)
+		}
+		byTenant[k.TenantID] = append(byTenant[k.TenantID], k)
+	}
+	hint := "FORCE INDEX (uk_idem)"
+	if tx.Dialect().Name() == dialect.SQLite {
+		hint = "INDEXED BY uk_idem"
+	}
+	now := s.Now()
+	for tenant, keys := range byTenant {
+		var b strings.Builder
+		args := make([]any, 0, 3*len(keys)+4)
+		b.WriteString("UPDATE ss_channel_idempotent " + hint + " SET status = ?, settle_outcome = CASE idempotent_key")
+		args = append(args, string(StatusSettled))
+		list := make([]string, len(keys))
+		for i, k := range keys {
+			b.WriteString(" WHEN ? THEN ?")
+			args = append(args, string(k.Key), string(outcomes[k]))
+			list[i] = string(k.Key)
+		}
+		b.WriteString(" END, settled_at = ? WHERE tenant_id = ? AND idempotent_key IN (?) AND status = ?")
+		args = append(args, now, tenant, bun.In(list), string(StatusAcquired))
+		res, err := tx.NewRaw(b.String(), args...).Exec(ctx)
+		if err != nil {
+			return fmt.Errorf("settle %d claims of tenant %d: %w", len(keys), tenant, err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return fmt.Errorf("settle %d claims of tenant %d: rows affected: %w", len(keys), tenant, err)
+		}
+		if n != int64(len(keys)) {
+			return fmt.Errorf("settle %d claims of tenant %d: %d were ACQUIRED: %w", len(keys), tenant, n, ErrFenceLost)
+		}
+	}
+	return nil
+}
+
+// splitKeys returns the distinct tenants, the keys, and the set of wanted
+// (tenant, key) pairs.
+func splitKeys(keys []TenantKey) ([]int64, []string, map[TenantKey]bool) {
+	seen := map[int64]bool{}
+	var tenants []int64
+	list := make([]string, 0, len(keys))
+	want := make(map[TenantKey]bool, len(keys))
+	for _, k := range keys {
+		if !seen[k.TenantID] {
+			seen[k.TenantID] = true
+			tenants = append(tenants, k.TenantID)
+		}
+		list = append(list, string(k.Key))
+		want[k] = true
+	}
+	return tenants, list, want
 }

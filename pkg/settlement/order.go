@@ -88,8 +88,21 @@ func updateOrder(ctx context.Context, tx bun.Tx, ord *Order) error {
 // refund the reverse. A hit on the ledger's unique key means the event was
 // already posted and wraps errAlreadyPosted.
 func postLedger(ctx context.Context, tx bun.Tx, ev channels.Event, amount int64, now time.Time) error {
+	rows, err := postingRows(ev, amount, now)
+	if err != nil {
+		return err
+	}
+	if err := insertLedger(ctx, tx, rows); err != nil {
+		return fmt.Errorf("post %s: %w", ev.Key, err)
+	}
+	return nil
+}
+
+// postingRows builds the two balanced rows of ev's posting of amount fen.
+// A non-positive amount is refused: the ledger never holds a zero row.
+func postingRows(ev channels.Event, amount int64, now time.Time) ([]ledgerRow, error) {
 	if amount <= 0 {
-		return fmt.Errorf("post %s: refusing a ledger amount of %d", ev.Key, amount)
+		return nil, fmt.Errorf("post %s: refusing a ledger amount of %d", ev.Key, amount)
 	}
 	debit, credit := ReceivableAccount(ev.Channel), AccountMerchantPayable
 	if ev.Type == idempotent.RefundSucceeded {
@@ -108,6 +121,12 @@ func postLedger(ctx context.Context, tx bun.Tx, ev channels.Event, amount int64,
 		rows[i].Currency = ev.Currency
 		rows[i].CreatedAt = now
 	}
+	return rows, nil
+}
+
+// insertLedger inserts rows with one statement. A hit on the ledger's
+// unique key wraps errAlreadyPosted.
+func insertLedger(ctx context.Context, tx bun.Tx, rows []ledgerRow) error {
 	_, err := tx.NewInsert().Model(&rows).
 		Column("tenant_id", "idempotent_key", "channel_code", "channel_trade_no", "account", "direction",
 			"amount", "currency", "created_at").
@@ -117,9 +136,9 @@ func postLedger(ctx context.Context, tx bun.Tx, ev channels.Event, amount int64,
 		// ss_ledger_entry has one unique key besides its auto-increment
 		// primary key: uk_ledger_source.
 		if err = idempotent.ClassifyDuplicate(err); errors.Is(err, idempotent.ErrDuplicateKey) {
-			return fmt.Errorf("post %s: %w: %w", ev.Key, errAlreadyPosted, err)
+			return fmt.Errorf("%w: %w", errAlreadyPosted, err)
 		}
-		return fmt.Errorf("post %s: %w", ev.Key, err)
+		return err
 	}
 	return nil
 }

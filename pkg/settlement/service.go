@@ -250,52 +250,15 @@ func (s *Service) lockClaim(ctx context.Context, tx bun.Tx, ev channels.Event) e
 // can be applied in turn.
 func (s *Service) apply(ctx context.Context, tx bun.Tx, st *settlement, ord *Order, now time.Time) error {
 	ev := st.ev
-	st.totalMismatch = ord.Amount != ev.OrderTotal
-	st.merchantMismatch = ord.MerchantOrderNo != ev.MerchantOrderNo
-
-	// (3) The outcome, decided on the locked row.
-	next := *ord
-	switch ev.Type {
-	case idempotent.PaymentReceived:
-		if ord.PaidAmount > 0 {
-			// Only one payment key exists per trade, so a posted payment
-			// means this very event was posted without its claim.
-			return fmt.Errorf("%w: order already paid %d", errAlreadyPosted, ord.PaidAmount)
-		}
-		st.outcome, st.amount = idempotent.OutcomePosted, ev.OrderTotal
-		next.PaidAmount = ev.OrderTotal
-		paidAt := dbTime(ev.OccurredAt)
-		next.PaidAt = &paidAt
-	case idempotent.RefundSucceeded:
-		st.outcome, st.amount = refundOutcome(*ord, ev)
-		if st.outcome == idempotent.OutcomePosted {
-			next.RefundedAmount += st.amount
-			if ev.Cumulative() {
-				next.MaxCumulativeRefund = ev.CumulativeRefunded
-			}
-		}
-		if st.outcome != idempotent.OutcomeOverRefund {
-			// The refund happened (a NO_MONEY one's money was carried by a
-			// higher cumulative); the latest refund time is kept whatever
-			// the arrival order.
-			at := dbTime(ev.OccurredAt)
-			if next.LastRefundAt == nil || at.After(*next.LastRefundAt) {
-				next.LastRefundAt = &at
-			}
-		}
-	default:
-		return fmt.Errorf("%w: event type %s", ErrInvalidEvent, ev.Type)
+	next, write, err := decide(st, *ord, now)
+	if err != nil {
+		return err
 	}
-
-	// (4) Order, ledger, registration.
-	if st.outcome != idempotent.OutcomeOverRefund {
-		next.Status = DeriveStatus(next.Amount, next.PaidAmount, next.RefundedAmount)
-		next.UpdatedAt = now
+	if write {
 		if err := updateOrder(ctx, tx, &next); err != nil {
 			return err
 		}
 	}
-	st.order = next
 	if st.outcome == idempotent.OutcomePosted {
 		if err := postLedger(ctx, tx, ev, st.amount, now); err != nil {
 			return err
@@ -316,6 +279,58 @@ func (s *Service) apply(ctx context.Context, tx bun.Tx, st *settlement, ord *Ord
 	}
 	*ord = next
 	return nil
+}
+
+// decide works out st.ev's outcome and amount on the locked order row ord
+// and returns the order as it must be written; write is false when nothing
+// about the order changes (an over-refund). It does no I/O, so the single
+// and the batch settlement decide alike.
+func decide(st *settlement, ord Order, now time.Time) (next Order, write bool, err error) {
+	ev := st.ev
+	st.totalMismatch = ord.Amount != ev.OrderTotal
+	st.merchantMismatch = ord.MerchantOrderNo != ev.MerchantOrderNo
+
+	// (3) The outcome, decided on the locked row.
+	next = ord
+	switch ev.Type {
+	case idempotent.PaymentReceived:
+		if ord.PaidAmount > 0 {
+			// Only one payment key exists per trade, so a posted payment
+			// means this very event was posted without its claim.
+			return Order{}, false, fmt.Errorf("%w: order already paid %d", errAlreadyPosted, ord.PaidAmount)
+		}
+		st.outcome, st.amount = idempotent.OutcomePosted, ev.OrderTotal
+		next.PaidAmount = ev.OrderTotal
+		paidAt := dbTime(ev.OccurredAt)
+		next.PaidAt = &paidAt
+	case idempotent.RefundSucceeded:
+		st.outcome, st.amount = refundOutcome(ord, ev)
+		if st.outcome == idempotent.OutcomePosted {
+			next.RefundedAmount += st.amount
+			if ev.Cumulative() {
+				next.MaxCumulativeRefund = ev.CumulativeRefunded
+			}
+		}
+		if st.outcome != idempotent.OutcomeOverRefund {
+			// The refund happened (a NO_MONEY one's money was carried by a
+			// higher cumulative); the latest refund time is kept whatever
+			// the arrival order.
+			at := dbTime(ev.OccurredAt)
+			if next.LastRefundAt == nil || at.After(*next.LastRefundAt) {
+				next.LastRefundAt = &at
+			}
+		}
+	default:
+		return Order{}, false, fmt.Errorf("%w: event type %s", ErrInvalidEvent, ev.Type)
+	}
+	st.order = next
+	if st.outcome == idempotent.OutcomeOverRefund {
+		return next, false, nil
+	}
+	next.Status = DeriveStatus(next.Amount, next.PaidAmount, next.RefundedAmount)
+	next.UpdatedAt = now
+	st.order = next
+	return next, true, nil
 }
 
 // refundOutcome decides a refund against the locked order row ord: the
