@@ -5,7 +5,7 @@ FUZZTIME  ?= 30s
 GOLANGCI  ?= github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
 GOBIN     := $(shell $(GO) env GOPATH)/bin
 
-.PHONY: all build test lint bench bench-go bench-e2e run fuzz vet
+.PHONY: all build test lint bench bench-go bench-e2e run fuzz vet sim sim-long soak
 
 all: build test
 
@@ -19,6 +19,9 @@ test:
 	# The end-to-end suite once more on the per-message pipeline (the
 	# default run above uses batches).
 	PAYCB_TEST_BATCH_MAX=1 $(GO) test -race -count=1 -timeout 10m ./internal/app/
+	# The seeded fault simulation's fixed seeds once more, printing each
+	# seed's faults and the lost/posted-twice figures.
+	$(GO) test -race -count=1 -timeout 5m -run '^TestSim$$' -v ./internal/sim/
 
 vet:
 	$(GO) vet $(PKGS)
@@ -59,3 +62,18 @@ fuzz:
 			$(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
 		done; \
 	done
+
+## sim: the seeded fault simulation. SEED=n plays one seed's stream and fault
+## schedule again, REPEAT times (timing varies, so a failure is re-run to see
+## whether it reproduces); without SEED, the fixed CI seeds.
+SEED   ?=
+REPEAT ?= 3
+sim:
+	$(GO) test -race -count=1 -timeout 30m -run '^TestSim$$' -v ./internal/sim/ -args \
+		$(if $(SEED),-sim.seed=$(SEED) -sim.repeat=$(REPEAT))
+
+## sim-long: SEEDS seeds from START (defaults 200 from 1000).
+SEEDS ?= 200
+START ?= 1000
+sim-long:
+	$(GO) test -race -count=1 -timeout 3h -run '^TestSim$$' ./internal/sim/ -args -sim.seeds=$(SEEDS) -sim.start=$(START)
