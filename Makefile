@@ -77,3 +77,13 @@ SEEDS ?= 200
 START ?= 1000
 sim-long:
 	$(GO) test -race -count=1 -timeout 3h -run '^TestSim$$' ./internal/sim/ -args -sim.seeds=$(SEEDS) -sim.start=$(START)
+
+## soak: the kill -9 soak: bin/consumer and kfake-broker as subprocesses,
+## MariaDB, SOAK_EVENTS events, SIGKILLed SOAK_KILLS times at random moments
+## (each time restarted), then the invariants. `make test` runs the short
+## default (about 2,000 events, 3 kills).
+SOAK_EVENTS ?= 50000
+SOAK_KILLS  ?= 20
+soak:
+	$(GO) test -count=1 -timeout 90m -v -run '^TestKillNineSoak$$' ./internal/soak/ -args \
+		-soak.events=$(SOAK_EVENTS) -soak.kills=$(SOAK_KILLS)

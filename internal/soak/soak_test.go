@@ -1,0 +1,160 @@
+// Package soak is the kill -9 soak: the real consumer binary as a
+// subprocess, kfake as a process of its own and MariaDB, with the consumer
+// SIGKILLed at random moments and restarted, then the invariants. The
+// default size is the short CI version; `make soak` runs the full one.
+package soak
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/stretchr/testify/require"
+
+	"github.com/paycallback/paycallback/internal/demo"
+	"github.com/paycallback/paycallback/internal/invariant"
+	"github.com/paycallback/paycallback/internal/kafkaops"
+	"github.com/paycallback/paycallback/internal/sqldb"
+	"github.com/paycallback/paycallback/internal/sqldb/sqldbtest"
+	"github.com/paycallback/paycallback/pkg/channels/channelstest"
+	"github.com/paycallback/paycallback/schema"
+)
+
+var (
+	eventsFlag = flag.Int("soak.events", 2000, "distinct money events to stream (about 1.85 per trade)")
+	killsFlag  = flag.Int("soak.kills", 3, "SIGKILLs of the consumer, each followed by a restart")
+	seedFlag   = flag.Uint64("soak.seed", 1, "stream and kill-timing seed")
+)
+
+const (
+	topic = "channel-events"
+	group = "settlement-consumer"
+	dlq   = topic + ".dlq"
+)
+
+type quiet struct{}
+
+func (quiet) Print(...any) {}
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	_ = mysql.SetLogger(quiet{})
+	os.Exit(m.Run())
+}
+
+// TestKillNineSoak streams the events, SIGKILLs the consumer at random
+// moments while it works (each time restarting it), lets the last one run
+// to the end of the topic, sweeps orphans and checks the invariants.
+func TestKillNineSoak(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	consumer, broker := filepath.Join(dir, "consumer"), filepath.Join(dir, "kfake-broker")
+	for bin, pkg := range map[string]string{consumer: "github.com/paycallback/paycallback/cmd/consumer", broker: "github.com/paycallback/paycallback/cmd/kfake-broker"} {
+		out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, pkg).CombinedOutput()
+		require.NoError(t, err, "build %s: %s", pkg, out)
+	}
+	rng := rand.New(rand.NewPCG(*seedFlag, *seedFlag^0xabcdef))
+
+	bk := exec.CommandContext(ctx, broker, "--topic", topic+":8", "--topic", dlq+":1")
+	stdout, err := bk.StdoutPipe()
+	require.NoError(t, err)
+	bk.Stderr = os.Stderr
+	require.NoError(t, bk.Start())
+	t.Cleanup(func() { _ = bk.Process.Signal(syscall.SIGTERM); _ = bk.Wait() })
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	require.NoError(t, err, "broker address")
+	brokers := []string{strings.TrimSpace(line)}
+
+	dsn := sqldbtest.NewDatabase(t)
+	db, err := sqldb.OpenMySQL(dsn)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	_, err = schema.Migrate(ctx, db)
+	require.NoError(t, err)
+
+	trades := max(*eventsFlag*100/185, 10)
+	stream := demo.Generate(demo.StreamOptions{Seed: *seedFlag, Trades: trades})
+	dups := len(stream.Messages) - stream.Events - stream.Conflicts - stream.Malformed
+	t.Logf("soak: %d messages, %d distinct events (%.0f%% of messages are duplicates), %d kills planned",
+		len(stream.Messages), stream.Events, 100*float64(dups)/float64(len(stream.Messages)), *killsFlag)
+	msgs := make([]kafkaops.Message, len(stream.Messages))
+	for i, m := range stream.Messages {
+		msgs[i] = kafkaops.Message{Key: m.Key, Value: m.Value}
+	}
+	require.NoError(t, kafkaops.Produce(ctx, brokers, topic, msgs))
+
+	env := append(os.Environ(),
+		"PAYCB_KAFKA_BROKERS="+brokers[0], "PAYCB_KAFKA_TOPIC="+topic, "PAYCB_KAFKA_GROUP="+group,
+		"PAYCB_DB_DSN="+dsn, "PAYCB_ADMIN_ADDR=127.0.0.1:0", "PAYCB_WECHAT_APIV3_KEY="+channelstest.APIv3Key,
+		"PAYCB_LOG_LEVEL=error", "PAYCB_ORPHAN_AFTER=2s", "PAYCB_SWEEP_INTERVAL=500ms",
+		"PAYCB_KAFKA_SESSION_TIMEOUT=6s", "PAYCB_KAFKA_HEARTBEAT_INTERVAL=300ms", "PAYCB_KAFKA_REBALANCE_TIMEOUT=6s",
+		"PAYCB_KAFKA_MAX_WAIT=100ms", "PAYCB_BATCH_MAX=16")
+	start := func() *exec.Cmd {
+		cmd := exec.CommandContext(ctx, consumer, "run")
+		cmd.Env = env
+		cmd.Dir = dir
+		cmd.Stderr = os.Stderr
+		require.NoError(t, cmd.Start())
+		return cmd
+	}
+	committed := func() int64 {
+		ps, err := kafkaops.Progress(ctx, brokers, group, topic)
+		if err != nil {
+			return -1
+		}
+		var n int64
+		for _, p := range ps {
+			n += max(p.Committed, 0)
+		}
+		return n
+	}
+
+	kills := 0
+	cmd := start()
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	for kills < *killsFlag {
+		// Kill once the consumer has moved (committed more than at the last
+		// kill), plus a random delay, so that every kill lands mid-stream.
+		before := committed()
+		require.Eventually(t, func() bool { return committed() > before }, 2*time.Minute, 20*time.Millisecond,
+			"consumer made no progress after %d kills", kills)
+		timer := time.NewTimer(time.Duration(rng.IntN(1500)) * time.Millisecond)
+		select {
+		case <-timer.C:
+		case <-ctx.Done():
+			t.Fatal(ctx.Err())
+		}
+		if committed() >= int64(len(msgs)) {
+			break // the stream ran out before the planned kills
+		}
+		require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
+		_ = cmd.Wait()
+		kills++
+		cmd = start()
+	}
+	waitCtx, cancelWait := context.WithTimeout(ctx, 20*time.Minute)
+	defer cancelWait()
+	require.NoError(t, kafkaops.WaitConsumed(waitCtx, brokers, group, topic, 100*time.Millisecond, nil))
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	_ = cmd.Wait()
+
+	swept, err := invariant.SweepOrphans(ctx, db)
+	require.NoError(t, err)
+	rep, err := invariant.Check(ctx, db, brokers, dlq, stream)
+	require.NoError(t, err)
+	fmt.Printf("soak: %d messages, %d events, %d kills survived, %d orphans swept after, lost %d, posted twice %d, %d violations\n",
+		rep.Messages, rep.Events, kills, swept, rep.Lost, rep.Doubled, len(rep.Violations))
+	require.NoError(t, rep.Err())
+	require.GreaterOrEqual(t, kills, *killsFlag, "the stream ran out before every kill: use more events")
+}
