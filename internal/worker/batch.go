@@ -92,6 +92,9 @@ func (p *Pipeline) HandleBatch(ctx context.Context, msgs []kafka.Message, states
 	}
 	results, err := p.Claims.AcquireMany(ctx, claims)
 	if err != nil {
+		for _, it := range leaders {
+			states[it.i].acquireUnknown = true
+		}
 		return failed(metrics.StageAcquire, err)
 	}
 
@@ -176,14 +179,7 @@ func (p *Pipeline) HandleBatch(ctx context.Context, msgs []kafka.Message, states
 			} else if !states[leaders[j].i].done && leaders[j].i != it.i {
 				continue // wait for the leader, retried with the batch
 			}
-			outcome := metrics.OutcomeDuplicate
-			switch {
-			case st.acquired:
-				outcome = metrics.OutcomeAcquired
-			case r.Existing.MadeBy(it.src):
-				outcome = metrics.OutcomeRedelivered
-			}
-			p.count(it.ev, outcome)
+			p.count(it.ev, outcomeOfDuplicate(st, r.Existing, it.src))
 		}
 		st.done = true
 	}

@@ -53,6 +53,23 @@ type MessageState struct {
 	// done: the message reached its outcome and was counted (batches are
 	// retried whole; done messages are skipped).
 	done bool
+	// acquireUnknown: an earlier attempt's acquire failed without an
+	// answer (a lost connection, a refused read-back), so its insert may
+	// have committed: a claim this very message made is then still its own
+	// "acquired", not a redelivery.
+	acquireUnknown bool
+}
+
+// outcomeOfDuplicate is how a message that found its key claimed counts.
+func outcomeOfDuplicate(st *MessageState, rec idempotent.Record, src idempotent.Source) metrics.Outcome {
+	switch {
+	case st.acquired, st.acquireUnknown && rec.MadeBy(src):
+		return metrics.OutcomeAcquired
+	case rec.MadeBy(src):
+		return metrics.OutcomeRedelivered
+	default:
+		return metrics.OutcomeDuplicate
+	}
 }
 
 // stageError tags an error with the pipeline stage that failed, for
@@ -106,6 +123,7 @@ func (p *Pipeline) Handle(ctx context.Context, msg kafka.Message, st *MessageSta
 		Source:      src,
 	})
 	if err != nil {
+		st.acquireUnknown = true
 		return failed(metrics.StageAcquire, err)
 	}
 
@@ -130,13 +148,7 @@ func (p *Pipeline) Handle(ctx context.Context, msg kafka.Message, st *MessageSta
 		return nil
 
 	case idempotent.Duplicate:
-		outcome := metrics.OutcomeDuplicate
-		switch {
-		case st.acquired:
-			outcome = metrics.OutcomeAcquired
-		case ar.Existing.MadeBy(src):
-			outcome = metrics.OutcomeRedelivered
-		}
+		outcome := outcomeOfDuplicate(st, ar.Existing, src)
 		if err := p.finishExisting(ctx, msg, ev, ar.Existing); err != nil {
 			return err
 		}

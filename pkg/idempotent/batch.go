@@ -1,10 +1,12 @@
 package idempotent
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/uptrace/bun"
@@ -23,6 +25,13 @@ type TenantKey struct {
 // claims that exist: claim rows are never deleted, so a claim found here is
 // a committed claim for good.
 func (s *Store) LookupMany(ctx context.Context, keys []TenantKey) (map[TenantKey]Record, error) {
+	return s.lookupMany(ctx, keys, false)
+}
+
+// lookupMany is LookupMany; current asks for a locking (current) read,
+// which waits for a concurrent insert of the same key to finish and sees
+// the latest committed row whatever the read view.
+func (s *Store) lookupMany(ctx context.Context, keys []TenantKey, current bool) (map[TenantKey]Record, error) {
 	out := make(map[TenantKey]Record, len(keys))
 	if len(keys) == 0 {
 		return out, nil
@@ -31,10 +40,13 @@ func (s *Store) LookupMany(ctx context.Context, keys []TenantKey) (map[TenantKey
 	// tenant IN (…) AND key IN (…) is a range on uk_idem on both servers;
 	// the cross product it may return is filtered here.
 	var rows []claimRow
-	err := s.db.NewSelect().Model(&rows).
+	q := s.db.NewSelect().Model(&rows).
 		Where("tenant_id IN (?)", bun.In(tenantList)).
-		Where("idempotent_key IN (?)", bun.In(keyList)).
-		Scan(ctx)
+		Where("idempotent_key IN (?)", bun.In(keyList))
+	if current && s.db.Dialect().Name() != dialect.SQLite {
+		q = q.For("UPDATE") // MariaDB 10.11 has no FOR SHARE; statement-long only
+	}
+	err := q.Scan(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("look up %d claims: %w", len(keys), err)
 	}
@@ -99,6 +111,11 @@ func (s *Store) AcquireMany(ctx context.Context, claims []Claim) ([]Result, erro
 		return results, nil
 	}
 
+	// Insert in (tenant, key) order, the index's order, so concurrent
+	// batches with overlapping keys queue rather than deadlock.
+	slices.SortFunc(fresh, func(a, b int) int {
+		return cmp.Or(cmp.Compare(keys[a].TenantID, keys[b].TenantID), cmp.Compare(keys[a].Key, keys[b].Key))
+	})
 	var token [16]byte
 	if _, err := rand.Read(token[:]); err != nil {
 		return nil, fmt.Errorf("acquire batch: token: %w", err)
@@ -126,7 +143,7 @@ func (s *Store) AcquireMany(ctx context.Context, claims []Claim) ([]Result, erro
 	if len(lost) == 0 {
 		return results, nil
 	}
-	winners, err := s.LookupMany(ctx, lost)
+	winners, err := s.lookupMany(ctx, lost, true)
 	if err != nil {
 		return nil, fmt.Errorf("acquire batch: %w", err)
 	}
@@ -136,7 +153,16 @@ func (s *Store) AcquireMany(ctx context.Context, claims []Claim) ([]Result, erro
 		}
 		rec, ok := winners[keys[i]]
 		if !ok {
-			return nil, fmt.Errorf("acquire batch: %d/%s was neither inserted nor found", keys[i].TenantID, keys[i].Key)
+			// Neither inserted by this statement nor there: MariaDB can skip
+			// a row of a multi-row upsert whose duplicate was a concurrent
+			// insert that then rolled back (a deadlock victim). Let the
+			// single-row insert and its duplicate-key error decide it.
+			r, err := s.Acquire(ctx, claims[i])
+			if err != nil {
+				return nil, fmt.Errorf("acquire batch: %w", err)
+			}
+			results[i] = r
+			continue
 		}
 		results[i] = judge(claims[i], rec)
 	}
@@ -179,7 +205,8 @@ func (s *Store) insertMany(ctx context.Context, claims []Claim, idx []int, token
 	} else {
 		b.WriteString(" ON DUPLICATE KEY UPDATE id = id")
 	}
-	if _, err := s.db.ExecContext(ctx, b.String(), args...); err != nil {
+	_, err := s.db.ExecContext(ctx, b.String(), args...)
+	if err != nil {
 		if errors.Is(ClassifyDuplicate(err), ErrDuplicateKey) {
 			// Impossible with the clause above; never read as "duplicate".
 			return fmt.Errorf("unexpected duplicate-key error from an upsert: %w", err)
