@@ -26,6 +26,7 @@ import (
 	"github.com/paycallback/paycallback/internal/kafkaops"
 	"github.com/paycallback/paycallback/internal/sqldb"
 	"github.com/paycallback/paycallback/internal/sqldb/sqldbtest"
+	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/channels/channelstest"
 	"github.com/paycallback/paycallback/schema"
 )
@@ -84,7 +85,7 @@ func TestKillNineSoak(t *testing.T) {
 	require.NoError(t, err)
 
 	trades := max(*eventsFlag*100/185, 10)
-	stream := demo.Generate(demo.StreamOptions{Seed: *seedFlag, Trades: trades})
+	stream := thinDuplicates(t, demo.Generate(demo.StreamOptions{Seed: *seedFlag, Trades: trades}), 0.30, rng)
 	dups := len(stream.Messages) - stream.Events - stream.Conflicts - stream.Malformed
 	t.Logf("soak: %d messages, %d distinct events (%.0f%% of messages are duplicates), %d kills planned",
 		len(stream.Messages), stream.Events, 100*float64(dups)/float64(len(stream.Messages)), *killsFlag)
@@ -157,4 +158,33 @@ func TestKillNineSoak(t *testing.T) {
 		rep.Messages, rep.Events, kills, swept, rep.Lost, rep.Doubled, len(rep.Violations))
 	require.NoError(t, rep.Err())
 	require.GreaterOrEqual(t, kills, *killsFlag, "the stream ran out before every kill: use more events")
+}
+
+// thinDuplicates drops channel retries (copies of an event already in the
+// stream, same fingerprint) at random until about share of the messages are
+// duplicates; demo.Generate delivers every notification one to three times,
+// about half of all messages. Conflicts, malformed messages and each event's
+// first copy are kept, so the stream's expectations stay true.
+func thinDuplicates(t *testing.T, s demo.Stream, share float64, rng *rand.Rand) demo.Stream {
+	t.Helper()
+	dec := channels.NewDecoder(channels.StaticKeys{Default: channelstest.APIv3Key})
+	seen := map[string]bool{}
+	dups := len(s.Messages) - s.Events - s.Conflicts - s.Malformed
+	// keep/(events+conflicts+malformed+keep) = share
+	want := share * float64(s.Events+s.Conflicts+s.Malformed) / (1 - share)
+	keep := want / float64(dups)
+	out := s.Messages[:0:0]
+	for _, m := range s.Messages {
+		res, err := dec.Decode(m.Value)
+		if err == nil && !res.Ignored {
+			id := fmt.Sprintf("%d/%s/%s", res.Event.TenantID, res.Event.Key, res.Event.Fingerprint)
+			if seen[id] && rng.Float64() >= keep {
+				continue
+			}
+			seen[id] = true
+		}
+		out = append(out, m)
+	}
+	s.Messages = out
+	return s
 }
