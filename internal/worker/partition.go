@@ -25,9 +25,9 @@ type partitionConsumer struct {
 // ends or the worker stops. On stop it finishes the in-flight message,
 // commits it, reports drained, and keeps the generation open until the
 // group closes it, so that the other partitions can finish theirs too.
-func (pc *partitionConsumer) run(genCtx, stop, hardStop context.Context, drained *sync.WaitGroup) {
+func (pc *partitionConsumer) run(genCtx, stop, hardStop context.Context, drained *drainGroup) {
 	var once sync.Once
-	markDrained := func() { once.Do(drained.Done) }
+	markDrained := func() { once.Do(drained.done) }
 	defer markDrained()
 	w := pc.w
 	log := w.logger.With("partition", pc.partition, "generation", pc.gen.ID)

@@ -141,7 +141,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	// hardStop ends in-flight processing once the shutdown cap has passed.
 	hardStop, cancelHard := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelHard()
-	var drained sync.WaitGroup
+	drained := &drainGroup{}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -154,7 +154,7 @@ func (w *Worker) Run(ctx context.Context) error {
 				w.logger.Warn("consumer group: no generation yet", "group", w.cfg.GroupID, "error", err.Error())
 				continue
 			}
-			w.startGeneration(ctx, hardStop, gen, &drained)
+			w.startGeneration(ctx, hardStop, gen, drained)
 		}
 	}()
 
@@ -163,7 +163,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	timer := time.AfterFunc(w.cfg.ShutdownTimeout, cancelHard)
 	defer timer.Stop()
 	waitCh := make(chan struct{})
-	go func() { drained.Wait(); close(waitCh) }()
+	go func() { drained.closeAndWait(); close(waitCh) }()
 	select {
 	case <-waitCh:
 	case <-hardStop.Done():
@@ -179,17 +179,47 @@ func (w *Worker) Run(ctx context.Context) error {
 }
 
 // startGeneration runs one loop per assigned partition for gen's lifetime.
-func (w *Worker) startGeneration(stop, hardStop context.Context, gen *kafka.Generation, drained *sync.WaitGroup) {
-	w.setGeneration(gen.ID)
+func (w *Worker) startGeneration(stop, hardStop context.Context, gen *kafka.Generation, drained *drainGroup) {
 	assigned := gen.Assignments[w.cfg.Topic]
+	if !drained.add(len(assigned)) {
+		return // shutting down: the group is about to be left
+	}
+	w.setGeneration(gen.ID)
 	w.logger.Info("joined generation", "generation", gen.ID, "member", gen.MemberID, "partitions", len(assigned))
 	for _, a := range assigned {
-		drained.Add(1)
 		gen.Start(func(genCtx context.Context) {
 			pc := &partitionConsumer{w: w, gen: gen, partition: a.ID, start: a.Offset}
 			pc.run(genCtx, stop, hardStop, drained)
 		})
 	}
+}
+
+// drainGroup counts partition loops that have not yet finished their
+// in-flight work. Once shutdown has begun it accepts no more, so a
+// generation handed out during shutdown never races the wait.
+type drainGroup struct {
+	mu      sync.Mutex
+	wg      sync.WaitGroup
+	closing bool
+}
+
+func (d *drainGroup) add(n int) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closing {
+		return false
+	}
+	d.wg.Add(n)
+	return true
+}
+
+func (d *drainGroup) done() { d.wg.Done() }
+
+func (d *drainGroup) closeAndWait() {
+	d.mu.Lock()
+	d.closing = true
+	d.mu.Unlock()
+	d.wg.Wait()
 }
 
 func (w *Worker) setGeneration(id int32) {
