@@ -32,7 +32,7 @@ import (
 )
 
 var (
-	eventsFlag = flag.Int("soak.events", 2000, "distinct money events to stream (about 1.85 per trade)")
+	eventsFlag = flag.Int("soak.events", 3000, "distinct money events to stream (about 1.85 per trade)")
 	killsFlag  = flag.Int("soak.kills", 3, "SIGKILLs of the consumer, each followed by a restart")
 	seedFlag   = flag.Uint64("soak.seed", 1, "stream and kill-timing seed")
 )
@@ -77,7 +77,10 @@ func TestKillNineSoak(t *testing.T) {
 	require.NoError(t, err, "broker address")
 	brokers := []string{strings.TrimSpace(line)}
 
-	dsn := sqldbtest.NewDatabase(t)
+	// A private MariaDB instance, so the soak can restart it under the
+	// running consumer.
+	server := sqldbtest.StartServer(t)
+	dsn := server.CreateDatabase(t, "paycb_soak")
 	db, err := sqldb.OpenMySQL(dsn)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = db.Close() })
@@ -122,6 +125,7 @@ func TestKillNineSoak(t *testing.T) {
 	}
 
 	kills := 0
+	restarted := false
 	cmd := start()
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	for kills < *killsFlag {
@@ -130,7 +134,7 @@ func TestKillNineSoak(t *testing.T) {
 		before := committed()
 		require.Eventually(t, func() bool { return committed() > before }, 2*time.Minute, 20*time.Millisecond,
 			"consumer made no progress after %d kills", kills)
-		timer := time.NewTimer(time.Duration(rng.IntN(1500)) * time.Millisecond)
+		timer := time.NewTimer(time.Duration(rng.IntN(800)) * time.Millisecond)
 		select {
 		case <-timer.C:
 		case <-ctx.Done():
@@ -143,7 +147,15 @@ func TestKillNineSoak(t *testing.T) {
 		_ = cmd.Wait()
 		kills++
 		cmd = start()
+		if kills == 1 && !restarted {
+			// Once, mid-stream: the database restarts under the freshly
+			// restarted consumer. Its in-flight messages fail and are
+			// retried in place until the server is back.
+			server.Restart(t)
+			restarted = true
+		}
 	}
+	require.True(t, restarted || committed() >= int64(len(msgs)), "the database was restarted mid-stream")
 	waitCtx, cancelWait := context.WithTimeout(ctx, 20*time.Minute)
 	defer cancelWait()
 	require.NoError(t, kafkaops.WaitConsumed(waitCtx, brokers, group, topic, 100*time.Millisecond, nil))
@@ -154,8 +166,8 @@ func TestKillNineSoak(t *testing.T) {
 	require.NoError(t, err)
 	rep, err := invariant.Check(ctx, db, brokers, dlq, stream)
 	require.NoError(t, err)
-	fmt.Printf("soak: %d messages, %d events, %d kills survived, %d orphans swept after, lost %d, posted twice %d, %d violations\n",
-		rep.Messages, rep.Events, kills, swept, rep.Lost, rep.Doubled, len(rep.Violations))
+	fmt.Printf("soak: %d messages, %d events, %d kills survived, database restarted %v, %d orphans swept after, lost %d, posted twice %d, %d violations\n",
+		rep.Messages, rep.Events, kills, restarted, swept, rep.Lost, rep.Doubled, len(rep.Violations))
 	require.NoError(t, rep.Err())
 	require.GreaterOrEqual(t, kills, *killsFlag, "the stream ran out before every kill: use more events")
 }
