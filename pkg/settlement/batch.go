@@ -93,6 +93,13 @@ func (s *Service) SettleBatch(ctx context.Context, evs []channels.Event) ([]Resu
 			return err
 		}
 
+		// The registrations of the batch's refunded trades, read and locked
+		// at once; matched in memory below.
+		regs, err := s.lockRegistrations(ctx, tx, evs, lost)
+		if err != nil {
+			return err
+		}
+
 		// (3) Decide each event in order on its (locked, in-memory) order.
 		touched := map[tradeKey]bool{}
 		var ledger []ledgerRow
@@ -118,7 +125,16 @@ func (s *Service) SettleBatch(ctx context.Context, evs []channels.Event) ([]Resu
 				ledger = append(ledger, rows...)
 			}
 			if ev.Type == idempotent.RefundSucceeded && sts[i].outcome != idempotent.OutcomeOverRefund {
-				if err := s.matchRegistration(ctx, tx, &sts[i], next, now); err != nil {
+				trade := regs[t]
+				reg, found := &Registration{}, false
+				for _, r := range trade {
+					if r.RefundNo == ev.RefundNo {
+						reg, found = r, true
+						break
+					}
+				}
+				sums := func() (regSums, error) { return sumRegistrations(trade), nil }
+				if err := s.applyRegistration(ctx, tx, &sts[i], next, now, reg, found, sums); err != nil {
 					return fmt.Errorf("%s: %w", ev.Key, err)
 				}
 			}
@@ -223,6 +239,43 @@ func (s *Service) lockOrders(ctx context.Context, tx bun.Tx, evs []channels.Even
 	return orders, nil
 }
 
+// lockRegistrations reads, with one locking read, the refund registrations
+// of every trade the batch refunds, by trade.
+func (s *Service) lockRegistrations(ctx context.Context, tx bun.Tx, evs []channels.Event, lost []bool) (map[tradeKey][]*Registration, error) {
+	out := map[tradeKey][]*Registration{}
+	tenants, chans, trades := map[int64]bool{}, map[string]bool{}, map[string]bool{}
+	want := map[tradeKey]bool{}
+	for i, ev := range evs {
+		if lost[i] || ev.Type != idempotent.RefundSucceeded {
+			continue
+		}
+		want[tradeOf(ev)] = true
+		tenants[ev.TenantID], chans[string(ev.Channel)], trades[ev.TradeNo] = true, true, true
+	}
+	if len(want) == 0 {
+		return out, nil
+	}
+	var rows []Registration
+	q := tx.NewSelect().Model(&rows).
+		Where("tenant_id IN (?)", bun.In(keysOf(tenants))).
+		Where("channel_code IN (?)", bun.In(keysOf(chans))).
+		Where("channel_trade_no IN (?)", bun.In(keysOf(trades))).
+		OrderExpr("id")
+	if !s.sqlite {
+		q = q.For("UPDATE")
+	}
+	if err := q.Scan(ctx); err != nil {
+		return nil, fmt.Errorf("lock registrations of %d trades: %w", len(want), err)
+	}
+	for i := range rows {
+		rows[i].normalise()
+		if t := (tradeKey{rows[i].TenantID, rows[i].Channel, rows[i].TradeNo}); want[t] {
+			out[t] = append(out[t], &rows[i])
+		}
+	}
+	return out, nil
+}
+
 // writeOrders writes the amounts, status and times of the touched orders
 // (locked by tx) with one statement: an upsert on the primary key whose
 // insert branch never runs, since every row exists.
@@ -266,4 +319,3 @@ func keysOf[K cmp.Ordered](m map[K]bool) []K {
 	slices.Sort(out)
 	return out
 }
-

@@ -64,6 +64,50 @@ func TestSettleBatch(t *testing.T) {
 			mustCheck(t, db)
 		})
 
+		t.Run("registrations are matched as the single settlement matches them", func(t *testing.T) {
+			wc := channelstest.NewTrade(channels.WeChat, 20)
+			al := channelstest.NewTrade(channels.Alipay, 21)
+			h.deliver(t, channelstest.PaymentEnvelope(wc, channelstest.Delivery{}), 30)
+			h.deliver(t, channelstest.PaymentEnvelope(al, channelstest.Delivery{}), 31)
+			for _, r := range []settlement.RefundRequest{
+				request(wc, "RF-a", 300), request(wc, "RF-b", 400), // RF-b will come back as 500
+				request(al, "AL-1", 200), request(al, "AL-2", 100),
+			} {
+				_, err := h.svc.RegisterRefund(ctx, r)
+				require.NoError(t, err)
+			}
+			unregBefore := metric(t, h, "paycb_refund_unregistered_total")
+			mismatchBefore := metric(t, h, "paycb_refund_registration_mismatch_total", "reason", settlement.MismatchAmount)
+			evs := []channels.Event{
+				h.decode(t, channelstest.RefundEnvelope(wc, refundAt(wc, "RF-a", 300, 0, 1), channelstest.Delivery{})),
+				h.decode(t, channelstest.RefundEnvelope(wc, refundAt(wc, "RF-b", 500, 0, 2), channelstest.Delivery{})),
+				h.decode(t, channelstest.RefundEnvelope(wc, refundAt(wc, "RF-c", 100, 0, 3), channelstest.Delivery{})),
+				h.decode(t, channelstest.RefundEnvelope(al, refundAt(al, "AL-2", 0, 300, 2), channelstest.Delivery{})),
+				h.decode(t, channelstest.RefundEnvelope(al, refundAt(al, "AL-1", 0, 200, 1), channelstest.Delivery{})),
+			}
+			for i, ev := range evs {
+				h.acquire(t, ev, int64(40+i))
+			}
+			res, err := h.svc.SettleBatch(ctx, evs)
+			require.NoError(t, err)
+			require.Len(t, res, len(evs))
+			for _, no := range []string{"RF-a", "RF-b"} {
+				reg, err := h.svc.GetRegistration(ctx, wc.TenantID, wc.Channel, wc.TradeNo, no)
+				require.NoError(t, err)
+				assert.Equal(t, settlement.RegistrationSucceeded, reg.Status, no)
+			}
+			for _, no := range []string{"AL-1", "AL-2"} {
+				reg, err := h.svc.GetRegistration(ctx, al.TenantID, al.Channel, al.TradeNo, no)
+				require.NoError(t, err)
+				assert.Equal(t, settlement.RegistrationSucceeded, reg.Status, no)
+			}
+			assert.Equal(t, unregBefore+1, metric(t, h, "paycb_refund_unregistered_total"), "RF-c has no registration")
+			assert.Equal(t, mismatchBefore+1, metric(t, h, "paycb_refund_registration_mismatch_total", "reason", settlement.MismatchAmount),
+				"RF-b registered 400, refunded 500")
+			assert.Equal(t, int64(300), order(t, db, al).RefundedAmount)
+			mustCheck(t, db)
+		})
+
 		t.Run("any failure rolls the whole batch back", func(t *testing.T) {
 			tr := channelstest.NewTrade(channels.SQB, 3)
 			pay := h.decode(t, channelstest.PaymentEnvelope(tr, channelstest.Delivery{}))

@@ -224,12 +224,28 @@ func registrationSums(ctx context.Context, tx bun.IDB, tenantID int64, ch channe
 func (s *Service) matchRegistration(ctx context.Context, tx bun.Tx, st *settlement, ord Order, now time.Time) error {
 	ev := st.ev
 	reg, err := selectRegistration(ctx, tx, ev.TenantID, ev.Channel, ev.TradeNo, ev.RefundNo, !s.sqlite)
+	found := true
 	switch {
 	case errors.Is(err, errNoRegistration):
-		st.unregistered = true
+		found = false
 	case err != nil:
 		return err
-	default:
+	}
+	sums := func() (regSums, error) { return registrationSums(ctx, tx, ev.TenantID, ev.Channel, ev.TradeNo) }
+	return s.applyRegistration(ctx, tx, st, ord, now, &reg, found, sums)
+}
+
+// applyRegistration is matchRegistration once the registration (found or
+// not) is at hand; sums adds up the trade's registrations after the
+// update. The batch settlement calls it with registrations it read for the
+// whole batch at once.
+func (s *Service) applyRegistration(ctx context.Context, tx bun.Tx, st *settlement, ord Order, now time.Time,
+	reg *Registration, found bool, sums func() (regSums, error),
+) error {
+	ev := st.ev
+	if !found {
+		st.unregistered = true
+	} else {
 		if !ev.Cumulative() && reg.Amount != ev.RefundAmount {
 			st.regMismatches = append(st.regMismatches, MismatchAmount)
 			st.regDetail = fmt.Sprintf("registered %d, refunded %d", reg.Amount, ev.RefundAmount)
@@ -247,19 +263,38 @@ func (s *Service) matchRegistration(ctx context.Context, tx bun.Tx, st *settleme
 			Exec(ctx); err != nil {
 			return fmt.Errorf("mark registration %s succeeded: %w", ev.RefundNo, err)
 		}
+		if reg.Status.Open() {
+			reg.Status = RegistrationSucceeded // as the conditional update did
+		}
 	}
 	if !ev.Cumulative() {
 		return nil
 	}
-	sums, err := registrationSums(ctx, tx, ev.TenantID, ev.Channel, ev.TradeNo)
+	sm, err := sums()
 	if err != nil {
 		return err
 	}
-	if sums.count > 0 && (sums.succeeded > ord.RefundedAmount || ord.RefundedAmount > sums.succeeded+sums.open) {
+	if sm.count > 0 && (sm.succeeded > ord.RefundedAmount || ord.RefundedAmount > sm.succeeded+sm.open) {
 		st.regMismatches = append(st.regMismatches, MismatchCumulative)
-		st.regDetail = fmt.Sprintf("refunded %d, succeeded registrations %d, open %d", ord.RefundedAmount, sums.succeeded, sums.open)
+		st.regDetail = fmt.Sprintf("refunded %d, succeeded registrations %d, open %d", ord.RefundedAmount, sm.succeeded, sm.open)
 	}
 	return nil
+}
+
+// sumRegistrations adds up registrations held in memory, like
+// registrationSums does in the database.
+func sumRegistrations(regs []*Registration) regSums {
+	var out regSums
+	for _, r := range regs {
+		out.count++
+		switch {
+		case r.Status.Open():
+			out.open += r.Amount
+		case r.Status == RegistrationSucceeded:
+			out.succeeded += r.Amount
+		}
+	}
+	return out
 }
 
 // ApplyRefundStatus applies a WeChat REFUND.ABNORMAL or REFUND.CLOSED to the
