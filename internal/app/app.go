@@ -126,6 +126,9 @@ func (m *Main) Run(ctx context.Context) error {
 
 		PartitionWatchInterval: cfg.Kafka.PartitionWatchInterval,
 	}, pipeline, met, logger)
+	if err := reg.Register(w.ReaderStats()); err != nil {
+		return fmt.Errorf("register reader statistics: %w", err)
+	}
 	sweeper := &worker.Sweeper{
 		Claims:      claims,
 		Settler:     settler,

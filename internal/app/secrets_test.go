@@ -79,6 +79,8 @@ func TestSecretsNeverReachLogsMetricsOrHealth(t *testing.T) {
 		bodies = append(bodies, string(body))
 	}
 	assert.Contains(t, bodies[0], "paycb_events_total")
+	assert.Contains(t, bodies[0], `paycb_kafka_reader_messages_total{partition="0"}`, "the readers' statistics")
+	assert.Contains(t, bodies[0], "go_goroutines", "the Go collector")
 	// The worker is stopped while the logs are still captured, so shutdown
 	// logs are scanned too.
 	w.shutdown(t)

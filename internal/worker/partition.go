@@ -46,6 +46,8 @@ func (pc *partitionConsumer) run(genCtx, stop, hardStop context.Context, drained
 		ErrorLogger: kafka.LoggerFunc(w.kafkaLog(4)),
 	})
 	defer reader.Close()
+	w.stats.add(pc.partition, reader)
+	defer w.stats.remove(pc.partition, reader)
 	if err := reader.SetOffset(pc.start); err != nil {
 		log.Error("set start offset", "offset", pc.start, "error", err.Error())
 		return

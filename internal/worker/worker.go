@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
 
 	"github.com/paycallback/paycallback/internal/metrics"
@@ -95,6 +96,8 @@ type Worker struct {
 	metrics  *metrics.Metrics
 	logger   *slog.Logger
 
+	stats *readerStats
+
 	mu         sync.Mutex
 	generation int32 // 0 while not a member of a generation
 	partitions map[int]*partitionState
@@ -109,7 +112,7 @@ type partitionState struct {
 // New returns a worker. It does not connect until Run.
 func New(cfg Config, p *Pipeline, m *metrics.Metrics, logger *slog.Logger) *Worker {
 	cfg.defaults()
-	return &Worker{cfg: cfg, pipeline: p, metrics: m, logger: logger, partitions: map[int]*partitionState{}}
+	return &Worker{cfg: cfg, pipeline: p, metrics: m, logger: logger, stats: newReaderStats(), partitions: map[int]*partitionState{}}
 }
 
 // Run consumes until ctx ends, then shuts down gracefully: it stops fetching,
@@ -230,6 +233,11 @@ func (w *Worker) setGeneration(id int32) {
 		w.partitions = map[int]*partitionState{}
 	}
 }
+
+// ReaderStats is a Prometheus collector of the partition readers' kafka-go
+// statistics (paycb_kafka_reader_*{partition}); register it beside the
+// contract's metrics.
+func (w *Worker) ReaderStats() prometheus.Collector { return w.stats }
 
 // Ready reports why the worker is not ready: not a member of a generation,
 // or a partition retrying one message for longer than Config.StallAfter.

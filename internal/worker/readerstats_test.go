@@ -1,0 +1,47 @@
+package worker
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/segmentio/kafka-go"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/paycallback/paycallback/internal/kafkaops"
+)
+
+func TestReaderStatsAreMonotonicAndLintClean(t *testing.T) {
+	cluster, brokers, err := kafkaops.StartInProcess(map[string]int32{"t": 1})
+	require.NoError(t, err)
+	defer cluster.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.NoError(t, kafkaops.Produce(ctx, brokers, "t", []kafkaops.Message{{Value: []byte("a")}, {Value: []byte("b")}}))
+
+	stats := newReaderStats()
+	r := kafka.NewReader(kafka.ReaderConfig{Brokers: brokers, Topic: "t", Partition: 0, MaxWait: 50 * time.Millisecond})
+	defer r.Close()
+	stats.add(0, r)
+	_, err = r.FetchMessage(ctx)
+	require.NoError(t, err)
+	_, err = r.FetchMessage(ctx)
+	require.NoError(t, err)
+
+	// Two scrapes: kafka-go hands out deltas, the collector keeps totals.
+	testutil.CollectAndCount(stats)
+	first := testutil.ToFloat64(stats.messages.WithLabelValues("0"))
+	testutil.CollectAndCount(stats)
+	second := testutil.ToFloat64(stats.messages.WithLabelValues("0"))
+	assert.Equal(t, 2.0, first)
+	assert.Equal(t, first, second, "a second scrape does not lose the first one's counts")
+	stats.remove(0, r)
+	assert.Equal(t, 2.0, testutil.ToFloat64(stats.messages.WithLabelValues("0")), "totals survive the reader")
+
+	problems, err := testutil.CollectAndLint(stats)
+	require.NoError(t, err)
+	assert.Empty(t, problems)
+}
+
