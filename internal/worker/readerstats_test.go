@@ -44,4 +44,3 @@ func TestReaderStatsAreMonotonicAndLintClean(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, problems)
 }
-
