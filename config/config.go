@@ -172,7 +172,9 @@ type Worker struct {
 	// /readyz reports it stalled. Env PAYCB_STALL_THRESHOLD. Default 1m.
 	StallThreshold time.Duration `yaml:"stall_threshold"`
 	// RetryBackoffMin is the first retry delay of a failing message. Env
-	// PAYCB_RETRY_BACKOFF_MIN. Default 100ms.
+	// PAYCB_RETRY_BACKOFF_MIN. Default 10ms: most failures under load are
+	// deadlocks and lock waits that clear at once; real outages double the
+	// delay up to RetryBackoffMax within a dozen attempts.
 	RetryBackoffMin time.Duration `yaml:"retry_backoff_min"`
 	// RetryBackoffMax caps the retry delay. Env PAYCB_RETRY_BACKOFF_MAX.
 	// Default 30s.
@@ -216,7 +218,7 @@ func Default() Config {
 			OrphanAfter:     2 * time.Minute,
 			SweepInterval:   30 * time.Second,
 			StallThreshold:  time.Minute,
-			RetryBackoffMin: 100 * time.Millisecond,
+			RetryBackoffMin: 10 * time.Millisecond,
 			RetryBackoffMax: 30 * time.Second,
 			ShutdownTimeout: 30 * time.Second,
 		},

@@ -63,7 +63,7 @@ func TestDefault(t *testing.T) {
 	assert.Equal(t, 2*time.Minute, c.Worker.OrphanAfter)
 	assert.Equal(t, 256, c.Worker.BatchMax)
 	assert.Equal(t, 30*time.Second, c.Worker.ShutdownTimeout)
-	assert.Equal(t, 100*time.Millisecond, c.Worker.RetryBackoffMin)
+	assert.Equal(t, 10*time.Millisecond, c.Worker.RetryBackoffMin)
 	assert.Equal(t, 30*time.Second, c.Worker.RetryBackoffMax)
 	assert.Equal(t, time.Minute, c.Worker.StallThreshold)
 	assert.Equal(t, 30*time.Second, c.Worker.SweepInterval)

@@ -9,7 +9,7 @@ import (
 // Backoff is a bounded, jittered exponential backoff: attempt n waits a random
 // duration in [d/2, d] where d = Min·2ⁿ capped at Max.
 type Backoff struct {
-	Min time.Duration // default 100ms
+	Min time.Duration // default 10ms
 	Max time.Duration // default 30s
 }
 
@@ -17,7 +17,7 @@ type Backoff struct {
 func (b Backoff) Delay(n int) time.Duration {
 	lo, hi := b.Min, b.Max
 	if lo <= 0 {
-		lo = 100 * time.Millisecond
+		lo = 10 * time.Millisecond
 	}
 	if hi < lo {
 		hi = 30 * time.Second

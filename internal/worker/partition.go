@@ -149,6 +149,13 @@ func (pc *partitionConsumer) process(ctx context.Context, log *slog.Logger, batc
 		if ctx.Err() != nil {
 			return false
 		}
+		if errors.Is(err, errClaimInFlight) {
+			// Routine: another worker is settling the claim right now.
+			if !w.cfg.Backoff.Wait(ctx, attempt) {
+				return false
+			}
+			continue
+		}
 		w.metrics.ProcessingError(StageOf(err))
 		if since.IsZero() {
 			since = time.Now()

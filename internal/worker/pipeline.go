@@ -161,12 +161,30 @@ func (p *Pipeline) Handle(ctx context.Context, msg kafka.Message, st *MessageSta
 	return failed(metrics.StageAcquire, fmt.Errorf("acquire %s: unexpected result %v", ev.Key, ar.Kind))
 }
 
+// InFlightGrace is how long a duplicate waits for the settler of a claim
+// that another message made moments ago before settling it itself: a
+// claim younger than this is most likely being settled right now by the
+// worker that made it (a concurrent channel retry on another partition),
+// and two settlers racing for one claim only make each other wait. Past
+// it, the claim's maker is presumed dead and the duplicate settles the
+// claim through the fence. Either way nothing is committed until the claim
+// is settled.
+const InFlightGrace = 5 * time.Second
+
+// errClaimInFlight means the claim is being settled by its maker: retry
+// the message shortly. It is routine, not a processing error.
+var errClaimInFlight = errors.New("claim is being settled by the worker that made it")
+
 // finishExisting brings an existing claim to a durable outcome: an ACQUIRED
 // claim (its first settler died, or is settling right now) is settled
 // through the fence from its stored event; an OVER_REFUND claim whose dead
 // letter was never written gets it now.
 func (p *Pipeline) finishExisting(ctx context.Context, msg kafka.Message, ev channels.Event, rec idempotent.Record) error {
 	if rec.Status == idempotent.StatusAcquired {
+		src := idempotent.Source{Topic: msg.Topic, Partition: msg.Partition, Offset: msg.Offset}
+		if !rec.MadeBy(src) && time.Since(rec.CreatedAt) < InFlightGrace {
+			return errClaimInFlight
+		}
 		r, err := p.Settler.SettleStored(ctx, rec)
 		if err != nil {
 			p.recordFailure(ctx, ev, err)

@@ -216,31 +216,28 @@ func (s *Store) insertMany(ctx context.Context, claims []Claim, idx []int, token
 	return nil
 }
 
-// LockMany reads the claims for keys inside tx with one locking read, in
-// (tenant, key) order so that concurrent batches queue rather than deadlock
-// (SQLite: the transaction already holds the write lock). Keys without a
-// claim are absent from the map.
-func (s *Store) LockMany(ctx context.Context, tx bun.Tx, keys []TenantKey) (map[TenantKey]Record, error) {
+// ReadMany reads the claims for keys inside db (a transaction or the pool)
+// without locking them, one statement per tenant so that every probe is an
+// exact unique-key lookup. A batch settlement reads its claims this way and
+// relies on SettleMany's fence, at the end, to find out whether another
+// settler won. Keys without a claim are absent from the map.
+func (s *Store) ReadMany(ctx context.Context, db bun.IDB, keys []TenantKey) (map[TenantKey]Record, error) {
 	out := make(map[TenantKey]Record, len(keys))
-	if len(keys) == 0 {
-		return out, nil
+	byTenant := map[int64][]string{}
+	for _, k := range keys {
+		byTenant[k.TenantID] = append(byTenant[k.TenantID], string(k.Key))
 	}
-	tenants, keyList, want := splitKeys(keys)
-	var rows []claimRow
-	q := tx.NewSelect().Model(&rows).
-		Where("tenant_id IN (?)", bun.In(tenants)).
-		Where("idempotent_key IN (?)", bun.In(keyList)).
-		OrderExpr("tenant_id, idempotent_key")
-	if tx.Dialect().Name() != dialect.SQLite {
-		q = q.For("UPDATE")
-	}
-	if err := q.Scan(ctx); err != nil {
-		return nil, fmt.Errorf("lock %d claims: %w", len(keys), err)
-	}
-	for i := range rows {
-		rec := rows[i].record()
-		if tk := (TenantKey{rec.TenantID, rec.Key}); want[tk] {
-			out[tk] = rec
+	for tenant, list := range byTenant {
+		var rows []claimRow
+		if err := db.NewSelect().Model(&rows).
+			Where("tenant_id = ?", tenant).
+			Where("idempotent_key IN (?)", bun.In(list)).
+			Scan(ctx); err != nil {
+			return nil, fmt.Errorf("read %d claims of tenant %d: %w", len(list), tenant, err)
+		}
+		for i := range rows {
+			rec := rows[i].record()
+			out[TenantKey{rec.TenantID, rec.Key}] = rec
 		}
 	}
 	return out, nil
@@ -250,8 +247,9 @@ func (s *Store) LockMany(ctx context.Context, tx bun.Tx, keys []TenantKey) (map[
 // transaction it moves every claim in outcomes from ACQUIRED to SETTLED with
 // its outcome, with one UPDATE per tenant. If any of them is not ACQUIRED
 // (another settler won, or it does not exist) it returns ErrFenceLost and
-// the caller must roll back the whole batch. Lock the claims first
-// (LockMany) so this cannot lose.
+// the caller must roll back the whole batch, business writes included:
+// the UPDATE's row locks serialise concurrent settlers, so exactly one of
+// them commits.
 func (s *Store) SettleMany(ctx context.Context, tx bun.Tx, outcomes map[TenantKey]Outcome) error {
 	byTenant := map[int64][]TenantKey{}
 	for k, o := range outcomes {

@@ -3,8 +3,10 @@ package settlement
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/uptrace/bun"
@@ -65,12 +67,43 @@ func (s *Service) SettleBatch(ctx context.Context, evs []channels.Event) ([]Resu
 
 	sts := make([]settlement, len(evs))
 	lost := make([]bool, len(evs))
-	err := s.db.RunInTx(ctx, s.txOptions(), func(ctx context.Context, tx bun.Tx) error {
+	var err error
+	for attempt := 0; attempt < 3; attempt++ {
+		err = s.settleBatchTx(ctx, evs, keys, sts, lost)
+		if !errors.Is(err, errOrderRace) {
+			break
+		}
+		// The order row now exists: the next attempt finds and locks it.
+	}
+	if err != nil {
+		return nil, fmt.Errorf("settle batch of %d: %w", len(evs), err)
+	}
+	at := s.claims.Now()
+	out := make([]Result, len(evs))
+	for i := range evs {
+		if lost[i] {
+			out[i] = Result{FenceLost: true, SettledAt: at}
+			continue
+		}
+		out[i] = Result{Outcome: sts[i].outcome, Amount: sts[i].amount, SettledAt: at}
+		s.report(ctx, &sts[i])
+	}
+	return out, nil
+}
+
+// errOrderRace marks a batch that lost the race to create an order row.
+var errOrderRace = errors.New("another settler created an order row first")
+
+// settleBatchTx is one attempt at SettleBatch's transaction.
+func (s *Service) settleBatchTx(ctx context.Context, evs []channels.Event, keys []idempotent.TenantKey, sts []settlement, lost []bool) error {
+	return s.db.RunInTx(ctx, s.txOptions(), func(ctx context.Context, tx bun.Tx) error {
 		for i := range evs {
 			sts[i], lost[i] = settlement{ev: evs[i]}, false
 		}
-		// (1) The claims, locked in one read.
-		claims, err := s.claims.LockMany(ctx, tx, keys)
+		// (1) The claims, read (not locked: the fence at the end decides
+		// between concurrent settlers, and rolls this batch back if it
+		// lost any claim).
+		claims, err := s.claims.ReadMany(ctx, tx, keys)
 		if err != nil {
 			return err
 		}
@@ -155,20 +188,6 @@ func (s *Service) SettleBatch(ctx context.Context, evs []channels.Event) ([]Resu
 		}
 		return nil
 	})
-	if err != nil {
-		return nil, fmt.Errorf("settle batch of %d: %w", len(evs), err)
-	}
-	at := s.claims.Now()
-	out := make([]Result, len(evs))
-	for i := range evs {
-		if lost[i] {
-			out[i] = Result{FenceLost: true, SettledAt: at}
-			continue
-		}
-		out[i] = Result{Outcome: sts[i].outcome, Amount: sts[i].amount, SettledAt: at}
-		s.report(ctx, &sts[i])
-	}
-	return out, nil
 }
 
 // lockOrders creates the order rows of the batch's trades where absent
@@ -196,39 +215,60 @@ func (s *Service) lockOrders(ctx context.Context, tx bun.Tx, evs []channels.Even
 	slices.SortFunc(fresh, func(a, b Order) int {
 		return compareTrades(tradeKey{a.TenantID, a.Channel, a.TradeNo}, tradeKey{b.TenantID, b.Channel, b.TradeNo})
 	})
-	q := tx.NewInsert().Model(&fresh).
-		Column("tenant_id", "channel_code", "channel_trade_no", "merchant_order_no", "amount", "currency",
-			"status", "created_at", "updated_at").
-		Returning("")
-	if s.sqlite {
-		q = q.On("CONFLICT DO NOTHING")
-	} else {
-		q = q.On("DUPLICATE KEY UPDATE").Set("id = id")
+	// Find what exists with a plain read, lock exactly those rows by
+	// primary key, then insert what is missing with a plain INSERT. A
+	// locking read that probes a trade with no row would lock (and wait
+	// for) whatever row comes next in the index, and an upsert takes
+	// next-key locks: either makes concurrent batches of unrelated trades
+	// queue or deadlock. The rows a plain insert creates are this
+	// transaction's; a concurrent insert of the same trade (another settler
+	// of one of its events) fails the batch with a duplicate-key error, and
+	// the events are then settled one by one.
+	existing := map[tradeKey]*Order{}
+	if err := s.selectOrders(ctx, tx, fresh, firsts, existing, false); err != nil {
+		return nil, err
 	}
-	if _, err := q.Exec(ctx); err != nil {
-		return nil, fmt.Errorf("create %d orders: %w", len(fresh), err)
+	if len(existing) > 0 {
+		ids := make([]int64, 0, len(existing))
+		for _, o := range existing {
+			ids = append(ids, o.ID)
+		}
+		slices.Sort(ids)
+		var rows []Order
+		q := tx.NewSelect().Model(&rows).Where("id IN (?)", bun.In(ids)).OrderExpr("id")
+		if !s.sqlite {
+			q = q.For("UPDATE")
+		}
+		if err := q.Scan(ctx); err != nil {
+			return nil, fmt.Errorf("lock %d orders: %w", len(ids), err)
+		}
+		for i := range rows {
+			rows[i].normalise()
+			orders[tradeKey{rows[i].TenantID, rows[i].Channel, rows[i].TradeNo}] = &rows[i]
+		}
 	}
-
-	tenants, chans, trades := map[int64]bool{}, map[string]bool{}, map[string]bool{}
+	var missing []Order
 	for _, o := range fresh {
-		tenants[o.TenantID], chans[string(o.Channel)], trades[o.TradeNo] = true, true, true
+		if orders[tradeKey{o.TenantID, o.Channel, o.TradeNo}] == nil {
+			missing = append(missing, o)
+		}
 	}
-	var rows []Order
-	sel := tx.NewSelect().Model(&rows).
-		Where("tenant_id IN (?)", bun.In(keysOf(tenants))).
-		Where("channel_code IN (?)", bun.In(keysOf(chans))).
-		Where("channel_trade_no IN (?)", bun.In(keysOf(trades))).
-		OrderExpr("tenant_id, channel_code, channel_trade_no")
-	if !s.sqlite {
-		sel = sel.For("UPDATE")
-	}
-	if err := sel.Scan(ctx); err != nil {
-		return nil, fmt.Errorf("lock %d orders: %w", len(fresh), err)
-	}
-	for i := range rows {
-		rows[i].normalise()
-		if t := (tradeKey{rows[i].TenantID, rows[i].Channel, rows[i].TradeNo}); firsts[t] {
-			orders[t] = &rows[i]
+	if len(missing) > 0 {
+		if _, err := tx.NewInsert().Model(&missing).
+			Column("tenant_id", "channel_code", "channel_trade_no", "merchant_order_no", "amount", "currency",
+				"status", "created_at", "updated_at").
+			Returning("").
+			Exec(ctx); err != nil {
+			if errors.Is(idempotent.ClassifyDuplicate(err), idempotent.ErrDuplicateKey) {
+				// ss_channel_order's one unique key besides the primary key
+				// is uk_order: another settler created one of these trades'
+				// orders and has committed it (the insert waited for that).
+				return nil, fmt.Errorf("create %d orders: %w: %w", len(missing), errOrderRace, err)
+			}
+			return nil, fmt.Errorf("create %d orders: %w", len(missing), err)
+		}
+		if err := s.selectOrders(ctx, tx, missing, firsts, orders, false); err != nil {
+			return nil, err
 		}
 	}
 	for t := range firsts {
@@ -237,6 +277,34 @@ func (s *Service) lockOrders(ctx context.Context, tx bun.Tx, evs []channels.Even
 		}
 	}
 	return orders, nil
+}
+
+// selectOrders reads the order rows of want into orders, keeping only the
+// trades in firsts; forUpdate makes it a locking read.
+func (s *Service) selectOrders(ctx context.Context, tx bun.Tx, want []Order, firsts map[tradeKey]bool, orders map[tradeKey]*Order, forUpdate bool) error {
+	tenants, chans, trades := map[int64]bool{}, map[string]bool{}, map[string]bool{}
+	for _, o := range want {
+		tenants[o.TenantID], chans[string(o.Channel)], trades[o.TradeNo] = true, true, true
+	}
+	var rows []Order
+	sel := tx.NewSelect().Model(&rows).
+		Where("tenant_id IN (?)", bun.In(keysOf(tenants))).
+		Where("channel_code IN (?)", bun.In(keysOf(chans))).
+		Where("channel_trade_no IN (?)", bun.In(keysOf(trades))).
+		OrderExpr("tenant_id, channel_code, channel_trade_no")
+	if forUpdate && !s.sqlite {
+		sel = sel.For("UPDATE")
+	}
+	if err := sel.Scan(ctx); err != nil {
+		return fmt.Errorf("read %d orders: %w", len(want), err)
+	}
+	for i := range rows {
+		rows[i].normalise()
+		if t := (tradeKey{rows[i].TenantID, rows[i].Channel, rows[i].TradeNo}); firsts[t] {
+			orders[t] = &rows[i]
+		}
+	}
+	return nil
 }
 
 // lockRegistrations reads, with one locking read, the refund registrations
@@ -277,36 +345,55 @@ func (s *Service) lockRegistrations(ctx context.Context, tx bun.Tx, evs []channe
 }
 
 // writeOrders writes the amounts, status and times of the touched orders
-// (locked by tx) with one statement: an upsert on the primary key whose
-// insert branch never runs, since every row exists.
+// (locked by tx) with one UPDATE … SET col = CASE id … END WHERE id IN (…),
+// which takes only the rows' own locks.
 func (s *Service) writeOrders(ctx context.Context, tx bun.Tx, orders map[tradeKey]*Order, touched map[tradeKey]bool) error {
 	if len(touched) == 0 {
 		return nil
 	}
-	rows := make([]Order, 0, len(touched))
+	rows := make([]*Order, 0, len(touched))
 	for t := range touched {
-		rows = append(rows, *orders[t])
+		rows = append(rows, orders[t])
 	}
-	slices.SortFunc(rows, func(a, b Order) int { return cmp.Compare(a.ID, b.ID) })
-	changed := []string{"paid_amount", "refunded_amount", "max_cumulative_refund", "status", "paid_at", "last_refund_at", "updated_at"}
-	q := tx.NewInsert().Model(&rows).
-		Column("id", "tenant_id", "channel_code", "channel_trade_no", "merchant_order_no", "amount",
-			"paid_amount", "refunded_amount", "max_cumulative_refund", "currency", "status",
-			"paid_at", "last_refund_at", "created_at", "updated_at").
-		Returning("")
-	if s.sqlite {
-		q = q.On("CONFLICT (id) DO UPDATE")
-		for _, c := range changed {
-			q = q.Set(c + " = EXCLUDED." + c)
-		}
-	} else {
-		q = q.On("DUPLICATE KEY UPDATE")
-		for _, c := range changed {
-			q = q.Set(c + " = VALUES(" + c + ")")
-		}
+	slices.SortFunc(rows, func(a, b *Order) int { return cmp.Compare(a.ID, b.ID) })
+	cols := []struct {
+		name string
+		val  func(o *Order) any
+	}{
+		{"paid_amount", func(o *Order) any { return o.PaidAmount }},
+		{"refunded_amount", func(o *Order) any { return o.RefundedAmount }},
+		{"max_cumulative_refund", func(o *Order) any { return o.MaxCumulativeRefund }},
+		{"status", func(o *Order) any { return string(o.Status) }},
+		{"paid_at", func(o *Order) any { return o.PaidAt }},
+		{"last_refund_at", func(o *Order) any { return o.LastRefundAt }},
+		{"updated_at", func(o *Order) any { return o.UpdatedAt }},
 	}
-	if _, err := q.Exec(ctx); err != nil {
+	var b strings.Builder
+	args := make([]any, 0, len(cols)*len(rows)*2+1)
+	b.WriteString("UPDATE ss_channel_order SET ")
+	for c, col := range cols {
+		if c > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(col.name + " = CASE id")
+		for _, o := range rows {
+			b.WriteString(" WHEN ? THEN ?")
+			args = append(args, o.ID, col.val(o))
+		}
+		b.WriteString(" END")
+	}
+	ids := make([]int64, len(rows))
+	for i, o := range rows {
+		ids[i] = o.ID
+	}
+	b.WriteString(" WHERE id IN (?)")
+	args = append(args, bun.In(ids))
+	res, err := tx.NewRaw(b.String(), args...).Exec(ctx)
+	if err != nil {
 		return fmt.Errorf("update %d orders: %w", len(rows), err)
+	}
+	if n, err := res.RowsAffected(); err == nil && n > int64(len(rows)) {
+		return fmt.Errorf("update %d orders: %d rows affected", len(rows), n)
 	}
 	return nil
 }
