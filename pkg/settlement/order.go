@@ -14,38 +14,16 @@ import (
 )
 
 // lockOrder creates the order row of ev's trade if it does not exist yet
-// (INSERT … ON DUPLICATE KEY UPDATE id = id; SQLite ON CONFLICT DO NOTHING)
-// and reads it with a locking read. The first event of a trade sets its
-// total, merchant order number and currency; later events never change them.
+// and locks it, exactly as a batch of one would (lockOrders). The first
+// event of a trade sets its total, merchant order number and currency;
+// later events never change them. Losing the race to create the row is an
+// error wrapping errOrderRace; Settle then runs again and finds the row.
 func (s *Service) lockOrder(ctx context.Context, tx bun.Tx, ev channels.Event, now time.Time) (Order, error) {
-	row := Order{
-		TenantID:        ev.TenantID,
-		Channel:         ev.Channel,
-		TradeNo:         ev.TradeNo,
-		MerchantOrderNo: ev.MerchantOrderNo,
-		Amount:          ev.OrderTotal,
-		Currency:        ev.Currency,
-		Status:          OrderPendingPayment,
-		CreatedAt:       now,
-		UpdatedAt:       now,
-	}
-	q := tx.NewInsert().Model(&row).
-		Column("tenant_id", "channel_code", "channel_trade_no", "merchant_order_no", "amount", "currency",
-			"status", "created_at", "updated_at").
-		Returning("")
-	if s.sqlite {
-		q = q.On("CONFLICT DO NOTHING")
-	} else {
-		q = q.On("DUPLICATE KEY UPDATE").Set("id = id")
-	}
-	if _, err := q.Exec(ctx); err != nil {
-		return Order{}, fmt.Errorf("create order %s/%s: %w", ev.Channel, ev.TradeNo, err)
-	}
-	ord, err := selectOrder(ctx, tx, ev.TenantID, ev.Channel, ev.TradeNo, !s.sqlite)
+	orders, err := s.lockOrders(ctx, tx, []channels.Event{ev}, []bool{false}, now)
 	if err != nil {
 		return Order{}, err
 	}
-	return ord, nil
+	return *orders[tradeOf(ev)], nil
 }
 
 // errNoOrder is returned by selectOrder when the trade has no order row.

@@ -157,10 +157,18 @@ func (s *Service) Settle(ctx context.Context, ev channels.Event) (Result, error)
 		return Result{}, fmt.Errorf("settle %s: %w: %w", ev.Key, ErrInvalidEvent, err)
 	}
 	var st settlement
-	err := s.db.RunInTx(ctx, s.txOptions(), func(ctx context.Context, tx bun.Tx) error {
-		st = settlement{ev: ev}
-		return s.settleTx(ctx, tx, &st)
-	})
+	var err error
+	for attempt := 0; attempt < 3; attempt++ {
+		err = s.db.RunInTx(ctx, s.txOptions(), func(ctx context.Context, tx bun.Tx) error {
+			st = settlement{ev: ev}
+			return s.settleTx(ctx, tx, &st)
+		})
+		if !errors.Is(err, errOrderRace) {
+			break
+		}
+		// Another settler created the trade's order row and committed it:
+		// the next attempt finds and locks it.
+	}
 	switch {
 	case err == nil:
 	case errors.Is(err, errFenceLost):
