@@ -86,7 +86,7 @@ func Migrate(ctx context.Context, db *bun.DB) ([]int, error) {
 	if err != nil {
 		return nil, fmt.Errorf("migrate: get connection: %w", err)
 	}
-	defer conn.Close()
+	defer func() { _ = conn.Close() }()
 
 	if dir == "mysql" {
 		var got sql.NullInt64
@@ -106,24 +106,9 @@ func Migrate(ctx context.Context, db *bun.DB) ([]int, error) {
 )`); err != nil {
 		return nil, fmt.Errorf("migrate: create version table: %w", err)
 	}
-	applied := map[int]bool{}
-	rows, err := conn.QueryContext(ctx, "SELECT version FROM ss_schema_migration")
+	applied, err := appliedVersions(ctx, conn)
 	if err != nil {
-		return nil, fmt.Errorf("migrate: read versions: %w", err)
-	}
-	for rows.Next() {
-		var v int
-		if err := rows.Scan(&v); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("migrate: read versions: %w", err)
-		}
-		applied[v] = true
-	}
-	if err := rows.Close(); err != nil {
-		return nil, fmt.Errorf("migrate: read versions: %w", err)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("migrate: read versions: %w", err)
+		return nil, err
 	}
 
 	var done []int
@@ -137,6 +122,27 @@ func Migrate(ctx context.Context, db *bun.DB) ([]int, error) {
 		done = append(done, m.Version)
 	}
 	return done, nil
+}
+
+// appliedVersions reads the versions already applied.
+func appliedVersions(ctx context.Context, conn bun.Conn) (map[int]bool, error) {
+	rows, err := conn.QueryContext(ctx, "SELECT version FROM ss_schema_migration")
+	if err != nil {
+		return nil, fmt.Errorf("migrate: read versions: %w", err)
+	}
+	defer rows.Close()
+	applied := map[int]bool{}
+	for rows.Next() {
+		var v int
+		if err := rows.Scan(&v); err != nil {
+			return nil, fmt.Errorf("migrate: read versions: %w", err)
+		}
+		applied[v] = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("migrate: read versions: %w", err)
+	}
+	return applied, nil
 }
 
 // apply runs one migration and records its version. On SQLite, whose DDL

@@ -26,7 +26,7 @@ func TestMigrationsAreVersionedInBothDialects(t *testing.T) {
 }
 
 func TestMigrateIsIdempotent(t *testing.T) {
-	sqldbtest.Dialects(t, func(t *testing.T, db *bun.DB) {
+	sqldbtest.Dialects(t, func(t *testing.T, db *bun.DB) { //nolint:thelper // a test body run once per dialect
 		ctx := context.Background()
 		again, err := schema.Migrate(ctx, db) // the helper migrated once already
 		require.NoError(t, err)

@@ -180,13 +180,13 @@ func ReadAll(ctx context.Context, brokers []string, topic string) ([]kafka.Messa
 		}
 		r := kafka.NewReader(kafka.ReaderConfig{Brokers: brokers, Topic: topic, Partition: p, MaxWait: 100 * time.Millisecond})
 		if err := r.SetOffset(po.FirstOffset); err != nil {
-			r.Close()
+			_ = r.Close()
 			return nil, fmt.Errorf("read %s/%d: %w", topic, p, err)
 		}
 		for {
 			m, err := r.FetchMessage(ctx)
 			if err != nil {
-				r.Close()
+				_ = r.Close()
 				return nil, fmt.Errorf("read %s/%d: %w", topic, p, err)
 			}
 			out = append(out, m)
@@ -194,7 +194,7 @@ func ReadAll(ctx context.Context, brokers []string, topic string) ([]kafka.Messa
 				break
 			}
 		}
-		r.Close()
+		_ = r.Close()
 	}
 	return out, nil
 }
@@ -210,7 +210,7 @@ func partitions(ctx context.Context, brokers []string, topic string) ([]int, err
 		}
 		kc := kafka.NewConn(conn, "", 0)
 		ps, err := kc.ReadPartitions(topic)
-		kc.Close()
+		_ = kc.Close()
 		if err != nil {
 			lastErr = err
 			continue

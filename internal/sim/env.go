@@ -2,7 +2,6 @@ package sim
 
 import (
 	"context"
-	"io"
 	"log/slog"
 	"os"
 	"testing"
@@ -31,7 +30,7 @@ func NewEnv(tb testing.TB, partitions int) Env {
 	_, err = schema.Migrate(context.Background(), db)
 	require.NoError(tb, err, "migrate")
 	proxy, proxied := sqldbtest.NewProxy(tb, dsn)
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	logger := slog.New(slog.DiscardHandler)
 	if os.Getenv("PAYCB_TEST_LOG") != "" {
 		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}

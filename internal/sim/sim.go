@@ -323,7 +323,7 @@ func (r *runner) fault(m *member) worker.FaultFunc {
 
 // handleCrash restarts a crashed worker: stops it (unless a Leave already
 // did) and starts a fresh one in its place when fewer than Workers remain.
-func (r *runner) handleCrash(ctx context.Context, m *member) error {
+func (r *runner) handleCrash(_ context.Context, m *member) error {
 	if err := r.stop(m); err != nil {
 		return err
 	}
@@ -384,7 +384,7 @@ func (r *runner) waitConsumed(ctx context.Context, limit time.Duration) error {
 }
 
 // apply puts a step's faults in place.
-func (r *runner) apply(ctx context.Context, st Step) error {
+func (r *runner) apply(_ context.Context, st Step) error {
 	for _, f := range st.Faults {
 		switch f.Kind {
 		case Crash:

@@ -78,10 +78,8 @@ func (pc *partitionConsumer) run(genCtx, stop, hardStop context.Context, drained
 
 	fetchFailures := 0
 	batch := make([]kafka.Message, 0, w.cfg.BatchMax)
-	for {
-		if stop.Err() != nil {
-			break // stopping: fetch nothing more, even if it is buffered
-		}
+	// Once stopping, fetch nothing more, even what is buffered.
+	for stop.Err() == nil {
 		msg, err := reader.FetchMessage(fetchCtx)
 		if err != nil {
 			if fetchCtx.Err() != nil {

@@ -41,8 +41,8 @@ func (s *Store) lookupMany(ctx context.Context, keys []TenantKey, current bool) 
 	// the cross product it may return is filtered here.
 	var rows []claimRow
 	q := s.db.NewSelect().Model(&rows).
-		Where("tenant_id IN (?)", bun.In(tenantList)).
-		Where("idempotent_key IN (?)", bun.In(keyList))
+		Where("tenant_id IN (?)", bun.List(tenantList)).
+		Where("idempotent_key IN (?)", bun.List(keyList))
 	if current && s.db.Dialect().Name() != dialect.SQLite {
 		q = q.For("UPDATE") // MariaDB 10.11 has no FOR SHARE; statement-long only
 	}
@@ -231,7 +231,7 @@ func (s *Store) ReadMany(ctx context.Context, db bun.IDB, keys []TenantKey) (map
 		var rows []claimRow
 		if err := db.NewSelect().Model(&rows).
 			Where("tenant_id = ?", tenant).
-			Where("idempotent_key IN (?)", bun.In(list)).
+			Where("idempotent_key IN (?)", bun.List(list)).
 			Scan(ctx); err != nil {
 			return nil, fmt.Errorf("read %d claims of tenant %d: %w", len(list), tenant, err)
 		}
@@ -275,7 +275,7 @@ func (s *Store) SettleMany(ctx context.Context, tx bun.Tx, outcomes map[TenantKe
 			list[i] = string(k.Key)
 		}
 		b.WriteString(" END, settled_at = ? WHERE tenant_id = ? AND idempotent_key IN (?) AND status = ?")
-		args = append(args, now, tenant, bun.In(list), string(StatusAcquired))
+		args = append(args, now, tenant, bun.List(list), string(StatusAcquired))
 		res, err := tx.NewRaw(b.String(), args...).Exec(ctx)
 		if err != nil {
 			return fmt.Errorf("settle %d claims of tenant %d: %w", len(keys), tenant, err)

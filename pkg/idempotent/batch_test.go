@@ -16,7 +16,7 @@ import (
 )
 
 func TestAcquireMany(t *testing.T) {
-	sqldbtest.Dialects(t, func(t *testing.T, db *bun.DB) {
+	sqldbtest.Dialects(t, func(t *testing.T, db *bun.DB) { //nolint:thelper // a test body run once per dialect
 		ctx := context.Background()
 		store := idempotent.NewStore(db)
 
@@ -67,7 +67,7 @@ func TestAcquireMany(t *testing.T) {
 }
 
 func TestConcurrentOverlappingBatchesClaimEachKeyOnce(t *testing.T) {
-	sqldbtest.Dialects(t, func(t *testing.T, db *bun.DB) {
+	sqldbtest.Dialects(t, func(t *testing.T, db *bun.DB) { //nolint:thelper // a test body run once per dialect
 		const workers, keys = 8, 60
 		db.SetMaxOpenConns(workers + 2)
 		store := idempotent.NewStore(db)
@@ -78,21 +78,21 @@ func TestConcurrentOverlappingBatchesClaimEachKeyOnce(t *testing.T) {
 		start := make(chan struct{})
 		errs := make(chan error, workers)
 		for w := range workers {
+			// Each worker claims an overlapping window of the keys, in its
+			// own order.
+			var batch []idempotent.Claim
+			var which []int
+			order := rand.New(rand.NewPCG(uint64(w), 7)).Perm(keys)
+			for _, k := range order {
+				if (k+w)%3 == 0 {
+					continue
+				}
+				batch = append(batch, claimFor(mustKey(t, fmt.Sprintf("C%d", k)), 1001))
+				which = append(which, k)
+			}
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				// Each worker claims an overlapping window of the keys,
-				// in its own order.
-				var batch []idempotent.Claim
-				var which []int
-				order := rand.New(rand.NewPCG(uint64(w), 7)).Perm(keys)
-				for _, k := range order {
-					if (k+w)%3 == 0 {
-						continue
-					}
-					batch = append(batch, claimFor(mustKey(t, fmt.Sprintf("C%d", k)), 1001))
-					which = append(which, k)
-				}
 				<-start
 				for {
 					res, err := store.AcquireMany(ctx, batch)

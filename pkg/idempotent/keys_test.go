@@ -18,12 +18,18 @@ func TestKeyBuilder(t *testing.T) {
 		want    string
 		wantErr string
 	}{
-		{"payment", func() (idempotent.Key, error) { return idempotent.NewPaymentKey("WECHAT", "4200002211") },
-			"WECHAT:4200002211:PAYMENT_RECEIVED", ""},
-		{"refund", func() (idempotent.Key, error) { return idempotent.NewRefundKey("ALIPAY", "2023052922", "rf-1") },
-			"ALIPAY:2023052922:REFUND_SUCCEEDED:rf-1", ""},
-		{"refund number may hold a colon", func() (idempotent.Key, error) { return idempotent.NewRefundKey("SQB", "789", "a:b") },
-			"SQB:789:REFUND_SUCCEEDED:a:b", ""},
+		{
+			"payment", func() (idempotent.Key, error) { return idempotent.NewPaymentKey("WECHAT", "4200002211") },
+			"WECHAT:4200002211:PAYMENT_RECEIVED", "",
+		},
+		{
+			"refund", func() (idempotent.Key, error) { return idempotent.NewRefundKey("ALIPAY", "2023052922", "rf-1") },
+			"ALIPAY:2023052922:REFUND_SUCCEEDED:rf-1", "",
+		},
+		{
+			"refund number may hold a colon", func() (idempotent.Key, error) { return idempotent.NewRefundKey("SQB", "789", "a:b") },
+			"SQB:789:REFUND_SUCCEEDED:a:b", "",
+		},
 		{"empty channel", func() (idempotent.Key, error) { return idempotent.NewPaymentKey("", "1") }, "", "empty channel"},
 		{"empty trade no", func() (idempotent.Key, error) { return idempotent.NewPaymentKey("SQB", "") }, "", "empty channel trade no"},
 		{"empty refund no", func() (idempotent.Key, error) { return idempotent.NewRefundKey("SQB", "1", "") }, "", "empty refund no"},

@@ -68,8 +68,8 @@ func TestAcquireUnreachableDatabaseIsAnError(t *testing.T) {
 	defer db.Close()
 	_, err = idempotent.NewStore(db).Acquire(context.Background(), claimFor(mustKey(t, "NET1"), 1001))
 	require.Error(t, err)
-	assert.NotErrorIs(t, err, idempotent.ErrDuplicateKey)
-	assert.ErrorIs(t, err, syscall.ECONNREFUSED)
+	require.NotErrorIs(t, err, idempotent.ErrDuplicateKey)
+	require.ErrorIs(t, err, syscall.ECONNREFUSED)
 	assert.Contains(t, err.Error(), "acquire WECHAT:NET1:PAYMENT_RECEIVED")
 }
 
@@ -116,7 +116,7 @@ func TestAcquireOnAKilledConnectionIsAnError(t *testing.T) {
 		t.Fatal("Acquire did not return after its connection was killed")
 	}
 	require.Error(t, err)
-	assert.NotErrorIs(t, err, idempotent.ErrDuplicateKey)
+	require.NotErrorIs(t, err, idempotent.ErrDuplicateKey)
 	var myErr *mysql.MySQLError
 	killed := errors.Is(err, mysql.ErrInvalidConn) || errors.Is(err, sql.ErrConnDone) ||
 		(errors.As(err, &myErr) && (myErr.Number == 1927 || myErr.Number == 1317))

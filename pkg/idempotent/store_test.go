@@ -46,7 +46,7 @@ func countClaims(tb testing.TB, db bun.IDB, where string, args ...any) int {
 }
 
 func TestAcquire(t *testing.T) {
-	sqldbtest.Dialects(t, func(t *testing.T, db *bun.DB) {
+	sqldbtest.Dialects(t, func(t *testing.T, db *bun.DB) { //nolint:thelper // a test body run once per dialect
 		ctx := context.Background()
 		store := idempotent.NewStore(db)
 
@@ -153,7 +153,7 @@ func TestAcquire(t *testing.T) {
 }
 
 func TestKeyColumnComparesByteForByte(t *testing.T) {
-	sqldbtest.Dialects(t, func(t *testing.T, db *bun.DB) {
+	sqldbtest.Dialects(t, func(t *testing.T, db *bun.DB) { //nolint:thelper // a test body run once per dialect
 		ctx := context.Background()
 		// Written straight into the column, bypassing the builder (which
 		// refuses the trailing space): a PAD SPACE or case-insensitive
@@ -171,7 +171,7 @@ func TestKeyColumnComparesByteForByte(t *testing.T) {
 }
 
 func TestConcurrentAcquireHasExactlyOneWinner(t *testing.T) {
-	sqldbtest.Dialects(t, func(t *testing.T, db *bun.DB) {
+	sqldbtest.Dialects(t, func(t *testing.T, db *bun.DB) { //nolint:thelper // a test body run once per dialect
 		const n = 64
 		db.SetMaxOpenConns(n + 2)
 		store := idempotent.NewStore(db)
@@ -236,7 +236,7 @@ func insertPosting(ctx context.Context, tx bun.Tx, key idempotent.Key, account s
 }
 
 func TestSettleFence(t *testing.T) {
-	sqldbtest.Dialects(t, func(t *testing.T, db *bun.DB) {
+	sqldbtest.Dialects(t, func(t *testing.T, db *bun.DB) { //nolint:thelper // a test body run once per dialect
 		ctx := context.Background()
 		store := idempotent.NewStore(db)
 
@@ -314,7 +314,7 @@ func TestSettleFence(t *testing.T) {
 }
 
 func TestOrphans(t *testing.T) {
-	sqldbtest.Dialects(t, func(t *testing.T, db *bun.DB) {
+	sqldbtest.Dialects(t, func(t *testing.T, db *bun.DB) { //nolint:thelper // a test body run once per dialect
 		ctx := context.Background()
 		base := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
 		var now time.Time
@@ -357,7 +357,7 @@ func TestOrphans(t *testing.T) {
 }
 
 func TestFailureBookkeeping(t *testing.T) {
-	sqldbtest.Dialects(t, func(t *testing.T, db *bun.DB) {
+	sqldbtest.Dialects(t, func(t *testing.T, db *bun.DB) { //nolint:thelper // a test body run once per dialect
 		ctx := context.Background()
 		store := idempotent.NewStore(db)
 		c := claimFor(mustKey(t, "B1"), 1001)

@@ -235,7 +235,7 @@ func (s *Service) lockOrders(ctx context.Context, tx bun.Tx, evs []channels.Even
 		}
 		slices.Sort(ids)
 		var rows []Order
-		q := tx.NewSelect().Model(&rows).Where("id IN (?)", bun.In(ids)).OrderExpr("id")
+		q := tx.NewSelect().Model(&rows).Where("id IN (?)", bun.List(ids)).OrderExpr("id")
 		if !s.sqlite {
 			q = q.For("UPDATE")
 		}
@@ -288,9 +288,9 @@ func (s *Service) selectOrders(ctx context.Context, tx bun.Tx, want []Order, fir
 	}
 	var rows []Order
 	sel := tx.NewSelect().Model(&rows).
-		Where("tenant_id IN (?)", bun.In(keysOf(tenants))).
-		Where("channel_code IN (?)", bun.In(keysOf(chans))).
-		Where("channel_trade_no IN (?)", bun.In(keysOf(trades))).
+		Where("tenant_id IN (?)", bun.List(keysOf(tenants))).
+		Where("channel_code IN (?)", bun.List(keysOf(chans))).
+		Where("channel_trade_no IN (?)", bun.List(keysOf(trades))).
 		OrderExpr("tenant_id, channel_code, channel_trade_no")
 	if forUpdate && !s.sqlite {
 		sel = sel.For("UPDATE")
@@ -325,9 +325,9 @@ func (s *Service) lockRegistrations(ctx context.Context, tx bun.Tx, evs []channe
 	}
 	var rows []Registration
 	q := tx.NewSelect().Model(&rows).
-		Where("tenant_id IN (?)", bun.In(keysOf(tenants))).
-		Where("channel_code IN (?)", bun.In(keysOf(chans))).
-		Where("channel_trade_no IN (?)", bun.In(keysOf(trades))).
+		Where("tenant_id IN (?)", bun.List(keysOf(tenants))).
+		Where("channel_code IN (?)", bun.List(keysOf(chans))).
+		Where("channel_trade_no IN (?)", bun.List(keysOf(trades))).
 		OrderExpr("id")
 	if !s.sqlite {
 		q = q.For("UPDATE")
@@ -387,7 +387,7 @@ func (s *Service) writeOrders(ctx context.Context, tx bun.Tx, orders map[tradeKe
 		ids[i] = o.ID
 	}
 	b.WriteString(" WHERE id IN (?)")
-	args = append(args, bun.In(ids))
+	args = append(args, bun.List(ids))
 	res, err := tx.NewRaw(b.String(), args...).Exec(ctx)
 	if err != nil {
 		return fmt.Errorf("update %d orders: %w", len(rows), err)

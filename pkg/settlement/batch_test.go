@@ -101,8 +101,8 @@ func TestSettleBatch(t *testing.T) {
 				require.NoError(t, err)
 				assert.Equal(t, settlement.RegistrationSucceeded, reg.Status, no)
 			}
-			assert.Equal(t, unregBefore+1, metric(t, h, "paycb_refund_unregistered_total"), "RF-c has no registration")
-			assert.Equal(t, mismatchBefore+1, metric(t, h, "paycb_refund_registration_mismatch_total", "reason", settlement.MismatchAmount),
+			assert.InDelta(t, unregBefore+1, metric(t, h, "paycb_refund_unregistered_total"), 0, "RF-c has no registration")
+			assert.InDelta(t, mismatchBefore+1, metric(t, h, "paycb_refund_registration_mismatch_total", "reason", settlement.MismatchAmount), 0,
 				"RF-b registered 400, refunded 500")
 			assert.Equal(t, int64(300), order(t, db, al).RefundedAmount)
 			mustCheck(t, db)

@@ -51,14 +51,14 @@ func TestCheck(t *testing.T) {
 			corrupt func(t *testing.T)
 			want    []string
 		}{
-			{"a zero-amount posting", func(t *testing.T) {
+			{"a zero-amount posting", func(t *testing.T) { //nolint:thelper // a test body
 				insert(t, "ALIPAY:Z:PAYMENT_RECEIVED", "merchant_payable", "CREDIT", 0, tr.TradeNo)
 				insert(t, "ALIPAY:Z:PAYMENT_RECEIVED", "channel_receivable:ALIPAY", "DEBIT", 0, tr.TradeNo)
 			}, []string{"zero or negative"}},
-			{"a one-sided posting on a trade with no order", func(t *testing.T) {
+			{"a one-sided posting on a trade with no order", func(t *testing.T) { //nolint:thelper // a test body
 				insert(t, "ALIPAY:ONE:PAYMENT_RECEIVED", "merchant_payable", "CREDIT", 7, "ONE")
 			}, []string{"debits 0, credits 7", "1 rows, want one DEBIT and one CREDIT", "no order row", "merchant_payable net credit"}},
-			{"an order row that disagrees with the ledger", func(t *testing.T) {
+			{"an order row that disagrees with the ledger", func(t *testing.T) { //nolint:thelper // a test body
 				_, err := db.NewRaw("UPDATE ss_channel_order SET refunded_amount = 600").Exec(ctx)
 				require.NoError(t, err)
 			}, []string{"paid 2580 − refunded 600", "highest cumulative 580"}},

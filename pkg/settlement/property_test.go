@@ -236,7 +236,7 @@ func TestPropertyArrivalOrder(t *testing.T) {
 // propWorkers is how many cases run at once on MariaDB.
 const propWorkers = 16
 
-func runPropCase(t *testing.T, h *harness, c propCase, seed int64) {
+func runPropCase(t *testing.T, h *harness, c propCase, seed int64) { //nolint:thelper // one case's test body; failures should point into it
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(uint64(seed), uint64(c.index)^0x5eed))
 	shuffled := c.forTenant(int64(100_000 + 2*c.index))
