@@ -25,13 +25,6 @@ type TenantKey struct {
 // claims that exist: claim rows are never deleted, so a claim found here is
 // a committed claim for good.
 func (s *Store) LookupMany(ctx context.Context, keys []TenantKey) (map[TenantKey]Record, error) {
-	return s.lookupMany(ctx, keys, false)
-}
-
-// lookupMany is LookupMany; current asks for a locking (current) read,
-// which waits for a concurrent insert of the same key to finish and sees
-// the latest committed row whatever the read view.
-func (s *Store) lookupMany(ctx context.Context, keys []TenantKey, current bool) (map[TenantKey]Record, error) {
 	out := make(map[TenantKey]Record, len(keys))
 	if len(keys) == 0 {
 		return out, nil
@@ -40,13 +33,10 @@ func (s *Store) lookupMany(ctx context.Context, keys []TenantKey, current bool) 
 	// tenant IN (…) AND key IN (…) is a range on uk_idem on both servers;
 	// the cross product it may return is filtered here.
 	var rows []claimRow
-	q := s.db.NewSelect().Model(&rows).
+	err := s.db.NewSelect().Model(&rows).
 		Where("tenant_id IN (?)", bun.List(tenantList)).
-		Where("idempotent_key IN (?)", bun.List(keyList))
-	if current && s.db.Dialect().Name() != dialect.SQLite {
-		q = q.For("UPDATE") // MariaDB 10.11 has no FOR SHARE; statement-long only
-	}
-	err := q.Scan(ctx)
+		Where("idempotent_key IN (?)", bun.List(keyList)).
+		Scan(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("look up %d claims: %w", len(keys), err)
 	}
@@ -143,7 +133,7 @@ func (s *Store) AcquireMany(ctx context.Context, claims []Claim) ([]Result, erro
 	if len(lost) == 0 {
 		return results, nil
 	}
-	winners, err := s.lookupMany(ctx, lost, true)
+	winners, err := s.LookupMany(ctx, lost)
 	if err != nil {
 		return nil, fmt.Errorf("acquire batch: %w", err)
 	}
