@@ -136,6 +136,9 @@ func (m *Main) Run(ctx context.Context) error {
 		Logger:      logger,
 		OrphanAfter: cfg.Worker.OrphanAfter,
 		Interval:    cfg.Worker.SweepInterval,
+
+		Originals:    worker.KafkaOriginals{Brokers: cfg.Kafka.Brokers},
+		DeadLetterer: dlq,
 	}
 	srv := admin.New(cfg.Admin.Addr, reg, []admin.Check{
 		{Name: "database", Check: func(ctx context.Context) error { return db.PingContext(ctx) }},

@@ -2,10 +2,15 @@ package worker
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
+	"github.com/segmentio/kafka-go"
+
 	"github.com/paycallback/paycallback/internal/metrics"
+	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/idempotent"
 )
 
@@ -15,13 +20,20 @@ import (
 // It settles them through the fence from the stored canonical event, so it
 // is safe to run on every instance at once and beside live settlers.
 type Sweeper struct {
-	Claims      *idempotent.Store
-	Settler     Settler
-	Metrics     *metrics.Metrics
-	Logger      *slog.Logger
-	OrphanAfter time.Duration // default 2m
-	Interval    time.Duration // default 30s
-	PageSize    int           // default 100
+	Claims  *idempotent.Store
+	Settler Settler
+	Metrics *metrics.Metrics
+	Logger  *slog.Logger
+	// Originals and DeadLetterer write the dead letter of an orphan that
+	// settles OVER_REFUND: the claim's own message is read back from Kafka
+	// by its recorded source. When either is nil, or the message is gone
+	// (retention), the dead letter waits for a redelivery and `consumer
+	// reconcile` lists the claim.
+	Originals    OriginalFetcher
+	DeadLetterer DeadLetterer
+	OrphanAfter  time.Duration // default 2m
+	Interval     time.Duration // default 30s
+	PageSize     int           // default 100
 }
 
 // Run sweeps every Interval until ctx ends. It returns nil.
@@ -86,10 +98,7 @@ func (s *Sweeper) SweepOnce(ctx context.Context) (int, error) {
 			s.Logger.Info("orphan settled", "tenant", rec.TenantID, "key", string(rec.Key),
 				"outcome", string(r.Outcome), "age", rec.Age(time.Now()).Round(time.Second).String(), "source", rec.Source.String())
 			if r.Outcome == idempotent.OutcomeOverRefund {
-				// The original message is not at hand here; the dead letter is
-				// written when the message is seen again, and `consumer
-				// orphans`/`reconcile` list OVER_REFUND claims without one.
-				s.Logger.Error("orphan settled as over-refund; its dead letter is pending", "key", string(rec.Key))
+				s.deadLetterOverRefund(ctx, rec)
 			}
 		}
 		if next == (idempotent.OrphanCursor{}) {
@@ -103,4 +112,71 @@ func (s *Sweeper) SweepOnce(ctx context.Context) (int, error) {
 	}
 	s.Metrics.SetOrphanClaims(left)
 	return settled, firstErr
+}
+
+// deadLetterOverRefund writes the dead letter of an orphan settled
+// OVER_REFUND from its original message, read back from Kafka. Failures
+// are logged: the claim stays without a dead letter, which a redelivery of
+// any copy of the event or `consumer reconcile` picks up.
+func (s *Sweeper) deadLetterOverRefund(ctx context.Context, rec idempotent.Record) {
+	log := s.Logger.With("tenant", rec.TenantID, "key", string(rec.Key), "source", rec.Source.String())
+	if s.Originals == nil || s.DeadLetterer == nil || rec.Source.Topic == "" {
+		log.Error("orphan settled as over-refund; its dead letter waits for a redelivery")
+		return
+	}
+	msg, err := s.Originals.Original(ctx, rec.Source)
+	if err != nil {
+		log.Error("orphan settled as over-refund; its message could not be read back for the dead letter", "error", err.Error())
+		return
+	}
+	reason := fmt.Sprintf("refunds would exceed the order total; nothing was posted (settled by the orphan sweeper, claim %s)", rec.Key)
+	if err := s.DeadLetterer.DeadLetter(ctx, msg, channels.KindOverRefund, reason); err != nil {
+		log.Error("orphan settled as over-refund; dead letter not written", "error", err.Error())
+		return
+	}
+	s.Metrics.DeadLetter(metrics.KindOverRefund)
+	if err := s.Claims.MarkDeadLettered(ctx, rec.TenantID, rec.Key); err != nil {
+		log.Error("over-refund dead letter written but not recorded on the claim", "error", err.Error())
+		return
+	}
+	log.Error("orphan settled as over-refund and dead-lettered")
+}
+
+// OriginalFetcher reads back, by its recorded source, the Kafka message
+// that made a claim.
+type OriginalFetcher interface {
+	Original(ctx context.Context, src idempotent.Source) (kafka.Message, error)
+}
+
+// KafkaOriginals reads single messages from the brokers by topic,
+// partition and offset.
+type KafkaOriginals struct {
+	Brokers []string
+	Dialer  *kafka.Dialer
+}
+
+// ErrOriginalGone is returned when the message at a source offset is no
+// longer in the topic (retention removed it).
+var ErrOriginalGone = errors.New("original message no longer in the topic")
+
+// Original implements OriginalFetcher. It waits at most 10 seconds.
+func (k KafkaOriginals) Original(ctx context.Context, src idempotent.Source) (kafka.Message, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	r := kafka.NewReader(kafka.ReaderConfig{
+		Brokers: k.Brokers, Topic: src.Topic, Partition: src.Partition, Dialer: k.Dialer,
+		MaxWait: 100 * time.Millisecond, MaxBytes: 10 << 20,
+	})
+	defer r.Close()
+	if err := r.SetOffset(src.Offset); err != nil {
+		return kafka.Message{}, fmt.Errorf("read back %s: %w", src, err)
+	}
+	m, err := r.FetchMessage(ctx)
+	if err != nil {
+		return kafka.Message{}, fmt.Errorf("read back %s: %w", src, err)
+	}
+	if m.Offset != src.Offset {
+		return kafka.Message{}, fmt.Errorf("read back %s: got offset %d: %w", src, m.Offset, ErrOriginalGone)
+	}
+	return m, nil
 }
