@@ -168,6 +168,7 @@ func TestDatabaseDownMidStream(t *testing.T) {
 	proxy.Up()
 	h.waitConsumed(2 * time.Minute)
 	all := first
+	all.Messages = append(all.Messages, second.Messages...)
 	all.Events += second.Events
 	for k, v := range second.Paid {
 		all.Paid[k] += v
