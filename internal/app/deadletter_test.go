@@ -89,6 +89,13 @@ func TestMessagesThatCanNeverSucceedAreDeadLetteredAndThePartitionMovesOn(t *tes
 		assert.InDelta(t, 1.0, counted(t, w.main, "paycb_dead_letters_total", map[string]string{"kind": c.kind}), 0, c.kind)
 	}
 
+	// Counted once each, under the channel the envelope named when it named
+	// a known one.
+	assert.InDelta(t, 2.0, counted(t, w.main, "paycb_events_total", map[string]string{"channel": "WECHAT", "outcome": "dead_lettered"}), 0,
+		"decrypt_failed and no_key are WeChat messages")
+	assert.InDelta(t, 2.0, counted(t, w.main, "paycb_events_total", map[string]string{"channel": "UNKNOWN", "outcome": "dead_lettered"}), 0,
+		"the malformed and the unknown-channel message")
+
 	// The partition moved on: the healthy payment after them was posted.
 	ctx := context.Background()
 	n, err := h.db.NewSelect().Table("ss_ledger_entry").Where("channel_trade_no = ?", healthy.TradeNo).Count(ctx)

@@ -48,7 +48,7 @@ func (p *Pipeline) HandleBatch(ctx context.Context, msgs []kafka.Message, states
 		}
 		res, err := p.Decoder.Decode(msg.Value)
 		if err != nil {
-			if err := p.deadLetterUndecodable(ctx, msg, err); err != nil {
+			if err := p.deadLetterUndecodable(ctx, msg, res, err); err != nil {
 				return err
 			}
 			states[i].done = true

@@ -102,7 +102,7 @@ func StageOf(err error) metrics.Stage {
 func (p *Pipeline) Handle(ctx context.Context, msg kafka.Message, st *MessageState) error {
 	res, err := p.Decoder.Decode(msg.Value)
 	if err != nil {
-		return p.deadLetterUndecodable(ctx, msg, err)
+		return p.deadLetterUndecodable(ctx, msg, res, err)
 	}
 	ev := res.Event
 	if res.Ignored {
@@ -237,7 +237,9 @@ func (p *Pipeline) deadLetterOverRefund(ctx context.Context, msg kafka.Message, 
 	return nil
 }
 
-func (p *Pipeline) deadLetterUndecodable(ctx context.Context, msg kafka.Message, decodeErr error) error {
+// deadLetterUndecodable dead-letters a message the decoder refused; res
+// carries its channel when the envelope told it (for the metric label).
+func (p *Pipeline) deadLetterUndecodable(ctx context.Context, msg kafka.Message, res channels.Result, decodeErr error) error {
 	kind, ok := channels.KindOf(decodeErr)
 	if !ok {
 		kind = channels.KindMalformed
@@ -245,13 +247,9 @@ func (p *Pipeline) deadLetterUndecodable(ctx context.Context, msg kafka.Message,
 	if err := p.deadLetter(ctx, msg, kind, decodeErr.Error()); err != nil {
 		return err
 	}
-	channel := metrics.ChannelUnknown
-	if env, err := channels.ParseEnvelope(msg.Value); err == nil {
-		channel = env.Channel
-	}
 	p.Logger.Warn("undecodable message dead-lettered", "kind", string(kind), "error", decodeErr.Error(),
 		"topic", msg.Topic, "partition", msg.Partition, "offset", msg.Offset)
-	p.Metrics.Event(channel, metrics.EventTypeUnknown, metrics.OutcomeDeadLettered)
+	p.Metrics.Event(string(res.Event.Channel), metrics.EventTypeUnknown, metrics.OutcomeDeadLettered)
 	return nil
 }
 
