@@ -9,6 +9,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"github.com/paycallback/paycallback/internal/kafkaops"
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/channels/channelstest"
 )
@@ -35,13 +36,17 @@ func transportCeiling(ctx context.Context, brokers []string, topic string) (int,
 	if len(meta.Topics) != 1 || meta.Topics[0].Error != nil {
 		return 0, 0, fmt.Errorf("transport ceiling: metadata of %s: %v", topic, meta.Topics)
 	}
-	var reqs []kafka.OffsetRequest
+	var parts []int
 	for _, p := range meta.Topics[0].Partitions {
-		reqs = append(reqs, kafka.FirstOffsetOf(p.ID), kafka.LastOffsetOf(p.ID))
+		parts = append(parts, p.ID)
 	}
-	lo, err := client.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{topic: reqs}})
+	first, err := kafkaops.ListOffsets(ctx, client, topic, parts, kafka.FirstOffset)
 	if err != nil {
-		return 0, 0, fmt.Errorf("transport ceiling: offsets of %s: %w", topic, err)
+		return 0, 0, fmt.Errorf("transport ceiling: %w", err)
+	}
+	end, err := kafkaops.ListOffsets(ctx, client, topic, parts, kafka.LastOffset)
+	if err != nil {
+		return 0, 0, fmt.Errorf("transport ceiling: %w", err)
 	}
 
 	ctx, cancel := context.WithCancelCause(ctx)
@@ -53,32 +58,29 @@ func transportCeiling(ctx context.Context, brokers []string, topic string) (int,
 		last  time.Time // when the last partition's last message arrived
 	)
 	start := time.Now()
-	for _, po := range lo.Topics[topic] {
-		if po.Error != nil {
-			return 0, 0, fmt.Errorf("transport ceiling: offsets of %s/%d: %w", topic, po.Partition, po.Error)
-		}
-		if po.LastOffset <= po.FirstOffset {
+	for _, p := range parts {
+		if end[p] <= first[p] {
 			continue
 		}
 		wg.Go(func() {
 			r := kafka.NewReader(kafka.ReaderConfig{
-				Brokers: brokers, Topic: topic, Partition: po.Partition,
+				Brokers: brokers, Topic: topic, Partition: p,
 				MinBytes: 1, MaxBytes: 10 << 20, MaxWait: 500 * time.Millisecond,
 			})
 			defer func() { _ = r.Close() }()
-			if err := r.SetOffset(po.FirstOffset); err != nil {
-				cancel(fmt.Errorf("transport ceiling: seek %s/%d: %w", topic, po.Partition, err))
+			if err := r.SetOffset(first[p]); err != nil {
+				cancel(fmt.Errorf("transport ceiling: seek %s/%d: %w", topic, p, err))
 				return
 			}
 			n := 0
 			for {
 				m, err := r.FetchMessage(ctx)
 				if err != nil {
-					cancel(fmt.Errorf("transport ceiling: read %s/%d: %w", topic, po.Partition, err))
+					cancel(fmt.Errorf("transport ceiling: read %s/%d: %w", topic, p, err))
 					return
 				}
 				n++ // the no-op handler
-				if m.Offset+1 >= po.LastOffset {
+				if m.Offset+1 >= end[p] {
 					break
 				}
 			}

@@ -166,20 +166,21 @@ func ReadAll(ctx context.Context, brokers []string, topic string) ([]kafka.Messa
 		return nil, err
 	}
 	client := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 10 * time.Second}
+	first, err := ListOffsets(ctx, client, topic, parts, kafka.FirstOffset)
+	if err != nil {
+		return nil, err
+	}
+	end, err := ListOffsets(ctx, client, topic, parts, kafka.LastOffset)
+	if err != nil {
+		return nil, err
+	}
 	var out []kafka.Message
 	for _, p := range parts {
-		lo, err := client.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{
-			topic: {kafka.FirstOffsetOf(p), kafka.LastOffsetOf(p)},
-		}})
-		if err != nil {
-			return nil, fmt.Errorf("list offsets of %s/%d: %w", topic, p, err)
-		}
-		po := lo.Topics[topic][0]
-		if po.LastOffset <= po.FirstOffset {
+		if end[p] <= first[p] {
 			continue
 		}
 		r := kafka.NewReader(kafka.ReaderConfig{Brokers: brokers, Topic: topic, Partition: p, MaxWait: 100 * time.Millisecond})
-		if err := r.SetOffset(po.FirstOffset); err != nil {
+		if err := r.SetOffset(first[p]); err != nil {
 			_ = r.Close()
 			return nil, fmt.Errorf("read %s/%d: %w", topic, p, err)
 		}
@@ -190,7 +191,7 @@ func ReadAll(ctx context.Context, brokers []string, topic string) ([]kafka.Messa
 				return nil, fmt.Errorf("read %s/%d: %w", topic, p, err)
 			}
 			out = append(out, m)
-			if m.Offset+1 >= po.LastOffset {
+			if m.Offset+1 >= end[p] {
 				break
 			}
 		}
@@ -225,4 +226,47 @@ func partitions(ctx context.Context, brokers []string, topic string) ([]int, err
 		lastErr = errors.New("no brokers")
 	}
 	return nil, fmt.Errorf("read partitions of %s: %w", topic, lastErr)
+}
+
+// ListOffsets asks client for one offset per partition of topic, one kind
+// per request: ts is kafka.FirstOffset, kafka.LastOffset or a time in Unix
+// milliseconds. A partition with no message at or after a time gets -1.
+// Mixing first and last offsets of one partition in one request is unsafe:
+// kafka-go files each answer by the timestamp the broker returns (-1 for
+// both on real brokers), so one overwrites the other.
+func ListOffsets(ctx context.Context, client *kafka.Client, topic string, parts []int, ts int64) (map[int]int64, error) {
+	reqs := make([]kafka.OffsetRequest, len(parts))
+	for i, p := range parts {
+		reqs[i] = kafka.OffsetRequest{Partition: p, Timestamp: ts}
+	}
+	resp, err := client.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{topic: reqs}})
+	if err != nil {
+		return nil, fmt.Errorf("list offsets of %s: %w", topic, err)
+	}
+	out := make(map[int]int64, len(parts))
+	for _, po := range resp.Topics[topic] {
+		if po.Error != nil {
+			return nil, fmt.Errorf("list offsets of %s/%d: %w", topic, po.Partition, po.Error)
+		}
+		// kafka-go files the answer by the timestamp the broker returned
+		// (-1 for earliest and latest queries since v1), not by the query's.
+		off := int64(-1)
+		switch {
+		case len(po.Offsets) > 0:
+			for o := range po.Offsets {
+				off = o
+			}
+		case po.LastOffset >= 0:
+			off = po.LastOffset
+		case ts == kafka.FirstOffset && po.FirstOffset >= 0:
+			off = po.FirstOffset
+		}
+		out[po.Partition] = off
+	}
+	for _, p := range parts {
+		if _, ok := out[p]; !ok {
+			return nil, fmt.Errorf("list offsets of %s/%d: no answer", topic, p)
+		}
+	}
+	return out, nil
 }

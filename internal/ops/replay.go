@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+
+	"github.com/paycallback/paycallback/internal/kafkaops"
 )
 
 // ReplayTarget says where to move the group's offsets. Exactly one of
@@ -270,42 +272,8 @@ func ApplyReplay(ctx context.Context, k Kafka, plan ReplayPlan) error {
 	return nil
 }
 
-// listOffsets asks for one offset per partition: ts is kafka.FirstOffset,
-// kafka.LastOffset or a time in Unix milliseconds. A partition with no
-// message at or after a time gets -1.
+// listOffsets asks for one offset per partition: ts is kafka.FirstOffset
+// or kafka.LastOffset (see kafkaops.ListOffsets).
 func (k Kafka) listOffsets(ctx context.Context, topic string, parts []int, ts int64) (map[int]int64, error) {
-	reqs := make([]kafka.OffsetRequest, len(parts))
-	for i, p := range parts {
-		reqs[i] = kafka.OffsetRequest{Partition: p, Timestamp: ts}
-	}
-	resp, err := k.client().ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{topic: reqs}})
-	if err != nil {
-		return nil, fmt.Errorf("list offsets of %s: %w", topic, err)
-	}
-	out := make(map[int]int64, len(parts))
-	for _, po := range resp.Topics[topic] {
-		if po.Error != nil {
-			return nil, fmt.Errorf("list offsets of %s/%d: %w", topic, po.Partition, po.Error)
-		}
-		// kafka-go files the answer by the timestamp the broker returned
-		// (-1 for earliest and latest queries since v1), not by the query's.
-		off := int64(-1)
-		switch {
-		case len(po.Offsets) > 0:
-			for o := range po.Offsets {
-				off = o
-			}
-		case po.LastOffset >= 0:
-			off = po.LastOffset
-		case ts == kafka.FirstOffset && po.FirstOffset >= 0:
-			off = po.FirstOffset
-		}
-		out[po.Partition] = off
-	}
-	for _, p := range parts {
-		if _, ok := out[p]; !ok {
-			return nil, fmt.Errorf("list offsets of %s/%d: no answer", topic, p)
-		}
-	}
-	return out, nil
+	return kafkaops.ListOffsets(ctx, k.client(), topic, parts, ts)
 }
