@@ -34,14 +34,16 @@ func compareTrades(x, y tradeKey) int {
 // order of evs. A claim found SETTLED already gives FenceLost for that
 // event only.
 //
-// The work is set-based: one locking read of the claims, one upsert and one
-// locking read of the order rows, one write of the changed orders, one
+// The work is set-based: one read of the claims, one read, one locking
+// read and one insert of the order rows (a round more whenever another
+// settler created one of them meanwhile), one write of the changed orders, one
 // insert of every ledger row and one fence UPDATE per tenant, whatever the
 // batch size; only refunds with registrations add statements of their own.
 // The decisions are Settle's own (decide), made in memory on the locked
-// rows. Locks are taken claims first, in (tenant, key) order, then order
-// rows in (tenant, channel, trade) order, so batches and single settles
-// never wait on each other in a cycle.
+// rows. Locks are taken order rows first (by id), then registrations, then
+// the claims by the fence; a deadlock with another settler is still
+// possible (two settlers that both lost the race to create one order row
+// hold shared locks on it) and fails the batch like any other error.
 //
 // Errors: any failure rolls the whole batch back, writes nothing and leaves
 // every claim ACQUIRED; the caller then settles the events one at a time
@@ -190,10 +192,12 @@ func (s *Service) settleBatchTx(ctx context.Context, evs []channels.Event, keys 
 	})
 }
 
-// lockOrders creates the order rows of the batch's trades where absent
-// (the first event of a trade in the batch sets its total, merchant order
-// number and currency) with one upsert that changes nothing on existing
-// rows, then locks them with one read, in (tenant, channel, trade) order.
+// lockOrders locks the order rows of the batch's trades, creating those
+// that do not exist yet (the first event of a trade in the batch sets its
+// total, merchant order number and currency; later events never change
+// them). Rows are locked by primary key and created by a plain insert, in
+// (tenant, channel, trade) order; a trade another settler creates first is
+// read and locked in a further round of the same transaction.
 func (s *Service) lockOrders(ctx context.Context, tx bun.Tx, evs []channels.Event, lost []bool, now time.Time) (map[tradeKey]*Order, error) {
 	firsts := map[tradeKey]bool{}
 	var fresh []Order
@@ -221,55 +225,51 @@ func (s *Service) lockOrders(ctx context.Context, tx bun.Tx, evs []channels.Even
 	// for) whatever row comes next in the index, and an upsert takes
 	// next-key locks: either makes concurrent batches of unrelated trades
 	// queue or deadlock. The rows a plain insert creates are this
-	// transaction's; a concurrent insert of the same trade (another settler
-	// of one of its events) fails the batch with a duplicate-key error, and
-	// the events are then settled one by one.
-	existing := map[tradeKey]*Order{}
-	if err := s.selectOrders(ctx, tx, fresh, firsts, existing, false); err != nil {
-		return nil, err
-	}
-	if len(existing) > 0 {
-		ids := make([]int64, 0, len(existing))
-		for _, o := range existing {
-			ids = append(ids, o.ID)
+	// transaction's. A concurrent insert of the same trade (another
+	// settler of one of its events, often a channel retry on another
+	// partition) fails the insert with a duplicate-key error once that
+	// settler has committed; the error rolls back the statement only, so
+	// the next round reads the now committed rows, locks them and inserts
+	// what is still missing, in the same transaction.
+	pending := fresh
+	for round := 1; ; round++ {
+		existing := map[tradeKey]*Order{}
+		if err := s.selectOrders(ctx, tx, pending, firsts, existing, false); err != nil {
+			return nil, err
 		}
-		slices.Sort(ids)
-		var rows []Order
-		q := tx.NewSelect().Model(&rows).Where("id IN (?)", bun.List(ids)).OrderExpr("id")
-		if !s.sqlite {
-			q = q.For("UPDATE")
+		if err := s.lockByID(ctx, tx, existing, orders); err != nil {
+			return nil, err
 		}
-		if err := q.Scan(ctx); err != nil {
-			return nil, fmt.Errorf("lock %d orders: %w", len(ids), err)
+		var missing []Order
+		for _, o := range pending {
+			if orders[tradeKey{o.TenantID, o.Channel, o.TradeNo}] == nil {
+				missing = append(missing, o)
+			}
 		}
-		for i := range rows {
-			rows[i].normalise()
-			orders[tradeKey{rows[i].TenantID, rows[i].Channel, rows[i].TradeNo}] = &rows[i]
+		if len(missing) == 0 {
+			break
 		}
-	}
-	var missing []Order
-	for _, o := range fresh {
-		if orders[tradeKey{o.TenantID, o.Channel, o.TradeNo}] == nil {
-			missing = append(missing, o)
-		}
-	}
-	if len(missing) > 0 {
-		if _, err := tx.NewInsert().Model(&missing).
+		_, err := tx.NewInsert().Model(&missing).
 			Column("tenant_id", "channel_code", "channel_trade_no", "merchant_order_no", "amount", "currency",
 				"status", "created_at", "updated_at").
 			Returning("").
-			Exec(ctx); err != nil {
-			if errors.Is(idempotent.ClassifyDuplicate(err), idempotent.ErrDuplicateKey) {
-				// ss_channel_order's one unique key besides the primary key
-				// is uk_order: another settler created one of these trades'
-				// orders and has committed it (the insert waited for that).
-				return nil, fmt.Errorf("create %d orders: %w: %w", len(missing), errOrderRace, err)
+			Exec(ctx)
+		if err == nil {
+			if err := s.selectOrders(ctx, tx, missing, firsts, orders, false); err != nil {
+				return nil, err
 			}
+			break
+		}
+		if !errors.Is(idempotent.ClassifyDuplicate(err), idempotent.ErrDuplicateKey) {
 			return nil, fmt.Errorf("create %d orders: %w", len(missing), err)
 		}
-		if err := s.selectOrders(ctx, tx, missing, firsts, orders, false); err != nil {
-			return nil, err
+		// ss_channel_order's one unique key besides the primary key is
+		// uk_order: another settler created one of these trades' orders
+		// and has committed it (the insert waited for that).
+		if round == maxOrderRounds {
+			return nil, fmt.Errorf("create %d orders: %w: %w", len(missing), errOrderRace, err)
 		}
+		pending = missing
 	}
 	for t := range firsts {
 		if orders[t] == nil {
@@ -277,6 +277,37 @@ func (s *Service) lockOrders(ctx context.Context, tx bun.Tx, evs []channels.Even
 		}
 	}
 	return orders, nil
+}
+
+// maxOrderRounds bounds lockOrders' rounds of read, lock and insert: each
+// round after the first follows another settler's commit of one of the
+// batch's new trades.
+const maxOrderRounds = 4
+
+// lockByID locks the rows of existing by primary key, in id order, and
+// puts the locked (current) rows into orders.
+func (s *Service) lockByID(ctx context.Context, tx bun.Tx, existing, orders map[tradeKey]*Order) error {
+	if len(existing) == 0 {
+		return nil
+	}
+	ids := make([]int64, 0, len(existing))
+	for _, o := range existing {
+		ids = append(ids, o.ID)
+	}
+	slices.Sort(ids)
+	var rows []Order
+	q := tx.NewSelect().Model(&rows).Where("id IN (?)", bun.List(ids)).OrderExpr("id")
+	if !s.sqlite {
+		q = q.For("UPDATE")
+	}
+	if err := q.Scan(ctx); err != nil {
+		return fmt.Errorf("lock %d orders: %w", len(ids), err)
+	}
+	for i := range rows {
+		rows[i].normalise()
+		orders[tradeKey{rows[i].TenantID, rows[i].Channel, rows[i].TradeNo}] = &rows[i]
+	}
+	return nil
 }
 
 // selectOrders reads the order rows of want into orders, keeping only the

@@ -2,6 +2,8 @@ package settlement_test
 
 import (
 	"context"
+	"fmt"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -125,5 +127,95 @@ func TestSettleBatch(t *testing.T) {
 			require.NoError(t, err)
 			assert.Empty(t, res)
 		})
+	})
+}
+
+// TestConcurrentBatchesCreateTrades settles, from several goroutines at
+// once, successive batches of events of the same new trades, as partitions
+// do when a trade's events (or a channel's unkeyed retries) land on
+// different partitions. Each goroutine's window of trades overlaps the
+// others' by different amounts, so a batch meets several creators of its
+// new order rows in turn. Whichever batch creates an order row, the others
+// find it in the same transaction: no batch fails for losing that race,
+// and the orders add up.
+func TestConcurrentBatchesCreateTrades(t *testing.T) {
+	sqldbtest.Dialects(t, func(t *testing.T, db *bun.DB) { //nolint:thelper // a test body run once per dialect
+		ctx := context.Background()
+		h := newHarness(t, db)
+		const (
+			settlers = 6  // goroutines: one pays, the others refund 100 each
+			window   = 24 // trades per batch
+			shift    = 4  // how far each settler's windows are shifted
+			rounds   = 8  // batches per settler
+			trades   = rounds*window + settlers*shift
+		)
+		trade := func(n int) channelstest.Trade { return channelstest.NewTrade(channels.WeChat, 800+n) }
+		batches := make([][][]channels.Event, settlers)
+		for g := range settlers {
+			for r := range rounds {
+				var evs []channels.Event
+				for n := r*window + g*shift; n < (r+1)*window+g*shift; n++ {
+					tr := trade(n)
+					v := channelstest.PaymentEnvelope(tr, channelstest.Delivery{})
+					if g > 0 {
+						v = channelstest.RefundEnvelope(tr, refundAt(tr, fmt.Sprintf("R%d", g), 100, 0, g), channelstest.Delivery{})
+					}
+					ev := h.decode(t, v)
+					h.acquire(t, ev, int64(10000+g*1000+n))
+					evs = append(evs, ev)
+				}
+				batches[g] = append(batches[g], evs)
+			}
+		}
+		errs := make([]error, settlers)
+		var start, done sync.WaitGroup
+		start.Add(1)
+		for g := range settlers {
+			done.Add(1)
+			go func() {
+				defer done.Done()
+				start.Wait()
+				for _, evs := range batches[g] {
+					// Deadlocks are retried, as the worker retries them;
+					// losing the race to create an order row must not
+					// surface at all.
+					err := retry(func() error {
+						res, err := h.svc.SettleBatch(ctx, evs)
+						if err == nil && len(res) != len(evs) {
+							return fmt.Errorf("%d results for %d events", len(res), len(evs))
+						}
+						return err
+					})
+					if err != nil {
+						errs[g] = err
+						return
+					}
+				}
+			}()
+		}
+		start.Done()
+		done.Wait()
+		for g, err := range errs {
+			require.NoError(t, err, "settler %d", g)
+		}
+		for n := range trades {
+			var paid, refunded int64
+			for g := range settlers {
+				if n >= g*shift && n < rounds*window+g*shift {
+					if g == 0 {
+						paid = 2580
+					} else {
+						refunded += 100
+					}
+				}
+			}
+			if paid == 0 && refunded == 0 {
+				continue
+			}
+			o := order(t, db, trade(n))
+			assert.Equal(t, paid, o.PaidAmount, "trade %d", n)
+			assert.Equal(t, refunded, o.RefundedAmount, "trade %d", n)
+		}
+		mustCheck(t, db)
 	})
 }

@@ -16,8 +16,9 @@ import (
 // lockOrder creates the order row of ev's trade if it does not exist yet
 // and locks it, exactly as a batch of one would (lockOrders). The first
 // event of a trade sets its total, merchant order number and currency;
-// later events never change them. Losing the race to create the row is an
-// error wrapping errOrderRace; Settle then runs again and finds the row.
+// later events never change them. Losing the race to create the row is
+// handled in the transaction; only a trade that keeps losing it gives an
+// error wrapping errOrderRace, and Settle then runs again.
 func (s *Service) lockOrder(ctx context.Context, tx bun.Tx, ev channels.Event, now time.Time) (Order, error) {
 	orders, err := s.lockOrders(ctx, tx, []channels.Event{ev}, []bool{false}, now)
 	if err != nil {
