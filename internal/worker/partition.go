@@ -131,7 +131,8 @@ func (pc *partitionConsumer) process(ctx context.Context, log *slog.Logger, batc
 	w := pc.w
 	states := make([]MessageState, len(batch))
 	var since time.Time
-	for attempt := 0; ; attempt++ {
+	polls, failures := 0, 0
+	for {
 		var err error
 		if w.cfg.BatchMax == 1 {
 			err = w.pipeline.Handle(ctx, batch[0], &states[0])
@@ -148,10 +149,12 @@ func (pc *partitionConsumer) process(ctx context.Context, log *slog.Logger, batc
 			return false
 		}
 		if errors.Is(err, errClaimInFlight) {
-			// Routine: another worker is settling the claim right now.
-			if !w.cfg.Backoff.Wait(ctx, attempt) {
+			// Routine: another worker is settling the claim right now and
+			// will be done in milliseconds; look again soon.
+			if !inFlightPoll.Wait(ctx, polls) {
 				return false
 			}
+			polls++
 			continue
 		}
 		w.metrics.ProcessingError(StageOf(err))
@@ -160,12 +163,20 @@ func (pc *partitionConsumer) process(ctx context.Context, log *slog.Logger, batc
 			w.setRetrying(pc.partition, since)
 		}
 		log.Warn("messages not handled; retrying in place", "first_offset", batch[0].Offset,
-			"messages", len(batch), "attempt", attempt+1, "stage", string(StageOf(err)), "error", err.Error())
-		if !w.cfg.Backoff.Wait(ctx, attempt) {
+			"messages", len(batch), "attempt", failures+1, "stage", string(StageOf(err)), "error", err.Error())
+		if !w.cfg.Backoff.Wait(ctx, failures) {
 			return false
 		}
+		failures++
 	}
 }
+
+// inFlightPoll paces the looks at a claim that another worker is settling
+// (errClaimInFlight): its settlement commits within milliseconds, and the
+// whole partition waits for it, so the first looks come quickly. Each look
+// is one claim lookup of the messages still waiting; the wait ends at
+// InFlightGrace whatever happens.
+var inFlightPoll = Backoff{Min: 2 * time.Millisecond, Max: 20 * time.Millisecond}
 
 // fetchBuffered returns a message the reader already has, waiting at most
 // a moment: batching must not add waiting at low load.
