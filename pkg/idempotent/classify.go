@@ -40,3 +40,14 @@ func ClassifyDuplicate(err error) error {
 	}
 	return err
 }
+
+// mysqlDeadlock is ER_LOCK_DEADLOCK, the same number on MySQL and MariaDB.
+const mysqlDeadlock = 1213
+
+// IsDeadlock reports whether err is MySQL/MariaDB's deadlock error: the
+// server chose the transaction as the victim and rolled all of it back, so
+// running the whole transaction again is safe and usually succeeds.
+func IsDeadlock(err error) bool {
+	var my *mysql.MySQLError
+	return errors.As(err, &my) && my.Number == mysqlDeadlock
+}

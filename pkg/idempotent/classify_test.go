@@ -43,6 +43,15 @@ func TestClassifyDuplicate(t *testing.T) {
 	}
 }
 
+func TestIsDeadlock(t *testing.T) {
+	assert.True(t, idempotent.IsDeadlock(&mysql.MySQLError{Number: 1213}))
+	assert.True(t, idempotent.IsDeadlock(fmt.Errorf("settle: %w", &mysql.MySQLError{Number: 1213})))
+	assert.False(t, idempotent.IsDeadlock(&mysql.MySQLError{Number: 1205}), "a lock wait timeout rolls back one statement only")
+	assert.False(t, idempotent.IsDeadlock(&mysql.MySQLError{Number: 1062}))
+	assert.False(t, idempotent.IsDeadlock(errors.New("Error 1213: Deadlock found")), "messages are never read")
+	assert.False(t, idempotent.IsDeadlock(nil))
+}
+
 func isDeadlock(err error) bool {
 	var me *mysql.MySQLError
 	return errors.As(err, &me) && (me.Number == 1213 || me.Number == 1205)

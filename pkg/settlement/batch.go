@@ -45,8 +45,8 @@ func compareTrades(x, y tradeKey) int {
 // possible (two settlers that both lost the race to create one order row
 // hold shared locks on it) and fails the batch like any other error.
 //
-// Errors: any failure rolls the whole batch back, writes nothing and leaves
-// every claim ACQUIRED; the caller then settles the events one at a time
+// Errors: a deadlock is retried, twice at most. Any failure rolls the whole
+// batch back, writes nothing and leaves every claim ACQUIRED; the caller then settles the events one at a time
 // with Settle, whose contract tells permanent errors from transient ones
 // and which handles a ledger duplicate. An empty evs gives no results. Two
 // events with one (tenant, key) are refused with ErrInvalidEvent.
@@ -72,10 +72,11 @@ func (s *Service) SettleBatch(ctx context.Context, evs []channels.Event) ([]Resu
 	var err error
 	for attempt := 0; attempt < 3; attempt++ {
 		err = s.settleBatchTx(ctx, evs, keys, sts, lost)
-		if !errors.Is(err, errOrderRace) {
+		if !errors.Is(err, errOrderRace) && !idempotent.IsDeadlock(err) {
 			break
 		}
-		// The order row now exists: the next attempt finds and locks it.
+		// Nothing was written; the next attempt finds the order rows the
+		// race was lost to, or runs after the deadlock's other side.
 	}
 	if err != nil {
 		return nil, fmt.Errorf("settle batch of %d: %w", len(evs), err)
