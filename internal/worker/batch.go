@@ -37,9 +37,9 @@ type moneyItem struct {
 // error means the offset after the last message may be committed.
 //
 // Its outcomes are exactly Handle's: the claims of the batch's distinct
-// keys are made with one AcquireMany (one round trip when all are
-// duplicates), new claims are settled together, and each message is
-// counted once.
+// keys are looked up together and the missing ones made with one insert
+// (one round trip when all are duplicates), new claims are settled
+// together, and each message is counted once.
 func (p *Pipeline) HandleBatch(ctx context.Context, msgs []kafka.Message, states []MessageState) error {
 	var money []moneyItem
 	for i, msg := range msgs {
@@ -72,29 +72,19 @@ func (p *Pipeline) HandleBatch(ctx context.Context, msgs []kafka.Message, states
 	}
 
 	// One claim per distinct key: the first message with it leads.
-	leader := map[idempotent.TenantKey]int{} // key -> index in claims
-	var claims []idempotent.Claim
+	leader := map[idempotent.TenantKey]int{} // key -> index in leaders
 	var leaders []moneyItem
+	keys := make([]idempotent.TenantKey, 0, len(money))
 	for _, it := range money {
 		if _, ok := leader[it.key]; ok {
 			continue
 		}
-		body, err := json.Marshal(it.ev)
-		if err != nil {
-			return failed(metrics.StageAcquire, fmt.Errorf("encode event %s: %w", it.ev.Key, err))
-		}
-		leader[it.key] = len(claims)
+		leader[it.key] = len(leaders)
 		leaders = append(leaders, it)
-		claims = append(claims, idempotent.Claim{
-			TenantID: it.ev.TenantID, Key: it.ev.Key, EventType: it.ev.Type,
-			Fingerprint: it.ev.Fingerprint, Event: body, Source: it.src,
-		})
+		keys = append(keys, it.key)
 	}
-	results, err := p.Claims.AcquireMany(ctx, claims)
+	results, err := p.acquireLeaders(ctx, leaders, keys, states)
 	if err != nil {
-		for _, it := range leaders {
-			states[it.i].acquireUnknown = true
-		}
 		return failed(metrics.StageAcquire, err)
 	}
 
@@ -184,6 +174,52 @@ func (p *Pipeline) HandleBatch(ctx context.Context, msgs []kafka.Message, states
 		st.done = true
 	}
 	return firstErr
+}
+
+// acquireLeaders claims the leaders' keys: one lookup of the claims that
+// exist (a batch of duplicates costs that one round trip and never encodes
+// its events), then one insert of the rest, which the unique index decides.
+// results[j] is leaders[j]'s.
+func (p *Pipeline) acquireLeaders(ctx context.Context, leaders []moneyItem, keys []idempotent.TenantKey, states []MessageState) ([]idempotent.Result, error) {
+	existing, err := p.Claims.LookupMany(ctx, keys)
+	if err != nil {
+		return nil, err
+	}
+	results := make([]idempotent.Result, len(leaders))
+	var fresh []int // indexes into leaders
+	var claims []idempotent.Claim
+	for j, it := range leaders {
+		c := idempotent.Claim{
+			TenantID: it.ev.TenantID, Key: it.ev.Key, EventType: it.ev.Type,
+			Fingerprint: it.ev.Fingerprint, Source: it.src,
+		}
+		if rec, ok := existing[keys[j]]; ok {
+			results[j] = idempotent.Compare(c, rec)
+			continue
+		}
+		body, err := json.Marshal(it.ev)
+		if err != nil {
+			return nil, fmt.Errorf("encode event %s: %w", it.ev.Key, err)
+		}
+		c.Event = body
+		fresh = append(fresh, j)
+		claims = append(claims, c)
+	}
+	if len(claims) == 0 {
+		return results, nil
+	}
+	res, err := p.Claims.AcquireNew(ctx, claims)
+	if err != nil {
+		// The insert may have committed without an answer.
+		for _, j := range fresh {
+			states[leaders[j].i].acquireUnknown = true
+		}
+		return nil, err
+	}
+	for n, j := range fresh {
+		results[j] = res[n]
+	}
+	return results, nil
 }
 
 // settleOutcome is one event's settlement in a batch.

@@ -24,6 +24,10 @@ type TenantKey struct {
 // a claim are absent from the map. A lookup may only ever skip work for
 // claims that exist: claim rows are never deleted, so a claim found here is
 // a committed claim for good.
+//
+// The records carry what the duplicate path needs. Event, the stored
+// event, is read only for a claim still ACQUIRED (settling it needs it); a
+// settled claim's is left nil here, which keeps a replay's lookups small.
 func (s *Store) LookupMany(ctx context.Context, keys []TenantKey) (map[TenantKey]Record, error) {
 	out := make(map[TenantKey]Record, len(keys))
 	if len(keys) == 0 {
@@ -34,6 +38,10 @@ func (s *Store) LookupMany(ctx context.Context, keys []TenantKey) (map[TenantKey
 	// the cross product it may return is filtered here.
 	var rows []claimRow
 	err := s.db.NewSelect().Model(&rows).
+		Column("id", "tenant_id", "idempotent_key", "event_type", "status", "settle_outcome", "fingerprint",
+			"source_topic", "source_partition", "source_offset", "attempts", "last_error", "dead_lettered_at",
+			"created_at", "settled_at").
+		ColumnExpr("CASE WHEN status = ? THEN event_json END AS event_json", string(StatusAcquired)).
 		Where("tenant_id IN (?)", bun.List(tenantList)).
 		Where("idempotent_key IN (?)", bun.List(keyList)).
 		Scan(ctx)
@@ -50,57 +58,75 @@ func (s *Store) LookupMany(ctx context.Context, keys []TenantKey) (map[TenantKey
 	return out, nil
 }
 
-// AcquireMany claims many keys with one multi-row INSERT and returns one
-// Result per claim, in order. It is Acquire for a batch: the statement runs
-// on the pool and has committed before any Acquired is reported, and the
-// unique index decides every row.
+// AcquireMany claims many keys and returns one Result per claim, in order.
+// It is Acquire for a batch: LookupMany first, so a batch that is all
+// duplicates costs one round trip, then AcquireNew for the keys not found.
+// Every claim must be valid and each (tenant, key) may appear once;
+// otherwise nothing is written and the error wraps ErrInvalidClaim. Any
+// database error is returned wrapped and means nothing is known: retry the
+// batch.
+func (s *Store) AcquireMany(ctx context.Context, claims []Claim) ([]Result, error) {
+	results := make([]Result, len(claims))
+	if len(claims) == 0 {
+		return results, nil
+	}
+	keys, err := checkBatch(claims)
+	if err != nil {
+		return nil, err
+	}
+	existing, err := s.LookupMany(ctx, keys)
+	if err != nil {
+		return nil, fmt.Errorf("acquire batch: %w", err)
+	}
+	var fresh []int
+	var freshClaims []Claim
+	for i, c := range claims {
+		if rec, ok := existing[keys[i]]; ok {
+			results[i] = Compare(c, rec)
+		} else {
+			fresh = append(fresh, i)
+			freshClaims = append(freshClaims, c)
+		}
+	}
+	if len(fresh) == 0 {
+		return results, nil
+	}
+	res, err := s.AcquireNew(ctx, freshClaims)
+	if err != nil {
+		return nil, err
+	}
+	for n, i := range fresh {
+		results[i] = res[n]
+	}
+	return results, nil
+}
+
+// AcquireNew claims keys that a LookupMany has just found absent, with one
+// multi-row INSERT, and returns one Result per claim, in order. The
+// statement runs on the pool and has committed before any Acquired is
+// reported, and the unique index decides every row: a key another acquirer
+// claimed since the lookup comes back Duplicate or Conflict, as from
+// Acquire.
 //
 // On MySQL/MariaDB a multi-row INSERT fails whole on one existing key and
 // INSERT IGNORE hides other errors, so the insert is INSERT … ON DUPLICATE
 // KEY UPDATE id = id (SQLite: ON CONFLICT DO NOTHING), which changes nothing
 // on a duplicate, with a batch token that only an inserted row carries;
 // reading the token back tells which rows this statement wrote. The others
-// are read back like Acquire's duplicates: Duplicate or Conflict.
-//
-// Keys already known to exist (skipKnown) are looked up first, so a batch
-// that is all duplicates costs one round trip. Every claim must be valid and
-// each (tenant, key) may appear once; otherwise nothing is written and the
-// error wraps ErrInvalidClaim. Any database error is returned wrapped and
-// means nothing is known: retry the batch.
-func (s *Store) AcquireMany(ctx context.Context, claims []Claim) ([]Result, error) {
+// are read back like Acquire's duplicates. Errors are AcquireMany's.
+func (s *Store) AcquireNew(ctx context.Context, claims []Claim) ([]Result, error) {
 	results := make([]Result, len(claims))
 	if len(claims) == 0 {
 		return results, nil
 	}
-	keys := make([]TenantKey, len(claims))
-	seen := make(map[TenantKey]bool, len(claims))
-	for i, c := range claims {
-		if err := c.Validate(); err != nil {
-			return nil, fmt.Errorf("acquire batch: %s: %w", c.Key, err)
-		}
-		keys[i] = TenantKey{c.TenantID, c.Key}
-		if seen[keys[i]] {
-			return nil, fmt.Errorf("acquire batch: %w: %d/%s appears twice", ErrInvalidClaim, c.TenantID, c.Key)
-		}
-		seen[keys[i]] = true
-	}
-
-	existing, err := s.LookupMany(ctx, keys)
+	keys, err := checkBatch(claims)
 	if err != nil {
-		return nil, fmt.Errorf("acquire batch: %w", err)
+		return nil, err
 	}
-	var fresh []int
-	for i, c := range claims {
-		if rec, ok := existing[keys[i]]; ok {
-			results[i] = judge(c, rec)
-		} else {
-			fresh = append(fresh, i)
-		}
+	fresh := make([]int, len(claims))
+	for i := range fresh {
+		fresh[i] = i
 	}
-	if len(fresh) == 0 {
-		return results, nil
-	}
-
 	// Insert in (tenant, key) order, the index's order, so concurrent
 	// batches with overlapping keys queue rather than deadlock.
 	slices.SortFunc(fresh, func(a, b int) int {
@@ -154,12 +180,32 @@ func (s *Store) AcquireMany(ctx context.Context, claims []Claim) ([]Result, erro
 			results[i] = r
 			continue
 		}
-		results[i] = judge(claims[i], rec)
+		results[i] = Compare(claims[i], rec)
 	}
 	return results, nil
 }
 
-func judge(c Claim, rec Record) Result {
+// checkBatch validates every claim and refuses a (tenant, key) twice; it
+// returns the claims' keys.
+func checkBatch(claims []Claim) ([]TenantKey, error) {
+	keys := make([]TenantKey, len(claims))
+	seen := make(map[TenantKey]bool, len(claims))
+	for i, c := range claims {
+		if err := c.Validate(); err != nil {
+			return nil, fmt.Errorf("acquire batch: %s: %w", c.Key, err)
+		}
+		keys[i] = TenantKey{c.TenantID, c.Key}
+		if seen[keys[i]] {
+			return nil, fmt.Errorf("acquire batch: %w: %d/%s appears twice", ErrInvalidClaim, c.TenantID, c.Key)
+		}
+		seen[keys[i]] = true
+	}
+	return keys, nil
+}
+
+// Compare is the Result a claim gets against the existing claim of its
+// key: Duplicate when the fingerprints match, Conflict when they differ.
+func Compare(c Claim, rec Record) Result {
 	if rec.Fingerprint != c.Fingerprint {
 		return Result{Kind: Conflict, Existing: rec}
 	}

@@ -66,6 +66,56 @@ func TestAcquireMany(t *testing.T) {
 	})
 }
 
+func TestAcquireNewAndLookupMany(t *testing.T) {
+	sqldbtest.Dialects(t, func(t *testing.T, db *bun.DB) { //nolint:thelper // a test body run once per dialect
+		ctx := context.Background()
+		store := idempotent.NewStore(db)
+		settled := claimFor(mustKey(t, "L-settled"), 1001)
+		open := claimFor(mustKey(t, "L-open"), 1001)
+		late := claimFor(mustKey(t, "L-late"), 1001)
+		lateConflict := claimFor(mustKey(t, "L-late-conf"), 1001)
+		for _, c := range []idempotent.Claim{settled, open} {
+			_, err := store.Acquire(ctx, c)
+			require.NoError(t, err)
+		}
+		require.NoError(t, db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+			return store.Settle(ctx, tx, settled.TenantID, settled.Key, idempotent.OutcomePosted)
+		}))
+
+		keys := []idempotent.TenantKey{{1001, settled.Key}, {1001, open.Key}, {1001, late.Key}}
+		found, err := store.LookupMany(ctx, keys)
+		require.NoError(t, err)
+		require.Len(t, found, 2, "the late key has no claim yet")
+		assert.Equal(t, idempotent.StatusSettled, found[keys[0]].Status)
+		assert.Equal(t, idempotent.OutcomePosted, found[keys[0]].Outcome)
+		assert.Equal(t, settled.Fingerprint, found[keys[0]].Fingerprint)
+		assert.Equal(t, settled.Source, found[keys[0]].Source)
+		assert.Nil(t, found[keys[0]].Event, "a settled claim's event is not read")
+		assert.Equal(t, idempotent.StatusAcquired, found[keys[1]].Status)
+		assert.Equal(t, open.Event, found[keys[1]].Event, "an ACQUIRED claim's event is read: settling it needs it")
+
+		// Another acquirer claims two keys after the lookup: the insert
+		// still decides them.
+		_, err = store.Acquire(ctx, late)
+		require.NoError(t, err)
+		_, err = store.Acquire(ctx, lateConflict)
+		require.NoError(t, err)
+		changed := lateConflict
+		changed.Fingerprint = "2222222222222222222222222222222222222222222222222222222222222222"
+		fresh := claimFor(mustKey(t, "L-fresh"), 1001)
+		res, err := store.AcquireNew(ctx, []idempotent.Claim{late, fresh, changed})
+		require.NoError(t, err)
+		require.Len(t, res, 3)
+		assert.Equal(t, idempotent.Duplicate, res[0].Kind)
+		assert.Equal(t, idempotent.Acquired, res[1].Kind)
+		assert.Equal(t, idempotent.Conflict, res[2].Kind)
+		assert.Equal(t, 1, countClaims(t, db, "idempotent_key = ?", string(late.Key)))
+
+		_, err = store.AcquireNew(ctx, []idempotent.Claim{fresh, fresh})
+		require.ErrorIs(t, err, idempotent.ErrInvalidClaim, "a key twice in one batch is refused")
+	})
+}
+
 func TestConcurrentOverlappingBatchesClaimEachKeyOnce(t *testing.T) {
 	sqldbtest.Dialects(t, func(t *testing.T, db *bun.DB) { //nolint:thelper // a test body run once per dialect
 		const workers, keys = 8, 60
