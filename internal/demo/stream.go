@@ -136,21 +136,30 @@ func Generate(o StreamOptions) Stream {
 	}
 
 	// Interleave trades as a busy shop would: trades overlap in time, each
-	// trade's own notifications keep their relative order.
-	for {
-		var open []int
-		for i := range perTrade {
-			if len(perTrade[i].msgs) > 0 {
-				open = append(open, i)
-			}
-		}
-		if len(open) == 0 {
-			break
-		}
-		// Favour the earliest open trades so the stream moves forward.
-		i := open[rng.IntN(min(len(open), 8))]
+	// trade's own notifications keep their relative order. Each message
+	// comes from one of the earliest open trades, so the stream moves
+	// forward. window holds those (up to interleaveWindow open trades, in
+	// order); every trade from next on is still untouched, hence open.
+	// Keeping the window rather than rescanning every trade for each
+	// message keeps a million-message stream linear.
+	const interleaveWindow = 8
+	window := make([]int, 0, interleaveWindow)
+	next := 0
+	for ; next < len(perTrade) && len(window) < interleaveWindow; next++ {
+		window = append(window, next)
+	}
+	for len(window) > 0 {
+		w := rng.IntN(len(window))
+		i := window[w]
 		s.Messages = append(s.Messages, perTrade[i].msgs[0])
 		perTrade[i].msgs = perTrade[i].msgs[1:]
+		if len(perTrade[i].msgs) == 0 {
+			window = append(window[:w], window[w+1:]...)
+			if next < len(perTrade) {
+				window = append(window, next)
+				next++
+			}
+		}
 	}
 
 	if !o.NoTraps {
