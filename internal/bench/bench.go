@@ -237,14 +237,37 @@ const mainTopic = "channel-events"
 // Run performs one whole benchmark run. An error means a measurement could
 // not be made; failed sanity checks are reported in Result.Problems. Every
 // subprocess is stopped and every database dropped before Run returns.
-func Run(ctx context.Context, o Options) (res Result, err error) {
+func Run(ctx context.Context, o Options) (Result, error) {
+	var res Result
+	err := session(ctx, o, e2eTopics, func(h *harness, broker *proc) error {
+		defer func() { res = h.res }()
+		if err := h.measure(ctx); err != nil {
+			return err
+		}
+		if rss, err := broker.peakRSS(); err == nil {
+			h.res.Facts = append(h.res.Facts, "broker peak RSS: "+mib(rss)+" (separate process)")
+		}
+		if err := broker.stop(10 * time.Second); err != nil {
+			h.log.Warn("broker did not stop cleanly", "err", err)
+		}
+		return nil
+	})
+	return res, err
+}
+
+// session sets up what every measurement needs (a database name prefix, a
+// scratch directory, the built binaries, a broker process seeded with
+// topics and their dead-letter topics), runs fn, and tears it all down: the
+// broker is killed and every database fn created is dropped before session
+// returns, whatever fn did.
+func session(ctx context.Context, o Options, topics []string, fn func(h *harness, broker *proc) error) (err error) {
 	if err := o.defaults(); err != nil {
-		return Result{}, err
+		return err
 	}
 	h := &harness{o: o, log: o.Logger}
 	h.dbs, err = newDatabases(o.ServerDSN)
 	if err != nil {
-		return Result{}, err
+		return err
 	}
 	defer func() {
 		dropCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
@@ -255,29 +278,19 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 	}()
 	h.work, err = os.MkdirTemp("", "paycb-bench-")
 	if err != nil {
-		return Result{}, fmt.Errorf("scratch directory: %w", err)
+		return fmt.Errorf("scratch directory: %w", err)
 	}
 	defer func() { _ = os.RemoveAll(h.work) }()
 
 	if err := h.build(ctx); err != nil {
-		return Result{}, err
+		return err
 	}
-	broker, err := h.startBroker(ctx)
+	broker, err := h.startBroker(ctx, topics)
 	if err != nil {
-		return Result{}, err
+		return err
 	}
 	defer broker.kill()
-
-	if err := h.measure(ctx); err != nil {
-		return h.res, err
-	}
-	if rss, err := broker.peakRSS(); err == nil {
-		h.res.Facts = append(h.res.Facts, "broker peak RSS: "+mib(rss)+" (separate process)")
-	}
-	if err := broker.stop(10 * time.Second); err != nil {
-		h.log.Warn("broker did not stop cleanly", "err", err)
-	}
-	return h.res, nil
+	return fn(h, broker)
 }
 
 func (h *harness) build(ctx context.Context) error {
@@ -298,11 +311,13 @@ func (h *harness) build(ctx context.Context) error {
 	return nil
 }
 
-// topics are the broker's seeded topics: the main stream, the two paced
-// streams, and their dead-letter topics.
-var topics = []string{mainTopic, "paced-batched", "paced-per-message"}
+// e2eTopics are the full run's input topics: the main stream and the two
+// paced streams.
+var e2eTopics = []string{mainTopic, "paced-batched", "paced-per-message"}
 
-func (h *harness) startBroker(ctx context.Context) (*proc, error) {
+// startBroker starts the kfake-broker process with topics (Partitions
+// each) and a one-partition dead-letter topic for each.
+func (h *harness) startBroker(ctx context.Context, topics []string) (*proc, error) {
 	args := []string{"--port", "0"}
 	for _, t := range topics {
 		args = append(args, "--topic", fmt.Sprintf("%s:%d", t, Partitions), "--topic", t+".dlq:1")
@@ -559,7 +574,7 @@ func (h *harness) throughput(ctx context.Context, c consumerRun, messages int) (
 		return Row{}, err
 	}
 	startup := time.Since(start)
-	if err := h.waitConsumed(ctx, p, c, h.consumeTimeout(messages)); err != nil {
+	if err := h.waitConsumed(ctx, p, c, messages); err != nil {
 		return Row{}, err
 	}
 	elapsed := time.Since(start)
@@ -573,10 +588,23 @@ func (h *harness) throughput(ctx context.Context, c consumerRun, messages int) (
 	return Row{Count: messages, Elapsed: elapsed, Startup: startup, PeakRSS: rss}, nil
 }
 
-// waitConsumed waits for c.group to commit c.topic to its end, giving up
-// early when the consumer process exits.
-func (h *harness) waitConsumed(ctx context.Context, p *proc, c consumerRun, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+// pollInterval is how often waiting for a pipeline row reads the group's
+// progress: every 20ms, so that the row's elapsed time ends close to the
+// last commit, and less often over big backlogs (at most every 200ms, still
+// a tiny share of their elapsed time) so that the harness takes less CPU
+// from the worker and the broker.
+func pollInterval(messages int) time.Duration {
+	return min(max(20*time.Millisecond, time.Duration(messages)*200*time.Nanosecond), 200*time.Millisecond)
+}
+
+// progressEvery is how often waiting for a pipeline row logs its progress.
+const progressEvery = 10 * time.Second
+
+// waitConsumed waits for c.group to commit c.topic to its end (messages in
+// all), giving up early when the consumer process exits. Every
+// progressEvery it logs how far the group got and the process's RSS.
+func (h *harness) waitConsumed(ctx context.Context, p *proc, c consumerRun, messages int) error {
+	ctx, cancel := context.WithTimeout(ctx, h.consumeTimeout(messages))
 	defer cancel()
 	go func() {
 		select {
@@ -585,7 +613,23 @@ func (h *harness) waitConsumed(ctx context.Context, p *proc, c consumerRun, time
 		case <-ctx.Done():
 		}
 	}()
-	err := kafkaops.WaitConsumed(ctx, h.brokers, c.group, c.topic, 20*time.Millisecond, nil)
+	start := time.Now()
+	lastLog := start
+	report := func(ps []kafkaops.PartitionProgress) {
+		if time.Since(lastLog) < progressEvery {
+			return
+		}
+		lastLog = time.Now()
+		var committed int64
+		for _, pp := range ps {
+			committed += max(pp.Committed, 0)
+		}
+		rss, _ := p.rss()
+		peak, _ := p.peakRSS()
+		h.log.Info("consuming", "group", c.group, "committed", committed, "lag", kafkaops.TotalLag(ps),
+			"after", time.Since(start).Round(time.Second), "rss", mib(rss), "peak_rss", mib(peak))
+	}
+	err := kafkaops.WaitConsumed(ctx, h.brokers, c.group, c.topic, pollInterval(messages), report)
 	if err != nil && p.exited() {
 		return p.failure()
 	}
@@ -648,7 +692,7 @@ func (h *harness) paced(ctx context.Context, c consumerRun, stream demo.Stream, 
 		return Row{}, err
 	}
 	lastPublish := time.Now()
-	if err := h.waitConsumed(ctx, p, c, h.consumeTimeout(len(msgs))); err != nil {
+	if err := h.waitConsumed(ctx, p, c, len(msgs)); err != nil {
 		return Row{}, err
 	}
 	drain := time.Since(lastPublish)

@@ -133,27 +133,37 @@ func (p *proc) peakRSS() (int64, error) {
 
 // peakRSS reads VmHWM of pid from /proc.
 func peakRSS(pid int) (int64, error) {
+	return statusBytes(pid, "VmHWM")
+}
+
+// rss returns the subprocess's resident set size now (VmRSS) in bytes.
+func (p *proc) rss() (int64, error) {
+	return statusBytes(p.pid(), "VmRSS")
+}
+
+// statusBytes reads the kB figure field of /proc/pid/status, in bytes.
+func statusBytes(pid int, field string) (int64, error) {
 	f, err := os.Open(filepath.Join("/proc", strconv.Itoa(pid), "status"))
 	if err != nil {
-		return 0, fmt.Errorf("read peak rss of %d: %w", pid, err)
+		return 0, fmt.Errorf("read %s of %d: %w", field, pid, err)
 	}
 	defer func() { _ = f.Close() }()
 	s := bufio.NewScanner(f)
 	for s.Scan() {
-		rest, ok := strings.CutPrefix(s.Text(), "VmHWM:")
+		rest, ok := strings.CutPrefix(s.Text(), field+":")
 		if !ok {
 			continue
 		}
 		kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
 		if err != nil {
-			return 0, fmt.Errorf("read peak rss of %d: parse %q: %w", pid, rest, err)
+			return 0, fmt.Errorf("read %s of %d: parse %q: %w", field, pid, rest, err)
 		}
 		return kb << 10, nil
 	}
 	if err := s.Err(); err != nil {
-		return 0, fmt.Errorf("read peak rss of %d: %w", pid, err)
+		return 0, fmt.Errorf("read %s of %d: %w", field, pid, err)
 	}
-	return 0, fmt.Errorf("read peak rss of %d: no VmHWM line", pid)
+	return 0, fmt.Errorf("read %s of %d: no %s line", field, pid, field)
 }
 
 // waitReady polls url until it answers 200, the subprocess exits, or
