@@ -6,6 +6,13 @@
 // one table and writes it to --out (default bench/results/e2e.txt), followed
 // by the same figures in Go benchmark format for benchstat.
 //
+// With --backlog N it measures only the worker's memory over a backlog:
+// it produces at least N generated messages, runs one batched consumer over
+// them to the group's last commit, and reports elapsed time, throughput and
+// the peak RSS of the worker and of the broker process, in
+// bench/results/backlog.txt unless --out says otherwise (see
+// bench.RunBacklog).
+//
 // The server is PAYCB_BENCH_DSN, else TEST_MYSQL_DSN, else
 // root@tcp(127.0.0.1:3306)/. It exits 1 when a measurement fails or a sanity
 // check of the ledger fails, 2 on a usage error.
@@ -53,10 +60,24 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, lookup fu
 	fs.Float64Var(&o.PacedRate, "rate", bench.DefaultPacedRate, "publish rate of the latency rows, messages/s")
 	fs.DurationVar(&o.PacedDuration, "paced", bench.DefaultPacedDuration, "how long each latency row publishes")
 	fs.StringVar(&o.BinDir, "bin", "", "where to build consumer and kfake-broker (default <repo>/bin)")
-	out := fs.String("out", "bench/results/e2e.txt", "file the table is written to (empty: none)")
+	backlog := fs.Int("backlog", 0, "measure only the worker over a backlog of this many messages "+
+		"(at least; e.g. 1000000), with --batch-max, instead of the full benchmark")
+	out := fs.String("out", "bench/results/e2e.txt", "file the table is written to (empty: none; "+
+		"bench/results/backlog.txt by default with --backlog)")
 	verbose := fs.Bool("v", false, "log progress")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if *backlog < 0 {
+		return fmt.Errorf("--backlog: want a positive number of messages, got %d", *backlog)
+	}
+	outSet := false
+	fs.Visit(func(f *flag.Flag) { outSet = outSet || f.Name == "out" })
+	if *backlog > 0 && !outSet {
+		*out = "bench/results/backlog.txt"
 	}
 	o.Seed = *seed
 	o.ServerDSN = bench.DefaultServerDSN
@@ -72,9 +93,22 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, lookup fu
 	}
 	o.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 
-	res, err := bench.Run(ctx, o)
-	if err != nil {
-		return err
+	var (
+		res      report
+		problems int
+	)
+	if *backlog > 0 {
+		r, err := bench.RunBacklog(ctx, o, *backlog)
+		if err != nil {
+			return err
+		}
+		res, problems = r, len(r.Problems)
+	} else {
+		r, err := bench.Run(ctx, o)
+		if err != nil {
+			return err
+		}
+		res, problems = r, len(r.Problems)
 	}
 	var table bytes.Buffer
 	if err := res.WriteTable(&table); err != nil {
@@ -95,8 +129,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, lookup fu
 			return fmt.Errorf("write results: %w", err)
 		}
 	}
-	if len(res.Problems) > 0 {
-		return fmt.Errorf("%d sanity checks failed", len(res.Problems))
+	if problems > 0 {
+		return fmt.Errorf("%d sanity checks failed", problems)
 	}
 	return nil
+}
+
+// report is what either measurement returns: bench.Result or
+// bench.BacklogResult.
+type report interface {
+	WriteTable(io.Writer) error
+	WriteBenchfmt(io.Writer) error
 }
