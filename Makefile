@@ -5,7 +5,7 @@ FUZZTIME  ?= 30s
 GOLANGCI  ?= github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
 GOBIN     := $(shell $(GO) env GOPATH)/bin
 
-.PHONY: all build test lint bench bench-go bench-e2e run fuzz vet sim sim-long soak
+.PHONY: all build test lint bench bench-go bench-e2e bench-backlog run fuzz vet sim sim-long soak
 
 all: build test
 
@@ -49,6 +49,16 @@ bench-go:
 BENCH_FLAGS ?=
 bench-e2e:
 	$(GO) run ./cmd/paycb-bench -v --out bench/results/e2e.txt $(BENCH_FLAGS)
+
+## bench-backlog: the memory goal's measurement alone: BACKLOG generated
+## messages (at least; default 1,000,000) produced to a kfake-broker process,
+## then one batched consumer (PAYCB_BATCH_MAX=256) over all of them; reports
+## elapsed, events/s, and the peak RSS of the worker and of the broker, with
+## the ledger's sanity checks; table in bench/results/backlog.txt. Takes
+## several minutes at the default size. BENCH_FLAGS passes flags too.
+BACKLOG ?= 1000000
+bench-backlog:
+	$(GO) run ./cmd/paycb-bench -v --backlog $(BACKLOG) --out bench/results/backlog.txt $(BENCH_FLAGS)
 
 ## run: the embedded demo; nothing to install beyond Go.
 run:
