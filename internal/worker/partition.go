@@ -17,6 +17,7 @@ import (
 type partitionConsumer struct {
 	w         *Worker
 	gen       *kafka.Generation
+	commits   *offsetCommitter // the generation's, shared by its partitions
 	partition int
 	start     int64 // the committed offset (next to read) or kafka.FirstOffset
 }
@@ -194,7 +195,7 @@ func fetchBuffered(ctx context.Context, r *kafka.Reader) (kafka.Message, bool) {
 func (pc *partitionConsumer) commit(ctx context.Context, log *slog.Logger, next int64) bool {
 	w := pc.w
 	for attempt := 0; ; attempt++ {
-		err := pc.gen.CommitOffsets(map[string]map[int]int64{w.cfg.Topic: {pc.partition: next}})
+		err := pc.commits.Commit(pc.partition, next)
 		if err == nil {
 			w.setCommitted(pc.partition, next)
 			return true

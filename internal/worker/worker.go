@@ -189,9 +189,10 @@ func (w *Worker) startGeneration(stop, hardStop context.Context, gen *kafka.Gene
 	}
 	w.setGeneration(gen.ID)
 	w.logger.Info("joined generation", "generation", gen.ID, "member", gen.MemberID, "partitions", len(assigned))
+	commits := newOffsetCommitter(w.cfg.Topic, gen.CommitOffsets)
 	for _, a := range assigned {
 		gen.Start(func(genCtx context.Context) {
-			pc := &partitionConsumer{w: w, gen: gen, partition: a.ID, start: a.Offset}
+			pc := &partitionConsumer{w: w, gen: gen, commits: commits, partition: a.ID, start: a.Offset}
 			pc.run(genCtx, stop, hardStop, drained)
 		})
 	}
