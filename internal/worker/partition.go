@@ -79,9 +79,50 @@ func (pc *partitionConsumer) run(genCtx, stop, hardStop context.Context, drained
 
 	fetchFailures := 0
 	batch := make([]kafka.Message, 0, w.cfg.BatchMax)
+	var held heldMessages
+	committed := int64(-1) // the last offset committed by this loop
+	// commitUpTo commits everything before the first held message, or the
+	// whole of last when nothing is held. It reports false when nothing
+	// more may be committed in this generation.
+	commitUpTo := func(last kafka.Message) bool {
+		next := last.Offset + 1
+		if !held.empty() {
+			next = held.msgs[0].Offset
+		}
+		if next <= committed {
+			return true
+		}
+		if err := w.pipeline.Fault.at(procCtx, FaultBeforeCommit); err != nil {
+			return false // a simulated crash: the offset stays uncommitted
+		}
+		if !pc.commit(procCtx, log, next) {
+			return false
+		}
+		committed = next
+		if last.HighWaterMark > 0 {
+			w.metrics.SetConsumerLag(pc.partition, max(last.HighWaterMark-next, 0))
+		}
+		return true
+	}
+	var last kafka.Message
 	// Once stopping, fetch nothing more, even what is buffered.
 	for stop.Err() == nil {
-		msg, err := reader.FetchMessage(fetchCtx)
+		var msg kafka.Message
+		var err error
+		if held.empty() {
+			msg, err = reader.FetchMessage(fetchCtx)
+		} else {
+			// Look at the held messages again soon, whether or not more
+			// messages come.
+			msg, err = fetchWithin(fetchCtx, reader, inFlightPoll.Delay(held.polls))
+			if errors.Is(err, context.DeadlineExceeded) && fetchCtx.Err() == nil {
+				held.polls++
+				if !pc.recheck(procCtx, log, &held) || !commitUpTo(last) {
+					break
+				}
+				continue
+			}
+		}
 		if err != nil {
 			if fetchCtx.Err() != nil {
 				break
@@ -103,18 +144,30 @@ func (pc *partitionConsumer) run(genCtx, stop, hardStop context.Context, drained
 			}
 			batch = append(batch, more)
 		}
-		if !pc.process(procCtx, log, batch) {
+		states := make([]MessageState, len(batch))
+		if !pc.process(procCtx, log, batch, states, held.room(w.cfg.BatchMax)) {
 			break // generation ended or shutdown cap: commit nothing more
 		}
-		if err := w.pipeline.Fault.at(procCtx, FaultBeforeCommit); err != nil {
-			break // a simulated crash: the offset stays uncommitted
-		}
-		last := batch[len(batch)-1]
-		if !pc.commit(procCtx, log, last.Offset+1) {
+		// The messages held before this batch: their claims may be
+		// settled by now.
+		if !held.empty() && !pc.recheck(procCtx, log, &held) {
 			break
 		}
-		if last.HighWaterMark > 0 {
-			w.metrics.SetConsumerLag(pc.partition, max(last.HighWaterMark-last.Offset-1, 0))
+		held.add(batch, states)
+		last = batch[len(batch)-1]
+		if !commitUpTo(last) {
+			break
+		}
+	}
+	// Stopping: the held messages are in flight too; finish them, then
+	// commit.
+	for stop.Err() != nil && !held.empty() && procCtx.Err() == nil {
+		if !inFlightPoll.Wait(procCtx, held.polls) {
+			break
+		}
+		held.polls++
+		if !pc.recheck(procCtx, log, &held) || !commitUpTo(last) {
+			break
 		}
 	}
 	markDrained()
@@ -125,17 +178,79 @@ func (pc *partitionConsumer) run(genCtx, stop, hardStop context.Context, drained
 	}
 }
 
+// heldMessages are a partition's messages that wait for a claim another
+// worker is settling right now (errClaimInFlight), in offset order, with
+// what their attempts learnt. A duplicate of an event moves no money of
+// its own: its outcome is the claim's, settled by the claim's maker. So
+// the partition goes on handling the messages after it, in order, while
+// it waits, and commits nothing past the first held message until that
+// claim is settled.
+type heldMessages struct {
+	msgs   []kafka.Message
+	states []MessageState
+	polls  int // looks since the oldest held message was held
+}
+
+func (h *heldMessages) empty() bool { return len(h.msgs) == 0 }
+
+// room reports whether more messages may be held: at most limit (the
+// batch size) are, beyond which the partition waits in place as the
+// per-message pipeline does.
+func (h *heldMessages) room(limit int) bool { return len(h.msgs) < limit }
+
+// add holds the messages of batch that are not done.
+func (h *heldMessages) add(batch []kafka.Message, states []MessageState) {
+	if h.empty() {
+		h.polls = 0
+	}
+	for i := range batch {
+		if !states[i].done {
+			h.msgs = append(h.msgs, batch[i])
+			h.states = append(h.states, states[i])
+		}
+	}
+}
+
+// drop removes the messages that are done.
+func (h *heldMessages) drop() {
+	n := 0
+	for i := range h.msgs {
+		if !h.states[i].done {
+			h.msgs[n], h.states[n] = h.msgs[i], h.states[i]
+			n++
+		}
+	}
+	clear(h.msgs[n:])
+	h.msgs, h.states = h.msgs[:n], h.states[:n]
+	if n == 0 {
+		h.polls = 0
+	}
+}
+
+// recheck handles the held messages again and drops those that are done.
+// It reports false when ctx ended first.
+func (pc *partitionConsumer) recheck(ctx context.Context, log *slog.Logger, h *heldMessages) bool {
+	if !pc.process(ctx, log, h.msgs, h.states, true) {
+		return false
+	}
+	h.drop()
+	return true
+}
+
 // process retries the batch in place until every message's outcome is
-// durable. It reports false when ctx ended first: nothing may be committed.
-// A batch of one with BatchMax 1 takes the per-message pipeline.
-func (pc *partitionConsumer) process(ctx context.Context, log *slog.Logger, batch []kafka.Message) bool {
+// durable, or, when mayHold, until the only messages not done wait for a
+// claim another worker is settling (the caller holds them; see
+// heldMessages). It reports false when ctx ended first: nothing may be
+// committed. A batch of one with BatchMax 1 takes the per-message pipeline,
+// which never holds a message.
+func (pc *partitionConsumer) process(ctx context.Context, log *slog.Logger, batch []kafka.Message, states []MessageState, mayHold bool) bool {
 	w := pc.w
-	states := make([]MessageState, len(batch))
+	perMessage := w.cfg.BatchMax == 1
 	var since time.Time
 	polls, failures := 0, 0
 	for {
 		var err error
-		if w.cfg.BatchMax == 1 {
+		if perMessage {
 			err = w.pipeline.Handle(ctx, batch[0], &states[0])
 		} else {
 			err = w.pipeline.HandleBatch(ctx, batch, states)
@@ -144,6 +259,9 @@ func (pc *partitionConsumer) process(ctx context.Context, log *slog.Logger, batc
 			if !since.IsZero() {
 				w.setRetrying(pc.partition, time.Time{})
 			}
+			if perMessage {
+				states[0].done = true
+			}
 			return true
 		}
 		if ctx.Err() != nil {
@@ -151,7 +269,13 @@ func (pc *partitionConsumer) process(ctx context.Context, log *slog.Logger, batc
 		}
 		if errors.Is(err, errClaimInFlight) {
 			// Routine: another worker is settling the claim right now and
-			// will be done in milliseconds; look again soon.
+			// will be done in milliseconds.
+			if mayHold && !perMessage {
+				if !since.IsZero() {
+					w.setRetrying(pc.partition, time.Time{})
+				}
+				return true
+			}
 			if !inFlightPoll.Wait(ctx, polls) {
 				return false
 			}
@@ -182,10 +306,16 @@ var inFlightPoll = Backoff{Min: 2 * time.Millisecond, Max: 20 * time.Millisecond
 // fetchBuffered returns a message the reader already has, waiting at most
 // a moment: batching must not add waiting at low load.
 func fetchBuffered(ctx context.Context, r *kafka.Reader) (kafka.Message, bool) {
-	ctx, cancel := context.WithTimeout(ctx, 300*time.Microsecond)
-	defer cancel()
-	m, err := r.FetchMessage(ctx)
+	m, err := fetchWithin(ctx, r, 300*time.Microsecond)
 	return m, err == nil
+}
+
+// fetchWithin fetches the next message, waiting at most d; on timeout the
+// error is context.DeadlineExceeded and no message is lost.
+func fetchWithin(ctx context.Context, r *kafka.Reader, d time.Duration) (kafka.Message, error) {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	return r.FetchMessage(ctx)
 }
 
 // commit commits next (the offset after the handled message: Kafka's
