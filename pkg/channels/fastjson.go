@@ -7,8 +7,9 @@ import (
 	"unicode/utf8"
 )
 
-// This file decodes the two hot JSON shapes, the envelope and the outer
-// WeChat notification, in one pass without reflection. It handles the
+// This file decodes the hot JSON shapes (the envelope, the WeChat
+// notification and its decrypted resources, the Shouqianba body) in one
+// pass without reflection. It handles the
 // common case only: plain keys, string and integer values, no null, no
 // surrogate escapes, valid UTF-8, each known key at most once. On anything
 // else it reports false and the caller decodes with encoding/json, so the
@@ -448,6 +449,45 @@ func fastWeChatRefund(data []byte, rf *wechatRefund) bool {
 			var ok bool
 			rf.Amount.Currency, ok = s.str()
 			return ok
+		})
+	})
+	return ok && s.end()
+}
+
+var (
+	sqbOrderKeys = []string{"sn", "client_sn", "client_tsn", "refund_request_no", "status", "order_status",
+		"total_amount", "net_amount", "finish_time", "channel_finish_time"}
+	sqbBodyKeys = append(append([]string(nil), sqbOrderKeys...), "biz_response")
+	sqbBizKeys  = []string{"data"}
+)
+
+// sqbFields returns o's fields in the order of sqbOrderKeys.
+func sqbFields(o *sqbOrder) [10]*string {
+	return [...]*string{&o.SN, &o.ClientSN, &o.ClientTSN, &o.RefundRequestNo, &o.Status, &o.OrderStatus,
+		&o.TotalAmount, &o.NetAmount, &o.FinishTime, &o.ChannelFinishTime}
+}
+
+// fastSQB is the one-pass decoder of a Shouqianba body: a callback, or a
+// forwarded refund API response.
+func fastSQB(data []byte, b *sqbBody) bool {
+	s := scanner{data: data}
+	s.ws()
+	top := sqbFields(&b.sqbOrder)
+	ok := s.object(sqbBodyKeys, 0, func(i int) bool {
+		if i < len(top) {
+			var ok bool
+			*top[i], ok = s.str()
+			return ok
+		}
+		b.BizResponse = &sqbBizResponse{}
+		return s.object(sqbBizKeys, 1, func(int) bool {
+			b.BizResponse.Data = &sqbOrder{}
+			inner := sqbFields(b.BizResponse.Data)
+			return s.object(sqbOrderKeys, 2, func(j int) bool {
+				var ok bool
+				*inner[j], ok = s.str()
+				return ok
+			})
 		})
 	})
 	return ok && s.end()

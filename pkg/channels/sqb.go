@@ -46,15 +46,22 @@ type sqbOrder struct {
 // ({"result_code":"200","biz_response":{"data":{...}}}).
 type sqbBody struct {
 	sqbOrder
-	BizResponse *struct {
-		Data *sqbOrder `json:"data"`
-	} `json:"biz_response"`
+	BizResponse *sqbBizResponse `json:"biz_response"`
+}
+
+// sqbBizResponse is the biz_response part of a forwarded refund API
+// response.
+type sqbBizResponse struct {
+	Data *sqbOrder `json:"data"`
 }
 
 func decodeSQB(env Envelope) (Result, error) {
 	var body sqbBody
-	if err := unmarshal([]byte(env.Body), &body, "sqb body"); err != nil {
-		return Result{}, err
+	if !fastSQB([]byte(env.Body), &body) {
+		body = sqbBody{}
+		if err := unmarshal([]byte(env.Body), &body, "sqb body"); err != nil {
+			return Result{}, err
+		}
 	}
 	o := &body.sqbOrder
 	if body.BizResponse != nil && body.BizResponse.Data != nil {
