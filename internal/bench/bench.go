@@ -707,15 +707,17 @@ func (h *harness) paced(ctx context.Context, c consumerRun, stream demo.Stream, 
 	if err != nil {
 		return Row{}, err
 	}
-	if len(lat) != len(published) {
-		h.problem("%s: %d claims settled from %s, want %d", c.group, len(lat), c.topic, len(published))
+	if len(lat.total) != len(published) {
+		h.problem("%s: %d claims settled from %s, want %d", c.group, len(lat.total), c.topic, len(published))
 	}
 	row := Row{
 		Count: len(msgs), Rate: achieved, Elapsed: time.Duration(float64(len(msgs)) / achieved * float64(time.Second)),
 		Startup: startup, PeakRSS: rss,
 	}
-	row.P50, row.P99 = percentile(lat, 0.50), percentile(lat, 0.99)
-	var notes []string
+	row.P50, row.P99 = percentile(lat.total, 0.50), percentile(lat.total, 0.99)
+	notes := []string{fmt.Sprintf("p50/p99 publish->claimed %s/%s, claimed->settled %s/%s",
+		latency(percentile(lat.toClaim, 0.50)), latency(percentile(lat.toClaim, 0.99)),
+		latency(percentile(lat.settle, 0.50)), latency(percentile(lat.settle, 0.99)))}
 	if achieved < 0.95*rate {
 		notes = append(notes, fmt.Sprintf("publisher reached only %.0f/s", achieved))
 	}
@@ -727,33 +729,45 @@ func (h *harness) paced(ctx context.Context, c consumerRun, stream demo.Stream, 
 	return row, nil
 }
 
-// latencies returns settled_at minus first publish time for every settled
-// claim that came from topic.
-func latencies(ctx context.Context, db bun.IDB, topic string, published map[string]time.Time) ([]time.Duration, error) {
-	rows, err := db.QueryContext(ctx, "SELECT tenant_id, idempotent_key, settled_at FROM ss_channel_idempotent "+
+// latencySplit is the latency of each settled event of a paced row, whole
+// and in its two halves, each sorted.
+type latencySplit struct {
+	total   []time.Duration // first publish -> claim settled_at
+	toClaim []time.Duration // first publish -> claim created_at (delivery and queueing)
+	settle  []time.Duration // claim created_at -> settled_at (the settlement)
+}
+
+// latencies returns, for every settled event of topic that was published
+// in published, its publish→settled latency and the two halves of it.
+func latencies(ctx context.Context, db bun.IDB, topic string, published map[string]time.Time) (latencySplit, error) {
+	var out latencySplit
+	rows, err := db.QueryContext(ctx, "SELECT tenant_id, idempotent_key, created_at, settled_at FROM ss_channel_idempotent "+
 		"WHERE source_topic = ? AND status = 'SETTLED'", topic)
 	if err != nil {
-		return nil, fmt.Errorf("read settle times: %w", err)
+		return out, fmt.Errorf("read settle times: %w", err)
 	}
 	defer func() { _ = rows.Close() }()
-	var out []time.Duration
 	for rows.Next() {
 		var (
-			tenant  int64
-			key     []byte
-			settled time.Time
+			tenant           int64
+			key              []byte
+			created, settled time.Time
 		)
-		if err := rows.Scan(&tenant, &key, &settled); err != nil {
-			return nil, fmt.Errorf("read settle times: %w", err)
+		if err := rows.Scan(&tenant, &key, &created, &settled); err != nil {
+			return out, fmt.Errorf("read settle times: %w", err)
 		}
 		if at, ok := published[fmt.Sprintf("%d|%s", tenant, key)]; ok {
-			out = append(out, settled.Sub(at))
+			out.total = append(out.total, settled.Sub(at))
+			out.toClaim = append(out.toClaim, created.Sub(at))
+			out.settle = append(out.settle, settled.Sub(created))
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read settle times: %w", err)
+		return out, fmt.Errorf("read settle times: %w", err)
 	}
-	slices.Sort(out)
+	slices.Sort(out.total)
+	slices.Sort(out.toClaim)
+	slices.Sort(out.settle)
 	return out, nil
 }
 

@@ -43,7 +43,7 @@ func (r Result) WriteTable(w io.Writer) error {
 	b.WriteString("\n")
 	fmt.Fprintln(&b, "events/s counts Kafka messages (channel retries included) except on the storage row, which counts distinct events;")
 	fmt.Fprintln(&b, transportLegend+"; pipelines run from process start to the group's last commit (startup included);")
-	fmt.Fprintln(&b, "paced rows: events/s is the publish rate reached, p50/p99 are first publish -> claim settled_at per distinct event.")
+	fmt.Fprintln(&b, "paced rows: events/s is the publish rate reached, p50/p99 are first publish -> claim settled_at per distinct event, split in the notes at the claim's created_at.")
 	for _, row := range r.Rows {
 		if row.Note != "" {
 			fmt.Fprintf(&b, "  %s: %s\n", row.Key, row.Note)
