@@ -28,28 +28,37 @@ func compareTrades(x, y tradeKey) int {
 	return cmp.Or(cmp.Compare(x.tenant, y.tenant), cmp.Compare(x.channel, y.channel), cmp.Compare(x.tradeNo, y.tradeNo))
 }
 
-// SettleBatch settles the ACQUIRED claims of evs in one transaction, with
-// one commit for all of them: results[i] is evs[i]'s, exactly as Settle
-// would have given it had the events been settled one after another in the
-// order of evs. A claim found SETTLED already gives FenceLost for that
-// event only.
+// SettleBatch settles the ACQUIRED claims of evs, normally in one
+// transaction with one commit for all of them: results[i] is evs[i]'s,
+// exactly as Settle would have given it had the events been settled one
+// after another in the order of evs. A claim found SETTLED already gives
+// FenceLost for that event only.
 //
 // The work is set-based: one read of the claims, one read, one locking
 // read and one insert of the order rows (a round more whenever another
-// settler created one of them meanwhile), one write of the changed orders, one
-// insert of every ledger row and one fence UPDATE per tenant, whatever the
-// batch size; only refunds with registrations add statements of their own.
-// The decisions are Settle's own (decide), made in memory on the locked
-// rows. Locks are taken order rows first (by id), then registrations, then
-// the claims by the fence; a deadlock with another settler is still
-// possible (two settlers that both lost the race to create one order row
-// hold shared locks on it) and fails the batch like any other error.
+// settler created one of them meanwhile), one write of the changed orders,
+// one insert of every ledger row and one fence UPDATE per tenant, whatever
+// the batch size; only refunds with registrations add statements of their
+// own. The decisions are Settle's own (decide), made in memory on the
+// locked rows. Locks are taken order rows first (by id), then
+// registrations, then the claims by the fence.
 //
-// Errors: a deadlock is retried, twice at most. Any failure rolls the whole
-// batch back, writes nothing and leaves every claim ACQUIRED; the caller then settles the events one at a time
-// with Settle, whose contract tells permanent errors from transient ones
-// and which handles a ledger duplicate. An empty evs gives no results. Two
-// events with one (tenant, key) are refused with ErrInvalidEvent.
+// A batch never waits, holding its other locks, for an order row another
+// transaction holds (a trade whose events sit on two partitions): such
+// trades are skipped, the rest committed, and the skipped trades' events
+// settled in a second transaction that waits for their rows. Events of one
+// trade always stay together and in order, so the results are the same.
+//
+// Errors: a lost race for a new order row and a deadlock (two settlers
+// that both lost that race hold shared locks on the row) run the
+// transaction again, twice at most. Any failure of the first transaction
+// rolls it back, writes nothing and leaves every claim ACQUIRED; the
+// caller then settles the events one at a time with Settle, whose contract
+// tells permanent errors from transient ones and which handles a ledger
+// duplicate. A failure of the second transaction is returned wrapping
+// ErrBatchIncomplete: the first's events are settled, and settling them
+// again gives FenceLost. An empty evs gives no results. Two events with
+// one (tenant, key) are refused with ErrInvalidEvent.
 func (s *Service) SettleBatch(ctx context.Context, evs []channels.Event) ([]Result, error) {
 	if len(evs) == 0 {
 		return nil, nil
@@ -69,17 +78,32 @@ func (s *Service) SettleBatch(ctx context.Context, evs []channels.Event) ([]Resu
 
 	sts := make([]settlement, len(evs))
 	lost := make([]bool, len(evs))
-	var err error
-	for attempt := 0; attempt < 3; attempt++ {
-		err = s.settleBatchTx(ctx, evs, keys, sts, lost)
-		if !errors.Is(err, errOrderRace) && !idempotent.IsDeadlock(err) {
-			break
-		}
-		// Nothing was written; the next attempt finds the order rows the
-		// race was lost to, or runs after the deadlock's other side.
-	}
-	if err != nil {
+	busy := make([]bool, len(evs))
+	if err := s.runBatchTx(ctx, evs, keys, sts, lost, busy, true); err != nil {
 		return nil, fmt.Errorf("settle batch of %d: %w", len(evs), err)
+	}
+	// The events whose order rows another settler held: in a transaction
+	// of their own, now that this one has released its locks, waiting for
+	// those rows.
+	var rest []int
+	for i := range evs {
+		if busy[i] {
+			rest = append(rest, i)
+		}
+	}
+	if len(rest) > 0 {
+		subEvs, subKeys := make([]channels.Event, len(rest)), make([]idempotent.TenantKey, len(rest))
+		for n, i := range rest {
+			subEvs[n], subKeys[n] = evs[i], keys[i]
+		}
+		subSts, subLost := make([]settlement, len(rest)), make([]bool, len(rest))
+		if err := s.runBatchTx(ctx, subEvs, subKeys, subSts, subLost, make([]bool, len(rest)), false); err != nil {
+			return nil, fmt.Errorf("settle batch of %d: %w: %d events whose order rows were busy: %w",
+				len(evs), ErrBatchIncomplete, len(rest), err)
+		}
+		for n, i := range rest {
+			sts[i], lost[i] = subSts[n], subLost[n]
+		}
 	}
 	at := s.claims.Now()
 	out := make([]Result, len(evs))
@@ -94,14 +118,36 @@ func (s *Service) SettleBatch(ctx context.Context, evs []channels.Event) ([]Resu
 	return out, nil
 }
 
+// ErrBatchIncomplete marks a SettleBatch error after its first
+// transaction committed: the events it names were not settled, the others
+// were.
+var ErrBatchIncomplete = errors.New("batch settled in part")
+
+// runBatchTx runs settleBatchTx, again (twice at most) after a lost race
+// for an order row or a deadlock.
+func (s *Service) runBatchTx(ctx context.Context, evs []channels.Event, keys []idempotent.TenantKey, sts []settlement, lost, busy []bool, skipBusy bool) error {
+	var err error
+	for attempt := 0; attempt < 3; attempt++ {
+		err = s.settleBatchTx(ctx, evs, keys, sts, lost, busy, skipBusy)
+		if !errors.Is(err, errOrderRace) && !idempotent.IsDeadlock(err) {
+			break
+		}
+		// Nothing was written; the next attempt finds the order rows the
+		// race was lost to, or runs after the deadlock's other side.
+	}
+	return err
+}
+
 // errOrderRace marks a batch that lost the race to create an order row.
 var errOrderRace = errors.New("another settler created an order row first")
 
-// settleBatchTx is one attempt at SettleBatch's transaction.
-func (s *Service) settleBatchTx(ctx context.Context, evs []channels.Event, keys []idempotent.TenantKey, sts []settlement, lost []bool) error {
+// settleBatchTx is one attempt at a SettleBatch transaction. With
+// skipBusy, the events whose order rows another transaction has locked are
+// left out (busy[i]) rather than waited for.
+func (s *Service) settleBatchTx(ctx context.Context, evs []channels.Event, keys []idempotent.TenantKey, sts []settlement, lost, busy []bool, skipBusy bool) error {
 	return s.db.RunInTx(ctx, s.txOptions(), func(ctx context.Context, tx bun.Tx) error {
 		for i := range evs {
-			sts[i], lost[i] = settlement{ev: evs[i]}, false
+			sts[i], lost[i], busy[i] = settlement{ev: evs[i]}, false, false
 		}
 		// (1) The claims, read (not locked: the fence at the end decides
 		// between concurrent settlers, and rolls this batch back if it
@@ -124,14 +170,19 @@ func (s *Service) settleBatchTx(ctx context.Context, evs []channels.Event, keys 
 
 		// (2) The order rows, created where absent, then locked.
 		now := s.claims.Now()
-		orders, err := s.lockOrders(ctx, tx, evs, lost, now)
+		orders, busyTrades, err := s.lockOrders(ctx, tx, evs, lost, now, skipBusy)
 		if err != nil {
 			return err
+		}
+		skip := make([]bool, len(evs)) // lost, or left to a later transaction
+		for i, ev := range evs {
+			busy[i] = !lost[i] && busyTrades[tradeOf(ev)]
+			skip[i] = lost[i] || busy[i]
 		}
 
 		// The registrations of the batch's refunded trades, read and locked
 		// at once; matched in memory below.
-		regs, err := s.lockRegistrations(ctx, tx, evs, lost)
+		regs, err := s.lockRegistrations(ctx, tx, evs, skip)
 		if err != nil {
 			return err
 		}
@@ -141,7 +192,7 @@ func (s *Service) settleBatchTx(ctx context.Context, evs []channels.Event, keys 
 		var ledger []ledgerRow
 		outcomes := make(map[idempotent.TenantKey]idempotent.Outcome, len(evs))
 		for i, ev := range evs {
-			if lost[i] {
+			if skip[i] {
 				continue
 			}
 			t := tradeOf(ev)
@@ -199,7 +250,7 @@ func (s *Service) settleBatchTx(ctx context.Context, evs []channels.Event, keys 
 // them). Rows are locked by primary key and created by a plain insert, in
 // (tenant, channel, trade) order; a trade another settler creates first is
 // read and locked in a further round of the same transaction.
-func (s *Service) lockOrders(ctx context.Context, tx bun.Tx, evs []channels.Event, lost []bool, now time.Time) (map[tradeKey]*Order, error) {
+func (s *Service) lockOrders(ctx context.Context, tx bun.Tx, evs []channels.Event, lost []bool, now time.Time, skipBusy bool) (map[tradeKey]*Order, map[tradeKey]bool, error) {
 	firsts := map[tradeKey]bool{}
 	var fresh []Order
 	for i, ev := range evs {
@@ -214,8 +265,9 @@ func (s *Service) lockOrders(ctx context.Context, tx bun.Tx, evs []channels.Even
 		})
 	}
 	orders := make(map[tradeKey]*Order, len(fresh))
+	busy := map[tradeKey]bool{}
 	if len(fresh) == 0 {
-		return orders, nil
+		return orders, busy, nil
 	}
 	slices.SortFunc(fresh, func(a, b Order) int {
 		return compareTrades(tradeKey{a.TenantID, a.Channel, a.TradeNo}, tradeKey{b.TenantID, b.Channel, b.TradeNo})
@@ -236,14 +288,19 @@ func (s *Service) lockOrders(ctx context.Context, tx bun.Tx, evs []channels.Even
 	for round := 1; ; round++ {
 		existing := map[tradeKey]*Order{}
 		if err := s.selectOrders(ctx, tx, pending, firsts, existing, false); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		if err := s.lockByID(ctx, tx, existing, orders); err != nil {
-			return nil, err
+		if err := s.lockByID(ctx, tx, existing, orders, skipBusy); err != nil {
+			return nil, nil, err
 		}
 		var missing []Order
 		for _, o := range pending {
-			if orders[tradeKey{o.TenantID, o.Channel, o.TradeNo}] == nil {
+			t := tradeKey{o.TenantID, o.Channel, o.TradeNo}
+			switch {
+			case orders[t] != nil:
+			case existing[t] != nil: // skipped: another transaction holds it
+				busy[t] = true
+			default:
 				missing = append(missing, o)
 			}
 		}
@@ -257,27 +314,27 @@ func (s *Service) lockOrders(ctx context.Context, tx bun.Tx, evs []channels.Even
 			Exec(ctx)
 		if err == nil {
 			if err := s.selectOrders(ctx, tx, missing, firsts, orders, false); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			break
 		}
 		if !errors.Is(idempotent.ClassifyDuplicate(err), idempotent.ErrDuplicateKey) {
-			return nil, fmt.Errorf("create %d orders: %w", len(missing), err)
+			return nil, nil, fmt.Errorf("create %d orders: %w", len(missing), err)
 		}
 		// ss_channel_order's one unique key besides the primary key is
 		// uk_order: another settler created one of these trades' orders
 		// and has committed it (the insert waited for that).
 		if round == maxOrderRounds {
-			return nil, fmt.Errorf("create %d orders: %w: %w", len(missing), errOrderRace, err)
+			return nil, nil, fmt.Errorf("create %d orders: %w: %w", len(missing), errOrderRace, err)
 		}
 		pending = missing
 	}
 	for t := range firsts {
-		if orders[t] == nil {
-			return nil, fmt.Errorf("order %s/%s: %w", t.channel, t.tradeNo, errNoOrder)
+		if orders[t] == nil && !busy[t] {
+			return nil, nil, fmt.Errorf("order %s/%s: %w", t.channel, t.tradeNo, errNoOrder)
 		}
 	}
-	return orders, nil
+	return orders, busy, nil
 }
 
 // maxOrderRounds bounds lockOrders' rounds of read, lock and insert: each
@@ -286,8 +343,9 @@ func (s *Service) lockOrders(ctx context.Context, tx bun.Tx, evs []channels.Even
 const maxOrderRounds = 4
 
 // lockByID locks the rows of existing by primary key, in id order, and
-// puts the locked (current) rows into orders.
-func (s *Service) lockByID(ctx context.Context, tx bun.Tx, existing, orders map[tradeKey]*Order) error {
+// puts the locked (current) rows into orders. With skipBusy, a row another
+// transaction holds is skipped (left out of orders) rather than waited for.
+func (s *Service) lockByID(ctx context.Context, tx bun.Tx, existing, orders map[tradeKey]*Order, skipBusy bool) error {
 	if len(existing) == 0 {
 		return nil
 	}
@@ -298,7 +356,11 @@ func (s *Service) lockByID(ctx context.Context, tx bun.Tx, existing, orders map[
 	slices.Sort(ids)
 	var rows []Order
 	q := tx.NewSelect().Model(&rows).Where("id IN (?)", bun.List(ids)).OrderExpr("id")
-	if !s.sqlite {
+	switch {
+	case s.sqlite: // one writer at a time: nothing to lock
+	case skipBusy:
+		q = q.For("UPDATE SKIP LOCKED")
+	default:
 		q = q.For("UPDATE")
 	}
 	if err := q.Scan(ctx); err != nil {
@@ -341,12 +403,12 @@ func (s *Service) selectOrders(ctx context.Context, tx bun.Tx, want []Order, fir
 
 // lockRegistrations reads, with one locking read, the refund registrations
 // of every trade the batch refunds, by trade.
-func (s *Service) lockRegistrations(ctx context.Context, tx bun.Tx, evs []channels.Event, lost []bool) (map[tradeKey][]*Registration, error) {
+func (s *Service) lockRegistrations(ctx context.Context, tx bun.Tx, evs []channels.Event, skip []bool) (map[tradeKey][]*Registration, error) {
 	out := map[tradeKey][]*Registration{}
 	tenants, chans, trades := map[int64]bool{}, map[string]bool{}, map[string]bool{}
 	want := map[tradeKey]bool{}
 	for i, ev := range evs {
-		if lost[i] || ev.Type != idempotent.RefundSucceeded {
+		if skip[i] || ev.Type != idempotent.RefundSucceeded {
 			continue
 		}
 		want[tradeOf(ev)] = true

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -218,4 +219,63 @@ func TestConcurrentBatchesCreateTrades(t *testing.T) {
 		}
 		mustCheck(t, db)
 	})
+}
+
+// TestSettleBatchLeavesBusyOrdersToASecondTransaction: a batch does not
+// wait, holding its other locks, for an order row another transaction
+// holds. It settles the rest first, commits, and settles the busy trade's
+// events in a second transaction once the row is free.
+func TestSettleBatchLeavesBusyOrdersToASecondTransaction(t *testing.T) {
+	db := sqldbtest.MustMySQL(t)
+	ctx := context.Background()
+	h := newHarness(t, db)
+	busyTrade, freeTrade := channelstest.NewTrade(channels.SQB, 50), channelstest.NewTrade(channels.Alipay, 51)
+	h.deliver(t, channelstest.PaymentEnvelope(busyTrade, channelstest.Delivery{}), 1)
+	evs := []channels.Event{
+		h.decode(t, channelstest.RefundEnvelope(busyTrade, refundAt(busyTrade, "R1", 0, 1000, 1), channelstest.Delivery{})),
+		h.decode(t, channelstest.PaymentEnvelope(freeTrade, channelstest.Delivery{})),
+		h.decode(t, channelstest.RefundEnvelope(busyTrade, refundAt(busyTrade, "R2", 0, 1500, 2), channelstest.Delivery{})),
+	}
+	for i, ev := range evs {
+		h.acquire(t, ev, int64(10+i))
+	}
+
+	// Another settler holds the busy trade's order row (and only that row:
+	// locked by primary key).
+	id := order(t, db, busyTrade).ID
+	holder, err := db.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	defer func() { _ = holder.Rollback() }()
+	var locked int64
+	require.NoError(t, holder.NewSelect().Table("ss_channel_order").Column("id").
+		Where("id = ?", id).For("UPDATE").Scan(ctx, &locked))
+
+	type outcome struct {
+		res []settlement.Result
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		res, err := h.svc.SettleBatch(ctx, evs)
+		done <- outcome{res, err}
+	}()
+	require.Eventually(t, func() bool { return mustClaim(t, h, evs[1]).Status == idempotent.StatusSettled },
+		time.Minute, 5*time.Millisecond, "the free trade is settled and committed while the other row is held")
+	assert.Equal(t, idempotent.StatusAcquired, mustClaim(t, h, evs[0]).Status)
+	assert.Equal(t, idempotent.StatusAcquired, mustClaim(t, h, evs[2]).Status)
+	select {
+	case o := <-done:
+		t.Fatalf("SettleBatch returned while the row was held: %+v", o)
+	default:
+	}
+
+	require.NoError(t, holder.Rollback())
+	o := <-done
+	require.NoError(t, o.err)
+	require.Len(t, o.res, 3)
+	assert.Equal(t, settlement.Result{Outcome: idempotent.OutcomePosted, Amount: 1000, SettledAt: o.res[0].SettledAt}, o.res[0])
+	assert.Equal(t, idempotent.OutcomePosted, o.res[1].Outcome)
+	assert.Equal(t, settlement.Result{Outcome: idempotent.OutcomePosted, Amount: 500, SettledAt: o.res[2].SettledAt}, o.res[2])
+	assert.Equal(t, int64(1500), order(t, db, busyTrade).RefundedAmount, "the busy trade's refunds, in order")
+	mustCheck(t, db)
 }

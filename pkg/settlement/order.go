@@ -20,7 +20,7 @@ import (
 // handled in the transaction; only a trade that keeps losing it gives an
 // error wrapping errOrderRace, and Settle then runs again.
 func (s *Service) lockOrder(ctx context.Context, tx bun.Tx, ev channels.Event, now time.Time) (Order, error) {
-	orders, err := s.lockOrders(ctx, tx, []channels.Event{ev}, []bool{false}, now)
+	orders, _, err := s.lockOrders(ctx, tx, []channels.Event{ev}, []bool{false}, now, false)
 	if err != nil {
 		return Order{}, err
 	}
