@@ -76,6 +76,11 @@ func (s *Service) SettleBatch(ctx context.Context, evs []channels.Event) ([]Resu
 		seen[keys[i]] = true
 	}
 
+	if !s.sqlite {
+		if err := s.createOrders(ctx, evs); err != nil {
+			return nil, fmt.Errorf("settle batch of %d: %w", len(evs), err)
+		}
+	}
 	sts := make([]settlement, len(evs))
 	lost := make([]bool, len(evs))
 	busy := make([]bool, len(evs))
@@ -116,6 +121,69 @@ func (s *Service) SettleBatch(ctx context.Context, evs []channels.Event) ([]Resu
 		s.report(ctx, &sts[i])
 	}
 	return out, nil
+}
+
+// createOrders creates the order rows of the batch's trades that do not
+// exist yet, before the batch's transaction and each committed at once
+// (the first event of a trade in the batch sets its total, merchant order
+// number and currency, as lockOrders would). An order row inserted inside
+// a batch transaction stays uncommitted for the whole batch, and another
+// batch inserting the same trade (its other events, or a channel's
+// unkeyed retry, on another partition) waits for that commit; created
+// here, a row is committed before anyone waits for it. A row created here
+// by a batch whose transaction then fails is a PENDING_PAYMENT order
+// without postings, which the next event of the trade finds. The insert
+// is an upsert that changes nothing on a row another settler created
+// meanwhile, and it holds no lock past its own commit.
+func (s *Service) createOrders(ctx context.Context, evs []channels.Event) error {
+	now := s.claims.Now()
+	firsts := map[tradeKey]bool{}
+	var want []Order
+	for _, ev := range evs {
+		t := tradeOf(ev)
+		if firsts[t] {
+			continue
+		}
+		firsts[t] = true
+		want = append(want, Order{
+			TenantID: ev.TenantID, Channel: ev.Channel, TradeNo: ev.TradeNo, MerchantOrderNo: ev.MerchantOrderNo,
+			Amount: ev.OrderTotal, Currency: ev.Currency, Status: OrderPendingPayment, CreatedAt: now, UpdatedAt: now,
+		})
+	}
+	existing := map[tradeKey]*Order{}
+	if err := s.selectOrders(ctx, s.db, want, firsts, existing, false); err != nil {
+		return err
+	}
+	var missing []Order
+	for _, o := range want {
+		if existing[tradeKey{o.TenantID, o.Channel, o.TradeNo}] == nil {
+			missing = append(missing, o)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	// In index order, so concurrent upserts of overlapping trades queue
+	// rather than deadlock; a deadlock is still retried.
+	slices.SortFunc(missing, func(a, b Order) int {
+		return compareTrades(tradeKey{a.TenantID, a.Channel, a.TradeNo}, tradeKey{b.TenantID, b.Channel, b.TradeNo})
+	})
+	var err error
+	for attempt := 0; attempt < 3; attempt++ {
+		_, err = s.db.NewInsert().Model(&missing).
+			Column("tenant_id", "channel_code", "channel_trade_no", "merchant_order_no", "amount", "currency",
+				"status", "created_at", "updated_at").
+			On("DUPLICATE KEY UPDATE id = id").
+			Returning("").
+			Exec(ctx)
+		if !idempotent.IsDeadlock(err) {
+			break
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("create %d orders: %w", len(missing), err)
+	}
+	return nil
 }
 
 // ErrBatchIncomplete marks a SettleBatch error after its first
@@ -375,7 +443,7 @@ func (s *Service) lockByID(ctx context.Context, tx bun.Tx, existing, orders map[
 
 // selectOrders reads the order rows of want into orders, keeping only the
 // trades in firsts; forUpdate makes it a locking read.
-func (s *Service) selectOrders(ctx context.Context, tx bun.Tx, want []Order, firsts map[tradeKey]bool, orders map[tradeKey]*Order, forUpdate bool) error {
+func (s *Service) selectOrders(ctx context.Context, tx bun.IDB, want []Order, firsts map[tradeKey]bool, orders map[tradeKey]*Order, forUpdate bool) error {
 	tenants, chans, trades := map[int64]bool{}, map[string]bool{}, map[string]bool{}
 	for _, o := range want {
 		tenants[o.TenantID], chans[string(o.Channel)], trades[o.TradeNo] = true, true, true

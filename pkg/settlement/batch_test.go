@@ -119,8 +119,16 @@ func TestSettleBatch(t *testing.T) {
 			_, err := h.svc.SettleBatch(ctx, []channels.Event{pay, unclaimed})
 			require.ErrorIs(t, err, idempotent.ErrNotFound)
 			assert.Equal(t, idempotent.StatusAcquired, mustClaim(t, h, pay).Status)
-			_, err = settlement.GetOrder(ctx, db, tr.TenantID, tr.Channel, tr.TradeNo)
-			require.ErrorIs(t, err, settlement.ErrOrderNotFound)
+			assert.Zero(t, ledgerRows(t, db, pay.Key), "nothing posted")
+			if o, err := settlement.GetOrder(ctx, db, tr.TenantID, tr.Channel, tr.TradeNo); err == nil {
+				// On MySQL a batch creates its new trades' order rows ahead of
+				// its transaction: an empty row is all that may remain.
+				assert.Equal(t, settlement.OrderPendingPayment, o.Status)
+				assert.Zero(t, o.PaidAmount)
+				assert.Zero(t, o.RefundedAmount)
+			} else {
+				require.ErrorIs(t, err, settlement.ErrOrderNotFound)
+			}
 
 			_, err = h.svc.SettleBatch(ctx, []channels.Event{pay, pay})
 			require.ErrorIs(t, err, settlement.ErrInvalidEvent, "one key twice")
