@@ -196,6 +196,12 @@ type Row struct {
 	Startup time.Duration
 	// P50 and P99 are publish→settled latencies (paced rows only).
 	P50, P99 time.Duration
+	// FirstCommit is, for backlog pipelines, the time from starting the
+	// process to the group's first commit (joining, first fetch and first
+	// batches); SteadyRate is the messages committed after that first
+	// commit per second of the rest of Elapsed.
+	FirstCommit time.Duration
+	SteadyRate  float64
 	// PeakRSS is the consumer process's VmHWM in bytes (pipelines only).
 	PeakRSS int64
 	// Note qualifies the row.
@@ -519,6 +525,14 @@ func (h *harness) add(r Row) {
 	if r.Rate == 0 && r.Elapsed > 0 {
 		r.Rate = float64(r.Count) / r.Elapsed.Seconds()
 	}
+	if r.SteadyRate > 0 {
+		steady := fmt.Sprintf("first commit %s after start; %.0f events/s from then to the last commit",
+			r.FirstCommit.Round(time.Millisecond), r.SteadyRate)
+		if r.Note != "" {
+			steady = r.Note + "; " + steady
+		}
+		r.Note = steady
+	}
 	h.res.Rows = append(h.res.Rows, r)
 	h.log.Info("measured", "row", r.Key, "count", r.Count, "elapsed", r.Elapsed.Round(time.Millisecond),
 		"per_second", int64(r.Rate), "p50", r.P50, "p99", r.P99, "peak_rss", r.PeakRSS)
@@ -574,7 +588,8 @@ func (h *harness) throughput(ctx context.Context, c consumerRun, messages int) (
 		return Row{}, err
 	}
 	startup := time.Since(start)
-	if err := h.waitConsumed(ctx, p, c, messages); err != nil {
+	first, err := h.waitConsumed(ctx, p, c, messages)
+	if err != nil {
 		return Row{}, err
 	}
 	elapsed := time.Since(start)
@@ -585,7 +600,14 @@ func (h *harness) throughput(ctx context.Context, c consumerRun, messages int) (
 	if err := p.stop(45 * time.Second); err != nil {
 		return Row{}, err
 	}
-	return Row{Count: messages, Elapsed: elapsed, Startup: startup, PeakRSS: rss}, nil
+	row := Row{Count: messages, Elapsed: elapsed, Startup: startup, PeakRSS: rss}
+	if !first.at.IsZero() {
+		row.FirstCommit = first.at.Sub(start)
+		if rest := elapsed - row.FirstCommit; rest > 0 && int64(messages) > first.committed {
+			row.SteadyRate = float64(int64(messages)-first.committed) / rest.Seconds()
+		}
+	}
+	return row, nil
 }
 
 // pollInterval is how often waiting for a pipeline row reads the group's
@@ -603,7 +625,7 @@ const progressEvery = 10 * time.Second
 // waitConsumed waits for c.group to commit c.topic to its end (messages in
 // all), giving up early when the consumer process exits. Every
 // progressEvery it logs how far the group got and the process's RSS.
-func (h *harness) waitConsumed(ctx context.Context, p *proc, c consumerRun, messages int) error {
+func (h *harness) waitConsumed(ctx context.Context, p *proc, c consumerRun, messages int) (firstCommit, error) {
 	ctx, cancel := context.WithTimeout(ctx, h.consumeTimeout(messages))
 	defer cancel()
 	go func() {
@@ -615,15 +637,23 @@ func (h *harness) waitConsumed(ctx context.Context, p *proc, c consumerRun, mess
 	}()
 	start := time.Now()
 	lastLog := start
+	var first firstCommit
+	initial := int64(-1)
 	report := func(ps []kafkaops.PartitionProgress) {
-		if time.Since(lastLog) < progressEvery {
-			return
-		}
-		lastLog = time.Now()
 		var committed int64
 		for _, pp := range ps {
 			committed += max(pp.Committed, 0)
 		}
+		switch {
+		case initial < 0:
+			initial = committed
+		case first.at.IsZero() && committed > initial:
+			first = firstCommit{at: time.Now(), committed: committed - initial}
+		}
+		if time.Since(lastLog) < progressEvery {
+			return
+		}
+		lastLog = time.Now()
 		rss, _ := p.rss()
 		peak, _ := p.peakRSS()
 		h.log.Info("consuming", "group", c.group, "committed", committed, "lag", kafkaops.TotalLag(ps),
@@ -631,9 +661,16 @@ func (h *harness) waitConsumed(ctx context.Context, p *proc, c consumerRun, mess
 	}
 	err := kafkaops.WaitConsumed(ctx, h.brokers, c.group, c.topic, pollInterval(messages), report)
 	if err != nil && p.exited() {
-		return p.failure()
+		return first, p.failure()
 	}
-	return err
+	return first, err
+}
+
+// firstCommit is when a group first committed past where it started, and
+// how many messages that first commit covered.
+type firstCommit struct {
+	at        time.Time
+	committed int64
 }
 
 // resetToEarliest moves c.group's offsets to the start of c.topic once the
@@ -692,7 +729,7 @@ func (h *harness) paced(ctx context.Context, c consumerRun, stream demo.Stream, 
 		return Row{}, err
 	}
 	lastPublish := time.Now()
-	if err := h.waitConsumed(ctx, p, c, len(msgs)); err != nil {
+	if _, err := h.waitConsumed(ctx, p, c, len(msgs)); err != nil {
 		return Row{}, err
 	}
 	drain := time.Since(lastPublish)
