@@ -34,12 +34,13 @@ func compareTrades(x, y tradeKey) int {
 // after another in the order of evs. A claim found SETTLED already gives
 // FenceLost for that event only.
 //
-// The work is set-based: one read of the claims, one read, one locking
-// read and one insert of the order rows (a round more whenever another
-// settler created one of them meanwhile), one write of the changed orders,
-// one insert of every ledger row and one fence UPDATE per tenant, whatever
-// the batch size; only refunds with registrations add statements of their
-// own. The decisions are Settle's own (decide), made in memory on the
+// The work is set-based. On MySQL the order rows the batch's trades lack
+// are first created by createOrders, committed at once; then the
+// transaction makes one read of the claims, one read and one locking read
+// of the order rows (an insert, and a round more, only for a trade whose
+// row is still missing), one write of the changed orders, one insert of
+// every ledger row and one fence UPDATE per tenant, whatever the batch
+// size; only refunds with registrations add statements of their own. The decisions are Settle's own (decide), made in memory on the
 // locked rows. Locks are taken order rows first (by id), then
 // registrations, then the claims by the fence.
 //
