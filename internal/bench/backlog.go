@@ -111,7 +111,7 @@ func (h *harness) backlog(ctx context.Context, broker *proc, n int) (BacklogResu
 	res.Facts = append(res.Facts, fmt.Sprintf("produced: %d messages in %s (%.0f/s) before the consumer starts; not part of elapsed",
 		count, produced.Round(time.Millisecond), float64(count)/produced.Seconds()))
 	// Only the totals are needed from here on: let the messages go.
-	stream.Messages, msgs = nil, nil
+	stream.Messages = nil
 
 	dsn, db, err := h.dbs.create(ctx, "backlog")
 	if err != nil {

@@ -45,7 +45,7 @@ func (d noDeadLetters) DeadLetter(_ context.Context, msg kafka.Message, kind cha
 func TestReplayedBatchCostsOneRoundTrip(t *testing.T) {
 	db := sqldbtest.MustMySQL(t)
 	counter := &queryCounter{}
-	db.AddQueryHook(counter)
+	db = db.WithQueryHook(counter)
 	claims := idempotent.NewStore(db)
 	reg := prometheus.NewRegistry()
 	svc, err := settlement.New(db, claims, slog.New(slog.DiscardHandler), reg)

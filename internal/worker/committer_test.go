@@ -116,13 +116,15 @@ func TestOffsetCommitterCoalescesCallersThatArriveDuringARequest(t *testing.T) {
 
 func TestOffsetCommitterGivesEveryCallerInARequestItsError(t *testing.T) {
 	refused := errors.New("rebalance in progress")
-	coord := &recordingCoordinator{committed: map[int]int64{}, release: make(chan struct{}),
+	coord := &recordingCoordinator{
+		committed: map[int]int64{}, release: make(chan struct{}),
 		fail: func(req map[int]int64) error {
 			if len(req) > 1 {
 				return refused
 			}
 			return nil
-		}}
+		},
+	}
 	c := newOffsetCommitter("t", coord.send)
 	var wg sync.WaitGroup
 	results := make([]error, 4)
