@@ -16,8 +16,10 @@ import (
 
 // BatchSettler settles many claimed events in one transaction. When the
 // Settler also implements it, a batch's new claims are settled together;
-// any failure there falls back to one transaction per event, so one bad
-// event never blocks or rolls back the others' outcomes.
+// any failure there falls back to one transaction per event for the events
+// it did not settle (an error wrapping settlement.ErrBatchIncomplete comes
+// with the results of those it did), so one bad event never blocks or
+// rolls back the others' outcomes.
 type BatchSettler interface {
 	SettleBatch(ctx context.Context, evs []channels.Event) ([]settlement.Result, error)
 }
@@ -232,6 +234,7 @@ type settleOutcome struct {
 // settler can, else (or when that fails) one transaction each.
 func (p *Pipeline) settleFresh(ctx context.Context, leaders []moneyItem, fresh []int) []settleOutcome {
 	out := make([]settleOutcome, len(fresh))
+	settled := make([]bool, len(fresh))
 	if bs, ok := p.Settler.(BatchSettler); ok && len(fresh) > 1 {
 		evs := make([]channels.Event, len(fresh))
 		for n, j := range fresh {
@@ -247,9 +250,20 @@ func (p *Pipeline) settleFresh(ctx context.Context, leaders []moneyItem, fresh [
 		if err != nil {
 			p.Logger.Debug("batch settlement failed; settling one by one", "events", len(fresh), "error", err.Error())
 		}
+		if errors.Is(err, settlement.ErrBatchIncomplete) && len(res) == len(fresh) {
+			// Part of the batch committed: keep those results (a zero
+			// Result is an event left unsettled).
+			for n := range res {
+				if !res[n].SettledAt.IsZero() {
+					out[n].res, settled[n] = res[n], true
+				}
+			}
+		}
 	}
 	for n, j := range fresh {
-		out[n].res, out[n].err = p.Settler.Settle(ctx, leaders[j].ev)
+		if !settled[n] {
+			out[n].res, out[n].err = p.Settler.Settle(ctx, leaders[j].ev)
+		}
 	}
 	return out
 }

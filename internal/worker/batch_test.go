@@ -2,9 +2,11 @@ package worker
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
@@ -96,4 +98,43 @@ func TestReplayedBatchCostsOneRoundTrip(t *testing.T) {
 	assert.InDelta(t, 6, outcomes["acquired"], 0, "the first pass: six events")
 	assert.InDelta(t, 6, outcomes["redelivered"], 0, "the replay: each event's own message again")
 	assert.InDelta(t, 3+3, outcomes["duplicate"], 0, "the channel retries, in both passes")
+}
+
+// partialSettler answers SettleBatch with the first event settled and the
+// rest left, as a batch whose second transaction failed does, and counts
+// the single settlements asked of it.
+type partialSettler struct {
+	Settler
+	single []idempotent.Key
+}
+
+func (s *partialSettler) SettleBatch(_ context.Context, evs []channels.Event) ([]settlement.Result, error) {
+	res := make([]settlement.Result, len(evs))
+	res[0] = settlement.Result{Outcome: idempotent.OutcomePosted, Amount: evs[0].OrderTotal, SettledAt: time.Now()}
+	return res, fmt.Errorf("settle batch: %w: busy rows", settlement.ErrBatchIncomplete)
+}
+
+func (s *partialSettler) Settle(_ context.Context, ev channels.Event) (settlement.Result, error) {
+	s.single = append(s.single, ev.Key)
+	return settlement.Result{Outcome: idempotent.OutcomePosted, Amount: ev.OrderTotal, SettledAt: time.Now()}, nil
+}
+
+func TestSettleFreshKeepsWhatAPartBatchSettled(t *testing.T) {
+	dec := channels.NewDecoder(channelstest.Keys())
+	var leaders []moneyItem
+	for i := range 3 {
+		res, err := dec.Decode(channelstest.PaymentEnvelope(channelstest.NewTrade(channels.SQB, 400+i), channelstest.Delivery{}))
+		require.NoError(t, err)
+		leaders = append(leaders, moneyItem{i: i, ev: res.Event})
+	}
+	s := &partialSettler{}
+	p := &Pipeline{Settler: s, Logger: slog.New(slog.DiscardHandler)}
+	out := p.settleFresh(context.Background(), leaders, []int{0, 1, 2})
+	require.Len(t, out, 3)
+	for n, o := range out {
+		require.NoError(t, o.err, "event %d", n)
+		assert.Equal(t, idempotent.OutcomePosted, o.res.Outcome, "event %d", n)
+	}
+	assert.Equal(t, []idempotent.Key{leaders[1].ev.Key, leaders[2].ev.Key}, s.single,
+		"only the events the batch left are settled one by one")
 }

@@ -57,8 +57,8 @@ func compareTrades(x, y tradeKey) int {
 // caller then settles the events one at a time with Settle, whose contract
 // tells permanent errors from transient ones and which handles a ledger
 // duplicate. A failure of the second transaction is returned wrapping
-// ErrBatchIncomplete: the first's events are settled, and settling them
-// again gives FenceLost. An empty evs gives no results. Two events with
+// ErrBatchIncomplete, with the results of the first's events (settled and
+// committed) and the zero Result for the others, which are not. An empty evs gives no results. Two events with
 // one (tenant, key) are refused with ErrInvalidEvent.
 func (s *Service) SettleBatch(ctx context.Context, evs []channels.Event) ([]Result, error) {
 	if len(evs) == 0 {
@@ -104,16 +104,25 @@ func (s *Service) SettleBatch(ctx context.Context, evs []channels.Event) ([]Resu
 		}
 		subSts, subLost := make([]settlement, len(rest)), make([]bool, len(rest))
 		if err := s.runBatchTx(ctx, subEvs, subKeys, subSts, subLost, make([]bool, len(rest)), false); err != nil {
-			return nil, fmt.Errorf("settle batch of %d: %w: %d events whose order rows were busy: %w",
+			return s.batchResults(ctx, sts, lost, busy), fmt.Errorf("settle batch of %d: %w: %d events whose order rows were busy: %w",
 				len(evs), ErrBatchIncomplete, len(rest), err)
 		}
 		for n, i := range rest {
-			sts[i], lost[i] = subSts[n], subLost[n]
+			sts[i], lost[i], busy[i] = subSts[n], subLost[n], false
 		}
 	}
+	return s.batchResults(ctx, sts, lost, busy), nil
+}
+
+// batchResults turns a batch's settlements into results, reporting each;
+// an event left unsettled (unsettled[i]) gets the zero Result.
+func (s *Service) batchResults(ctx context.Context, sts []settlement, lost, unsettled []bool) []Result {
 	at := s.claims.Now()
-	out := make([]Result, len(evs))
-	for i := range evs {
+	out := make([]Result, len(sts))
+	for i := range sts {
+		if unsettled[i] {
+			continue
+		}
 		if lost[i] {
 			out[i] = Result{FenceLost: true, SettledAt: at}
 			continue
@@ -121,7 +130,7 @@ func (s *Service) SettleBatch(ctx context.Context, evs []channels.Event) ([]Resu
 		out[i] = Result{Outcome: sts[i].outcome, Amount: sts[i].amount, SettledAt: at}
 		s.report(ctx, &sts[i])
 	}
-	return out, nil
+	return out
 }
 
 // createOrders creates the order rows of the batch's trades that do not
@@ -188,8 +197,8 @@ func (s *Service) createOrders(ctx context.Context, evs []channels.Event) error 
 }
 
 // ErrBatchIncomplete marks a SettleBatch error after its first
-// transaction committed: the events it names were not settled, the others
-// were.
+// transaction committed: the events whose result is the zero Result were
+// not settled, the others were.
 var ErrBatchIncomplete = errors.New("batch settled in part")
 
 // runBatchTx runs settleBatchTx, again (twice at most) after a lost race

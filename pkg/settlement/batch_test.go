@@ -287,3 +287,53 @@ func TestSettleBatchLeavesBusyOrdersToASecondTransaction(t *testing.T) {
 	assert.Equal(t, int64(1500), order(t, db, busyTrade).RefundedAmount, "the busy trade's refunds, in order")
 	mustCheck(t, db)
 }
+
+// TestSettleBatchReportsAPartlySettledBatch: when the second transaction
+// (the busy trades') fails, the first has committed; SettleBatch says which
+// events it settled, and the others are left ACQUIRED.
+func TestSettleBatchReportsAPartlySettledBatch(t *testing.T) {
+	db := sqldbtest.MustMySQL(t)
+	h := newHarness(t, db)
+	busyTrade, freeTrade := channelstest.NewTrade(channels.WeChat, 60), channelstest.NewTrade(channels.Alipay, 61)
+	h.deliver(t, channelstest.PaymentEnvelope(busyTrade, channelstest.Delivery{}), 1)
+	evs := []channels.Event{
+		h.decode(t, channelstest.RefundEnvelope(busyTrade, refundAt(busyTrade, "R1", 700, 0, 1), channelstest.Delivery{})),
+		h.decode(t, channelstest.PaymentEnvelope(freeTrade, channelstest.Delivery{})),
+	}
+	for i, ev := range evs {
+		h.acquire(t, ev, int64(20+i))
+	}
+	id := order(t, db, busyTrade).ID
+	holder, err := db.BeginTx(context.Background(), nil)
+	require.NoError(t, err)
+	defer func() { _ = holder.Rollback() }()
+	var locked int64
+	require.NoError(t, holder.NewSelect().Table("ss_channel_order").Column("id").
+		Where("id = ?", id).For("UPDATE").Scan(context.Background(), &locked))
+
+	// The second transaction waits for the held row until its context ends.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	type outcome struct {
+		res []settlement.Result
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		res, err := h.svc.SettleBatch(ctx, evs)
+		done <- outcome{res, err}
+	}()
+	require.Eventually(t, func() bool { return mustClaim(t, h, evs[1]).Status == idempotent.StatusSettled },
+		time.Minute, 5*time.Millisecond)
+	cancel()
+	o := <-done
+	require.ErrorIs(t, o.err, settlement.ErrBatchIncomplete)
+	require.Len(t, o.res, 2)
+	assert.Equal(t, settlement.Result{}, o.res[0], "the busy trade's refund was not settled")
+	assert.Equal(t, idempotent.OutcomePosted, o.res[1].Outcome)
+	assert.False(t, o.res[1].SettledAt.IsZero())
+	require.NoError(t, holder.Rollback())
+	assert.Equal(t, idempotent.StatusAcquired, mustClaim(t, h, evs[0]).Status)
+	assert.Zero(t, ledgerRows(t, db, evs[0].Key))
+	mustCheck(t, db)
+}
