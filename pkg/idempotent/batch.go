@@ -58,49 +58,6 @@ func (s *Store) LookupMany(ctx context.Context, keys []TenantKey) (map[TenantKey
 	return out, nil
 }
 
-// AcquireMany claims many keys and returns one Result per claim, in order.
-// It is Acquire for a batch: LookupMany first, so a batch that is all
-// duplicates costs one round trip, then AcquireNew for the keys not found.
-// Every claim must be valid and each (tenant, key) may appear once;
-// otherwise nothing is written and the error wraps ErrInvalidClaim. Any
-// database error is returned wrapped and means nothing is known: retry the
-// batch.
-func (s *Store) AcquireMany(ctx context.Context, claims []Claim) ([]Result, error) {
-	results := make([]Result, len(claims))
-	if len(claims) == 0 {
-		return results, nil
-	}
-	keys, err := checkBatch(claims)
-	if err != nil {
-		return nil, err
-	}
-	existing, err := s.LookupMany(ctx, keys)
-	if err != nil {
-		return nil, fmt.Errorf("acquire batch: %w", err)
-	}
-	var fresh []int
-	var freshClaims []Claim
-	for i, c := range claims {
-		if rec, ok := existing[keys[i]]; ok {
-			results[i] = Compare(c, rec)
-		} else {
-			fresh = append(fresh, i)
-			freshClaims = append(freshClaims, c)
-		}
-	}
-	if len(fresh) == 0 {
-		return results, nil
-	}
-	res, err := s.AcquireNew(ctx, freshClaims)
-	if err != nil {
-		return nil, err
-	}
-	for n, i := range fresh {
-		results[i] = res[n]
-	}
-	return results, nil
-}
-
 // AcquireNew claims keys that a LookupMany has just found absent, with one
 // multi-row INSERT, and returns one Result per claim, in order. The
 // statement runs on the pool and has committed before any Acquired is
@@ -113,7 +70,12 @@ func (s *Store) AcquireMany(ctx context.Context, claims []Claim) ([]Result, erro
 // KEY UPDATE id = id (SQLite: ON CONFLICT DO NOTHING), which changes nothing
 // on a duplicate, with a batch token that only an inserted row carries;
 // reading the token back tells which rows this statement wrote. The others
-// are read back like Acquire's duplicates. Errors are AcquireMany's.
+// are read back like Acquire's duplicates.
+//
+// Every claim must be valid and each (tenant, key) may appear once;
+// otherwise nothing is written and the error wraps ErrInvalidClaim. Any
+// database error is returned wrapped and means nothing is known (the insert
+// may have committed): retry the batch, lookup first.
 func (s *Store) AcquireNew(ctx context.Context, claims []Claim) ([]Result, error) {
 	results := make([]Result, len(claims))
 	if len(claims) == 0 {

@@ -15,7 +15,9 @@ import (
 	"github.com/paycallback/paycallback/pkg/idempotent"
 )
 
-func TestAcquireMany(t *testing.T) {
+// TestAcquireNew: the insert decides every claim of a batch, including keys
+// that already exist (no lookup skips them here).
+func TestAcquireNew(t *testing.T) {
 	sqldbtest.Dialects(t, func(t *testing.T, db *bun.DB) { //nolint:thelper // a test body run once per dialect
 		ctx := context.Background()
 		store := idempotent.NewStore(db)
@@ -41,7 +43,7 @@ func TestAcquireMany(t *testing.T) {
 			claimFor(refundLower, 1001),
 			claimFor(refundUpper, 1001), // differs only in case: its own claim
 		}
-		res, err := store.AcquireMany(ctx, batch)
+		res, err := store.AcquireNew(ctx, batch)
 		require.NoError(t, err)
 		kinds := make([]idempotent.ResultKind, len(res))
 		for i, r := range res {
@@ -54,14 +56,14 @@ func TestAcquireMany(t *testing.T) {
 		assert.Equal(t, dupe.Source, res[1].Existing.Source)
 
 		// The same batch again: all known, nothing acquired twice.
-		res, err = store.AcquireMany(ctx, batch)
+		res, err = store.AcquireNew(ctx, batch)
 		require.NoError(t, err)
 		for i, r := range res {
 			assert.NotEqual(t, idempotent.Acquired, r.Kind, "claim %d", i)
 		}
 		assert.Equal(t, 6, countClaims(t, db, "1 = 1"), "two made before, four by the batch")
 
-		_, err = store.AcquireMany(ctx, []idempotent.Claim{dupe, dupe})
+		_, err = store.AcquireNew(ctx, []idempotent.Claim{dupe, dupe})
 		require.ErrorIs(t, err, idempotent.ErrInvalidClaim, "a key twice in one batch is refused")
 	})
 }
@@ -145,7 +147,7 @@ func TestConcurrentOverlappingBatchesClaimEachKeyOnce(t *testing.T) {
 				defer wg.Done()
 				<-start
 				for {
-					res, err := store.AcquireMany(ctx, batch)
+					res, err := store.AcquireNew(ctx, batch)
 					if err != nil {
 						// Concurrent upserts may deadlock; the unique index
 						// still decided nothing wrongly. Retry like the worker.
