@@ -146,20 +146,7 @@ func (s *Service) batchResults(ctx context.Context, sts []settlement, lost, unse
 // is an upsert that changes nothing on a row another settler created
 // meanwhile, and it holds no lock past its own commit.
 func (s *Service) createOrders(ctx context.Context, evs []channels.Event) error {
-	now := s.claims.Now()
-	firsts := map[tradeKey]bool{}
-	var want []Order
-	for _, ev := range evs {
-		t := tradeOf(ev)
-		if firsts[t] {
-			continue
-		}
-		firsts[t] = true
-		want = append(want, Order{
-			TenantID: ev.TenantID, Channel: ev.Channel, TradeNo: ev.TradeNo, MerchantOrderNo: ev.MerchantOrderNo,
-			Amount: ev.OrderTotal, Currency: ev.Currency, Status: OrderPendingPayment, CreatedAt: now, UpdatedAt: now,
-		})
-	}
+	want, firsts := newOrders(evs, nil, s.claims.Now())
 	existing := map[tradeKey]*Order{}
 	if err := s.selectOrders(ctx, s.db, want, firsts, existing, false); err != nil {
 		return err
@@ -173,19 +160,12 @@ func (s *Service) createOrders(ctx context.Context, evs []channels.Event) error 
 	if len(missing) == 0 {
 		return nil
 	}
-	// In index order, so concurrent upserts of overlapping trades queue
-	// rather than deadlock; a deadlock is still retried.
-	slices.SortFunc(missing, func(a, b Order) int {
-		return compareTrades(tradeKey{a.TenantID, a.Channel, a.TradeNo}, tradeKey{b.TenantID, b.Channel, b.TradeNo})
-	})
+	// In index order (newOrders sorts), so concurrent upserts of
+	// overlapping trades queue rather than deadlock; a deadlock is still
+	// retried.
 	var err error
 	for attempt := 0; attempt < 3; attempt++ {
-		_, err = s.db.NewInsert().Model(&missing).
-			Column("tenant_id", "channel_code", "channel_trade_no", "merchant_order_no", "amount", "currency",
-				"status", "created_at", "updated_at").
-			On("DUPLICATE KEY UPDATE id = id").
-			Returning("").
-			Exec(ctx)
+		_, err = insertOrders(s.db, &missing).On("DUPLICATE KEY UPDATE id = id").Exec(ctx)
 		if !idempotent.IsDeadlock(err) {
 			break
 		}
@@ -329,27 +309,12 @@ func (s *Service) settleBatchTx(ctx context.Context, evs []channels.Event, keys 
 // (tenant, channel, trade) order; a trade another settler creates first is
 // read and locked in a further round of the same transaction.
 func (s *Service) lockOrders(ctx context.Context, tx bun.Tx, evs []channels.Event, lost []bool, now time.Time, skipBusy bool) (map[tradeKey]*Order, map[tradeKey]bool, error) {
-	firsts := map[tradeKey]bool{}
-	var fresh []Order
-	for i, ev := range evs {
-		t := tradeOf(ev)
-		if lost[i] || firsts[t] {
-			continue
-		}
-		firsts[t] = true
-		fresh = append(fresh, Order{
-			TenantID: ev.TenantID, Channel: ev.Channel, TradeNo: ev.TradeNo, MerchantOrderNo: ev.MerchantOrderNo,
-			Amount: ev.OrderTotal, Currency: ev.Currency, Status: OrderPendingPayment, CreatedAt: now, UpdatedAt: now,
-		})
-	}
+	fresh, firsts := newOrders(evs, lost, now)
 	orders := make(map[tradeKey]*Order, len(fresh))
 	busy := map[tradeKey]bool{}
 	if len(fresh) == 0 {
 		return orders, busy, nil
 	}
-	slices.SortFunc(fresh, func(a, b Order) int {
-		return compareTrades(tradeKey{a.TenantID, a.Channel, a.TradeNo}, tradeKey{b.TenantID, b.Channel, b.TradeNo})
-	})
 	// Find what exists with a plain read, lock exactly those rows by
 	// primary key, then insert what is missing with a plain INSERT. A
 	// locking read that probes a trade with no row would lock (and wait
@@ -385,11 +350,7 @@ func (s *Service) lockOrders(ctx context.Context, tx bun.Tx, evs []channels.Even
 		if len(missing) == 0 {
 			break
 		}
-		_, err := tx.NewInsert().Model(&missing).
-			Column("tenant_id", "channel_code", "channel_trade_no", "merchant_order_no", "amount", "currency",
-				"status", "created_at", "updated_at").
-			Returning("").
-			Exec(ctx)
+		_, err := insertOrders(tx, &missing).Exec(ctx)
 		if err == nil {
 			if err := s.selectOrders(ctx, tx, missing, firsts, orders, false); err != nil {
 				return nil, nil, err
@@ -413,6 +374,38 @@ func (s *Service) lockOrders(ctx context.Context, tx bun.Tx, evs []channels.Even
 		}
 	}
 	return orders, busy, nil
+}
+
+// newOrders returns the order row each trade of evs gets if it is created
+// now, in (tenant, channel, trade) order, and the set of those trades.
+// The first event of a trade (in the order of evs, leaving out skip[i];
+// skip may be nil) sets its total, merchant order number and currency.
+func newOrders(evs []channels.Event, skip []bool, now time.Time) ([]Order, map[tradeKey]bool) {
+	firsts := map[tradeKey]bool{}
+	var rows []Order
+	for i, ev := range evs {
+		t := tradeOf(ev)
+		if (skip != nil && skip[i]) || firsts[t] {
+			continue
+		}
+		firsts[t] = true
+		rows = append(rows, Order{
+			TenantID: ev.TenantID, Channel: ev.Channel, TradeNo: ev.TradeNo, MerchantOrderNo: ev.MerchantOrderNo,
+			Amount: ev.OrderTotal, Currency: ev.Currency, Status: OrderPendingPayment, CreatedAt: now, UpdatedAt: now,
+		})
+	}
+	slices.SortFunc(rows, func(a, b Order) int {
+		return compareTrades(tradeKey{a.TenantID, a.Channel, a.TradeNo}, tradeKey{b.TenantID, b.Channel, b.TradeNo})
+	})
+	return rows, firsts
+}
+
+// insertOrders is the INSERT of new order rows on db.
+func insertOrders(db bun.IDB, rows *[]Order) *bun.InsertQuery {
+	return db.NewInsert().Model(rows).
+		Column("tenant_id", "channel_code", "channel_trade_no", "merchant_order_no", "amount", "currency",
+			"status", "created_at", "updated_at").
+		Returning("")
 }
 
 // maxOrderRounds bounds lockOrders' rounds of read, lock and insert: each
