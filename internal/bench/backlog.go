@@ -162,25 +162,12 @@ func (r BacklogResult) WriteTable(w io.Writer) error {
 	fmt.Fprintln(&b, "the worker and the broker (which holds the backlog in memory) being separate processes.")
 
 	b.WriteString("\ngoal (issue 6; reported, not asserted):\n")
-	mark := "met"
-	if row.PeakRSS <= 0 || row.PeakRSS > GoalPeakRSSMiB<<20 {
-		mark = "NOT met"
-	}
-	fmt.Fprintf(&b, "  %-34s %12s   goal %-28s %s\n", "worker peak RSS", mibOrDash(row.PeakRSS),
-		fmt.Sprintf("<= %d MiB", GoalPeakRSSMiB), mark)
+	writeGoal(&b, "worker peak RSS", mibOrDash(row.PeakRSS), row.PeakRSS > 0 && row.PeakRSS <= GoalPeakRSSMiB<<20,
+		fmt.Sprintf("<= %d MiB", GoalPeakRSSMiB))
 	if row.Count < goalRSSBacklog {
 		fmt.Fprintf(&b, "  (the goal is for a %d-message backlog; this backlog was %d messages)\n", goalRSSBacklog, row.Count)
 	}
-
-	b.WriteString("\nsanity (settlement.Check, claims, totals per tenant): ")
-	if len(r.Problems) == 0 {
-		b.WriteString("ok\n")
-	} else {
-		fmt.Fprintf(&b, "%d PROBLEMS\n", len(r.Problems))
-		for _, p := range r.Problems {
-			fmt.Fprintf(&b, "  - %s\n", p)
-		}
-	}
+	writeSanity(&b, r.Problems)
 	if _, err := io.WriteString(w, b.String()); err != nil {
 		return fmt.Errorf("write table: %w", err)
 	}

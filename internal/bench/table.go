@@ -55,13 +55,7 @@ func (r Result) WriteTable(w io.Writer) error {
 	bat, _ := r.Row(RowBatched)
 	rep, _ := r.Row(RowReplay)
 	paced, _ := r.Row(RowPacedBatched)
-	goal := func(name, got string, ok bool, want string) {
-		mark := "met"
-		if !ok {
-			mark = "NOT met"
-		}
-		fmt.Fprintf(&b, "  %-34s %12s   goal %-28s %s\n", name, got, want, mark)
-	}
+	goal := func(name, got string, ok bool, want string) { writeGoal(&b, name, got, ok, want) }
 	if per.Rate > 0 {
 		goal("batched / per-message", fmt.Sprintf("%.1f×", bat.Rate/per.Rate), bat.Rate >= GoalSpeedup*per.Rate, fmt.Sprintf(">= %d×", GoalSpeedup))
 	}
@@ -76,16 +70,7 @@ func (r Result) WriteTable(w io.Writer) error {
 	goal("peak RSS, batched", mibOrDash(bat.PeakRSS), bat.PeakRSS > 0 && bat.PeakRSS <= GoalPeakRSSMiB<<20,
 		fmt.Sprintf("<= %d MiB", GoalPeakRSSMiB))
 	fmt.Fprintf(&b, "  (the RSS goal is for a %d-message backlog; this backlog was %d messages)\n", goalRSSBacklog, bat.Count)
-
-	b.WriteString("\nsanity (settlement.Check, claims, totals per tenant): ")
-	if len(r.Problems) == 0 {
-		b.WriteString("ok\n")
-	} else {
-		fmt.Fprintf(&b, "%d PROBLEMS\n", len(r.Problems))
-		for _, p := range r.Problems {
-			fmt.Fprintf(&b, "  - %s\n", p)
-		}
-	}
+	writeSanity(&b, r.Problems)
 	if _, err := io.WriteString(w, b.String()); err != nil {
 		return fmt.Errorf("write table: %w", err)
 	}
@@ -146,4 +131,26 @@ func mibOrDash(b int64) string {
 		return "-"
 	}
 	return mib(b)
+}
+
+// writeGoal writes one line of the goals section.
+func writeGoal(b *strings.Builder, name, got string, ok bool, want string) {
+	mark := "met"
+	if !ok {
+		mark = "NOT met"
+	}
+	fmt.Fprintf(b, "  %-34s %12s   goal %-28s %s\n", name, got, want, mark)
+}
+
+// writeSanity writes the sanity section: ok, or every problem found.
+func writeSanity(b *strings.Builder, problems []string) {
+	b.WriteString("\nsanity (settlement.Check, claims, totals per tenant): ")
+	if len(problems) == 0 {
+		b.WriteString("ok\n")
+		return
+	}
+	fmt.Fprintf(b, "%d PROBLEMS\n", len(problems))
+	for _, p := range problems {
+		fmt.Fprintf(b, "  - %s\n", p)
+	}
 }
