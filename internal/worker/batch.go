@@ -76,16 +76,14 @@ func (p *Pipeline) HandleBatch(ctx context.Context, msgs []kafka.Message, states
 	// One claim per distinct key: the first message with it leads.
 	leader := map[idempotent.TenantKey]int{} // key -> index in leaders
 	var leaders []moneyItem
-	keys := make([]idempotent.TenantKey, 0, len(money))
 	for _, it := range money {
 		if _, ok := leader[it.key]; ok {
 			continue
 		}
 		leader[it.key] = len(leaders)
 		leaders = append(leaders, it)
-		keys = append(keys, it.key)
 	}
-	results, err := p.acquireLeaders(ctx, leaders, keys, states)
+	results, err := p.acquireLeaders(ctx, leaders, states)
 	if err != nil {
 		return failed(metrics.StageAcquire, err)
 	}
@@ -182,7 +180,11 @@ func (p *Pipeline) HandleBatch(ctx context.Context, msgs []kafka.Message, states
 // exist (a batch of duplicates costs that one round trip and never encodes
 // its events), then one insert of the rest, which the unique index decides.
 // results[j] is leaders[j]'s.
-func (p *Pipeline) acquireLeaders(ctx context.Context, leaders []moneyItem, keys []idempotent.TenantKey, states []MessageState) ([]idempotent.Result, error) {
+func (p *Pipeline) acquireLeaders(ctx context.Context, leaders []moneyItem, states []MessageState) ([]idempotent.Result, error) {
+	keys := make([]idempotent.TenantKey, len(leaders))
+	for j, it := range leaders {
+		keys[j] = it.key
+	}
 	existing, err := p.Claims.LookupMany(ctx, keys)
 	if err != nil {
 		return nil, err
@@ -195,7 +197,7 @@ func (p *Pipeline) acquireLeaders(ctx context.Context, leaders []moneyItem, keys
 			TenantID: it.ev.TenantID, Key: it.ev.Key, EventType: it.ev.Type,
 			Fingerprint: it.ev.Fingerprint, Source: it.src,
 		}
-		if rec, ok := existing[keys[j]]; ok {
+		if rec, ok := existing[it.key]; ok {
 			results[j] = idempotent.Compare(c, rec)
 			continue
 		}
