@@ -97,7 +97,8 @@ func (m *Main) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("start settlement: %w", err)
 	}
-	dlq := worker.NewKafkaDeadLetterer(cfg.Kafka.Brokers, cfg.Kafka.DLQTopic, cfg.Kafka.DLQWriteTimeout)
+	dlq := worker.NewKafkaDeadLetterer(cfg.Kafka.Brokers, cfg.Kafka.DLQTopic, cfg.Kafka.DLQWriteTimeout,
+		worker.DeadLetterMaxMessageBytes(cfg.Kafka.MaxBytes), worker.DeadLetterLogger(logger))
 	defer dlq.Close()
 	pipeline := &worker.Pipeline{
 		Decoder:      channels.NewDecoder(keys),

@@ -2,7 +2,9 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"time"
@@ -20,16 +22,39 @@ const (
 	HeaderSourceTopic     = "x-source-topic"
 	HeaderSourcePartition = "x-source-partition"
 	HeaderSourceOffset    = "x-source-offset"
+	// HeaderValueOmitted is present only on a dead letter whose value the
+	// dead-letter topic refused for its size: the dead letter then has an
+	// empty value and this header holds the original value's size in bytes
+	// (decimal). The original is still at x-source-topic/x-source-partition
+	// @x-source-offset while the input topic retains it.
+	HeaderValueOmitted = "x-value-omitted"
 )
 
 // maxErrorHeader bounds the x-error header: a readable message, not a dump.
 const maxErrorHeader = 1024
 
+// defaultInputMaxBytes is the largest input message assumed when none is
+// given: kafka-go's default batch limit, so a writer built without
+// DeadLetterMaxMessageBytes behaves as before.
+const defaultInputMaxBytes = 1 << 20
+
+// headerRoom is what the dead-letter headers may add to an input message:
+// the header names, x-error (at most maxErrorHeader bytes), a topic name (at
+// most 249 bytes), the numbers and their length prefixes fit well within it.
+const headerRoom = 4 << 10
+
+// ErrDeadLetterTooLarge is returned (wrapped) by KafkaDeadLetterer.DeadLetter
+// when the dead-letter topic refuses a message for its size even without its
+// value: its key alone (with the headers) is over the topic's limit.
+var ErrDeadLetterTooLarge = errors.New("dead letter too large even without its value")
+
 // DeadLetterer writes messages that can never succeed to the dead-letter
 // topic.
 type DeadLetterer interface {
 	// DeadLetter writes msg's key and value unchanged with the contract's
-	// headers, and returns only once all in-sync replicas acknowledged it.
+	// headers (or, when the dead-letter topic refuses the message for its
+	// size, the key with an empty value and HeaderValueOmitted), and returns
+	// only once all in-sync replicas acknowledged it.
 	DeadLetter(ctx context.Context, msg kafka.Message, kind channels.ErrorKind, reason string) error
 }
 
@@ -38,25 +63,72 @@ type DeadLetterer interface {
 type KafkaDeadLetterer struct {
 	w       *kafka.Writer
 	timeout time.Duration
+	logger  *slog.Logger
+}
+
+// DeadLetterOption configures a KafkaDeadLetterer.
+type DeadLetterOption func(*deadLetterOptions)
+
+type deadLetterOptions struct {
+	inputMaxBytes int
+	logger        *slog.Logger
+}
+
+// DeadLetterMaxMessageBytes sets the largest message the input can deliver
+// (the worker's fetch limit, PAYCB_KAFKA_MAX_BYTES), so that the writer
+// itself never refuses a message the input delivered: its local limit is
+// that size plus room for the dead-letter headers. Zero or less keeps the
+// default, 1 MiB.
+func DeadLetterMaxMessageBytes(n int) DeadLetterOption {
+	return func(o *deadLetterOptions) {
+		if n > 0 {
+			o.inputMaxBytes = n
+		}
+	}
+}
+
+// DeadLetterLogger sets the logger that reports a dead letter written
+// without its value (default: slog.Default()).
+func DeadLetterLogger(l *slog.Logger) DeadLetterOption {
+	return func(o *deadLetterOptions) {
+		if l != nil {
+			o.logger = l
+		}
+	}
 }
 
 // NewKafkaDeadLetterer returns a dead-letter writer for topic on brokers;
 // each write is bounded by timeout (default 10s). Close it when done.
-func NewKafkaDeadLetterer(brokers []string, topic string, timeout time.Duration) *KafkaDeadLetterer {
+//
+// Each dead letter is sent in a produce request of its own, so the broker's
+// size limit (the topic's max.message.bytes) judges that dead letter alone,
+// never a batch of several.
+func NewKafkaDeadLetterer(brokers []string, topic string, timeout time.Duration, opts ...DeadLetterOption) *KafkaDeadLetterer {
 	if timeout <= 0 {
 		timeout = 10 * time.Second
 	}
-	return &KafkaDeadLetterer{timeout: timeout, w: &kafka.Writer{
+	o := deadLetterOptions{inputMaxBytes: defaultInputMaxBytes, logger: slog.Default()}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return &KafkaDeadLetterer{timeout: timeout, logger: o.logger, w: &kafka.Writer{
 		Addr:         kafka.TCP(brokers...),
 		Topic:        topic,
 		Balancer:     &kafka.Hash{},
 		RequiredAcks: kafka.RequireAll,
+		BatchSize:    1,
+		BatchBytes:   int64(o.inputMaxBytes) + headerRoom,
 		BatchTimeout: time.Millisecond,
 		MaxAttempts:  3,
 	}}
 }
 
-// DeadLetter implements DeadLetterer.
+// DeadLetter implements DeadLetterer. When the dead-letter topic (or the
+// writer's own limit) refuses the message for its size, it writes instead
+// the original key with an empty value, the same headers and
+// HeaderValueOmitted. If that is refused for its size too, the error wraps
+// ErrDeadLetterTooLarge. Any other error is returned as it is, for the
+// caller to retry.
 func (d *KafkaDeadLetterer) DeadLetter(ctx context.Context, msg kafka.Message, kind channels.ErrorKind, reason string) error {
 	reason = strings.ToValidUTF8(reason, "?")
 	if len(reason) > maxErrorHeader {
@@ -65,23 +137,67 @@ func (d *KafkaDeadLetterer) DeadLetter(ctx context.Context, msg kafka.Message, k
 			reason = reason[:len(reason)-1]
 		}
 	}
-	ctx, cancel := context.WithTimeout(ctx, d.timeout)
-	defer cancel()
-	out := kafka.Message{
-		Key:   msg.Key,
-		Value: msg.Value,
-		Headers: []kafka.Header{
-			{Key: HeaderErrorKind, Value: []byte(kind)},
-			{Key: HeaderError, Value: []byte(reason)},
-			{Key: HeaderSourceTopic, Value: []byte(msg.Topic)},
-			{Key: HeaderSourcePartition, Value: []byte(strconv.Itoa(msg.Partition))},
-			{Key: HeaderSourceOffset, Value: []byte(strconv.FormatInt(msg.Offset, 10))},
-		},
+	headers := []kafka.Header{
+		{Key: HeaderErrorKind, Value: []byte(kind)},
+		{Key: HeaderError, Value: []byte(reason)},
+		{Key: HeaderSourceTopic, Value: []byte(msg.Topic)},
+		{Key: HeaderSourcePartition, Value: []byte(strconv.Itoa(msg.Partition))},
+		{Key: HeaderSourceOffset, Value: []byte(strconv.FormatInt(msg.Offset, 10))},
 	}
-	if err := d.w.WriteMessages(ctx, out); err != nil {
+	err := d.write(ctx, kafka.Message{Key: msg.Key, Value: msg.Value, Headers: headers})
+	if err == nil {
+		return nil
+	}
+	if !tooLarge(err) {
 		return fmt.Errorf("write dead letter (%s) for %s/%d@%d: %w", kind, msg.Topic, msg.Partition, msg.Offset, err)
 	}
+	refused := err
+	headers = append(headers, kafka.Header{Key: HeaderValueOmitted, Value: []byte(strconv.Itoa(len(msg.Value)))})
+	if err := d.write(ctx, kafka.Message{Key: msg.Key, Headers: headers}); err != nil {
+		if tooLarge(err) {
+			return fmt.Errorf("write dead letter (%s) for %s/%d@%d with a key of %d bytes: %w: %w",
+				kind, msg.Topic, msg.Partition, msg.Offset, len(msg.Key), ErrDeadLetterTooLarge, err)
+		}
+		return fmt.Errorf("write dead letter (%s) for %s/%d@%d without its value: %w", kind, msg.Topic, msg.Partition, msg.Offset, err)
+	}
+	d.logger.Warn("dead letter written without its value: too large for the dead-letter topic",
+		"kind", string(kind), "source_topic", msg.Topic, "source_partition", msg.Partition, "source_offset", msg.Offset,
+		"value_bytes", len(msg.Value), "refusal", refused.Error())
 	return nil
+}
+
+// write writes one message, bounded by the writer's timeout.
+func (d *KafkaDeadLetterer) write(ctx context.Context, m kafka.Message) error {
+	ctx, cancel := context.WithTimeout(ctx, d.timeout)
+	defer cancel()
+	return d.w.WriteMessages(ctx, m)
+}
+
+// tooLarge reports whether a write of one message failed because the
+// message is too large: refused by the writer's own limit
+// (kafka.MessageTooLargeError) or by the broker (MESSAGE_TOO_LARGE,
+// RECORD_LIST_TOO_LARGE).
+func tooLarge(err error) bool {
+	var local kafka.MessageTooLargeError
+	if errors.As(err, &local) {
+		return true
+	}
+	var each kafka.WriteErrors
+	if errors.As(err, &each) {
+		// One error per message written; a dead letter is written alone.
+		n := 0
+		for _, e := range each {
+			if e == nil {
+				continue
+			}
+			if !tooLarge(e) {
+				return false
+			}
+			n++
+		}
+		return n > 0
+	}
+	return errors.Is(err, kafka.MessageSizeTooLarge) || errors.Is(err, kafka.RecordListTooLarge)
 }
 
 // Close flushes and closes the writer.
