@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"sort"
+	"strconv"
 	"text/tabwriter"
 	"time"
 
@@ -62,6 +63,9 @@ func dlqListCommand(fs *flag.FlagSet) runFunc {
 			_, _ = fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", s.Kind, s.Count, s.First.UTC().Format(time.RFC3339), s.Last.UTC().Format(time.RFC3339))
 		}
 		out.flush(tw)
+		if omitted := countOmitted(ds); omitted > 0 {
+			out.printf("value omitted (too large for %s; not redrivable): %d\n", k.DLQTopic, omitted)
+		}
 		n := min(max(*recent, 0), len(ds))
 		if n == 0 {
 			return out.err
@@ -70,12 +74,36 @@ func dlqListCommand(fs *flag.FlagSet) runFunc {
 		sortByTime(latest)
 		out.printf("\nmost recent %d:\n", n)
 		tw = tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-		_, _ = fmt.Fprintln(tw, "time\tkind\tkey\tsource\terror")
+		_, _ = fmt.Fprintln(tw, "time\tkind\tkey\tsource\tvalue\terror")
 		for _, d := range latest[len(latest)-n:] {
-			_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", d.Time.UTC().Format(time.RFC3339), d.Kind, oneLine(string(d.Key), 48), d.Source, oneLine(d.Error, 80))
+			_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", d.Time.UTC().Format(time.RFC3339), d.Kind, oneLine(string(d.Key), 48), d.Source, valueColumn(d), oneLine(d.Error, 80))
 		}
 		out.flush(tw)
 		return out.err
+	}
+}
+
+// countOmitted counts the dead letters whose value was omitted.
+func countOmitted(ds []ops.DeadLetter) int {
+	n := 0
+	for _, d := range ds {
+		if d.ValueOmitted {
+			n++
+		}
+	}
+	return n
+}
+
+// valueColumn is the value's size in bytes, or says it was omitted and
+// how large the original was.
+func valueColumn(d ops.DeadLetter) string {
+	switch {
+	case !d.ValueOmitted:
+		return strconv.Itoa(len(d.Value)) + " B"
+	case d.OmittedBytes >= 0:
+		return "OMITTED (" + strconv.FormatInt(d.OmittedBytes, 10) + " B)"
+	default:
+		return "OMITTED"
 	}
 }
 
@@ -106,15 +134,23 @@ func dlqRedriveCommand(fs *flag.FlagSet) runFunc {
 		case metrics.KindConflict, metrics.KindOverRefund:
 			out.printf("note: %s messages were claimed or judged by the claim store; redriven, they are duplicates or conflicts again\n", f.Kind)
 		}
-		if *dryRun || len(ds) == 0 {
+		ok, refused := ops.SplitRedrive(ds)
+		for _, r := range refused {
+			d := r.DeadLetter
+			out.printf("refused %s/%d@%d (key %s): %v\n", k.DLQTopic, d.Partition, d.Offset, oneLine(string(d.Key), 48), r.Reason)
+		}
+		if *dryRun || len(ok) == 0 {
 			out.println("nothing published")
-			return out.err
+		} else {
+			if err := ops.Redrive(ctx, k, ok); err != nil {
+				return err
+			}
+			env.logger.Info("dead letters redriven", "kind", f.Kind, "count", len(ok), "refused", len(refused), "to", k.Topic)
+			out.printf("published %d messages to %s\n", len(ok), k.Topic)
 		}
-		if err := ops.Redrive(ctx, k, ds); err != nil {
-			return err
+		if len(refused) > 0 {
+			return &exitError{code: 4, err: fmt.Errorf("dlq redrive refused %d of %d dead letters: %w", len(refused), len(ds), ops.ErrValueOmitted)}
 		}
-		env.logger.Info("dead letters redriven", "kind", f.Kind, "count", len(ds), "to", k.Topic)
-		out.printf("published %d messages to %s\n", len(ds), k.Topic)
 		return out.err
 	}
 }

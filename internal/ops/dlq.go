@@ -2,6 +2,7 @@ package ops
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -30,6 +31,51 @@ type DeadLetter struct {
 	Source    string // x-source-topic/x-source-partition@x-source-offset
 	// SourceTopic is x-source-topic: where the message was consumed from.
 	SourceTopic string
+	// ValueOmitted is set when the dead letter carries x-value-omitted: the
+	// dead-letter topic refused the message for its size, so Value is empty
+	// and the original is only at Source (while the input topic retains it).
+	ValueOmitted bool
+	// OmittedBytes is x-value-omitted, the original value's size in bytes;
+	// -1 when the header is not a decimal number, 0 when ValueOmitted is
+	// false.
+	OmittedBytes int64
+}
+
+// ErrValueOmitted is wrapped by the errors that refuse to redrive a dead
+// letter whose value was omitted (DeadLetter.ValueOmitted).
+var ErrValueOmitted = errors.New("value omitted from the dead letter")
+
+// RedriveRefusal returns nil when d can be redriven, or why not: an error
+// wrapping ErrValueOmitted that says where the original message is.
+func (d DeadLetter) RedriveRefusal() error {
+	if !d.ValueOmitted {
+		return nil
+	}
+	value := "its value"
+	if d.OmittedBytes >= 0 {
+		value = "its value (" + strconv.FormatInt(d.OmittedBytes, 10) + " bytes)"
+	}
+	return fmt.Errorf("%w: the message was too large for the dead-letter topic, so %s was left out and redriving would publish an empty message; the original is at %s while the input topic retains it",
+		ErrValueOmitted, value, d.Source)
+}
+
+// Refusal is a dead letter that Redrive refuses, and why.
+type Refusal struct {
+	DeadLetter DeadLetter
+	Reason     error // wraps ErrValueOmitted
+}
+
+// SplitRedrive separates the dead letters Redrive accepts from those it
+// refuses (RedriveRefusal), keeping their order.
+func SplitRedrive(ds []DeadLetter) (ok []DeadLetter, refused []Refusal) {
+	for _, d := range ds {
+		if err := d.RedriveRefusal(); err != nil {
+			refused = append(refused, Refusal{DeadLetter: d, Reason: err})
+			continue
+		}
+		ok = append(ok, d)
+	}
+	return ok, refused
 }
 
 // DeadLetterFilter selects dead letters; zero fields select everything.
@@ -74,6 +120,12 @@ func ReadDeadLetters(ctx context.Context, k Kafka, f DeadLetterFilter) ([]DeadLe
 				part = string(h.Value)
 			case worker.HeaderSourceOffset:
 				off = string(h.Value)
+			case worker.HeaderValueOmitted:
+				d.ValueOmitted = true
+				d.OmittedBytes = -1
+				if n, err := strconv.ParseInt(string(h.Value), 10, 64); err == nil && n >= 0 {
+					d.OmittedBytes = n
+				}
 			}
 		}
 		d.Source = d.SourceTopic + "/" + part + "@" + off
@@ -127,9 +179,21 @@ func SummarizeDeadLetters(ds []DeadLetter) []KindSummary {
 // partition), with HeaderRedrivenFrom added. It returns once all in-sync
 // replicas acknowledged every message. Redriving is safe to repeat: the
 // worker's claim store decides whether each event was already handled.
+//
+// Redrive publishes nothing and returns an error wrapping ErrValueOmitted
+// when any of ds has its value omitted; SplitRedrive separates those first.
+// A dead letter larger than 1 MiB is published alone, so the input topic's
+// size limit judges it as it judged the original.
 func Redrive(ctx context.Context, k Kafka, ds []DeadLetter) error {
 	if len(ds) == 0 {
 		return nil
+	}
+	largest := 0
+	for _, d := range ds {
+		if err := d.RedriveRefusal(); err != nil {
+			return fmt.Errorf("redrive %s/%d@%d: %w", k.DLQTopic, d.Partition, d.Offset, err)
+		}
+		largest = max(largest, len(d.Key)+len(d.Value))
 	}
 	w := &kafka.Writer{
 		Addr:         kafka.TCP(k.Brokers...),
@@ -139,6 +203,10 @@ func Redrive(ctx context.Context, k Kafka, ds []DeadLetter) error {
 		BatchSize:    500,
 		BatchTimeout: 5 * time.Millisecond,
 		MaxAttempts:  5,
+	}
+	if largest+redriveHeaderRoom > defaultBatchBytes {
+		w.BatchBytes = int64(largest + redriveHeaderRoom)
+		w.BatchSize = 1
 	}
 	defer func() { _ = w.Close() }()
 	const chunk = 500
@@ -155,6 +223,13 @@ func Redrive(ctx context.Context, k Kafka, ds []DeadLetter) error {
 	}
 	return nil
 }
+
+// defaultBatchBytes is kafka-go's default limit on one produce batch.
+const defaultBatchBytes = 1 << 20
+
+// redriveHeaderRoom bounds what the x-redriven-from header and the record
+// framing add to a dead letter's key and value.
+const redriveHeaderRoom = 1 << 10
 
 // readTopic reads every message currently retained in topic, partition by
 // partition from its first retained offset to its end. Reading one

@@ -1,7 +1,9 @@
 package ops_test
 
 import (
+	"bytes"
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -95,4 +97,99 @@ func TestDeadLettersListAndRedrive(t *testing.T) {
 		assert.Equal(t, ops.HeaderRedrivenFrom, m.Headers[0].Key)
 	}
 	assert.Equal(t, map[string]string{"WECHAT:T1": `{"n":1}`, "WECHAT:T2": `{"n":2}`}, got, "original key and value, unchanged")
+}
+
+// setMaxMessageBytes sets topic's max.message.bytes.
+func setMaxMessageBytes(t *testing.T, k ops.Kafka, topic string, n int) {
+	t.Helper()
+	res, err := (&kafka.Client{Addr: kafka.TCP(k.Brokers...)}).AlterConfigs(context.Background(), &kafka.AlterConfigsRequest{
+		Resources: []kafka.AlterConfigRequestResource{{
+			ResourceType: kafka.ResourceTypeTopic, ResourceName: topic,
+			Configs: []kafka.AlterConfigRequestConfig{{Name: "max.message.bytes", Value: strconv.Itoa(n)}},
+		}},
+	})
+	require.NoError(t, err)
+	for _, e := range res.Errors {
+		require.NoError(t, e)
+	}
+}
+
+func TestRedriveRefusesADeadLetterWithoutItsValue(t *testing.T) {
+	ctx := context.Background()
+	k := mustKafka(t, 1)
+	setMaxMessageBytes(t, k, testDLQ, 64<<10)
+	dl := worker.NewKafkaDeadLetterer(k.Brokers, testDLQ, 0)
+	t.Cleanup(func() { _ = dl.Close() })
+	big := kafka.Message{Topic: testTopic, Partition: 0, Offset: 41, Key: []byte("WECHAT:T-big"), Value: bytes.Repeat([]byte("v"), 200<<10)}
+	small := kafka.Message{Topic: testTopic, Partition: 0, Offset: 42, Key: []byte("WECHAT:T-small"), Value: []byte(`{"n":1}`)}
+	require.NoError(t, dl.DeadLetter(ctx, big, channels.KindNoKey, "no key"))
+	require.NoError(t, dl.DeadLetter(ctx, small, channels.KindNoKey, "no key"))
+
+	ds, err := ops.ReadDeadLetters(ctx, k, ops.DeadLetterFilter{Kind: "no_key"})
+	require.NoError(t, err)
+	require.Len(t, ds, 2)
+	assert.True(t, ds[0].ValueOmitted)
+	assert.Equal(t, int64(200<<10), ds[0].OmittedBytes)
+	assert.Empty(t, ds[0].Value)
+	assert.False(t, ds[1].ValueOmitted)
+	assert.Zero(t, ds[1].OmittedBytes)
+
+	ok, refused := ops.SplitRedrive(ds)
+	require.Len(t, ok, 1)
+	assert.Equal(t, "WECHAT:T-small", string(ok[0].Key))
+	require.Len(t, refused, 1)
+	assert.Equal(t, "WECHAT:T-big", string(refused[0].DeadLetter.Key))
+	require.ErrorIs(t, refused[0].Reason, ops.ErrValueOmitted)
+	assert.Contains(t, refused[0].Reason.Error(), "204800 bytes")
+	assert.Contains(t, refused[0].Reason.Error(), testTopic+"/0@41", "says where the original is")
+
+	// Given the refused one, Redrive publishes nothing at all.
+	err = ops.Redrive(ctx, k, ds)
+	require.ErrorIs(t, err, ops.ErrValueOmitted)
+	in, err := kafkaops.ReadAll(ctx, k.Brokers, testTopic)
+	require.NoError(t, err)
+	assert.Empty(t, in)
+
+	require.NoError(t, ops.Redrive(ctx, k, ok))
+	in, err = kafkaops.ReadAll(ctx, k.Brokers, testTopic)
+	require.NoError(t, err)
+	require.Len(t, in, 1)
+	assert.Equal(t, `{"n":1}`, string(in[0].Value))
+}
+
+func TestLargeDeadLetterIsListedAndRedrivenWhole(t *testing.T) {
+	ctx := context.Background()
+	const limit = 3 << 20
+	k := mustKafka(t, 1)
+	setMaxMessageBytes(t, k, testTopic, limit)
+	setMaxMessageBytes(t, k, testDLQ, limit)
+	dl := worker.NewKafkaDeadLetterer(k.Brokers, testDLQ, 0, worker.DeadLetterMaxMessageBytes(limit))
+	t.Cleanup(func() { _ = dl.Close() })
+	value := bytes.Repeat([]byte("v"), 2<<20)
+	msgs := []kafka.Message{
+		{Topic: testTopic, Partition: 0, Offset: 5, Key: []byte("SQB:T-large"), Value: value},
+		{Topic: testTopic, Partition: 0, Offset: 6, Key: []byte("SQB:T-small"), Value: []byte(`{}`)},
+	}
+	for _, m := range msgs {
+		require.NoError(t, dl.DeadLetter(ctx, m, channels.KindNoKey, "no key"))
+	}
+
+	ds, err := ops.ReadDeadLetters(ctx, k, ops.DeadLetterFilter{})
+	require.NoError(t, err)
+	require.Len(t, ds, 2)
+	assert.False(t, ds[0].ValueOmitted)
+	assert.True(t, bytes.Equal(value, ds[0].Value), "read %d bytes", len(ds[0].Value))
+
+	require.NoError(t, ops.Redrive(ctx, k, ds))
+	r := kafka.NewReader(kafka.ReaderConfig{Brokers: k.Brokers, Topic: testTopic, Partition: 0, MaxWait: 50 * time.Millisecond, MaxBytes: limit})
+	t.Cleanup(func() { _ = r.Close() })
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	got := map[string]int{}
+	for range 2 {
+		m, err := r.FetchMessage(rctx)
+		require.NoError(t, err)
+		got[string(m.Key)] = len(m.Value)
+	}
+	assert.Equal(t, map[string]int{"SQB:T-large": len(value), "SQB:T-small": 2}, got)
 }
