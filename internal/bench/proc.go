@@ -131,6 +131,20 @@ func (p *proc) peakRSS() (int64, error) {
 	return peakRSS(p.pid())
 }
 
+// usage returns the subprocess's CPU time so far (utime+stime) and its
+// peak RSS (VmHWM) in bytes.
+func (p *proc) usage() (time.Duration, int64, error) {
+	cpu, err := procCPU(p.pid())
+	if err != nil {
+		return 0, 0, err
+	}
+	rss, err := p.peakRSS()
+	if err != nil {
+		return 0, 0, err
+	}
+	return cpu, rss, nil
+}
+
 // peakRSS reads VmHWM of pid from /proc.
 func peakRSS(pid int) (int64, error) {
 	return statusBytes(pid, "VmHWM")

@@ -1,0 +1,236 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/paycallback/paycallback/internal/sqldb"
+)
+
+// userHZ is the unit of utime and stime in /proc/<pid>/stat: USER_HZ,
+// which Linux fixes at 100 for what it reports to user space.
+const userHZ = 100
+
+// procCPU returns the user plus system CPU time pid has used, from
+// /proc/<pid>/stat (utime + stime, its threads included, in 10ms ticks).
+func procCPU(pid int) (time.Duration, error) {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return 0, fmt.Errorf("read cpu time of %d: %w", pid, err)
+	}
+	// The command name (field 2) is in parentheses and may hold spaces:
+	// the fields are counted from the last ')'.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("read cpu time of %d: no ')' in %q", pid, b)
+	}
+	f := strings.Fields(string(b[i+1:]))
+	// f[0] is field 3 (state); utime and stime are fields 14 and 15.
+	if len(f) < 13 {
+		return 0, fmt.Errorf("read cpu time of %d: %d fields after the command name", pid, len(f))
+	}
+	var ticks int64
+	for _, s := range f[11:13] {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("read cpu time of %d: parse %q: %w", pid, s, err)
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * (time.Second / userHZ), nil
+}
+
+// serverProcess finds the process id of the database server db is
+// connected to, when it runs on this machine: the pid in its @@pid_file,
+// else the one process named mariadbd or mysqld in /proc. It returns 0
+// when the server's address is not a loopback or local one, or when no
+// such process is found (a server in a container of its own, another
+// machine): the table then shows "-" for the database's CPU.
+func serverProcess(ctx context.Context, conn *sql.Conn, addr string) int {
+	if !localAddr(addr) {
+		return 0
+	}
+	var pidFile string
+	if err := conn.QueryRowContext(ctx, "SELECT @@pid_file").Scan(&pidFile); err == nil && pidFile != "" {
+		if b, err := os.ReadFile(pidFile); err == nil { //nolint:gosec // the server's own pid file
+			if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && isServer(pid) {
+				return pid
+			}
+		}
+	}
+	dirs, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0
+	}
+	found := 0
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil || !isServer(pid) {
+			continue
+		}
+		if found != 0 {
+			return 0 // two servers: which one is ours is unknown
+		}
+		found = pid
+	}
+	return found
+}
+
+// isServer reports whether pid is a process named mariadbd or mysqld.
+func isServer(pid int) bool {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "comm"))
+	if err != nil {
+		return false
+	}
+	switch strings.TrimSpace(string(b)) {
+	case "mariadbd", "mysqld":
+		return true
+	}
+	return false
+}
+
+// localAddr reports whether a DSN's address (host:port, or a unix socket
+// path) is on this machine.
+func localAddr(addr string) bool {
+	if strings.HasPrefix(addr, "/") {
+		return true // a unix socket
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		host = addr
+	}
+	if host == "" || host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	if ip == nil {
+		return false
+	}
+	if ip.IsLoopback() {
+		return true
+	}
+	ifAddrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return false
+	}
+	for _, a := range ifAddrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.Equal(ip) {
+			return true
+		}
+	}
+	return false
+}
+
+// meter reads what a row costs: the CPU time of the harness process and
+// of the database server process, and the server's global Questions
+// counter (statements received from clients), on a connection of its own
+// kept open for the whole run so that no reconnect adds statements.
+type meter struct {
+	conn *sql.Conn
+	db   *sql.DB
+	// serverPID is the database server's process id, 0 when not local.
+	serverPID int
+	// perRead is what one read of Questions adds to it (the SHOW itself).
+	perRead int64
+}
+
+// reading is one snapshot of the counters. A field below zero is unknown.
+type reading struct {
+	self, server time.Duration
+	questions    int64
+}
+
+// usage is what a row cost: the deltas of two readings. A field below
+// zero is unknown.
+type usage struct {
+	self, server time.Duration
+	statements   int64
+}
+
+// newMeter opens the meter's connection to the server of serverDSN and
+// finds the server's process.
+func newMeter(ctx context.Context, serverDSN string) (*meter, error) {
+	cfg, err := sqldb.MySQLConfig(serverDSN)
+	if err != nil {
+		return nil, err
+	}
+	cfg.DBName = ""
+	db, err := sqldb.OpenMySQL(cfg.FormatDSN())
+	if err != nil {
+		return nil, err
+	}
+	conn, err := db.DB.Conn(ctx)
+	if err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("meter connection to %s: %w", cfg.Addr, err)
+	}
+	m := &meter{conn: conn, db: db.DB, serverPID: serverProcess(ctx, conn, cfg.Addr)}
+	a, err := m.questions(ctx)
+	if err != nil {
+		m.close()
+		return nil, err
+	}
+	b, err := m.questions(ctx)
+	if err != nil {
+		m.close()
+		return nil, err
+	}
+	m.perRead = max(0, b-a)
+	return m, nil
+}
+
+func (m *meter) close() {
+	_ = m.conn.Close()
+	_ = m.db.Close()
+}
+
+func (m *meter) questions(ctx context.Context) (int64, error) {
+	var name string
+	var n int64
+	if err := m.conn.QueryRowContext(ctx, "SHOW GLOBAL STATUS LIKE 'Questions'").Scan(&name, &n); err != nil {
+		return 0, fmt.Errorf("read the server's Questions: %w", err)
+	}
+	return n, nil
+}
+
+// read takes a snapshot; what cannot be read is left unknown (below zero)
+// rather than failing the row.
+func (m *meter) read(ctx context.Context) reading {
+	r := reading{self: -1, server: -1, questions: -1}
+	if t, err := procCPU(os.Getpid()); err == nil {
+		r.self = t
+	}
+	if m.serverPID > 0 {
+		if t, err := procCPU(m.serverPID); err == nil {
+			r.server = t
+		}
+	}
+	if q, err := m.questions(ctx); err == nil {
+		r.questions = q
+	}
+	return r
+}
+
+// since is the usage from start to end; the meter's own reads of
+// Questions are left out.
+func (m *meter) since(start, end reading) usage {
+	u := usage{self: -1, server: -1, statements: -1}
+	if start.self >= 0 && end.self >= 0 {
+		u.self = end.self - start.self
+	}
+	if start.server >= 0 && end.server >= 0 {
+		u.server = end.server - start.server
+	}
+	if start.questions >= 0 && end.questions >= 0 {
+		u.statements = max(0, end.questions-start.questions-m.perRead)
+	}
+	return u
+}
