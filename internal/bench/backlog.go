@@ -24,12 +24,13 @@ const RowBacklog = "backlog"
 type BacklogResult struct {
 	// Facts describe the run: machine, stream, server, producing.
 	Facts []string
-	// Requested is the backlog asked for; Row.Count is the messages
+	// Requested is the backlog asked for; Row.Messages is the messages
 	// actually produced and consumed, at least Requested.
 	Requested int
-	// Row is the batched consumer over the whole backlog: Count, Elapsed
-	// (process start to the group's last commit), Rate, Startup, and the
-	// worker's PeakRSS.
+	// Row is the batched consumer over the whole backlog: Messages,
+	// Events, Elapsed (process start to the group's last commit), Rate,
+	// EventRate, Startup, the worker's PeakRSS, and the CPU and statement
+	// figures.
 	Row Row
 	// BrokerPeakRSS is the broker process's VmHWM in bytes: it holds the
 	// whole backlog in memory.
@@ -123,8 +124,10 @@ func (h *harness) backlog(ctx context.Context, broker *proc, n int) (BacklogResu
 		return res, err
 	}
 	res.Facts = append(res.Facts, "database: "+info)
+	res.Facts = append(res.Facts, h.serverFacts(ctx)...)
 
-	row, err := h.throughput(ctx, consumerRun{topic: mainTopic, group: h.dbs.prefix + "backlog", dsn: dsn, batchMax: o.BatchMax}, count)
+	row, err := h.throughput(ctx, consumerRun{topic: mainTopic, group: h.dbs.prefix + "backlog", dsn: dsn, batchMax: o.BatchMax},
+		count, stream.Events)
 	if err != nil {
 		return res, err
 	}
@@ -148,24 +151,28 @@ func (r BacklogResult) WriteTable(w io.Writer) error {
 	}
 	b.WriteString("\n")
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	_, _ = fmt.Fprintln(tw, "row\tmessages\telapsed\tstartup\tevents/s\tworker peak RSS\tbroker peak RSS\t")
+	_, _ = fmt.Fprintln(tw, "row\tmessages\tevents\telapsed\tstartup\tmsgs/s\tevents/s\tworker µs/ev\tdb µs/ev\tstmts/ev\t"+
+		"worker peak RSS\tbroker peak RSS\t")
 	row := r.Row
-	_, _ = fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%.0f\t%s\t%s\t\n",
-		row.Name, row.Count, row.Elapsed.Round(time.Millisecond), dur(row.Startup), row.Rate,
+	_, _ = fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%.0f\t%.0f\t%s\t%s\t%s\t%s\t%s\t\n",
+		row.Name, row.Messages, row.Events, row.Elapsed.Round(time.Millisecond), dur(row.Startup), row.Rate, row.EventRate,
+		perUnitText(row.WorkerPerEvent()), perUnitText(row.DBPerEvent()), stmtsText(row.StatementsPerEvent()),
 		mibOrDash(row.PeakRSS), mibOrDash(r.BrokerPeakRSS))
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("format table: %w", err)
 	}
 	b.WriteString("\n")
-	fmt.Fprintln(&b, "events/s counts Kafka messages (channel retries included); the whole backlog is produced before the consumer")
-	fmt.Fprintln(&b, "starts, and elapsed runs from starting it to the group's last commit (startup included); peak RSS is VmHWM,")
-	fmt.Fprintln(&b, "the worker and the broker (which holds the backlog in memory) being separate processes.")
+	fmt.Fprintln(&b, "messages are Kafka messages (channel retries included), events distinct money events; the whole backlog is")
+	fmt.Fprintln(&b, "produced before the consumer starts, and elapsed runs from starting it to the group's last commit (startup")
+	fmt.Fprintln(&b, "included); CPU (/proc utime+stime of the worker and of the database server) and statements (the server's")
+	fmt.Fprintln(&b, "Questions) are per distinct event over that time; peak RSS is VmHWM, the worker and the broker (which holds the")
+	fmt.Fprintln(&b, "backlog in memory) being separate processes.")
 
-	b.WriteString("\ngoal (issue 6; reported, not asserted):\n")
+	b.WriteString("\ngoal (reported, not asserted):\n")
 	writeGoal(&b, "worker peak RSS", mibOrDash(row.PeakRSS), row.PeakRSS > 0 && row.PeakRSS <= GoalPeakRSSMiB<<20,
 		fmt.Sprintf("<= %d MiB", GoalPeakRSSMiB))
-	if row.Count < goalRSSBacklog {
-		fmt.Fprintf(&b, "  (the goal is for a %d-message backlog; this backlog was %d messages)\n", goalRSSBacklog, row.Count)
+	if row.Messages < goalRSSBacklog {
+		fmt.Fprintf(&b, "  (the goal is for a %d-message backlog; this backlog was %d messages)\n", goalRSSBacklog, row.Messages)
 	}
 	writeSanity(&b, r.Problems)
 	if _, err := io.WriteString(w, b.String()); err != nil {
@@ -176,17 +183,31 @@ func (r BacklogResult) WriteTable(w io.Writer) error {
 
 // WriteBenchfmt writes the row in Go benchmark format, so benchstat can
 // compare runs of one backlog size: the name carries the requested size
-// (BenchmarkE2E/backlog=N), the iterations are the messages, and the RSS
-// figures are extra units.
+// (BenchmarkE2E/backlog=N), the iterations are the messages, and the
+// rates, the CPU and statement figures per distinct event (where known)
+// and the RSS figures are extra units.
 func (r BacklogResult) WriteBenchfmt(w io.Writer) error {
 	row := r.Row
-	if row.Count == 0 || row.Rate == 0 {
+	if row.Messages == 0 || row.Rate == 0 {
 		return nil
 	}
-	line := fmt.Sprintf("BenchmarkE2E/%s=%d %d %.1f ns/op %.0f events/s %.1f peak-RSS-MiB %.1f broker-peak-RSS-MiB\n",
-		RowBacklog, r.Requested, row.Count, 1e9/row.Rate, row.Rate,
-		float64(row.PeakRSS)/(1<<20), float64(r.BrokerPeakRSS)/(1<<20))
-	if _, err := io.WriteString(w, line); err != nil {
+	var b strings.Builder
+	fmt.Fprintf(&b, "BenchmarkE2E/%s=%d %d %.1f ns/op %.0f msgs/s %.0f events/s",
+		RowBacklog, r.Requested, row.Messages, 1e9/row.Rate, row.Rate, row.EventRate)
+	for _, m := range []struct {
+		v    float64
+		unit string
+	}{
+		{row.WorkerPerEvent(), "worker-us/event"},
+		{row.DBPerEvent(), "db-us/event"},
+		{row.StatementsPerEvent(), "stmts/event"},
+	} {
+		if m.v >= 0 {
+			fmt.Fprintf(&b, " %.3f %s", m.v, m.unit)
+		}
+	}
+	fmt.Fprintf(&b, " %.1f peak-RSS-MiB %.1f broker-peak-RSS-MiB\n", float64(row.PeakRSS)/(1<<20), float64(r.BrokerPeakRSS)/(1<<20))
+	if _, err := io.WriteString(w, b.String()); err != nil {
 		return fmt.Errorf("write benchmark lines: %w", err)
 	}
 	return nil

@@ -1,14 +1,20 @@
 // Package bench is the end-to-end benchmark behind `make bench`: in one run
 // it builds the consumer, starts a Kafka broker (kfake) as a process of its
 // own, creates fresh MariaDB/MySQL databases, produces a realistic generated
-// stream, and measures the worker against the two ceilings it cannot beat:
-// kafka-go reading the topic with a no-op handler, and raw multi-row inserts
-// of the rows an event writes. It then measures the per-message pipeline,
-// the batched pipeline, a replay, and publish→settled latency at a paced
-// rate, and reports one table (Result.Table).
+// stream, and measures the worker against what bounds it: kafka-go reading
+// the topic with a no-op handler (the transport ceiling), raw multi-row
+// inserts of the rows an event writes, and the rule floor, the least
+// database work the exactly-once rule allows (claims committed first, then
+// orders, ledger rows and the fence in one transaction). It then measures
+// the per-message pipeline, the batched pipeline, a replay, and
+// publish→settled latency at a paced rate, and reports one table
+// (Result.WriteTable). Every row counts Kafka messages and distinct money
+// events apart, and says what each distinct event cost in CPU, of the
+// worker and of the database server process, and in statements.
 //
 // Figures on a shared machine are noisy: compare rows of one run (the
-// ratios) rather than absolute numbers across runs.
+// ratios) rather than absolute numbers across runs. The database's CPU and
+// statements are the whole server's: other clients of it count too.
 //
 // This package must never touch a database it did not create (every name
 // starts with paycb_bench_<random>_ and is dropped at the end), commit
@@ -49,13 +55,12 @@ const (
 	DefaultServerDSN = "root@tcp(127.0.0.1:3306)/"
 	// DefaultBatchMax is PAYCB_BATCH_MAX for the batched rows.
 	DefaultBatchMax = 256
-	// DefaultStorageBatch is how many events one storage-ceiling
-	// transaction inserts.
+	// DefaultStorageBatch is how many events one transaction of the raw
+	// rows and of the rule floor writes.
 	DefaultStorageBatch = 500
-	// DefaultStorageConns is how many connections insert concurrently for
-	// the storage ceiling.
-	DefaultStorageConns = 4
-	// DefaultPacedRate is the publish rate of the latency rows, messages/s.
+	// DefaultPacedRate is the publish rate of the latency rows, in
+	// distinct events/s (the messages, channel retries included, go out
+	// proportionally faster).
 	DefaultPacedRate = 1000
 	// DefaultPacedDuration is how long each latency row publishes.
 	DefaultPacedDuration = 10 * time.Second
@@ -72,7 +77,8 @@ const (
 // Row keys, in table order.
 const (
 	RowTransport      = "transport"
-	RowStorage        = "storage"
+	RowRaw            = "raw-rows"
+	RowFloor          = "rule-floor"
 	RowPerMessage     = "per-message"
 	RowBatched        = "batched"
 	RowReplay         = "replay"
@@ -102,13 +108,14 @@ type Options struct {
 	// BatchMax is PAYCB_BATCH_MAX of the batched rows (default
 	// DefaultBatchMax).
 	BatchMax int
-	// StorageBatch and StorageConns shape the storage ceiling (defaults
-	// DefaultStorageBatch and DefaultStorageConns).
-	StorageBatch, StorageConns int
-	// PacedRate (messages/s) and PacedDuration shape the latency rows
-	// (defaults DefaultPacedRate and DefaultPacedDuration). The rate is
-	// lowered to half the batched pipeline's backlog throughput when that is
-	// less, and the table says so.
+	// StorageBatch is how many events one transaction of the raw rows and
+	// of the rule floor writes (default DefaultStorageBatch). Both write on
+	// one connection.
+	StorageBatch int
+	// PacedRate (distinct events/s) and PacedDuration shape the latency
+	// rows (defaults DefaultPacedRate and DefaultPacedDuration). The rate is
+	// lowered to half the batched pipeline's backlog throughput of
+	// distinct events when that is less, and the table says so.
 	PacedRate     float64
 	PacedDuration time.Duration
 	// Logger receives progress (default: discarded).
@@ -143,9 +150,6 @@ func (o *Options) defaults() error {
 	}
 	if o.StorageBatch <= 0 {
 		o.StorageBatch = DefaultStorageBatch
-	}
-	if o.StorageConns <= 0 {
-		o.StorageConns = DefaultStorageConns
 	}
 	if o.PacedRate <= 0 {
 		o.PacedRate = DefaultPacedRate
@@ -182,15 +186,21 @@ type Row struct {
 	Key string
 	// Name describes what was measured.
 	Name string
-	// Count is what was processed: messages, or distinct events for the
-	// storage ceiling.
-	Count int
-	// Elapsed is the wall time the count took. For pipelines it runs from
-	// starting the consumer process to the group's last commit.
+	// Messages is the Kafka messages read (or, paced, published); 0 for
+	// the raw rows and the rule floor, which read none.
+	Messages int
+	// Events is the distinct money events (tenant, idempotency key) those
+	// messages carry, or the raw rows and the rule floor wrote: the unit
+	// the storage rows and the pipelines are compared in. A replay's
+	// events are all duplicates.
+	Events int
+	// Elapsed is the wall time the row took. For pipelines it runs from
+	// starting the consumer process to the group's last commit; for paced
+	// rows it is the publishing time.
 	Elapsed time.Duration
-	// Rate is Count per second of Elapsed; for paced rows the publish rate
-	// achieved.
-	Rate float64
+	// Rate is Messages per second of Elapsed (paced rows: the publish rate
+	// achieved); EventRate is Events per second of Elapsed.
+	Rate, EventRate float64
 	// Startup is, for pipelines, the time from starting the process to its
 	// readiness (consumer group joined), included in Elapsed.
 	Startup time.Duration
@@ -204,14 +214,57 @@ type Row struct {
 	SteadyRate  float64
 	// PeakRSS is the consumer process's VmHWM in bytes (pipelines only).
 	PeakRSS int64
+	// WorkerCPU is the user+system CPU time (/proc utime+stime) the
+	// worker used over the row: the consumer process, from its start to
+	// the group's last commit, for pipelines; the harness process itself
+	// for the transport ceiling, the raw rows and the rule floor. DBCPU is
+	// the database server process's over the row. Statements is the
+	// server's global Questions counter over the row. Each is negative when
+	// unknown (a server not on this machine) or not measured (the database
+	// on the transport row).
+	WorkerCPU, DBCPU time.Duration
+	Statements       int64
 	// Note qualifies the row.
 	Note string
 }
+
+// perEvent is d in µs per distinct event, or -1 when either is unknown.
+func (r Row) perEvent(d time.Duration) float64 { return perUnit(d, r.Events) }
+
+// perMessage is d in µs per message, or -1 when either is unknown.
+func (r Row) perMessage(d time.Duration) float64 { return perUnit(d, r.Messages) }
+
+func perUnit(d time.Duration, n int) float64 {
+	if d < 0 || n <= 0 {
+		return -1
+	}
+	return float64(d) / float64(time.Microsecond) / float64(n)
+}
+
+// StatementsPerEvent is Statements per distinct event, or -1 when unknown.
+func (r Row) StatementsPerEvent() float64 {
+	if r.Statements < 0 || r.Events <= 0 {
+		return -1
+	}
+	return float64(r.Statements) / float64(r.Events)
+}
+
+// WorkerPerEvent and DBPerEvent are the CPU µs per distinct event of the
+// worker and of the database, -1 when unknown.
+func (r Row) WorkerPerEvent() float64 { return r.perEvent(r.WorkerCPU) }
+
+// DBPerEvent: see WorkerPerEvent.
+func (r Row) DBPerEvent() float64 { return r.perEvent(r.DBCPU) }
 
 // Result is what a run measured.
 type Result struct {
 	// Facts describe the run: machine, server, stream.
 	Facts []string
+	// MessagesPerEvent is the main stream's messages per distinct event.
+	MessagesPerEvent float64
+	// DBProcess is the database server's process id, 0 when it is not on
+	// this machine (every DBCPU is then unknown).
+	DBProcess int
 	// Rows, in table order.
 	Rows []Row
 	// Problems lists failed sanity checks (ledger invariants, claims left
@@ -233,6 +286,7 @@ type harness struct {
 	o       Options
 	log     *slog.Logger
 	dbs     *databases
+	meter   *meter
 	brokers []string
 	work    string // scratch directory, the consumers' working directory
 	res     Result
@@ -275,6 +329,11 @@ func session(ctx context.Context, o Options, topics []string, fn func(h *harness
 	if err != nil {
 		return err
 	}
+	h.meter, err = newMeter(ctx, o.ServerDSN)
+	if err != nil {
+		return err
+	}
+	defer h.meter.close()
 	defer func() {
 		dropCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 		defer cancel()
@@ -380,62 +439,90 @@ func (h *harness) measure(ctx context.Context) error {
 		values[i] = m.Value
 	}
 	n := len(msgs)
+	h.res.MessagesPerEvent = float64(n) / float64(stream.Events)
 	h.res.Facts = append(h.res.Facts,
 		fmt.Sprintf("machine: %d CPUs, %s/%s, %s", runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version()),
 		fmt.Sprintf("stream: seed %d, %d trades, %d messages, %d distinct money events (%.2f messages per event), "+
 			"%d partitions, 3 channels, 2 tenants, %d conflicting and %d malformed",
-			o.Seed, stream.Trades, n, stream.Events, float64(n)/float64(stream.Events), Partitions, stream.Conflicts, stream.Malformed))
+			o.Seed, stream.Trades, n, stream.Events, h.res.MessagesPerEvent, Partitions, stream.Conflicts, stream.Malformed))
 	produceStart := time.Now()
 	if err := kafkaops.Produce(ctx, h.brokers, mainTopic, msgs); err != nil {
 		return err
 	}
 	h.log.Info("produced", "messages", n, "took", time.Since(produceStart).Round(time.Millisecond))
 
+	events, err := distinctEvents(values)
+	if err != nil {
+		return err
+	}
+	_, rawDB, err := h.dbs.create(ctx, "raw_rows")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = rawDB.Close() }()
+	info, err := serverInfo(ctx, rawDB)
+	if err != nil {
+		return err
+	}
+	h.res.DBProcess = h.meter.serverPID
+	h.res.Facts = append(h.res.Facts, "database: "+info)
+	h.res.Facts = append(h.res.Facts, h.serverFacts(ctx)...)
+
 	// 1. Transport ceiling.
-	read, elapsed, err := transportCeiling(ctx, h.brokers, mainTopic)
+	var (
+		read    int
+		elapsed time.Duration
+	)
+	u, err := h.metered(ctx, func() (err error) {
+		read, elapsed, err = transportCeiling(ctx, h.brokers, mainTopic)
+		return err
+	})
 	if err != nil {
 		return err
 	}
 	if read != n {
 		return fmt.Errorf("transport ceiling read %d messages, want %d", read, n)
 	}
-	h.add(Row{Key: RowTransport, Name: "transport ceiling: kafka-go, 12 partitions, no-op", Count: read, Elapsed: elapsed})
-
-	// 2. Storage ceiling.
-	events, err := distinctEvents(values)
-	if err != nil {
-		return err
-	}
-	_, raw, err := h.dbs.create(ctx, "storage")
-	if err != nil {
-		return err
-	}
-	defer func() { _ = raw.Close() }()
-	info, err := serverInfo(ctx, raw)
-	if err != nil {
-		return err
-	}
-	h.res.Facts = append(h.res.Facts, "database: "+info)
-	elapsed, deadlocks, err := storageCeiling(ctx, raw, events, o.StorageBatch, o.StorageConns)
-	if err != nil {
-		return err
-	}
 	h.add(Row{
-		Key: RowStorage, Name: fmt.Sprintf("storage ceiling: raw INSERTs, %d ev/tx, %d conns", o.StorageBatch, o.StorageConns),
-		Count: len(events), Elapsed: elapsed,
-		Note: fmt.Sprintf("counts distinct events (4 rows each), not messages; %d deadlocked batches retried", deadlocks),
+		Key: RowTransport, Name: "transport ceiling: kafka-go, 12 partitions, no-op",
+		Messages: read, Events: stream.Events, Elapsed: elapsed, WorkerCPU: u.self, DBCPU: -1, Statements: -1,
+		Note: "worker CPU is the harness's (the readers and the no-op handler)",
 	})
 
-	// 3. Per-message pipeline.
+	// 2. Raw rows and 3. the rule floor, one connection each.
 	check := func(db *bun.DB, label string, topic string, want demo.Stream) {
 		h.sanity(ctx, db, label, topic, want)
 	}
+	batch := o.StorageBatch
+	err = h.storageRow(ctx, rawDB, Row{
+		Key: RowRaw, Name: fmt.Sprintf("raw rows: multi-row INSERTs, %d events/tx, 1 conn", batch),
+		Note: "a claim (SETTLED), an order upsert and two ledger rows per event, one transaction per batch; worker CPU is the harness's",
+	}, events, rawRows)
+	if err != nil {
+		return err
+	}
+	_, floorDB, err := h.dbs.create(ctx, "rule_floor")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = floorDB.Close() }()
+	err = h.storageRow(ctx, floorDB, Row{
+		Key: RowFloor, Name: fmt.Sprintf("rule floor: claims, then settle, %d events/batch, 1 conn", batch),
+		Note: "claims inserted ACQUIRED, committed first; then orders, ledger rows and one fence UPDATE in one transaction; " +
+			"worker CPU is the harness's",
+	}, events, ruleFloor)
+	if err != nil {
+		return err
+	}
+	check(floorDB, "rule-floor", mainTopic, stream)
+
+	// 4. Per-message pipeline.
 	pmDSN, pmDB, err := h.dbs.create(ctx, "per_message")
 	if err != nil {
 		return err
 	}
 	defer func() { _ = pmDB.Close() }()
-	row, err := h.throughput(ctx, consumerRun{topic: mainTopic, group: h.dbs.prefix + "per_message", dsn: pmDSN, batchMax: 1}, n)
+	row, err := h.throughput(ctx, consumerRun{topic: mainTopic, group: h.dbs.prefix + "per_message", dsn: pmDSN, batchMax: 1}, n, stream.Events)
 	if err != nil {
 		return err
 	}
@@ -443,44 +530,46 @@ func (h *harness) measure(ctx context.Context) error {
 	h.add(row)
 	check(pmDB, "per-message", mainTopic, stream)
 
-	// 4. Batched pipeline.
+	// 5. Batched pipeline.
 	bDSN, bDB, err := h.dbs.create(ctx, "batched")
 	if err != nil {
 		return err
 	}
 	defer func() { _ = bDB.Close() }()
 	batched := consumerRun{topic: mainTopic, group: h.dbs.prefix + "batched", dsn: bDSN, batchMax: o.BatchMax}
-	row, err = h.throughput(ctx, batched, n)
+	row, err = h.throughput(ctx, batched, n, stream.Events)
 	if err != nil {
 		return err
 	}
 	row.Key, row.Name = RowBatched, fmt.Sprintf("batched pipeline: PAYCB_BATCH_MAX=%d", o.BatchMax)
 	h.add(row)
 
-	// 5. Replay: the same group, offsets reset to earliest, over the
+	// 6. Replay: the same group, offsets reset to earliest, over the
 	// settled database: every message is a duplicate.
 	if err := h.resetToEarliest(ctx, batched); err != nil {
 		return err
 	}
-	row, err = h.throughput(ctx, batched, n)
+	row, err = h.throughput(ctx, batched, n, stream.Events)
 	if err != nil {
 		return err
 	}
 	row.Key, row.Name = RowReplay, "replay: same group reset to earliest"
-	row.Note = "offsets reset with ops.ApplyReplay; every message a duplicate"
+	row.Note = fmt.Sprintf("offsets reset with ops.ApplyReplay; every message a duplicate (no new event); per message: worker %s µs, database %s µs",
+		perUnitText(row.perMessage(row.WorkerCPU)), perUnitText(row.perMessage(row.DBCPU)))
 	h.add(row)
 	check(bDB, "batched+replay", mainTopic, stream)
 
-	// 6 and 7. Latency at a paced rate: the requested rate, or half of
-	// what the batched pipeline settled from a backlog when that is lower,
-	// so the figure is latency rather than queueing. The per-message
-	// pipeline is paced at the same rate whether or not it keeps up.
+	// 7 and 8. Latency at a paced rate of distinct events: the requested
+	// rate, or half of what the batched pipeline settled from a backlog
+	// when that is lower, so the figure is latency rather than queueing.
+	// The per-message pipeline is paced at the same rate whether or not it
+	// keeps up.
 	rate := o.PacedRate
 	var rateNote string
-	if bat, _ := h.res.Row(RowBatched); pacedHeadroom*bat.Rate < rate {
-		rate = max(1, math.Floor(pacedHeadroom*bat.Rate))
-		rateNote = fmt.Sprintf("rate lowered from the requested %.0f/s to %.0f/s, half what the batched pipeline settled from a backlog (%.0f/s)",
-			o.PacedRate, rate, bat.Rate)
+	if bat, _ := h.res.Row(RowBatched); pacedHeadroom*bat.EventRate < rate {
+		rate = max(1, math.Floor(pacedHeadroom*bat.EventRate))
+		rateNote = fmt.Sprintf("rate lowered from the requested %.0f to %.0f events/s, half what the batched pipeline settled from a backlog (%.0f events/s)",
+			o.PacedRate, rate, bat.EventRate)
 	}
 	perMsg, _ := h.res.Row(RowPerMessage)
 	for _, pr := range []struct {
@@ -492,7 +581,7 @@ func (h *harness) measure(ctx context.Context) error {
 		{RowPacedPerMesage, "paced-per-message", 1, o.Seed + 2},
 	} {
 		total := max(1, int(rate*o.PacedDuration.Seconds()))
-		ps := demo.Generate(demo.StreamOptions{Seed: pr.seed, Trades: max(1, total/4), NoTraps: true})
+		ps := demo.Generate(demo.StreamOptions{Seed: pr.seed, Trades: max(1, total/eventsPerTrade), NoTraps: true})
 		dsn, db, err := h.dbs.create(ctx, strings.ReplaceAll(pr.key, "-", "_"))
 		if err != nil {
 			return err
@@ -503,7 +592,7 @@ func (h *harness) measure(ctx context.Context) error {
 			return err
 		}
 		row.Key = pr.key
-		row.Name = fmt.Sprintf("paced %.0f/s: PAYCB_BATCH_MAX=%d", rate, pr.batchMax)
+		row.Name = fmt.Sprintf("paced %.0f events/s: PAYCB_BATCH_MAX=%d", rate, pr.batchMax)
 		notes := []string{}
 		if row.Note != "" {
 			notes = append(notes, row.Note)
@@ -511,8 +600,8 @@ func (h *harness) measure(ctx context.Context) error {
 		if rateNote != "" {
 			notes = append(notes, rateNote)
 		}
-		if pr.batchMax == 1 && perMsg.Rate < rate {
-			notes = append(notes, fmt.Sprintf("the per-message pipeline settled only %.0f/s from a backlog", perMsg.Rate))
+		if pr.batchMax == 1 && perMsg.EventRate < rate {
+			notes = append(notes, fmt.Sprintf("the per-message pipeline settled only %.0f events/s from a backlog", perMsg.EventRate))
 		}
 		row.Note = strings.Join(notes, "; ")
 		h.add(row)
@@ -521,12 +610,95 @@ func (h *harness) measure(ctx context.Context) error {
 	return nil
 }
 
+// eventsPerTrade is about how many distinct money events demo.Generate
+// makes per trade (a payment, and refunds for half the trades).
+const eventsPerTrade = 2
+
+// storageRow measures write over events on one connection of db: the
+// raw rows or the rule floor, the harness's own work.
+func (h *harness) storageRow(ctx context.Context, db *bun.DB, row Row, events []storageEvent,
+	write func(context.Context, bun.Conn, []storageEvent, int) (time.Duration, error),
+) error {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("%s: connection: %w", row.Key, err)
+	}
+	defer func() { _ = conn.Close() }()
+	u, err := h.metered(ctx, func() (err error) {
+		row.Elapsed, err = write(ctx, conn, events, h.o.StorageBatch)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	row.Events, row.WorkerCPU, row.DBCPU, row.Statements = len(events), u.self, u.server, u.statements
+	h.add(row)
+	return nil
+}
+
+// metered runs fn and returns what it cost, from the meter's readings
+// right before and right after.
+func (h *harness) metered(ctx context.Context, fn func() error) (usage, error) {
+	start := h.meter.read(ctx)
+	if err := fn(); err != nil {
+		return usage{}, err
+	}
+	return h.meter.since(start, h.meter.read(ctx)), nil
+}
+
+// idleSample is how long serverFact watches the database server at rest.
+const idleSample = time.Second
+
+// Above these rates at rest, the database server is busy enough with
+// other clients for the table to say that its figures include their work.
+const (
+	busyStatements = 20   // statements/s
+	busyCPU        = 0.05 // CPU seconds per second
+)
+
+// serverFacts say where the database's CPU figures come from, what the
+// server did at rest (other clients, background work; every row's
+// database figures include it) and how loaded the machine was.
+func (h *harness) serverFacts(ctx context.Context) []string {
+	var facts []string
+	if load, err := os.ReadFile("/proc/loadavg"); err == nil {
+		if f := strings.Fields(string(load)); len(f) >= 3 {
+			facts = append(facts, fmt.Sprintf("load average before the run: %s %s %s (1, 5, 15 min; %d CPUs)",
+				f[0], f[1], f[2], runtime.NumCPU()))
+		}
+	}
+	start := h.meter.read(ctx)
+	t := time.NewTimer(idleSample)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+	u := h.meter.since(start, h.meter.read(ctx))
+	stmts := float64(u.statements) / idleSample.Seconds()
+	if h.meter.serverPID <= 0 {
+		facts = append(facts, fmt.Sprintf("database process: not on this machine, database CPU shown as -; "+
+			"at rest before the run: %.0f statements/s", stmts))
+	} else {
+		facts = append(facts, fmt.Sprintf("database process: pid %d, CPU from /proc/%d/stat; at rest before the run: "+
+			"%.0f ms CPU/s and %.0f statements/s", h.meter.serverPID, h.meter.serverPID, ms(u.server)/idleSample.Seconds(), stmts))
+	}
+	if stmts > busyStatements || u.server.Seconds()/idleSample.Seconds() > busyCPU {
+		facts = append(facts, "WARNING: the database server was busy with other clients before the run; "+
+			"its CPU and statement figures below include their work")
+	}
+	return facts
+}
+
 func (h *harness) add(r Row) {
 	if r.Rate == 0 && r.Elapsed > 0 {
-		r.Rate = float64(r.Count) / r.Elapsed.Seconds()
+		r.Rate = float64(r.Messages) / r.Elapsed.Seconds()
+	}
+	if r.EventRate == 0 && r.Elapsed > 0 {
+		r.EventRate = float64(r.Events) / r.Elapsed.Seconds()
 	}
 	if r.SteadyRate > 0 {
-		steady := fmt.Sprintf("first commit %s after start; %.0f events/s from then to the last commit",
+		steady := fmt.Sprintf("first commit %s after start; %.0f messages/s from then to the last commit",
 			r.FirstCommit.Round(time.Millisecond), r.SteadyRate)
 		if r.Note != "" {
 			steady = r.Note + "; " + steady
@@ -534,8 +706,9 @@ func (h *harness) add(r Row) {
 		r.Note = steady
 	}
 	h.res.Rows = append(h.res.Rows, r)
-	h.log.Info("measured", "row", r.Key, "count", r.Count, "elapsed", r.Elapsed.Round(time.Millisecond),
-		"per_second", int64(r.Rate), "p50", r.P50, "p99", r.P99, "peak_rss", r.PeakRSS)
+	h.log.Info("measured", "row", r.Key, "messages", r.Messages, "events", r.Events, "elapsed", r.Elapsed.Round(time.Millisecond),
+		"messages_per_second", int64(r.Rate), "events_per_second", int64(r.EventRate), "worker_cpu", r.WorkerCPU,
+		"db_cpu", r.DBCPU, "statements", r.Statements, "p50", r.P50, "p99", r.P99, "peak_rss", r.PeakRSS)
 }
 
 // consumerRun is one `consumer run` process's configuration.
@@ -575,9 +748,11 @@ func (h *harness) consumeTimeout(messages int) time.Duration {
 	return 2*time.Minute + time.Duration(messages)*5*time.Millisecond
 }
 
-// throughput runs one consumer over the backlog of c.topic until its group
-// has committed every partition to the end.
-func (h *harness) throughput(ctx context.Context, c consumerRun, messages int) (Row, error) {
+// throughput runs one consumer over the backlog of c.topic (messages,
+// carrying events distinct events) until its group has committed every
+// partition to the end, and measures what that cost.
+func (h *harness) throughput(ctx context.Context, c consumerRun, messages, events int) (Row, error) {
+	before := h.meter.read(ctx)
 	start := time.Now()
 	p, readyURL, err := h.startConsumer(ctx, c)
 	if err != nil {
@@ -593,14 +768,18 @@ func (h *harness) throughput(ctx context.Context, c consumerRun, messages int) (
 		return Row{}, err
 	}
 	elapsed := time.Since(start)
-	rss, err := p.peakRSS()
+	u := h.meter.since(before, h.meter.read(ctx))
+	worker, rss, err := p.usage()
 	if err != nil {
 		return Row{}, err
 	}
 	if err := p.stop(45 * time.Second); err != nil {
 		return Row{}, err
 	}
-	row := Row{Count: messages, Elapsed: elapsed, Startup: startup, PeakRSS: rss}
+	row := Row{
+		Messages: messages, Events: events, Elapsed: elapsed, Startup: startup, PeakRSS: rss,
+		WorkerCPU: worker, DBCPU: u.server, Statements: u.statements,
+	}
 	if !first.at.IsZero() {
 		row.FirstCommit = first.at.Sub(start)
 		if rest := elapsed - row.FirstCommit; rest > 0 && int64(messages) > first.committed {
@@ -701,9 +880,12 @@ func (h *harness) resetToEarliest(ctx context.Context, c consumerRun) error {
 	}
 }
 
-// paced starts a consumer, publishes stream at the paced rate with each
-// envelope stamped at its publish time, waits until everything is
-// committed, and reads publish→settled latencies from the claims.
+// paced starts a consumer, publishes stream at rate distinct events per
+// second (its messages, channel retries included, proportionally faster)
+// with each envelope stamped at its publish time, waits until everything
+// is committed, and reads publish→settled latencies from the claims. The
+// CPU and statements cover the whole row, from starting the consumer to
+// its last commit, idle moments included.
 func (h *harness) paced(ctx context.Context, c consumerRun, stream demo.Stream, db *bun.DB, rate float64) (Row, error) {
 	values := make([][]byte, len(stream.Messages))
 	msgKeys := make([][]byte, len(stream.Messages))
@@ -714,6 +896,8 @@ func (h *harness) paced(ctx context.Context, c consumerRun, stream demo.Stream, 
 	if err != nil {
 		return Row{}, err
 	}
+	msgRate := rate * float64(len(msgs)) / float64(max(1, stream.Events))
+	before := h.meter.read(ctx)
 	start := time.Now()
 	p, readyURL, err := h.startConsumer(ctx, c)
 	if err != nil {
@@ -724,7 +908,7 @@ func (h *harness) paced(ctx context.Context, c consumerRun, stream demo.Stream, 
 		return Row{}, err
 	}
 	startup := time.Since(start)
-	published, achieved, err := producePaced(ctx, h.brokers, c.topic, msgs, rate)
+	published, achieved, err := producePaced(ctx, h.brokers, c.topic, msgs, msgRate)
 	if err != nil {
 		return Row{}, err
 	}
@@ -733,7 +917,8 @@ func (h *harness) paced(ctx context.Context, c consumerRun, stream demo.Stream, 
 		return Row{}, err
 	}
 	drain := time.Since(lastPublish)
-	rss, err := p.peakRSS()
+	u := h.meter.since(before, h.meter.read(ctx))
+	worker, rss, err := p.usage()
 	if err != nil {
 		return Row{}, err
 	}
@@ -748,15 +933,16 @@ func (h *harness) paced(ctx context.Context, c consumerRun, stream demo.Stream, 
 		h.problem("%s: %d claims settled from %s, want %d", c.group, len(lat.total), c.topic, len(published))
 	}
 	row := Row{
-		Count: len(msgs), Rate: achieved, Elapsed: time.Duration(float64(len(msgs)) / achieved * float64(time.Second)),
-		Startup: startup, PeakRSS: rss,
+		Messages: len(msgs), Events: stream.Events, Rate: achieved,
+		Elapsed: time.Duration(float64(len(msgs)) / achieved * float64(time.Second)),
+		Startup: startup, PeakRSS: rss, WorkerCPU: worker, DBCPU: u.server, Statements: u.statements,
 	}
 	row.P50, row.P99 = percentile(lat.total, 0.50), percentile(lat.total, 0.99)
 	notes := []string{fmt.Sprintf("p50/p99 publish->claimed %s/%s, claimed->settled %s/%s",
 		latency(percentile(lat.toClaim, 0.50)), latency(percentile(lat.toClaim, 0.99)),
 		latency(percentile(lat.settle, 0.50)), latency(percentile(lat.settle, 0.99)))}
-	if achieved < 0.95*rate {
-		notes = append(notes, fmt.Sprintf("publisher reached only %.0f/s", achieved))
+	if achieved < 0.95*msgRate {
+		notes = append(notes, fmt.Sprintf("publisher reached only %.0f of %.0f messages/s", achieved, msgRate))
 	}
 	if drain > fellBehind {
 		notes = append(notes, fmt.Sprintf("FELL BEHIND: the group committed the last message %s after the last publish, "+

@@ -41,18 +41,44 @@ func TestRunTiny(t *testing.T) {
 		bench.RowPacedBatched: true, bench.RowPacedPerMesage: true,
 	}
 	paced := map[string]bool{bench.RowPacedBatched: true, bench.RowPacedPerMesage: true}
+	storage := map[string]bool{bench.RowRaw: true, bench.RowFloor: true}
 	keys := []string{
-		bench.RowTransport, bench.RowStorage, bench.RowPerMessage, bench.RowBatched, bench.RowReplay,
+		bench.RowTransport, bench.RowRaw, bench.RowFloor, bench.RowPerMessage, bench.RowBatched, bench.RowReplay,
 		bench.RowPacedBatched, bench.RowPacedPerMesage,
 	}
 	require.Len(t, res.Rows, len(keys))
+	events := res.Rows[0].Events
 	for i, key := range keys {
 		row := res.Rows[i]
 		assert.Equal(t, key, row.Key, "row %d", i)
-		assert.Positive(t, row.Count, "%s count", key)
+		assert.Positive(t, row.Events, "%s events", key)
 		assert.Positive(t, row.Elapsed, "%s elapsed", key)
-		assert.Positive(t, row.Rate, "%s rate", key)
+		assert.Positive(t, row.EventRate, "%s events/s", key)
+		assert.InDelta(t, float64(row.Events)/row.Elapsed.Seconds(), row.EventRate, row.EventRate/1000, "%s events/s", key)
+		// CPU is read in 10ms ticks: a tiny row's may round to zero, a
+		// pipeline's (a process started and run) never does.
+		assert.GreaterOrEqual(t, row.WorkerCPU, time.Duration(0), "%s worker CPU", key)
+		if storage[key] {
+			assert.Zero(t, row.Messages, "%s reads no messages", key)
+			assert.Equal(t, events, row.Events, "%s writes every distinct event", key)
+		} else {
+			assert.Greater(t, row.Messages, row.Events, "%s: more messages than distinct events", key)
+			assert.Positive(t, row.Rate, "%s msgs/s", key)
+		}
+		if key == bench.RowTransport {
+			assert.Negative(t, row.Statements, "transport: no statements measured")
+			continue
+		}
+		// The database's figures: statements always (the server's own
+		// counter); its CPU where the server runs on this machine.
+		assert.Positive(t, row.StatementsPerEvent(), "%s statements/event", key)
+		if res.DBProcess > 0 {
+			assert.GreaterOrEqual(t, row.DBCPU, time.Duration(0), "%s database CPU", key)
+		} else {
+			assert.Negative(t, row.DBCPU, "%s database CPU, server not on this machine", key)
+		}
 		if pipelines[key] {
+			assert.Positive(t, row.WorkerCPU, "%s worker CPU", key)
 			assert.Positive(t, row.PeakRSS, "%s peak RSS", key)
 			assert.Positive(t, row.Startup, "%s startup", key)
 		}
@@ -60,6 +86,14 @@ func TestRunTiny(t *testing.T) {
 			assert.Positive(t, row.P50, "%s p50", key)
 			assert.GreaterOrEqual(t, row.P99, row.P50, "%s p99", key)
 		}
+	}
+	bat, _ := res.Row(bench.RowBatched)
+	per, _ := res.Row(bench.RowPerMessage)
+	assert.Less(t, bat.StatementsPerEvent(), per.StatementsPerEvent(), "batches take fewer statements per event")
+	assert.Equal(t, events, bat.Events, "the batched row counts the stream's distinct events")
+	if res.DBProcess > 0 {
+		// Over a second of one statement per message: never under a tick.
+		assert.Positive(t, per.DBCPU, "per-message database CPU")
 	}
 
 	var table, lines bytes.Buffer
@@ -69,6 +103,13 @@ func TestRunTiny(t *testing.T) {
 		assert.Contains(t, table.String(), row.Name)
 		assert.Contains(t, lines.String(), "BenchmarkE2E/"+row.Key+" ")
 	}
+	for _, goal := range []string{
+		"batched events/s, ×rule floor", "batched distinct events/s", "database CPU per new event", "worker CPU per new event",
+		"replay messages/s", "replay worker CPU per message", "replay msgs/s, ×transport ceiling", "p99 publish->settled",
+	} {
+		assert.Contains(t, table.String(), "  "+goal+" ", "goal line")
+	}
+	assert.Regexp(t, `BenchmarkE2E/batched \d+ [\d.]+ ns/op \d+ msgs/s \d+ events/s [\d.]+ worker-us/event `, lines.String())
 	assert.Contains(t, table.String(), "sanity (settlement.Check, claims, totals per tenant): ok")
 	t.Log("\n" + table.String())
 }
@@ -95,12 +136,18 @@ func TestBacklogTiny(t *testing.T) {
 	row := res.Row
 	assert.Equal(t, bench.RowBacklog, row.Key)
 	assert.Equal(t, backlog, res.Requested)
-	assert.GreaterOrEqual(t, row.Count, backlog, "messages")
-	assert.Less(t, row.Count, backlog*11/10, "messages")
+	assert.GreaterOrEqual(t, row.Messages, backlog, "messages")
+	assert.Less(t, row.Messages, backlog*11/10, "messages")
+	assert.Positive(t, row.Events, "distinct events")
+	assert.Less(t, row.Events, row.Messages, "distinct events")
 	assert.Positive(t, row.Elapsed, "elapsed")
 	assert.Positive(t, row.Startup, "startup")
 	assert.Less(t, row.Startup, row.Elapsed, "startup is part of elapsed")
-	assert.InDelta(t, float64(row.Count)/row.Elapsed.Seconds(), row.Rate, row.Rate/1000, "events/s")
+	assert.InDelta(t, float64(row.Messages)/row.Elapsed.Seconds(), row.Rate, row.Rate/1000, "msgs/s")
+	assert.InDelta(t, float64(row.Events)/row.Elapsed.Seconds(), row.EventRate, row.EventRate/1000, "events/s")
+	assert.Positive(t, row.WorkerCPU, "worker CPU")
+	assert.GreaterOrEqual(t, row.DBCPU, time.Duration(0), "database CPU")
+	assert.Positive(t, row.StatementsPerEvent(), "statements/event")
 	assert.Positive(t, row.PeakRSS, "worker peak RSS")
 	assert.Positive(t, res.BrokerPeakRSS, "broker peak RSS")
 
@@ -110,6 +157,7 @@ func TestBacklogTiny(t *testing.T) {
 	assert.Contains(t, table.String(), row.Name)
 	assert.Contains(t, table.String(), "worker peak RSS")
 	assert.Contains(t, table.String(), "sanity (settlement.Check, claims, totals per tenant): ok")
-	assert.Regexp(t, `^BenchmarkE2E/backlog=2000 \d+ [\d.]+ ns/op \d+ events/s [\d.]+ peak-RSS-MiB [\d.]+ broker-peak-RSS-MiB\n$`, lines.String())
+	assert.Regexp(t, `^BenchmarkE2E/backlog=2000 \d+ [\d.]+ ns/op \d+ msgs/s \d+ events/s [\d.]+ worker-us/event `+
+		`([\d.]+ db-us/event )?[\d.]+ stmts/event [\d.]+ peak-RSS-MiB [\d.]+ broker-peak-RSS-MiB\n$`, lines.String())
 	t.Log("\n" + table.String() + "\n" + lines.String())
 }

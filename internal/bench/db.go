@@ -4,12 +4,10 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"hash/fnv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -114,6 +112,7 @@ type storageEvent struct {
 	ev        channels.Event
 	json      string
 	partition int
+	offset    int64 // the message's offset in its partition
 }
 
 // distinctEvents decodes values and keeps the first occurrence of each
@@ -122,6 +121,7 @@ func distinctEvents(values [][]byte) ([]storageEvent, error) {
 	dec := channels.NewDecoder(keys())
 	seen := map[string]bool{}
 	var out []storageEvent
+	var offsets [Partitions]int64
 	for _, v := range values {
 		res, err := dec.Decode(v)
 		if err != nil || res.Ignored {
@@ -138,49 +138,31 @@ func distinctEvents(values [][]byte) ([]storageEvent, error) {
 		}
 		h := fnv.New32a()
 		_, _ = h.Write([]byte(string(res.Event.Channel) + ":" + res.Event.TradeNo))
-		out = append(out, storageEvent{ev: res.Event, json: js, partition: int(h.Sum32() % Partitions)})
+		p := int(h.Sum32() % Partitions)
+		out = append(out, storageEvent{ev: res.Event, json: js, partition: p, offset: offsets[p]})
+		offsets[p]++
 	}
 	return out, nil
 }
 
-// storageCeiling inserts, for every event, the rows the pipeline writes for
-// it (a claim row, an order upsert, a debit and a credit ledger row) as
-// multi-row INSERTs of batch events per transaction, over conns connections.
-// Events of one trade always go to the same connection, in order, as
-// Kafka's per-partition order would send them, so connections never wait on
-// each other's order rows. It returns the elapsed time.
-func storageCeiling(ctx context.Context, db *bun.DB, events []storageEvent, batch, conns int) (time.Duration, int64, error) {
-	var deadlocks atomic.Int64
-	shares := make([][]storageEvent, conns)
-	for _, e := range events {
-		i := e.partition % conns
-		shares[i] = append(shares[i], e)
-	}
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
+// rawRows writes, for every event, the rows the pipeline writes for it (a
+// claim row, an order upsert, a debit and a credit ledger row) as
+// multi-row INSERTs of batch events per transaction, in stream order, on
+// one connection: what storing an event costs with no rule to follow. It
+// returns the elapsed time.
+func rawRows(ctx context.Context, conn bun.Conn, events []storageEvent, batch int) (time.Duration, error) {
 	start := time.Now()
-	var wg sync.WaitGroup
-	for _, share := range shares {
-		wg.Go(func() {
-			for len(share) > 0 {
-				n := min(batch, len(share))
-				if err := insertBatch(ctx, db, share[:n], &deadlocks); err != nil {
-					cancel(err)
-					return
-				}
-				share = share[n:]
-			}
-		})
+	for rest := events; len(rest) > 0; {
+		n := min(batch, len(rest))
+		if err := insertBatch(ctx, conn, rest[:n]); err != nil {
+			return 0, err
+		}
+		rest = rest[n:]
 	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	if err := context.Cause(ctx); err != nil {
-		return 0, deadlocks.Load(), err
-	}
-	return elapsed, deadlocks.Load(), nil
+	return time.Since(start), nil
 }
 
-func insertBatch(ctx context.Context, db *bun.DB, events []storageEvent, deadlocks *atomic.Int64) error {
+func insertBatch(ctx context.Context, conn bun.Conn, events []storageEvent) error {
 	now := time.Now().UTC()
 	var claims, orders, ledger strings.Builder
 	var claimArgs, orderArgs, ledgerArgs []any
@@ -198,7 +180,7 @@ func insertBatch(ctx context.Context, db *bun.DB, events []storageEvent, deadloc
 			ledger.WriteString(", ")
 		}
 		claims.WriteString("(?, ?, ?, 'SETTLED', 'POSTED', ?, ?, 'bench', ?, ?, ?, ?)")
-		claimArgs = append(claimArgs, ev.TenantID, []byte(ev.Key), string(ev.Type), ev.Fingerprint, e.json, e.partition, int64(i), now, now)
+		claimArgs = append(claimArgs, ev.TenantID, []byte(ev.Key), string(ev.Type), ev.Fingerprint, e.json, e.partition, e.offset, now, now)
 
 		paid, refunded := ev.OrderTotal, int64(0)
 		debit, credit := settlement.ReceivableAccount(ev.Channel), settlement.AccountMerchantPayable
@@ -221,42 +203,20 @@ func insertBatch(ctx context.Context, db *bun.DB, events []storageEvent, deadloc
 	orders.WriteString(" ON DUPLICATE KEY UPDATE paid_amount = paid_amount + VALUES(paid_amount), " +
 		"refunded_amount = refunded_amount + VALUES(refunded_amount), updated_at = VALUES(updated_at)")
 
-	var err error
-	for attempt := range maxDeadlockRetries {
-		err = db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
-			if _, err := tx.ExecContext(ctx, claims.String(), claimArgs...); err != nil {
-				return fmt.Errorf("insert claims: %w", err)
-			}
-			if _, err := tx.ExecContext(ctx, orders.String(), orderArgs...); err != nil {
-				return fmt.Errorf("upsert orders: %w", err)
-			}
-			if _, err := tx.ExecContext(ctx, ledger.String(), ledgerArgs...); err != nil {
-				return fmt.Errorf("insert ledger rows: %w", err)
-			}
-			return nil
-		})
-		if !isDeadlock(err) {
-			break
+	err := conn.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		if _, err := tx.ExecContext(ctx, claims.String(), claimArgs...); err != nil {
+			return fmt.Errorf("insert claims: %w", err)
 		}
-		deadlocks.Add(1)
-		if attempt+1 < maxDeadlockRetries {
-			continue
+		if _, err := tx.ExecContext(ctx, orders.String(), orderArgs...); err != nil {
+			return fmt.Errorf("upsert orders: %w", err)
 		}
-	}
+		if _, err := tx.ExecContext(ctx, ledger.String(), ledgerArgs...); err != nil {
+			return fmt.Errorf("insert ledger rows: %w", err)
+		}
+		return nil
+	})
 	if err != nil {
-		return fmt.Errorf("storage ceiling batch of %d events: %w", len(events), err)
+		return fmt.Errorf("raw rows, batch of %d events: %w", len(events), err)
 	}
 	return nil
-}
-
-// maxDeadlockRetries bounds how often a storage-ceiling batch is retried
-// after InnoDB chose it as a deadlock victim (concurrent order upserts take
-// gap locks on the unique index).
-const maxDeadlockRetries = 5
-
-// isDeadlock reports whether err is InnoDB's deadlock (1213) or lock wait
-// timeout (1205): the transaction was rolled back and may simply run again.
-func isDeadlock(err error) bool {
-	var me *mysql.MySQLError
-	return errors.As(err, &me) && (me.Number == 1213 || me.Number == 1205)
 }
