@@ -42,9 +42,12 @@ bench-go:
 	@mkdir -p bench/results
 	$(GO) test -run '^$$' -bench . -benchmem -count 3 ./pkg/... | tee bench/results/go.txt
 
-## bench-e2e: the end-to-end harness (ceilings, per-message and batched
-## pipelines, replay, paced latency) against MariaDB (PAYCB_BENCH_DSN or
-## TEST_MYSQL_DSN, default root@127.0.0.1:3306); table in bench/results/e2e.txt.
+## bench-e2e: the end-to-end harness (transport ceiling, raw rows, the rule
+## floor, per-message and batched pipelines, replay, paced latency) against
+## MariaDB (PAYCB_BENCH_DSN or TEST_MYSQL_DSN, default root@127.0.0.1:3306),
+## each row in messages/s and distinct events/s with worker and database CPU
+## (from /proc, when the server runs here) and statements per event, and the
+## goals evaluated; table in bench/results/e2e.txt.
 ## BENCH_FLAGS passes flags, e.g. BENCH_FLAGS=--trades=30 for a quick run.
 BENCH_FLAGS ?=
 bench-e2e:
@@ -53,8 +56,9 @@ bench-e2e:
 ## bench-backlog: the memory goal's measurement alone: BACKLOG generated
 ## messages (at least; default 1,000,000) produced to a kfake-broker process,
 ## then one batched consumer (PAYCB_BATCH_MAX=256) over all of them; reports
-## elapsed, events/s, and the peak RSS of the worker and of the broker, with
-## the ledger's sanity checks; table in bench/results/backlog.txt. Takes
+## elapsed, messages/s and distinct events/s, CPU and statements per event,
+## and the peak RSS of the worker and of the broker, with the ledger's sanity
+## checks; table in bench/results/backlog.txt. Takes
 ## several minutes at the default size. BENCH_FLAGS passes flags too.
 BACKLOG ?= 1000000
 bench-backlog:
