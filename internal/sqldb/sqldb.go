@@ -21,7 +21,9 @@ import (
 
 // MySQLConfig parses a go-sql-driver/mysql DSN and applies the settings the
 // worker depends on, whatever the DSN says: parseTime, UTC times, strict SQL
-// mode (an over-long value is an error, never truncated), and bounded dial,
+// mode (an over-long value is an error, never truncated), affected-row
+// counts that count changed rows, not found ones (clientFoundRows off: the
+// claim store's multi-row upsert reads "inserted" from them), and bounded dial,
 // read and write timeouts (5s, 60s, 60s) where the DSN sets none.
 func MySQLConfig(dsn string) (*mysql.Config, error) {
 	cfg, err := mysql.ParseDSN(dsn)
@@ -31,6 +33,7 @@ func MySQLConfig(dsn string) (*mysql.Config, error) {
 	}
 	cfg.ParseTime = true
 	cfg.Loc = time.UTC
+	cfg.ClientFoundRows = false
 	if cfg.Params == nil {
 		cfg.Params = map[string]string{}
 	}

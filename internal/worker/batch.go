@@ -212,7 +212,7 @@ func (p *Pipeline) acquireLeaders(ctx context.Context, leaders []moneyItem, stat
 	if len(claims) == 0 {
 		return results, nil
 	}
-	res, err := p.Claims.AcquireNew(ctx, claims)
+	res, err := p.Claims.AcquireMany(ctx, claims)
 	if err != nil {
 		// The insert may have committed without an answer.
 		for _, j := range fresh {

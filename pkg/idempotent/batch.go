@@ -58,25 +58,31 @@ func (s *Store) LookupMany(ctx context.Context, keys []TenantKey) (map[TenantKey
 	return out, nil
 }
 
-// AcquireNew claims keys that a LookupMany has just found absent, with one
-// multi-row INSERT, and returns one Result per claim, in order. The
-// statement runs on the pool and has committed before any Acquired is
-// reported, and the unique index decides every row: a key another acquirer
-// claimed since the lookup comes back Duplicate or Conflict, as from
-// Acquire.
+// AcquireMany is the acquire step: it claims each of claims (usually the
+// keys a LookupMany has just found absent) and returns one Result per
+// claim, in order. The unique index uk_idem decides every row: the
+// statements run on the pool, each committing on its own, and a claim is
+// reported Acquired only once the row this call inserted has committed; a
+// key already claimed comes back Duplicate (same fingerprint) or Conflict,
+// with the stored claim read back by a fresh statement, so it reflects the
+// latest committed row.
 //
-// On MySQL/MariaDB a multi-row INSERT fails whole on one existing key and
-// INSERT IGNORE hides other errors, so the insert is INSERT … ON DUPLICATE
-// KEY UPDATE id = id (SQLite: ON CONFLICT DO NOTHING), which changes nothing
-// on a duplicate, with a batch token that only an inserted row carries;
-// reading the token back tells which rows this statement wrote. The others
-// are read back like Acquire's duplicates.
+// The statements depend on the number of claims, the decisions do not. One
+// claim is a plain INSERT, and only its duplicate-key error (never any
+// other error) means the key was claimed already. Several are one
+// multi-row INSERT … ON DUPLICATE KEY UPDATE id = id (SQLite: ON CONFLICT
+// DO NOTHING), which changes nothing on a duplicate: on MySQL/MariaDB a
+// multi-row INSERT fails whole on one existing key, and INSERT IGNORE
+// hides other errors. Each row of the upsert counts one affected row when
+// inserted and none when it met a duplicate, so when every row counts the
+// statement inserted them all; otherwise a batch token, which only rows
+// this statement inserted carry, is read back to tell which.
 //
 // Every claim must be valid and each (tenant, key) may appear once;
 // otherwise nothing is written and the error wraps ErrInvalidClaim. Any
-// database error is returned wrapped and means nothing is known (the insert
-// may have committed): retry the batch, lookup first.
-func (s *Store) AcquireNew(ctx context.Context, claims []Claim) ([]Result, error) {
+// database error is returned wrapped and means nothing is known (an
+// insert may have committed): retry, and the unique index decides again.
+func (s *Store) AcquireMany(ctx context.Context, claims []Claim) ([]Result, error) {
 	results := make([]Result, len(claims))
 	if len(claims) == 0 {
 		return results, nil
@@ -84,6 +90,14 @@ func (s *Store) AcquireNew(ctx context.Context, claims []Claim) ([]Result, error
 	keys, err := checkBatch(claims)
 	if err != nil {
 		return nil, err
+	}
+	if len(claims) == 1 {
+		r, err := s.acquireOne(ctx, claims[0])
+		if err != nil {
+			return nil, err
+		}
+		results[0] = r
+		return results, nil
 	}
 	fresh := make([]int, len(claims))
 	for i := range fresh {
@@ -98,8 +112,15 @@ func (s *Store) AcquireNew(ctx context.Context, claims []Claim) ([]Result, error
 	if _, err := rand.Read(token[:]); err != nil {
 		return nil, fmt.Errorf("acquire batch: token: %w", err)
 	}
-	if err := s.insertMany(ctx, claims, fresh, token[:]); err != nil {
+	n, err := s.insertMany(ctx, claims, fresh, token[:])
+	if err != nil {
 		return nil, fmt.Errorf("acquire batch of %d: %w", len(fresh), err)
+	}
+	if n == int64(len(fresh)) {
+		for i := range results {
+			results[i] = Result{Kind: Acquired}
+		}
+		return results, nil
 	}
 	var mine []claimRow
 	if err := s.db.NewSelect().Model(&mine).Column("tenant_id", "idempotent_key").
@@ -135,7 +156,7 @@ func (s *Store) AcquireNew(ctx context.Context, claims []Claim) ([]Result, error
 			// a row of a multi-row upsert whose duplicate was a concurrent
 			// insert that then rolled back (a deadlock victim). Let the
 			// single-row insert and its duplicate-key error decide it.
-			r, err := s.Acquire(ctx, claims[i])
+			r, err := s.acquireOne(ctx, claims[i])
 			if err != nil {
 				return nil, fmt.Errorf("acquire batch: %w", err)
 			}
@@ -145,6 +166,54 @@ func (s *Store) AcquireNew(ctx context.Context, claims []Claim) ([]Result, error
 		results[i] = Compare(claims[i], rec)
 	}
 	return results, nil
+}
+
+// acquireOne claims c with a plain INSERT, a statement of its own; only
+// its duplicate-key error means the key is claimed, and the stored claim
+// is then read back with a fresh statement.
+func (s *Store) acquireOne(ctx context.Context, c Claim) (Result, error) {
+	src := c.Source
+	if src.Topic == "" {
+		src = NoSource
+	}
+	row := claimRow{
+		TenantID:        c.TenantID,
+		IdempotentKey:   string(c.Key),
+		EventType:       string(c.EventType),
+		Status:          string(StatusAcquired),
+		Fingerprint:     c.Fingerprint,
+		SourceTopic:     src.Topic,
+		SourcePartition: src.Partition,
+		SourceOffset:    src.Offset,
+		CreatedAt:       s.Now(),
+	}
+	if c.Event != nil {
+		ev := string(c.Event)
+		row.EventJSON = &ev
+	}
+	_, err := s.db.NewInsert().Model(&row).
+		Column("tenant_id", "idempotent_key", "event_type", "status", "fingerprint", "event_json",
+			"source_topic", "source_partition", "source_offset", "created_at").
+		Returning("").
+		Exec(ctx)
+	if err == nil {
+		return Result{Kind: Acquired}, nil
+	}
+	if err = ClassifyDuplicate(err); !errors.Is(err, ErrDuplicateKey) {
+		return Result{}, fmt.Errorf("acquire %s: %w", c.Key, err)
+	}
+	tk := TenantKey{c.TenantID, c.Key}
+	existing, err := s.LookupMany(ctx, []TenantKey{tk})
+	if err != nil {
+		return Result{}, fmt.Errorf("acquire %s: read existing claim: %w", c.Key, err)
+	}
+	rec, ok := existing[tk]
+	if !ok {
+		// The index refused the key, yet no committed claim holds it: a
+		// concurrent insert that has since rolled back. Nothing is known.
+		return Result{}, fmt.Errorf("acquire %s: duplicate key, but no committed claim: %w", c.Key, ErrNotFound)
+	}
+	return Compare(c, rec), nil
 }
 
 // checkBatch validates every claim and refuses a (tenant, key) twice; it
@@ -174,7 +243,9 @@ func Compare(c Claim, rec Record) Result {
 	return Result{Kind: Duplicate, Existing: rec}
 }
 
-func (s *Store) insertMany(ctx context.Context, claims []Claim, idx []int, token []byte) error {
+// insertMany runs the multi-row upsert of the claims at idx and returns
+// its affected-row count: one per row inserted, none for a duplicate.
+func (s *Store) insertMany(ctx context.Context, claims []Claim, idx []int, token []byte) (int64, error) {
 	now := s.Now()
 	var b strings.Builder
 	b.WriteString(`INSERT INTO ss_channel_idempotent (tenant_id, idempotent_key, event_type, status, fingerprint,
@@ -203,15 +274,19 @@ func (s *Store) insertMany(ctx context.Context, claims []Claim, idx []int, token
 	} else {
 		b.WriteString(" ON DUPLICATE KEY UPDATE id = id")
 	}
-	_, err := s.db.ExecContext(ctx, b.String(), args...)
+	res, err := s.db.ExecContext(ctx, b.String(), args...)
 	if err != nil {
 		if errors.Is(ClassifyDuplicate(err), ErrDuplicateKey) {
 			// Impossible with the clause above; never read as "duplicate".
-			return fmt.Errorf("unexpected duplicate-key error from an upsert: %w", err)
+			return 0, fmt.Errorf("unexpected duplicate-key error from an upsert: %w", err)
 		}
-		return err
+		return 0, err
 	}
-	return nil
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("rows affected: %w", err)
+	}
+	return n, nil
 }
 
 // ReadMany reads the claims for keys inside db (a transaction or the pool)
@@ -241,13 +316,14 @@ func (s *Store) ReadMany(ctx context.Context, db bun.IDB, keys []TenantKey) (map
 	return out, nil
 }
 
-// SettleMany is the fence for a batch: inside the caller's business
-// transaction it moves every claim in outcomes from ACQUIRED to SETTLED with
-// its outcome, with one UPDATE per tenant. If any of them is not ACQUIRED
-// (another settler won, or it does not exist) it returns ErrFenceLost and
-// the caller must roll back the whole batch, business writes included:
-// the UPDATE's row locks serialise concurrent settlers, so exactly one of
-// them commits.
+// SettleMany is the fence, the one way a claim becomes SETTLED: inside the
+// caller's business transaction it moves every claim in outcomes from
+// ACQUIRED to SETTLED with its outcome, with one UPDATE per tenant. If any
+// of them is not ACQUIRED it returns ErrFenceLost (another settler won: a
+// final, successful outcome for that claim; never retry the same writes),
+// or ErrNotFound when a key was never claimed, and the caller must roll
+// back the whole transaction, business writes included. The UPDATE's row
+// locks serialise concurrent settlers, so exactly one of them commits.
 func (s *Store) SettleMany(ctx context.Context, tx bun.Tx, outcomes map[TenantKey]Outcome) error {
 	byTenant := map[int64][]TenantKey{}
 	for k, o := range outcomes {
@@ -283,6 +359,16 @@ func (s *Store) SettleMany(ctx context.Context, tx bun.Tx, outcomes map[TenantKe
 			return fmt.Errorf("settle %d claims of tenant %d: rows affected: %w", len(keys), tenant, err)
 		}
 		if n != int64(len(keys)) {
+			// Settled by another settler, or never claimed: tell the two apart.
+			found, err := s.ReadMany(ctx, tx, keys)
+			if err != nil {
+				return fmt.Errorf("settle %d claims of tenant %d: %w", len(keys), tenant, err)
+			}
+			for _, k := range keys {
+				if _, ok := found[k]; !ok {
+					return fmt.Errorf("settle %s: claim %d/%s: %w", k.Key, k.TenantID, k.Key, ErrNotFound)
+				}
+			}
 			return fmt.Errorf("settle %d claims of tenant %d: %d were ACQUIRED: %w", len(keys), tenant, n, ErrFenceLost)
 		}
 	}

@@ -15,9 +15,9 @@ import (
 	"github.com/paycallback/paycallback/pkg/idempotent"
 )
 
-// TestAcquireNew: the insert decides every claim of a batch, including keys
+// TestAcquireMany: the insert decides every claim of a batch, including keys
 // that already exist (no lookup skips them here).
-func TestAcquireNew(t *testing.T) {
+func TestAcquireMany(t *testing.T) {
 	sqldbtest.Dialects(t, func(t *testing.T, db *bun.DB) { //nolint:thelper // a test body run once per dialect
 		ctx := context.Background()
 		store := idempotent.NewStore(db)
@@ -43,7 +43,7 @@ func TestAcquireNew(t *testing.T) {
 			claimFor(refundLower, 1001),
 			claimFor(refundUpper, 1001), // differs only in case: its own claim
 		}
-		res, err := store.AcquireNew(ctx, batch)
+		res, err := store.AcquireMany(ctx, batch)
 		require.NoError(t, err)
 		kinds := make([]idempotent.ResultKind, len(res))
 		for i, r := range res {
@@ -56,19 +56,19 @@ func TestAcquireNew(t *testing.T) {
 		assert.Equal(t, dupe.Source, res[1].Existing.Source)
 
 		// The same batch again: all known, nothing acquired twice.
-		res, err = store.AcquireNew(ctx, batch)
+		res, err = store.AcquireMany(ctx, batch)
 		require.NoError(t, err)
 		for i, r := range res {
 			assert.NotEqual(t, idempotent.Acquired, r.Kind, "claim %d", i)
 		}
 		assert.Equal(t, 6, countClaims(t, db, "1 = 1"), "two made before, four by the batch")
 
-		_, err = store.AcquireNew(ctx, []idempotent.Claim{dupe, dupe})
+		_, err = store.AcquireMany(ctx, []idempotent.Claim{dupe, dupe})
 		require.ErrorIs(t, err, idempotent.ErrInvalidClaim, "a key twice in one batch is refused")
 	})
 }
 
-func TestAcquireNewAndLookupMany(t *testing.T) {
+func TestAcquireManyAndLookupMany(t *testing.T) {
 	sqldbtest.Dialects(t, func(t *testing.T, db *bun.DB) { //nolint:thelper // a test body run once per dialect
 		ctx := context.Background()
 		store := idempotent.NewStore(db)
@@ -105,7 +105,7 @@ func TestAcquireNewAndLookupMany(t *testing.T) {
 		changed := lateConflict
 		changed.Fingerprint = "2222222222222222222222222222222222222222222222222222222222222222"
 		fresh := claimFor(mustKey(t, "L-fresh"), 1001)
-		res, err := store.AcquireNew(ctx, []idempotent.Claim{late, fresh, changed})
+		res, err := store.AcquireMany(ctx, []idempotent.Claim{late, fresh, changed})
 		require.NoError(t, err)
 		require.Len(t, res, 3)
 		assert.Equal(t, idempotent.Duplicate, res[0].Kind)
@@ -113,7 +113,7 @@ func TestAcquireNewAndLookupMany(t *testing.T) {
 		assert.Equal(t, idempotent.Conflict, res[2].Kind)
 		assert.Equal(t, 1, countClaims(t, db, "idempotent_key = ?", string(late.Key)))
 
-		_, err = store.AcquireNew(ctx, []idempotent.Claim{fresh, fresh})
+		_, err = store.AcquireMany(ctx, []idempotent.Claim{fresh, fresh})
 		require.ErrorIs(t, err, idempotent.ErrInvalidClaim, "a key twice in one batch is refused")
 	})
 }
@@ -147,7 +147,7 @@ func TestConcurrentOverlappingBatchesClaimEachKeyOnce(t *testing.T) {
 				defer wg.Done()
 				<-start
 				for {
-					res, err := store.AcquireNew(ctx, batch)
+					res, err := store.AcquireMany(ctx, batch)
 					if err != nil {
 						// Concurrent upserts may deadlock; the unique index
 						// still decided nothing wrongly. Retry like the worker.

@@ -19,7 +19,7 @@ import (
 
 var benchSeq atomic.Int64
 
-func BenchmarkAcquireNew(b *testing.B) {
+func BenchmarkAcquireMany(b *testing.B) {
 	db := sqldbtest.MustMySQL(b)
 	store := idempotent.NewStore(db)
 	ctx := context.Background()

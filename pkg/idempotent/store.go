@@ -103,57 +103,14 @@ func utcPtr(t *time.Time) *time.Time {
 	return &u
 }
 
-// Acquire claims c.Key for c.TenantID. The insert runs on the pool as a
-// statement of its own and has committed when Acquire returns Acquired.
-//
-// When the unique index refuses the insert, Acquire reads the stored claim
-// back with a fresh statement (so it sees the latest committed row, not an
-// older snapshot) and returns Duplicate when the fingerprints match, Conflict
-// when they differ. Any other failure — an invalid claim, a refused or lost
-// connection, a timeout, a deadlock, a cancelled context — is returned as an
-// error, wrapped with the key; it never means "duplicate", and the caller
-// must treat the message as not handled.
+// Acquire claims c.Key for c.TenantID: AcquireMany with one claim, whose
+// contract it has.
 func (s *Store) Acquire(ctx context.Context, c Claim) (Result, error) {
-	if err := c.Validate(); err != nil {
-		return Result{}, fmt.Errorf("acquire %s: %w", c.Key, err)
-	}
-	src := c.Source
-	if src.Topic == "" {
-		src = NoSource
-	}
-	row := claimRow{
-		TenantID:        c.TenantID,
-		IdempotentKey:   string(c.Key),
-		EventType:       string(c.EventType),
-		Status:          string(StatusAcquired),
-		Fingerprint:     c.Fingerprint,
-		SourceTopic:     src.Topic,
-		SourcePartition: src.Partition,
-		SourceOffset:    src.Offset,
-		CreatedAt:       s.Now(),
-	}
-	if c.Event != nil {
-		ev := string(c.Event)
-		row.EventJSON = &ev
-	}
-	_, err := s.db.NewInsert().Model(&row).
-		Column("tenant_id", "idempotent_key", "event_type", "status", "fingerprint", "event_json",
-			"source_topic", "source_partition", "source_offset", "created_at").
-		Exec(ctx)
-	if err == nil {
-		return Result{Kind: Acquired}, nil
-	}
-	if err = ClassifyDuplicate(err); !errors.Is(err, ErrDuplicateKey) {
-		return Result{}, fmt.Errorf("acquire %s: %w", c.Key, err)
-	}
-	existing, err := s.Get(ctx, c.TenantID, c.Key)
+	res, err := s.AcquireMany(ctx, []Claim{c})
 	if err != nil {
-		return Result{}, fmt.Errorf("acquire %s: read existing claim: %w", c.Key, err)
+		return Result{}, err
 	}
-	if existing.Fingerprint != c.Fingerprint {
-		return Result{Kind: Conflict, Existing: existing}, nil
-	}
-	return Result{Kind: Duplicate, Existing: existing}, nil
+	return res[0], nil
 }
 
 // Get reads the claim for (tenantID, key) from the pool, as a statement of
@@ -161,13 +118,6 @@ func (s *Store) Acquire(ctx context.Context, c Claim) (Result, error) {
 // there is none.
 func (s *Store) Get(ctx context.Context, tenantID int64, key Key) (Record, error) {
 	return get(ctx, s.db, tenantID, key, false)
-}
-
-// GetForUpdate reads the claim inside tx with a locking read (SQLite: the
-// transaction already holds the write lock). It returns ErrNotFound when
-// there is none.
-func (s *Store) GetForUpdate(ctx context.Context, tx bun.Tx, tenantID int64, key Key) (Record, error) {
-	return get(ctx, tx, tenantID, key, true)
 }
 
 func get(ctx context.Context, db bun.IDB, tenantID int64, key Key, forUpdate bool) (Record, error) {
@@ -187,46 +137,10 @@ func get(ctx context.Context, db bun.IDB, tenantID int64, key Key, forUpdate boo
 	return row.record(), nil
 }
 
-// Settle is the fence. Inside the caller's business transaction tx it moves
-// the claim from ACQUIRED to SETTLED, recording outcome and the time, only if
-// it is still ACQUIRED. It returns ErrFenceLost when the claim is already
-// SETTLED (another settler won: roll back the business writes; that is a
-// final, successful outcome) and ErrNotFound when there is no claim.
-//
-// Concurrent settlers of one claim must be serialised before they write
-// anything: lock the claim first with GetForUpdate (then the order rows),
-// decide, write, and call Settle last; or call Settle first, whose row lock
-// does the same.
+// Settle is the fence for one claim: SettleMany with one key, whose
+// contract it has.
 func (s *Store) Settle(ctx context.Context, tx bun.Tx, tenantID int64, key Key, outcome Outcome) error {
-	if !outcome.Valid() {
-		return fmt.Errorf("settle %s: invalid outcome %q", key, outcome)
-	}
-	// The unique key, forced: planned through idx_status_created on a small
-	// or fresh table, the UPDATE would lock other ACQUIRED claims too and
-	// deadlock with their settlers.
-	hint := "FORCE INDEX (uk_idem)"
-	if tx.Dialect().Name() == dialect.SQLite {
-		hint = "INDEXED BY uk_idem"
-	}
-	res, err := tx.ExecContext(ctx, "UPDATE ss_channel_idempotent "+hint+
-		" SET status = ?, settle_outcome = ?, settled_at = ?"+
-		" WHERE tenant_id = ? AND idempotent_key = ? AND status = ?",
-		string(StatusSettled), string(outcome), s.Now(), tenantID, string(key), string(StatusAcquired))
-	if err != nil {
-		return fmt.Errorf("settle %s: %w", key, err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return fmt.Errorf("settle %s: rows affected: %w", key, err)
-	}
-	if n == 1 {
-		return nil
-	}
-	// Not ACQUIRED any more, or never claimed: tell the two apart.
-	if _, err := get(ctx, tx, tenantID, key, false); err != nil {
-		return fmt.Errorf("settle %s: %w", key, err)
-	}
-	return fmt.Errorf("settle %s: %w", key, ErrFenceLost)
+	return s.SettleMany(ctx, tx, map[TenantKey]Outcome{{TenantID: tenantID, Key: key}: outcome})
 }
 
 // maxLastError bounds the stored last error (the column is VARCHAR(1024)).

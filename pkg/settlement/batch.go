@@ -77,7 +77,10 @@ func (s *Service) SettleBatch(ctx context.Context, evs []channels.Event) ([]Resu
 		seen[keys[i]] = true
 	}
 
-	if !s.sqlite {
+	// A batch of one holds its transaction for a few statements only: it
+	// creates a missing order row inside it, as lockOrders does, and so
+	// writes nothing at all when it fails.
+	if !s.sqlite && len(evs) > 1 {
 		if err := s.createOrders(ctx, evs); err != nil {
 			return nil, fmt.Errorf("settle batch of %d: %w", len(evs), err)
 		}
@@ -182,16 +185,18 @@ func (s *Service) createOrders(ctx context.Context, evs []channels.Event) error 
 var ErrBatchIncomplete = errors.New("batch settled in part")
 
 // runBatchTx runs settleBatchTx, again (twice at most) after a lost race
-// for an order row or a deadlock.
+// for an order row, a deadlock, or a fence lost to a settler that
+// committed after the claims were read.
 func (s *Service) runBatchTx(ctx context.Context, evs []channels.Event, keys []idempotent.TenantKey, sts []settlement, lost, busy []bool, skipBusy bool) error {
 	var err error
 	for attempt := 0; attempt < 3; attempt++ {
 		err = s.settleBatchTx(ctx, evs, keys, sts, lost, busy, skipBusy)
-		if !errors.Is(err, errOrderRace) && !idempotent.IsDeadlock(err) {
+		if !errors.Is(err, errOrderRace) && !idempotent.IsDeadlock(err) && !errors.Is(err, idempotent.ErrFenceLost) {
 			break
 		}
 		// Nothing was written; the next attempt finds the order rows the
-		// race was lost to, or runs after the deadlock's other side.
+		// race was lost to, runs after the deadlock's other side, or reads
+		// the claims another settler settled as lost.
 	}
 	return err
 }

@@ -13,20 +13,6 @@ import (
 	"github.com/paycallback/paycallback/pkg/idempotent"
 )
 
-// lockOrder creates the order row of ev's trade if it does not exist yet
-// and locks it, exactly as a batch of one would (lockOrders). The first
-// event of a trade sets its total, merchant order number and currency;
-// later events never change them. Losing the race to create the row is
-// handled in the transaction; only a trade that keeps losing it gives an
-// error wrapping errOrderRace, and Settle then runs again.
-func (s *Service) lockOrder(ctx context.Context, tx bun.Tx, ev channels.Event, now time.Time) (Order, error) {
-	orders, _, err := s.lockOrders(ctx, tx, []channels.Event{ev}, []bool{false}, now, false)
-	if err != nil {
-		return Order{}, err
-	}
-	return *orders[tradeOf(ev)], nil
-}
-
 // errNoOrder is returned by selectOrder when the trade has no order row.
 var errNoOrder = errors.New("no order row")
 
@@ -47,34 +33,6 @@ func selectOrder(ctx context.Context, db bun.IDB, tenantID int64, ch channels.Ch
 	}
 	ord.normalise()
 	return ord, nil
-}
-
-// updateOrder writes the amounts, status and times of ord, locked by the
-// caller's transaction.
-func updateOrder(ctx context.Context, tx bun.Tx, ord *Order) error {
-	_, err := tx.NewUpdate().Model(ord).
-		Column("paid_amount", "refunded_amount", "max_cumulative_refund", "status", "paid_at", "last_refund_at", "updated_at").
-		WherePK().
-		Exec(ctx)
-	if err != nil {
-		return fmt.Errorf("update order %s/%s: %w", ord.Channel, ord.TradeNo, err)
-	}
-	return nil
-}
-
-// postLedger inserts the two rows of ev's posting of amount fen (> 0): a
-// payment debits the channel's receivable and credits merchant_payable, a
-// refund the reverse. A hit on the ledger's unique key means the event was
-// already posted and wraps errAlreadyPosted.
-func postLedger(ctx context.Context, tx bun.Tx, ev channels.Event, amount int64, now time.Time) error {
-	rows, err := postingRows(ev, amount, now)
-	if err != nil {
-		return err
-	}
-	if err := insertLedger(ctx, tx, rows); err != nil {
-		return fmt.Errorf("post %s: %w", ev.Key, err)
-	}
-	return nil
 }
 
 // postingRows builds the two balanced rows of ev's posting of amount fen.

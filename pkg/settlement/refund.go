@@ -186,7 +186,7 @@ type regSums struct {
 
 // registrationSums adds up a trade's registrations by status. Callers hold
 // the trade's order row lock, which every writer that changes what these
-// sums decide (RegisterRefund, Settle) takes first.
+// sums decide (RegisterRefund, settlement) takes first.
 func registrationSums(ctx context.Context, tx bun.IDB, tenantID int64, ch channels.Channel, tradeNo string) (regSums, error) {
 	var rows []struct {
 		Status string `bun:"status"`
@@ -216,29 +216,13 @@ func registrationSums(ctx context.Context, tx bun.IDB, tenantID int64, ch channe
 	return out, nil
 }
 
-// matchRegistration moves the registration of st's refund (if any) to
-// SUCCEEDED, conditionally on its current status, and notes what disagrees:
-// no registration, a per-refund amount that differs, a CLOSED registration,
-// or, on a cumulative channel, a refunded total outside what the trade's
-// registrations allow. The order row ord is locked by tx.
-func (s *Service) matchRegistration(ctx context.Context, tx bun.Tx, st *settlement, ord Order, now time.Time) error {
-	ev := st.ev
-	reg, err := selectRegistration(ctx, tx, ev.TenantID, ev.Channel, ev.TradeNo, ev.RefundNo, !s.sqlite)
-	found := true
-	switch {
-	case errors.Is(err, errNoRegistration):
-		found = false
-	case err != nil:
-		return err
-	}
-	sums := func() (regSums, error) { return registrationSums(ctx, tx, ev.TenantID, ev.Channel, ev.TradeNo) }
-	return s.applyRegistration(ctx, tx, st, ord, now, &reg, found, sums)
-}
-
-// applyRegistration is matchRegistration once the registration (found or
-// not) is at hand; sums adds up the trade's registrations after the
-// update. The batch settlement calls it with registrations it read for the
-// whole batch at once.
+// applyRegistration moves the registration of st's refund (if found) to
+// SUCCEEDED, conditionally on its current status, and notes what
+// disagrees: no registration, a per-refund amount that differs, a CLOSED
+// registration, or, on a cumulative channel, a refunded total outside what
+// the trade's registrations allow; sums adds those up after the update.
+// The order row ord is locked by tx; the settlement reads the
+// registrations of a whole batch at once.
 func (s *Service) applyRegistration(ctx context.Context, tx bun.Tx, st *settlement, ord Order, now time.Time,
 	reg *Registration, found bool, sums func() (regSums, error),
 ) error {

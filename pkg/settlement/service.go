@@ -137,11 +137,11 @@ func (s *Service) txOptions() *sql.TxOptions {
 	return &sql.TxOptions{Isolation: sql.LevelReadCommitted}
 }
 
-// Settle does the business work of the ACQUIRED claim for ev in one
-// transaction: it locks the claim, creates or locks the order row, works
-// out the outcome, updates the order, inserts the two ledger rows, moves a
-// matching refund registration to SUCCEEDED and settles the claim through
-// the fence, all committed together.
+// Settle does the business work of the ACQUIRED claim for ev: SettleBatch
+// with one event, in one transaction that creates or locks the order row,
+// works out the outcome, updates the order, inserts the two ledger rows,
+// moves a matching refund registration to SUCCEEDED and settles the claim
+// through the fence, all committed together.
 //
 // A claim that is already SETTLED gives Result{FenceLost: true} and a nil
 // error. An event whose postings are already in the ledger gives
@@ -153,34 +153,15 @@ func (s *Service) txOptions() *sql.TxOptions {
 // (deadlock, lock wait timeout, lost connection, cancelled context) left
 // nothing written and the claim ACQUIRED: retry in place.
 func (s *Service) Settle(ctx context.Context, ev channels.Event) (Result, error) {
-	if err := ev.Validate(); err != nil {
-		return Result{}, fmt.Errorf("settle %s: %w: %w", ev.Key, ErrInvalidEvent, err)
-	}
-	var st settlement
-	var err error
-	for attempt := 0; attempt < 3; attempt++ {
-		err = s.db.RunInTx(ctx, s.txOptions(), func(ctx context.Context, tx bun.Tx) error {
-			st = settlement{ev: ev}
-			return s.settleTx(ctx, tx, &st)
-		})
-		if !errors.Is(err, errOrderRace) {
-			break
-		}
-		// Another settler created the trade's order row and committed it:
-		// the next attempt finds and locks it.
-	}
+	res, err := s.SettleBatch(ctx, []channels.Event{ev})
 	switch {
 	case err == nil:
-	case errors.Is(err, errFenceLost):
-		return Result{FenceLost: true, SettledAt: s.claims.Now()}, nil
+		return res[0], nil
 	case errors.Is(err, errAlreadyPosted):
 		return s.settleAlreadyPosted(ctx, ev, err)
 	default:
-		return Result{}, fmt.Errorf("settle %s: %w", ev.Key, err)
+		return Result{}, err
 	}
-	res := Result{Outcome: st.outcome, Amount: st.amount, SettledAt: s.claims.Now()}
-	s.report(ctx, &st)
-	return res, nil
 }
 
 // SettleStored settles a claim from the canonical event stored on it (the
@@ -218,81 +199,9 @@ type settlement struct {
 	regDetail        string
 }
 
-func (s *Service) settleTx(ctx context.Context, tx bun.Tx, st *settlement) error {
-	ev := st.ev
-	// (1) The claim, locked first: concurrent settlers of one claim queue
-	// here, and all but the first find it SETTLED.
-	if err := s.lockClaim(ctx, tx, ev); err != nil {
-		return err
-	}
-	// (2) The order row, created if absent, then locked.
-	now := s.claims.Now()
-	ord, err := s.lockOrder(ctx, tx, ev, now)
-	if err != nil {
-		return err
-	}
-	// (3)–(5) Decide, write, fence.
-	return s.apply(ctx, tx, st, &ord, now)
-}
-
-// lockClaim locks ev's claim and checks it may be settled with ev: it
-// returns errFenceLost when the claim is SETTLED already, and an error
-// wrapping ErrFingerprintMismatch when ev is not the claimed event.
-func (s *Service) lockClaim(ctx context.Context, tx bun.Tx, ev channels.Event) error {
-	rec, err := s.claims.GetForUpdate(ctx, tx, ev.TenantID, ev.Key)
-	if err != nil {
-		return fmt.Errorf("lock claim: %w", err)
-	}
-	if rec.Status == idempotent.StatusSettled {
-		return errFenceLost
-	}
-	if rec.Fingerprint != ev.Fingerprint {
-		return fmt.Errorf("%w: claim %s, event %s", ErrFingerprintMismatch, rec.Fingerprint, ev.Fingerprint)
-	}
-	return nil
-}
-
-// apply decides st.ev's outcome on the order row ord (locked by tx), writes
-// the order, ledger and registration, and settles the claim (locked by tx)
-// through the fence. ord is left as written, so several events of one trade
-// can be applied in turn.
-func (s *Service) apply(ctx context.Context, tx bun.Tx, st *settlement, ord *Order, now time.Time) error {
-	ev := st.ev
-	next, write, err := decide(st, *ord, now)
-	if err != nil {
-		return err
-	}
-	if write {
-		if err := updateOrder(ctx, tx, &next); err != nil {
-			return err
-		}
-	}
-	if st.outcome == idempotent.OutcomePosted {
-		if err := postLedger(ctx, tx, ev, st.amount, now); err != nil {
-			return err
-		}
-	}
-	if ev.Type == idempotent.RefundSucceeded && st.outcome != idempotent.OutcomeOverRefund {
-		if err := s.matchRegistration(ctx, tx, st, next, now); err != nil {
-			return err
-		}
-	}
-
-	// (5) The fence, last. It holds: the claim is locked by this transaction.
-	if err := s.claims.Settle(ctx, tx, ev.TenantID, ev.Key, st.outcome); err != nil {
-		if errors.Is(err, idempotent.ErrFenceLost) {
-			return errFenceLost
-		}
-		return fmt.Errorf("fence: %w", err)
-	}
-	*ord = next
-	return nil
-}
-
 // decide works out st.ev's outcome and amount on the locked order row ord
 // and returns the order as it must be written; write is false when nothing
-// about the order changes (an over-refund). It does no I/O, so the single
-// and the batch settlement decide alike.
+// about the order changes (an over-refund). It does no I/O.
 func decide(st *settlement, ord Order, now time.Time) (next Order, write bool, err error) {
 	ev := st.ev
 	st.totalMismatch = ord.Amount != ev.OrderTotal
@@ -368,24 +277,11 @@ func refundOutcome(ord Order, ev channels.Event) (idempotent.Outcome, int64) {
 // commits.
 func (s *Service) settleAlreadyPosted(ctx context.Context, ev channels.Event, cause error) (Result, error) {
 	err := s.db.RunInTx(ctx, s.txOptions(), func(ctx context.Context, tx bun.Tx) error {
-		rec, err := s.claims.GetForUpdate(ctx, tx, ev.TenantID, ev.Key)
-		if err != nil {
-			return fmt.Errorf("lock claim: %w", err)
-		}
-		if rec.Status == idempotent.StatusSettled {
-			return errFenceLost
-		}
-		if err := s.claims.Settle(ctx, tx, ev.TenantID, ev.Key, idempotent.OutcomePosted); err != nil {
-			if errors.Is(err, idempotent.ErrFenceLost) {
-				return errFenceLost
-			}
-			return fmt.Errorf("fence: %w", err)
-		}
-		return nil
+		return s.claims.Settle(ctx, tx, ev.TenantID, ev.Key, idempotent.OutcomePosted)
 	})
 	switch {
 	case err == nil:
-	case errors.Is(err, errFenceLost):
+	case errors.Is(err, idempotent.ErrFenceLost):
 		return Result{FenceLost: true, SettledAt: s.claims.Now()}, nil
 	default:
 		return Result{}, fmt.Errorf("settle already-posted %s: %w", ev.Key, err)
