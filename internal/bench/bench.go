@@ -526,7 +526,7 @@ func (h *harness) measure(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	row.Key, row.Name = RowPerMessage, "per-message pipeline: PAYCB_BATCH_MAX=1"
+	row.Key, row.Name = RowPerMessage, "batch size 1 (per message): PAYCB_BATCH_MAX=1"
 	h.add(row)
 	check(pmDB, "per-message", mainTopic, stream)
 
@@ -601,7 +601,7 @@ func (h *harness) measure(ctx context.Context) error {
 			notes = append(notes, rateNote)
 		}
 		if pr.batchMax == 1 && perMsg.EventRate < rate {
-			notes = append(notes, fmt.Sprintf("the per-message pipeline settled only %.0f events/s from a backlog", perMsg.EventRate))
+			notes = append(notes, fmt.Sprintf("batch size 1 settled only %.0f events/s from a backlog", perMsg.EventRate))
 		}
 		row.Note = strings.Join(notes, "; ")
 		h.add(row)
