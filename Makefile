@@ -16,9 +16,6 @@ build:
 test:
 	$(GO) vet $(PKGS)
 	$(GO) test -race -count=1 -timeout 20m $$($(GO) list $(PKGS) | grep -v '/internal/sim$$')
-	# The end-to-end suite once more on the per-message pipeline (the
-	# default run above uses batches).
-	PAYCB_TEST_BATCH_MAX=1 $(GO) test -race -count=1 -timeout 10m ./internal/app/
 	# The seeded fault simulation's fixed seeds, printing each seed's
 	# faults and the lost/posted-twice figures.
 	$(GO) test -race -count=1 -timeout 5m -run '^TestSim$$' -v ./internal/sim/

@@ -158,7 +158,8 @@ func (l Log) SlogLevel() slog.Level {
 // shutdown.
 type Worker struct {
 	// BatchMax is the most events handled as one batch per partition; 1 is
-	// the per-message pipeline. Env PAYCB_BATCH_MAX, flag --batch-max.
+	// the per-message pipeline (batches of one: the same path, the same
+	// decisions). Env PAYCB_BATCH_MAX, flag --batch-max.
 	// Default 256; 1..MaxBatch.
 	BatchMax int `yaml:"batch_max"`
 	// OrphanAfter is how long a claim may stay ACQUIRED before the sweeper

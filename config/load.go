@@ -118,7 +118,7 @@ var fields = []field{
 	},
 
 	{
-		path: "worker.batch_max", env: "PAYCB_BATCH_MAX", flag: "batch-max", usage: "most events handled as one batch per partition; 1 is the per-message pipeline",
+		path: "worker.batch_max", env: "PAYCB_BATCH_MAX", flag: "batch-max", usage: "most events handled as one batch per partition; 1 is the per-message pipeline (batches of one)",
 		set: integer(func(c *Config) *int { return &c.Worker.BatchMax }), get: func(c Config) string { return strconv.Itoa(c.Worker.BatchMax) },
 	},
 	{

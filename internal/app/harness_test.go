@@ -77,7 +77,8 @@ func (h *harness) config() config.Config {
 	cfg.Worker.SweepInterval = 200 * time.Millisecond
 	cfg.Worker.ShutdownTimeout = 10 * time.Second
 	if v := os.Getenv("PAYCB_TEST_BATCH_MAX"); v != "" {
-		// `make test` runs this suite in both pipelines.
+		// The batch size to run the suite at (one pipeline whatever the
+		// size; PAYCB_TEST_BATCH_MAX=1 runs it on batches of one).
 		n, err := strconv.Atoi(v)
 		require.NoError(h.t, err, "PAYCB_TEST_BATCH_MAX")
 		cfg.Worker.BatchMax = n

@@ -71,11 +71,11 @@ func TestReplayedBatchCostsOneRoundTrip(t *testing.T) {
 		add(channelstest.RefundEnvelope(tr, refund, channelstest.Delivery{}))
 	}
 	ctx := context.Background()
-	require.NoError(t, p.HandleBatch(ctx, msgs, make([]MessageState, len(msgs))))
+	require.NoError(t, p.Handle(ctx, msgs, make([]MessageState, len(msgs))))
 
 	before := counter.n.Load()
 	states := make([]MessageState, len(msgs))
-	require.NoError(t, p.HandleBatch(ctx, msgs, states), "the replay")
+	require.NoError(t, p.Handle(ctx, msgs, states), "the replay")
 	assert.Equal(t, int64(1), counter.n.Load()-before, "one statement for a batch of duplicates")
 	for i, st := range states {
 		assert.True(t, st.done, "message %d", i)

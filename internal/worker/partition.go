@@ -194,8 +194,7 @@ type heldMessages struct {
 func (h *heldMessages) empty() bool { return len(h.msgs) == 0 }
 
 // room reports whether more messages may be held: at most limit (the
-// batch size) are, beyond which the partition waits in place as the
-// per-message pipeline does.
+// batch size) are, beyond which the partition waits in place.
 func (h *heldMessages) room(limit int) bool { return len(h.msgs) < limit }
 
 // add holds the messages of batch that are not done.
@@ -241,26 +240,16 @@ func (pc *partitionConsumer) recheck(ctx context.Context, log *slog.Logger, h *h
 // durable, or, when mayHold, until the only messages not done wait for a
 // claim another worker is settling (the caller holds them; see
 // heldMessages). It reports false when ctx ended first: nothing may be
-// committed. A batch of one with BatchMax 1 takes the per-message pipeline,
-// which never holds a message.
+// committed.
 func (pc *partitionConsumer) process(ctx context.Context, log *slog.Logger, batch []kafka.Message, states []MessageState, mayHold bool) bool {
 	w := pc.w
-	perMessage := w.cfg.BatchMax == 1
 	var since time.Time
 	polls, failures := 0, 0
 	for {
-		var err error
-		if perMessage {
-			err = w.pipeline.Handle(ctx, batch[0], &states[0])
-		} else {
-			err = w.pipeline.HandleBatch(ctx, batch, states)
-		}
+		err := w.pipeline.Handle(ctx, batch, states)
 		if err == nil {
 			if !since.IsZero() {
 				w.setRetrying(pc.partition, time.Time{})
-			}
-			if perMessage {
-				states[0].done = true
 			}
 			return true
 		}
@@ -270,7 +259,7 @@ func (pc *partitionConsumer) process(ctx context.Context, log *slog.Logger, batc
 		if errors.Is(err, errClaimInFlight) {
 			// Routine: another worker is settling the claim right now and
 			// will be done in milliseconds.
-			if mayHold && !perMessage {
+			if mayHold {
 				if !since.IsZero() {
 					w.setRetrying(pc.partition, time.Time{})
 				}

@@ -2,7 +2,6 @@ package worker
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -19,7 +18,13 @@ import (
 // Settler does the business work of claimed events; *settlement.Service is
 // the implementation.
 type Settler interface {
+	// Settle settles one claimed event in a transaction of its own.
 	Settle(ctx context.Context, ev channels.Event) (settlement.Result, error)
+	// SettleBatch settles many claimed events together; an error wrapping
+	// settlement.ErrBatchIncomplete comes with the results of those it
+	// settled (the zero Result for the others); any other error settled
+	// none of them.
+	SettleBatch(ctx context.Context, evs []channels.Event) ([]settlement.Result, error)
 	SettleStored(ctx context.Context, rec idempotent.Record) (settlement.Result, error)
 	ApplyRefundStatus(ctx context.Context, tenantID int64, channel channels.Channel, tradeNo, refundNo string, status channels.RefundStatus) error
 }
@@ -30,9 +35,10 @@ type Decoder interface {
 	Decode(value []byte) (channels.Result, error)
 }
 
-// Pipeline handles one message at a time: decode, acquire the claim, settle,
-// or dead-letter. It holds no per-partition state; MessageState carries what
-// one message's retries must remember.
+// Pipeline takes a partition's messages, a batch at a time (a single
+// message is a batch of one), to durable outcomes: decode, acquire the
+// claims, settle, or dead-letter. It holds no per-partition state;
+// MessageState carries what each message's retries must remember.
 type Pipeline struct {
 	Decoder      Decoder
 	Claims       *idempotent.Store
@@ -50,8 +56,8 @@ type MessageState struct {
 	// acquired: an earlier attempt made the claim, so this message is still
 	// the one that counts as "acquired" when a retry finds the claim.
 	acquired bool
-	// done: the message reached its outcome and was counted (batches are
-	// retried whole; done messages are skipped).
+	// done: the message reached its outcome and was counted (a batch is
+	// retried whole; its done messages are skipped).
 	done bool
 	// acquireUnknown: an earlier attempt's acquire failed without an
 	// answer (a lost connection, a refused read-back), so its insert may
@@ -93,72 +99,224 @@ func StageOf(err error) metrics.Stage {
 	return metrics.StageOther
 }
 
-// Handle takes msg to a durable outcome or returns an error. A nil error
-// means the offset after msg may be committed: the event is claimed and
-// settled (here, or by another settler through the fence), a duplicate, an
-// ignored event, or dead-lettered. Any error means the outcome is not
-// durable; retry the same message. Each message is counted in
-// paycb_events_total once, when Handle returns nil.
-func (p *Pipeline) Handle(ctx context.Context, msg kafka.Message, st *MessageState) error {
-	res, err := p.Decoder.Decode(msg.Value)
-	if err != nil {
-		return p.deadLetterUndecodable(ctx, msg, res, err)
+// Handle takes every message of msgs, a partition's messages in offset
+// order, to a durable outcome, or returns an error; states (one per
+// message, kept by the caller across retries of the same messages)
+// remember which are done, so a retry neither dead-letters nor counts a
+// message twice. A nil error means the offset after the last message may
+// be committed: each event is claimed and settled (here, or by another
+// settler through the fence), a duplicate, ignored, or dead-lettered. Any
+// error means some outcome is not durable: retry the messages not done.
+// An error wrapping only errClaimInFlight means the messages not done wait
+// for a claim another worker is settling right now. Each message is
+// counted in paycb_events_total once, when it is done.
+//
+// The outcome of every message is decided by the claim of its key, as
+// for a message alone (the table in docs/design.md): the money events of a
+// run of messages are acquired together (the distinct keys looked up at
+// once, the missing ones claimed by one insert) and the new claims settled
+// together. A refund status update (WeChat REFUND.CLOSED, ABNORMAL) that
+// follows a money event of the same trade waits for that event's outcome,
+// so status updates and settlements apply in offset order.
+func (p *Pipeline) Handle(ctx context.Context, msgs []kafka.Message, states []MessageState) error {
+	var run []moneyItem
+	var held error // the run's errClaimInFlight, once every other outcome is durable
+	settleRun := func() error {
+		if len(run) == 0 {
+			return nil
+		}
+		err := p.handleMoney(ctx, msgs, states, run)
+		run = run[:0]
+		if err != nil && !errors.Is(err, errClaimInFlight) {
+			return err
+		}
+		if err != nil {
+			held = err
+		}
+		return nil
 	}
-	ev := res.Event
-	if res.Ignored {
-		return p.ignore(ctx, res)
+	for i, msg := range msgs {
+		if states[i].done {
+			continue
+		}
+		res, err := p.Decoder.Decode(msg.Value)
+		if err != nil {
+			if err := p.deadLetterUndecodable(ctx, msg, res, err); err != nil {
+				return err
+			}
+			states[i].done = true
+			continue
+		}
+		if res.Ignored {
+			if sameTrade(run, res.Event) {
+				if err := settleRun(); err != nil {
+					return err
+				}
+			}
+			if err := p.ignore(ctx, res); err != nil {
+				return err
+			}
+			states[i].done = true
+			continue
+		}
+		run = append(run, moneyItem{
+			i: i, ev: res.Event,
+			src: idempotent.Source{Topic: msg.Topic, Partition: msg.Partition, Offset: msg.Offset},
+			key: idempotent.TenantKey{TenantID: res.Event.TenantID, Key: res.Event.Key},
+		})
 	}
+	if err := settleRun(); err != nil {
+		return err
+	}
+	return held
+}
 
-	body, err := json.Marshal(ev)
-	if err != nil {
-		return failed(metrics.StageAcquire, fmt.Errorf("encode event %s: %w", ev.Key, err))
+// moneyItem is one decoded money event of a batch.
+type moneyItem struct {
+	i   int // index in the batch
+	ev  channels.Event
+	src idempotent.Source
+	key idempotent.TenantKey
+}
+
+// sameTrade reports whether a money event of run belongs to ev's trade.
+func sameTrade(run []moneyItem, ev channels.Event) bool {
+	for _, it := range run {
+		if it.ev.TenantID == ev.TenantID && it.ev.Channel == ev.Channel && it.ev.TradeNo == ev.TradeNo {
+			return true
+		}
 	}
-	src := idempotent.Source{Topic: msg.Topic, Partition: msg.Partition, Offset: msg.Offset}
-	ar, err := p.Claims.Acquire(ctx, idempotent.Claim{
-		TenantID:    ev.TenantID,
-		Key:         ev.Key,
-		EventType:   ev.Type,
-		Fingerprint: ev.Fingerprint,
-		Event:       body,
-		Source:      src,
-	})
+	return false
+}
+
+// handleMoney takes the money events of money (in offset order) to their
+// outcomes. It returns the first error that left a message not done,
+// preferring any other error to errClaimInFlight.
+//
+// Each distinct key is acquired once, by its first message (its leader).
+// Every message of the key is then judged against the key's claim, exactly
+// as a message alone would be: a fingerprint that differs from the claim's
+// is a conflict; the others share the claim's outcome. A claim this batch
+// made is settled with the batch's others; a claim found existing is
+// finished (an ACQUIRED one settled through the fence, a pending
+// over-refund dead letter written) by the first message whose fingerprint
+// matches it, whichever position that message has.
+func (p *Pipeline) handleMoney(ctx context.Context, msgs []kafka.Message, states []MessageState, money []moneyItem) error {
+	leader := map[idempotent.TenantKey]int{} // key -> index in leaders
+	var leaders []moneyItem
+	for _, it := range money {
+		if _, ok := leader[it.key]; ok {
+			continue
+		}
+		leader[it.key] = len(leaders)
+		leaders = append(leaders, it)
+	}
+	results, err := p.acquire(ctx, leaders, states)
 	if err != nil {
-		st.acquireUnknown = true
 		return failed(metrics.StageAcquire, err)
 	}
 
-	switch ar.Kind {
-	case idempotent.Acquired:
-		st.acquired = true
+	var errs firstErrors
+	// The claims this batch made, settled together.
+	var fresh []int // indexes into leaders
+	for j, r := range results {
+		if r.Kind == idempotent.Acquired {
+			states[leaders[j].i].acquired = true
+			fresh = append(fresh, j)
+		}
+	}
+	settledOK := make([]bool, len(leaders)) // the claim this batch made is settled
+	if len(fresh) > 0 {
 		if err := p.Fault.at(ctx, FaultAfterAcquire); err != nil {
 			return failed(metrics.StageSettle, err)
 		}
-		r, err := p.Settler.Settle(ctx, ev)
-		if err != nil {
-			p.recordFailure(ctx, ev, err)
-			return failed(metrics.StageSettle, err)
-		}
-		if err := p.afterSettle(ctx, msg, ev, r); err != nil {
-			return err
+		outcomes := p.settleFresh(ctx, leaders, fresh)
+		for n, j := range fresh {
+			it := leaders[j]
+			o := outcomes[n]
+			if o.err != nil {
+				p.recordFailure(ctx, it.ev, o.err)
+				errs.add(failed(metrics.StageSettle, o.err))
+				continue
+			}
+			if err := p.afterSettle(ctx, msgs[it.i], it.ev, o.res); err != nil {
+				errs.add(err)
+				continue
+			}
+			settledOK[j] = true
 		}
 		if err := p.Fault.at(ctx, FaultAfterSettle); err != nil {
 			return failed(metrics.StageCommit, err)
 		}
-		p.count(ev, metrics.OutcomeAcquired)
-		return nil
-
-	case idempotent.Duplicate:
-		outcome := outcomeOfDuplicate(st, ar.Existing, src)
-		if err := p.finishExisting(ctx, msg, ev, ar.Existing); err != nil {
-			return err
-		}
-		p.count(ev, outcome)
-		return nil
-
-	case idempotent.Conflict:
-		return p.conflict(ctx, msg, ev, ar.Existing.Fingerprint, ar.Existing.Source)
 	}
-	return failed(metrics.StageAcquire, fmt.Errorf("acquire %s: unexpected result %v", ev.Key, ar.Kind))
+
+	// Every money message, in order, to its outcome.
+	finished := make([]bool, len(leaders)) // an existing claim was finished
+	for _, it := range money {
+		j := leader[it.key]
+		r := results[j]
+		st := &states[it.i]
+		msg := msgs[it.i]
+		claim := r.Existing
+		if r.Kind == idempotent.Acquired {
+			claim = idempotent.Record{Fingerprint: leaders[j].ev.Fingerprint, Source: leaders[j].src}
+		}
+		if it.ev.Fingerprint != claim.Fingerprint {
+			if err := p.conflict(ctx, msg, it.ev, claim.Fingerprint, claim.Source); err != nil {
+				errs.add(err)
+				continue
+			}
+			st.done = true
+			continue
+		}
+		switch {
+		case r.Kind == idempotent.Acquired:
+			if !settledOK[j] {
+				continue // its error is in errs; retried
+			}
+			if leaders[j].i == it.i {
+				p.count(it.ev, metrics.OutcomeAcquired)
+			} else {
+				p.count(it.ev, metrics.OutcomeDuplicate) // a channel retry of the event this batch claimed
+			}
+		case !finished[j]:
+			// The first message that matches the existing claim finishes it
+			// for the key; the key's later messages share its outcome.
+			if err := p.finishExisting(ctx, msg, it.ev, claim); err != nil {
+				errs.add(err)
+				continue
+			}
+			finished[j] = true
+			p.count(it.ev, outcomeOfDuplicate(st, claim, it.src))
+		default:
+			p.count(it.ev, outcomeOfDuplicate(st, claim, it.src))
+		}
+		st.done = true
+	}
+	return errs.err()
+}
+
+// firstErrors keeps the first error, and the first errClaimInFlight apart:
+// a message that waits for another worker's settlement must not hide one
+// that failed.
+type firstErrors struct{ failed, inFlight error }
+
+func (e *firstErrors) add(err error) {
+	switch {
+	case errors.Is(err, errClaimInFlight):
+		if e.inFlight == nil {
+			e.inFlight = err
+		}
+	case e.failed == nil:
+		e.failed = err
+	}
+}
+
+func (e *firstErrors) err() error {
+	if e.failed != nil {
+		return e.failed
+	}
+	return e.inFlight
 }
 
 // InFlightGrace is how long a duplicate waits for the settler of a claim

@@ -21,8 +21,8 @@ type Config struct {
 	GroupID string
 
 	// BatchMax is the most messages of one partition handled as one batch
-	// (default 1: the per-message pipeline). A batch is what the partition
-	// already has buffered, never a wait for more.
+	// (default 1: batches of one). A batch is what the partition already
+	// has buffered, never a wait for more.
 	BatchMax int
 
 	// Backoff paces in-place retries of a failing message.

@@ -1,0 +1,127 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/paycallback/paycallback/internal/metrics"
+	"github.com/paycallback/paycallback/pkg/channels"
+	"github.com/paycallback/paycallback/pkg/idempotent"
+	"github.com/paycallback/paycallback/pkg/settlement"
+)
+
+// acquire claims the leaders' keys, one per distinct key; results[j] is
+// leaders[j]'s. Several keys are looked up first, with one statement (a
+// batch of duplicates costs that one round trip and never encodes its
+// events), and the rest claimed with one insert, which the unique index
+// decides. A single key goes straight to the insert and its duplicate-key
+// error: one round trip for a new event, where the lookup would add one.
+func (p *Pipeline) acquire(ctx context.Context, leaders []moneyItem, states []MessageState) ([]idempotent.Result, error) {
+	existing := map[idempotent.TenantKey]idempotent.Record{}
+	if len(leaders) > 1 {
+		keys := make([]idempotent.TenantKey, len(leaders))
+		for j, it := range leaders {
+			keys[j] = it.key
+		}
+		var err error
+		if existing, err = p.Claims.LookupMany(ctx, keys); err != nil {
+			return nil, err
+		}
+	}
+	results := make([]idempotent.Result, len(leaders))
+	var fresh []int // indexes into leaders
+	var claims []idempotent.Claim
+	for j, it := range leaders {
+		c := idempotent.Claim{
+			TenantID: it.ev.TenantID, Key: it.ev.Key, EventType: it.ev.Type,
+			Fingerprint: it.ev.Fingerprint, Source: it.src,
+		}
+		if rec, ok := existing[it.key]; ok {
+			results[j] = idempotent.Compare(c, rec)
+			continue
+		}
+		body, err := json.Marshal(it.ev)
+		if err != nil {
+			return nil, fmt.Errorf("encode event %s: %w", it.ev.Key, err)
+		}
+		c.Event = body
+		fresh = append(fresh, j)
+		claims = append(claims, c)
+	}
+	if len(claims) == 0 {
+		return results, nil
+	}
+	res, err := p.Claims.AcquireMany(ctx, claims)
+	if err != nil {
+		// The insert may have committed without an answer.
+		for _, j := range fresh {
+			states[leaders[j].i].acquireUnknown = true
+		}
+		return nil, err
+	}
+	for n, j := range fresh {
+		results[j] = res[n]
+	}
+	return results, nil
+}
+
+// settleOutcome is one event's settlement in a batch.
+type settleOutcome struct {
+	res settlement.Result
+	err error
+}
+
+// settleFresh settles the batch's new claims in one transaction, and
+// those it did not settle (it failed, or settled part) one transaction
+// each, so one bad event never blocks or rolls back the others.
+func (p *Pipeline) settleFresh(ctx context.Context, leaders []moneyItem, fresh []int) []settleOutcome {
+	out := make([]settleOutcome, len(fresh))
+	settled := make([]bool, len(fresh))
+	if len(fresh) > 1 {
+		evs := make([]channels.Event, len(fresh))
+		for n, j := range fresh {
+			evs[n] = leaders[j].ev
+		}
+		res, err := p.Settler.SettleBatch(ctx, evs)
+		if err == nil && len(res) == len(fresh) {
+			for n := range res {
+				out[n].res = res[n]
+			}
+			return out
+		}
+		if err != nil {
+			p.Logger.Debug("batch settlement failed; settling one by one", "events", len(fresh), "error", err.Error())
+		}
+		if errors.Is(err, settlement.ErrBatchIncomplete) && len(res) == len(fresh) {
+			// Part of the batch committed: keep those results (a zero
+			// Result is an event left unsettled).
+			for n := range res {
+				if !res[n].SettledAt.IsZero() {
+					out[n].res, settled[n] = res[n], true
+				}
+			}
+		}
+	}
+	for n, j := range fresh {
+		if !settled[n] {
+			out[n].res, out[n].err = p.Settler.Settle(ctx, leaders[j].ev)
+		}
+	}
+	return out
+}
+
+func (p *Pipeline) conflict(ctx context.Context, msg kafka.Message, ev channels.Event, claimedFP string, claimedBy idempotent.Source) error {
+	reason := fmt.Sprintf("key %s already claimed with fingerprint %s (by %s); this message has %s",
+		ev.Key, claimedFP, claimedBy, ev.Fingerprint)
+	if err := p.deadLetter(ctx, msg, channels.KindConflict, reason); err != nil {
+		return err
+	}
+	p.Logger.Warn("conflicting event dead-lettered", "tenant", ev.TenantID, "key", string(ev.Key),
+		"offset", msg.Offset, "claimed_by", claimedBy.String())
+	p.count(ev, metrics.OutcomeConflict)
+	return nil
+}
