@@ -24,7 +24,7 @@ import (
 // its ledger rows (one multi-row insert) and the fence (one UPDATE moving
 // exactly those claims from ACQUIRED to SETTLED, checked to have moved
 // them all). The rows and columns are the pipeline's own
-// (idempotent.Store.AcquireNew and SettleMany, settlement.SettleBatch),
+// (idempotent.Store.AcquireMany and SettleMany, settlement.SettleBatch),
 // decided in memory as settlement's decide does: the floor under what
 // the pipeline's database work can cost. It returns the elapsed time.
 func ruleFloor(ctx context.Context, conn bun.Conn, events []storageEvent, batch int) (time.Duration, error) {
@@ -68,7 +68,7 @@ type floorStatement struct {
 func floorBatch(ctx context.Context, conn bun.Conn, events []storageEvent, orders map[floorTrade]*floorOrder) error {
 	now := time.Now().UTC().Truncate(time.Microsecond)
 
-	// The claims, in (tenant, key) order as AcquireNew inserts them, with
+	// The claims, in (tenant, key) order as AcquireMany inserts them, with
 	// its batch token, committed by themselves.
 	sorted := slices.Clone(events)
 	slices.SortFunc(sorted, func(a, b storageEvent) int {
