@@ -117,16 +117,19 @@ func StageOf(err error) metrics.Stage {
 // once, the missing ones claimed by one insert) and the new claims settled
 // together. A refund status update (WeChat REFUND.CLOSED, ABNORMAL) that
 // follows a money event of the same trade waits for that event's outcome,
-// so status updates and settlements apply in offset order.
+// so status updates and settlements apply in offset order. A run of money
+// events is bounded in bytes by the server's largest statement
+// (idempotent.Store.MaxStatementBytes); a longer one is split, in order.
 func (p *Pipeline) Handle(ctx context.Context, msgs []kafka.Message, states []MessageState) error {
 	var run []moneyItem
+	runBytes, maxBytes := 0, 0
 	var held error // the run's errClaimInFlight, once every other outcome is durable
 	settleRun := func() error {
 		if len(run) == 0 {
 			return nil
 		}
 		err := p.handleMoney(ctx, msgs, states, run)
-		run = run[:0]
+		run, runBytes = run[:0], 0
 		if err != nil && !errors.Is(err, errClaimInFlight) {
 			return err
 		}
@@ -159,6 +162,21 @@ func (p *Pipeline) Handle(ctx context.Context, msgs []kafka.Message, states []Me
 			states[i].done = true
 			continue
 		}
+		if maxBytes == 0 {
+			if maxBytes, err = p.Claims.MaxStatementBytes(ctx); err != nil {
+				return failed(metrics.StageAcquire, err)
+			}
+		}
+		// A run is bounded in bytes too, so that none of its statements
+		// exceeds what the server accepts: an over-large batch is settled
+		// as several runs, in order.
+		size := statementBytes(res.Event)
+		if len(run) > 0 && runBytes+size > maxBytes {
+			if err := settleRun(); err != nil {
+				return err
+			}
+		}
+		runBytes += size
 		run = append(run, moneyItem{
 			i: i, ev: res.Event,
 			src: idempotent.Source{Topic: msg.Topic, Partition: msg.Partition, Offset: msg.Offset},
@@ -169,6 +187,16 @@ func (p *Pipeline) Handle(ctx context.Context, msgs []kafka.Message, states []Me
 		return err
 	}
 	return held
+}
+
+// statementBytes bounds what one money event adds to the largest
+// statement of its run, the claims' insert: its stored event, whose
+// strings JSON may escape to six bytes each, every byte of that possibly
+// escaped again in SQL, and the row's other columns and the event's field
+// names. The settlement's statements add less per event.
+func statementBytes(ev channels.Event) int {
+	strs := len(ev.TradeNo) + len(ev.MerchantOrderNo) + len(ev.RefundNo) + len(ev.RawStatus) + len(ev.Key) + len(ev.Fingerprint)
+	return 12*strs + 2048
 }
 
 // moneyItem is one decoded money event of a batch.

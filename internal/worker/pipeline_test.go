@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"sync"
 	"testing"
@@ -16,11 +17,13 @@ import (
 	"github.com/uptrace/bun"
 
 	"github.com/paycallback/paycallback/internal/metrics"
+	"github.com/paycallback/paycallback/internal/sqldb"
 	"github.com/paycallback/paycallback/internal/sqldb/sqldbtest"
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/channels/channelstest"
 	"github.com/paycallback/paycallback/pkg/idempotent"
 	"github.com/paycallback/paycallback/pkg/settlement"
+	"github.com/paycallback/paycallback/schema"
 )
 
 // deadLetterAt is one dead letter a recordingDeadLetterer took.
@@ -61,7 +64,12 @@ type pipelineEnv struct {
 
 func newPipelineEnv(t *testing.T) *pipelineEnv {
 	t.Helper()
-	db := sqldbtest.MustMySQL(t)
+	return newPipelineEnvOn(t, sqldbtest.MustMySQL(t))
+}
+
+// newPipelineEnvOn is newPipelineEnv on the migrated database db.
+func newPipelineEnvOn(t *testing.T, db *bun.DB) *pipelineEnv {
+	t.Helper()
 	claims := idempotent.NewStore(db)
 	reg := prometheus.NewRegistry()
 	svc, err := settlement.New(db, claims, slog.New(slog.DiscardHandler), reg)
@@ -222,4 +230,42 @@ func mismatches(t *testing.T, reg *prometheus.Registry, reason string) float64 {
 	}
 	t.Fatalf("no paycb_refund_registration_mismatch_total{reason=%q}", reason)
 	return 0
+}
+
+// TestBatchOverMaxAllowedPacketIsSplit: on a server whose
+// max_allowed_packet (16 KiB) is far below what a batch of 120 payments'
+// statements would take whole, the batch is settled as several runs in
+// order, and every event is claimed and posted once.
+func TestBatchOverMaxAllowedPacketIsSplit(t *testing.T) {
+	srv := sqldbtest.StartServer(t, "--max-allowed-packet=16384")
+	db, err := sqldb.OpenMySQL(srv.CreateDatabase(t, "paycb_packet"))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	ctx := context.Background()
+	_, err = schema.Migrate(ctx, db)
+	require.NoError(t, err)
+
+	e := newPipelineEnvOn(t, db)
+	limit, err := e.claims.MaxStatementBytes(ctx)
+	require.NoError(t, err)
+	require.Less(t, limit, 16384, "read from the server")
+
+	const n = 120
+	values := make([][]byte, 0, n)
+	var bytes int
+	for i := range n {
+		tr := channelstest.NewTrade([]channels.Channel{channels.WeChat, channels.Alipay, channels.SQB}[i%3], 600+i)
+		tr.MerchantOrderNo = fmt.Sprintf("POS-%058d", i) // long fields: big rows
+		values = append(values, channelstest.PaymentEnvelope(tr, channelstest.Delivery{}))
+		bytes += len(values[i])
+	}
+	require.Greater(t, bytes, 4*16384, "the batch's rows exceed the packet several times over")
+	e.handle(t, values...)
+
+	var claims, ledger int
+	require.NoError(t, db.NewRaw("SELECT COUNT(*) FROM ss_channel_idempotent WHERE status = 'SETTLED'").Scan(ctx, &claims))
+	require.NoError(t, db.NewRaw("SELECT COUNT(*) FROM ss_ledger_entry").Scan(ctx, &ledger))
+	assert.Equal(t, n, claims)
+	assert.Equal(t, 2*n, ledger)
+	assert.Empty(t, e.dl.letters())
 }

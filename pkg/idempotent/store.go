@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -15,9 +16,17 @@ import (
 // Store is the claim store. It holds the connection pool, not a transaction:
 // Acquire commits the claim on its own, so no caller can pass it a
 // transaction that might roll back. Safe for concurrent use.
+//
+// On MySQL/MariaDB the pool must count changed rows, not found ones
+// (go-sql-driver/mysql's clientFoundRows off, its default, which
+// internal/sqldb enforces): AcquireMany reads "inserted" from the
+// affected-row count of its upsert.
 type Store struct {
 	db  *bun.DB
 	now func() time.Time
+
+	maxStatementMu sync.Mutex
+	maxStatement   int // bytes; 0 until read from the server
 }
 
 // Option configures a Store.
@@ -33,6 +42,34 @@ func NewStore(db *bun.DB, opts ...Option) *Store {
 		o(s)
 	}
 	return s
+}
+
+// MaxStatementCap caps MaxStatementBytes: statements stay far below the
+// servers' largest packets (and go-sql-driver/mysql's 64 MiB default).
+const MaxStatementCap = 16 << 20
+
+// MaxStatementBytes is the size of the largest statement the server
+// accepts: MySQL's max_allowed_packet, read once from the server, less 4
+// KiB for the protocol's own bytes, at most MaxStatementCap; SQLite's is
+// MaxStatementCap. Callers bound their batches by it so that no statement
+// is refused for its size. An error means the server could not be asked;
+// nothing is cached then.
+func (s *Store) MaxStatementBytes(ctx context.Context) (int, error) {
+	s.maxStatementMu.Lock()
+	defer s.maxStatementMu.Unlock()
+	if s.maxStatement > 0 {
+		return s.maxStatement, nil
+	}
+	n := MaxStatementCap
+	if s.db.Dialect().Name() != dialect.SQLite {
+		var packet int64
+		if err := s.db.QueryRowContext(ctx, "SELECT @@max_allowed_packet").Scan(&packet); err != nil {
+			return 0, fmt.Errorf("read max_allowed_packet: %w", err)
+		}
+		n = int(min(max(packet-4096, 1024), MaxStatementCap))
+	}
+	s.maxStatement = n
+	return n, nil
 }
 
 // Now is the store's clock, in UTC at microsecond precision (what the

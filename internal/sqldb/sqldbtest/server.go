@@ -23,12 +23,15 @@ import (
 type Server struct {
 	dir  string
 	port int
+	args []string
 	cmd  *exec.Cmd
 	done chan struct{}
 }
 
-// StartServer initialises and starts a private instance; cleanup stops it.
-func StartServer(tb testing.TB) *Server {
+// StartServer initialises and starts a private instance, with mariadbd's
+// options args besides the defaults (e.g. "--max-allowed-packet=16384");
+// cleanup stops it.
+func StartServer(tb testing.TB, args ...string) *Server {
 	tb.Helper()
 	dir := tb.TempDir()
 	out, err := exec.Command("mariadb-install-db", "--no-defaults", "--datadir="+filepath.Join(dir, "data"),
@@ -38,7 +41,7 @@ func StartServer(tb testing.TB) *Server {
 	require.NoError(tb, err)
 	port := l.Addr().(*net.TCPAddr).Port
 	require.NoError(tb, l.Close())
-	s := &Server{dir: dir, port: port}
+	s := &Server{dir: dir, port: port, args: args}
 	s.Start(tb)
 	tb.Cleanup(func() { s.Stop(tb) })
 	return s
@@ -52,10 +55,11 @@ func (s *Server) DSN(name string) string {
 // Start starts the server (again) and waits until it answers.
 func (s *Server) Start(tb testing.TB) {
 	tb.Helper()
-	s.cmd = exec.Command("mariadbd", "--no-defaults", "--datadir="+filepath.Join(s.dir, "data"),
-		fmt.Sprintf("--port=%d", s.port), "--bind-address=127.0.0.1", "--socket="+filepath.Join(s.dir, "sock"),
-		"--user=root", "--pid-file="+filepath.Join(s.dir, "pid"), "--skip-log-bin",
-		"--innodb-flush-log-at-trx-commit=1")
+	args := append([]string{"--no-defaults", "--datadir=" + filepath.Join(s.dir, "data"),
+		fmt.Sprintf("--port=%d", s.port), "--bind-address=127.0.0.1", "--socket=" + filepath.Join(s.dir, "sock"),
+		"--user=root", "--pid-file=" + filepath.Join(s.dir, "pid"), "--skip-log-bin",
+		"--innodb-flush-log-at-trx-commit=1"}, s.args...)
+	s.cmd = exec.Command("mariadbd", args...)
 	log, err := os.Create(filepath.Join(s.dir, "server.log"))
 	require.NoError(tb, err)
 	s.cmd.Stdout, s.cmd.Stderr = log, log
