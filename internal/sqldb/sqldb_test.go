@@ -1,6 +1,8 @@
 package sqldb_test
 
 import (
+	"context"
+	"database/sql"
 	"testing"
 	"time"
 
@@ -8,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/paycallback/paycallback/internal/sqldb"
+	"github.com/paycallback/paycallback/internal/sqldb/sqldbtest"
 )
 
 // TestMySQLConfigOverridesTheDSN: the settings the guarantees rely on win
@@ -28,4 +31,27 @@ func TestMySQLConfigHidesTheDSN(t *testing.T) {
 	_, err := sqldb.MySQLConfig("u:secret@tcp(db:3306/paycb")
 	require.Error(t, err)
 	assert.NotContains(t, err.Error(), "secret")
+}
+
+// TestMySQLSessionsAreReadCommitted: every connection of the pool runs at
+// READ COMMITTED, whichever connection a transaction gets.
+func TestMySQLSessionsAreReadCommitted(t *testing.T) {
+	db := sqldbtest.MustMySQL(t)
+	ctx := context.Background()
+	conns := make([]*sql.Conn, 4)
+	for i := range conns {
+		c, err := db.DB.Conn(ctx) // distinct connections, held at once
+		require.NoError(t, err)
+		conns[i] = c
+	}
+	for i, c := range conns {
+		var level string
+		err := c.QueryRowContext(ctx, "SELECT @@SESSION.transaction_isolation").Scan(&level)
+		if err != nil { // MariaDB before 11.1 names it tx_isolation
+			err = c.QueryRowContext(ctx, "SELECT @@SESSION.tx_isolation").Scan(&level)
+		}
+		require.NoError(t, err)
+		assert.Equal(t, "READ-COMMITTED", level, "connection %d", i)
+		require.NoError(t, c.Close())
+	}
 }
