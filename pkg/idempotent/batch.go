@@ -316,19 +316,36 @@ func (s *Store) ReadMany(ctx context.Context, db bun.IDB, keys []TenantKey) (map
 	return out, nil
 }
 
+// Settlement is what the fence writes for one claim: the outcome, and
+// the fingerprint of the event the settler decided on, which must be the
+// claim's (empty: not checked).
+type Settlement struct {
+	Outcome     Outcome
+	Fingerprint string
+}
+
+// ErrFingerprintMismatch is returned by SettleMany when a claim's
+// fingerprint differs from the one the settler decided on: it settled
+// another event than the one claimed. Permanent; roll back.
+var ErrFingerprintMismatch = errors.New("event fingerprint differs from the claim's")
+
 // SettleMany is the fence, the one way a claim becomes SETTLED: inside the
-// caller's business transaction it moves every claim in outcomes from
-// ACQUIRED to SETTLED with its outcome, with one UPDATE per tenant. If any
-// of them is not ACQUIRED it returns ErrFenceLost (another settler won: a
-// final, successful outcome for that claim; never retry the same writes),
-// or ErrNotFound when a key was never claimed, and the caller must roll
-// back the whole transaction, business writes included. The UPDATE's row
-// locks serialise concurrent settlers, so exactly one of them commits.
-func (s *Store) SettleMany(ctx context.Context, tx bun.Tx, outcomes map[TenantKey]Outcome) error {
+// caller's business transaction it moves every claim of settlements from
+// ACQUIRED to SETTLED with its outcome, with one UPDATE per tenant whose
+// checked row count must be all of them; each claim must still be
+// ACQUIRED and, where a fingerprint is given, hold that fingerprint. The
+// UPDATE's row locks serialise concurrent settlers, so exactly one of them
+// commits. When any claim does not qualify, the caller must roll back the
+// whole transaction, business writes included, and the error says why,
+// checked in this order: ErrFenceLost (a claim is SETTLED: another
+// settler won, a final, successful outcome for that claim; never retry
+// the same writes), ErrNotFound (a key was never claimed),
+// ErrFingerprintMismatch.
+func (s *Store) SettleMany(ctx context.Context, tx bun.Tx, settlements map[TenantKey]Settlement) error {
 	byTenant := map[int64][]TenantKey{}
-	for k, o := range outcomes {
-		if !o.Valid() {
-			return fmt.Errorf("settle %s: invalid outcome %q", k.Key, o)
+	for k, st := range settlements {
+		if !st.Outcome.Valid() {
+			return fmt.Errorf("settle %s: invalid outcome %q", k.Key, st.Outcome)
 		}
 		byTenant[k.TenantID] = append(byTenant[k.TenantID], k)
 	}
@@ -339,17 +356,28 @@ func (s *Store) SettleMany(ctx context.Context, tx bun.Tx, outcomes map[TenantKe
 	now := s.Now()
 	for tenant, keys := range byTenant {
 		var b strings.Builder
-		args := make([]any, 0, 3*len(keys)+4)
+		args := make([]any, 0, 5*len(keys)+4)
 		b.WriteString("UPDATE ss_channel_idempotent " + hint + " SET status = ?, settle_outcome = CASE idempotent_key")
 		args = append(args, string(StatusSettled))
 		list := make([]string, len(keys))
 		for i, k := range keys {
 			b.WriteString(" WHEN ? THEN ?")
-			args = append(args, string(k.Key), string(outcomes[k]))
+			args = append(args, string(k.Key), string(settlements[k].Outcome))
 			list[i] = string(k.Key)
 		}
 		b.WriteString(" END, settled_at = ? WHERE tenant_id = ? AND idempotent_key IN (?) AND status = ?")
 		args = append(args, now, tenant, bun.List(list), string(StatusAcquired))
+		b.WriteString(" AND fingerprint = CASE idempotent_key")
+		for _, k := range keys {
+			if fp := settlements[k].Fingerprint; fp != "" {
+				b.WriteString(" WHEN ? THEN ?")
+				args = append(args, string(k.Key), fp)
+			} else {
+				b.WriteString(" WHEN ? THEN fingerprint")
+				args = append(args, string(k.Key))
+			}
+		}
+		b.WriteString(" END")
 		res, err := tx.NewRaw(b.String(), args...).Exec(ctx)
 		if err != nil {
 			return fmt.Errorf("settle %d claims of tenant %d: %w", len(keys), tenant, err)
@@ -359,20 +387,40 @@ func (s *Store) SettleMany(ctx context.Context, tx bun.Tx, outcomes map[TenantKe
 			return fmt.Errorf("settle %d claims of tenant %d: rows affected: %w", len(keys), tenant, err)
 		}
 		if n != int64(len(keys)) {
-			// Settled by another settler, or never claimed: tell the two apart.
-			found, err := s.ReadMany(ctx, tx, keys)
-			if err != nil {
-				return fmt.Errorf("settle %d claims of tenant %d: %w", len(keys), tenant, err)
-			}
-			for _, k := range keys {
-				if _, ok := found[k]; !ok {
-					return fmt.Errorf("settle %s: claim %d/%s: %w", k.Key, k.TenantID, k.Key, ErrNotFound)
-				}
-			}
-			return fmt.Errorf("settle %d claims of tenant %d: %d were ACQUIRED: %w", len(keys), tenant, n, ErrFenceLost)
+			return s.fenceShortfall(ctx, tx, tenant, keys, settlements, n)
 		}
 	}
 	return nil
+}
+
+// fenceShortfall tells why a fence UPDATE moved fewer claims than asked.
+func (s *Store) fenceShortfall(ctx context.Context, tx bun.Tx, tenant int64, keys []TenantKey, settlements map[TenantKey]Settlement, moved int64) error {
+	found, err := s.ReadMany(ctx, tx, keys)
+	if err != nil {
+		return fmt.Errorf("settle %d claims of tenant %d: %w", len(keys), tenant, err)
+	}
+	var missing, mismatched *TenantKey
+	for i, k := range keys {
+		rec, ok := found[k]
+		switch {
+		case !ok:
+			missing = &keys[i]
+		case rec.Status != StatusAcquired:
+			return fmt.Errorf("settle %d claims of tenant %d: %d were ACQUIRED: %s: %w", len(keys), tenant, moved, k.Key, ErrFenceLost)
+		case settlements[k].Fingerprint != "" && rec.Fingerprint != settlements[k].Fingerprint:
+			mismatched = &keys[i]
+		}
+	}
+	switch {
+	case missing != nil:
+		return fmt.Errorf("settle %s: claim %d/%s: %w", missing.Key, tenant, missing.Key, ErrNotFound)
+	case mismatched != nil:
+		return fmt.Errorf("settle %s: claim %s, event %s: %w", mismatched.Key,
+			found[*mismatched].Fingerprint, settlements[*mismatched].Fingerprint, ErrFingerprintMismatch)
+	}
+	// Every claim qualifies now: the UPDATE raced a change it no longer
+	// sees; nothing is known but that the fence did not hold.
+	return fmt.Errorf("settle %d claims of tenant %d: %d moved: %w", len(keys), tenant, moved, ErrFenceLost)
 }
 
 // splitKeys returns the distinct tenants, the keys, and the set of wanted

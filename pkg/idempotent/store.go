@@ -177,7 +177,7 @@ func get(ctx context.Context, db bun.IDB, tenantID int64, key Key, forUpdate boo
 // Settle is the fence for one claim: SettleMany with one key, whose
 // contract it has.
 func (s *Store) Settle(ctx context.Context, tx bun.Tx, tenantID int64, key Key, outcome Outcome) error {
-	return s.SettleMany(ctx, tx, map[TenantKey]Outcome{{TenantID: tenantID, Key: key}: outcome})
+	return s.SettleMany(ctx, tx, map[TenantKey]Settlement{{TenantID: tenantID, Key: key}: {Outcome: outcome}})
 }
 
 // maxLastError bounds the stored last error (the column is VARCHAR(1024)).

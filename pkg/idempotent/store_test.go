@@ -266,6 +266,29 @@ func TestSettleFence(t *testing.T) {
 			assert.NotErrorIs(t, err, idempotent.ErrFenceLost)
 		})
 
+		t.Run("a fingerprint other than the claim's does not pass", func(t *testing.T) {
+			c := claimFor(mustKey(t, "F3"), 1001)
+			_, err := store.Acquire(ctx, c)
+			require.NoError(t, err)
+			tk := idempotent.TenantKey{TenantID: c.TenantID, Key: c.Key}
+			settle := func(fp string) error {
+				return db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+					return store.SettleMany(ctx, tx, map[idempotent.TenantKey]idempotent.Settlement{
+						tk: {Outcome: idempotent.OutcomePosted, Fingerprint: fp},
+					})
+				})
+			}
+			err = settle("another-event")
+			require.ErrorIs(t, err, idempotent.ErrFingerprintMismatch)
+			assert.NotErrorIs(t, err, idempotent.ErrFenceLost)
+			rec, err := store.Get(ctx, c.TenantID, c.Key)
+			require.NoError(t, err)
+			assert.Equal(t, idempotent.StatusAcquired, rec.Status, "refused whole")
+
+			require.NoError(t, settle(c.Fingerprint))
+			require.ErrorIs(t, settle(c.Fingerprint), idempotent.ErrFenceLost)
+		})
+
 		t.Run("concurrent settlers: exactly one commits its business writes", func(t *testing.T) {
 			const settlers = 16
 			c := claimFor(mustKey(t, "F2"), 1001)

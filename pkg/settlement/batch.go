@@ -35,12 +35,15 @@ func compareTrades(x, y tradeKey) int {
 // FenceLost for that event only.
 //
 // The work is set-based. On MySQL the order rows the batch's trades lack
-// are first created by createOrders, committed at once; then the
-// transaction makes one read of the claims, one read and one locking read
-// of the order rows (an insert, and a round more, only for a trade whose
-// row is still missing), one write of the changed orders, one insert of
-// every ledger row and one fence UPDATE per tenant, whatever the batch
-// size; only refunds with registrations add statements of their own. The decisions are Settle's own (decide), made in memory on the
+// of a batch of more than one are first created by createOrders, committed
+// at once; then the transaction makes one read and one locking read of the
+// order rows (an insert, and a round more, only for a trade whose row is
+// still missing), one write of the changed orders, one insert of every
+// ledger row and one fence UPDATE per tenant, whatever the batch size;
+// only refunds with registrations add statements of their own. The claims
+// are not read: the fence checks that each is still ACQUIRED with the
+// event's fingerprint, and only a transaction whose fence did not hold
+// runs again after reading them. The decisions are Settle's own (decide), made in memory on the
 // locked rows. Locks are taken order rows first (by id), then
 // registrations, then the claims by the fence.
 //
@@ -185,14 +188,23 @@ func (s *Service) createOrders(ctx context.Context, evs []channels.Event) error 
 var ErrBatchIncomplete = errors.New("batch settled in part")
 
 // runBatchTx runs settleBatchTx, again (twice at most) after a lost race
-// for an order row, a deadlock, or a fence lost to a settler that
-// committed after the claims were read.
+// for an order row, a deadlock, or a fence that did not hold. The first
+// attempt does not read the claims: the fence, last, checks that each is
+// still ACQUIRED and holds the event's fingerprint. An attempt after a
+// fence that did not hold (or a posting the ledger already had, which a
+// claim another settler won also explains) reads them first and leaves
+// out the claims another settler won.
 func (s *Service) runBatchTx(ctx context.Context, evs []channels.Event, keys []idempotent.TenantKey, sts []settlement, lost, busy []bool, skipBusy bool) error {
 	var err error
+	readClaims := false
 	for attempt := 0; attempt < 3; attempt++ {
-		err = s.settleBatchTx(ctx, evs, keys, sts, lost, busy, skipBusy)
-		if !errors.Is(err, errOrderRace) && !idempotent.IsDeadlock(err) && !errors.Is(err, idempotent.ErrFenceLost) {
-			break
+		err = s.settleBatchTx(ctx, evs, keys, sts, lost, busy, skipBusy, readClaims)
+		switch {
+		case errors.Is(err, errOrderRace), idempotent.IsDeadlock(err):
+		case errors.Is(err, idempotent.ErrFenceLost), !readClaims && errors.Is(err, errAlreadyPosted):
+			readClaims = true
+		default:
+			return err
 		}
 		// Nothing was written; the next attempt finds the order rows the
 		// race was lost to, runs after the deadlock's other side, or reads
@@ -207,27 +219,29 @@ var errOrderRace = errors.New("another settler created an order row first")
 // settleBatchTx is one attempt at a SettleBatch transaction. With
 // skipBusy, the events whose order rows another transaction has locked are
 // left out (busy[i]) rather than waited for.
-func (s *Service) settleBatchTx(ctx context.Context, evs []channels.Event, keys []idempotent.TenantKey, sts []settlement, lost, busy []bool, skipBusy bool) error {
+func (s *Service) settleBatchTx(ctx context.Context, evs []channels.Event, keys []idempotent.TenantKey, sts []settlement, lost, busy []bool, skipBusy, readClaims bool) error {
 	return s.db.RunInTx(ctx, s.txOptions(), func(ctx context.Context, tx bun.Tx) error {
 		for i := range evs {
 			sts[i], lost[i], busy[i] = settlement{ev: evs[i]}, false, false
 		}
-		// (1) The claims, read (not locked: the fence at the end decides
-		// between concurrent settlers, and rolls this batch back if it
-		// lost any claim).
-		claims, err := s.claims.ReadMany(ctx, tx, keys)
-		if err != nil {
-			return err
-		}
-		for i, ev := range evs {
-			rec, ok := claims[keys[i]]
-			switch {
-			case !ok:
-				return fmt.Errorf("%s: lock claim: %w", ev.Key, idempotent.ErrNotFound)
-			case rec.Status == idempotent.StatusSettled:
-				lost[i] = true
-			case rec.Fingerprint != ev.Fingerprint:
-				return fmt.Errorf("%s: %w: claim %s, event %s", ev.Key, ErrFingerprintMismatch, rec.Fingerprint, ev.Fingerprint)
+		// (1) The claims, when asked, read (not locked: the fence at the
+		// end decides between concurrent settlers, and rolls this batch
+		// back if it lost any claim).
+		if readClaims {
+			claims, err := s.claims.ReadMany(ctx, tx, keys)
+			if err != nil {
+				return err
+			}
+			for i, ev := range evs {
+				rec, ok := claims[keys[i]]
+				switch {
+				case !ok:
+					return fmt.Errorf("%s: read claim: %w", ev.Key, idempotent.ErrNotFound)
+				case rec.Status == idempotent.StatusSettled:
+					lost[i] = true
+				case rec.Fingerprint != ev.Fingerprint:
+					return fmt.Errorf("%s: %w: claim %s, event %s", ev.Key, ErrFingerprintMismatch, rec.Fingerprint, ev.Fingerprint)
+				}
 			}
 		}
 
@@ -253,7 +267,7 @@ func (s *Service) settleBatchTx(ctx context.Context, evs []channels.Event, keys 
 		// (3) Decide each event in order on its (locked, in-memory) order.
 		touched := map[tradeKey]bool{}
 		var ledger []ledgerRow
-		outcomes := make(map[idempotent.TenantKey]idempotent.Outcome, len(evs))
+		fence := make(map[idempotent.TenantKey]idempotent.Settlement, len(evs))
 		for i, ev := range evs {
 			if skip[i] {
 				continue
@@ -288,7 +302,7 @@ func (s *Service) settleBatchTx(ctx context.Context, evs []channels.Event, keys 
 					return fmt.Errorf("%s: %w", ev.Key, err)
 				}
 			}
-			outcomes[keys[i]] = sts[i].outcome
+			fence[keys[i]] = idempotent.Settlement{Outcome: sts[i].outcome, Fingerprint: ev.Fingerprint}
 		}
 
 		// (4) Write: orders, ledger, then the fence.
@@ -300,7 +314,7 @@ func (s *Service) settleBatchTx(ctx context.Context, evs []channels.Event, keys 
 				return fmt.Errorf("post %d rows: %w", len(ledger), err)
 			}
 		}
-		if err := s.claims.SettleMany(ctx, tx, outcomes); err != nil {
+		if err := s.claims.SettleMany(ctx, tx, fence); err != nil {
 			return fmt.Errorf("fence: %w", err)
 		}
 		return nil

@@ -7,6 +7,7 @@ import (
 	"github.com/uptrace/bun"
 
 	"github.com/paycallback/paycallback/pkg/channels"
+	"github.com/paycallback/paycallback/pkg/idempotent"
 )
 
 // Ledger accounts (contract.md). A channel's receivable account is
@@ -92,7 +93,7 @@ var (
 	ErrInvalidEvent = errors.New("invalid event")
 	// ErrFingerprintMismatch marks an event whose fingerprint differs from
 	// the claim's: it is not the event that was claimed.
-	ErrFingerprintMismatch = errors.New("event fingerprint differs from the claim's")
+	ErrFingerprintMismatch = idempotent.ErrFingerprintMismatch
 	// ErrInvalidRequest marks a refund registration or status update that
 	// is refused before touching the database.
 	ErrInvalidRequest = errors.New("invalid refund request")
