@@ -62,13 +62,13 @@ type pipelineEnv struct {
 	batches int
 }
 
-func newPipelineEnv(t *testing.T) *pipelineEnv {
+func newPipelineEnv(t testing.TB) *pipelineEnv {
 	t.Helper()
 	return newPipelineEnvOn(t, sqldbtest.MustMySQL(t))
 }
 
 // newPipelineEnvOn is newPipelineEnv on the migrated database db.
-func newPipelineEnvOn(t *testing.T, db *bun.DB) *pipelineEnv {
+func newPipelineEnvOn(t testing.TB, db *bun.DB) *pipelineEnv {
 	t.Helper()
 	claims := idempotent.NewStore(db)
 	reg := prometheus.NewRegistry()
