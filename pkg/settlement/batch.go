@@ -466,15 +466,12 @@ func (s *Service) lockByID(ctx context.Context, tx bun.Tx, existing, orders map[
 // selectOrders reads the order rows of want into orders, keeping only the
 // trades in firsts; forUpdate makes it a locking read.
 func (s *Service) selectOrders(ctx context.Context, tx bun.IDB, want []Order, firsts map[tradeKey]bool, orders map[tradeKey]*Order, forUpdate bool) error {
-	tenants, chans, trades := map[int64]bool{}, map[string]bool{}, map[string]bool{}
-	for _, o := range want {
-		tenants[o.TenantID], chans[string(o.Channel)], trades[o.TradeNo] = true, true, true
+	trades := make([]tradeKey, len(want))
+	for i, o := range want {
+		trades[i] = tradeKey{o.TenantID, o.Channel, o.TradeNo}
 	}
 	var rows []Order
-	sel := tx.NewSelect().Model(&rows).
-		Where("tenant_id IN (?)", bun.List(keysOf(tenants))).
-		Where("channel_code IN (?)", bun.List(keysOf(chans))).
-		Where("channel_trade_no IN (?)", bun.List(keysOf(trades))).
+	sel := whereTrades(tx.NewSelect().Model(&rows), trades).
 		OrderExpr("tenant_id, channel_code, channel_trade_no")
 	if forUpdate && !s.sqlite {
 		sel = sel.For("UPDATE")
@@ -495,24 +492,20 @@ func (s *Service) selectOrders(ctx context.Context, tx bun.IDB, want []Order, fi
 // of every trade the batch refunds, by trade.
 func (s *Service) lockRegistrations(ctx context.Context, tx bun.Tx, evs []channels.Event, skip []bool) (map[tradeKey][]*Registration, error) {
 	out := map[tradeKey][]*Registration{}
-	tenants, chans, trades := map[int64]bool{}, map[string]bool{}, map[string]bool{}
 	want := map[tradeKey]bool{}
+	var trades []tradeKey
 	for i, ev := range evs {
-		if skip[i] || ev.Type != idempotent.RefundSucceeded {
+		if skip[i] || ev.Type != idempotent.RefundSucceeded || want[tradeOf(ev)] {
 			continue
 		}
 		want[tradeOf(ev)] = true
-		tenants[ev.TenantID], chans[string(ev.Channel)], trades[ev.TradeNo] = true, true, true
+		trades = append(trades, tradeOf(ev))
 	}
 	if len(want) == 0 {
 		return out, nil
 	}
 	var rows []Registration
-	q := tx.NewSelect().Model(&rows).
-		Where("tenant_id IN (?)", bun.List(keysOf(tenants))).
-		Where("channel_code IN (?)", bun.List(keysOf(chans))).
-		Where("channel_trade_no IN (?)", bun.List(keysOf(trades))).
-		OrderExpr("id")
+	q := whereTrades(tx.NewSelect().Model(&rows), trades).OrderExpr("id")
 	if !s.sqlite {
 		q = q.For("UPDATE")
 	}
@@ -529,8 +522,12 @@ func (s *Service) lockRegistrations(ctx context.Context, tx bun.Tx, evs []channe
 }
 
 // writeOrders writes the amounts, status and times of the touched orders
-// (locked by tx) with one UPDATE … SET col = CASE id … END WHERE id IN (…),
-// which takes only the rows' own locks.
+// (locked by tx) with one statement that takes only the rows' own locks.
+// On MySQL it is an UPDATE joined, by primary key, to a derived table of
+// the new values (a UNION ALL of one-row SELECTs, which every MySQL
+// dialect accepts): linear in the rows, where an UPDATE … SET col = CASE
+// id … END compares every row with every WHEN (about 3× the server's time
+// at 256 rows). SQLite, one writer in process, keeps the CASE form.
 func (s *Service) writeOrders(ctx context.Context, tx bun.Tx, orders map[tradeKey]*Order, touched map[tradeKey]bool) error {
 	if len(touched) == 0 {
 		return nil
@@ -554,24 +551,49 @@ func (s *Service) writeOrders(ctx context.Context, tx bun.Tx, orders map[tradeKe
 	}
 	var b strings.Builder
 	args := make([]any, 0, len(cols)*len(rows)*2+1)
-	b.WriteString("UPDATE ss_channel_order SET ")
-	for c, col := range cols {
-		if c > 0 {
-			b.WriteString(", ")
+	if s.sqlite {
+		b.WriteString("UPDATE ss_channel_order SET ")
+		for c, col := range cols {
+			if c > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString(col.name + " = CASE id")
+			for _, o := range rows {
+				b.WriteString(" WHEN ? THEN ?")
+				args = append(args, o.ID, col.val(o))
+			}
+			b.WriteString(" END")
 		}
-		b.WriteString(col.name + " = CASE id")
-		for _, o := range rows {
-			b.WriteString(" WHEN ? THEN ?")
-			args = append(args, o.ID, col.val(o))
+		ids := make([]int64, len(rows))
+		for i, o := range rows {
+			ids[i] = o.ID
 		}
-		b.WriteString(" END")
+		b.WriteString(" WHERE id IN (?)")
+		args = append(args, bun.List(ids))
+	} else {
+		b.WriteString("UPDATE ss_channel_order o JOIN (")
+		for i, o := range rows {
+			if i == 0 {
+				b.WriteString("SELECT ? AS id")
+				for _, col := range cols {
+					b.WriteString(", ? AS " + col.name)
+				}
+			} else {
+				b.WriteString(" UNION ALL SELECT ?" + strings.Repeat(", ?", len(cols)))
+			}
+			args = append(args, o.ID)
+			for _, col := range cols {
+				args = append(args, col.val(o))
+			}
+		}
+		b.WriteString(") v ON o.id = v.id SET ")
+		for c, col := range cols {
+			if c > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString("o." + col.name + " = v." + col.name)
+		}
 	}
-	ids := make([]int64, len(rows))
-	for i, o := range rows {
-		ids[i] = o.ID
-	}
-	b.WriteString(" WHERE id IN (?)")
-	args = append(args, bun.List(ids))
 	res, err := tx.NewRaw(b.String(), args...).Exec(ctx)
 	if err != nil {
 		return fmt.Errorf("update %d orders: %w", len(rows), err)
@@ -582,11 +604,34 @@ func (s *Service) writeOrders(ctx context.Context, tx bun.Tx, orders map[tradeKe
 	return nil
 }
 
-func keysOf[K cmp.Ordered](m map[K]bool) []K {
-	out := make([]K, 0, len(m))
-	for k := range m {
-		out = append(out, k)
+// whereTrades limits q to the rows of trades: for each (tenant, channel)
+// one equality prefix of the (tenant_id, channel_code, channel_trade_no)
+// index and the list of its trade numbers, so the server probes exactly
+// those trades (a locking read locks no row of another trade), where three
+// independent IN lists would probe, and lock, their cross product.
+func whereTrades(q *bun.SelectQuery, trades []tradeKey) *bun.SelectQuery {
+	type group struct {
+		tenant  int64
+		channel channels.Channel
 	}
-	slices.Sort(out)
-	return out
+	byGroup := map[group][]string{}
+	var groups []group
+	for _, t := range trades {
+		g := group{t.tenant, t.channel}
+		if byGroup[g] == nil {
+			groups = append(groups, g)
+		}
+		byGroup[g] = append(byGroup[g], t.tradeNo)
+	}
+	slices.SortFunc(groups, func(a, b group) int {
+		return cmp.Or(cmp.Compare(a.tenant, b.tenant), cmp.Compare(a.channel, b.channel))
+	})
+	return q.WhereGroup(" AND ", func(q *bun.SelectQuery) *bun.SelectQuery {
+		for _, g := range groups {
+			list := byGroup[g]
+			slices.Sort(list)
+			q = q.WhereOr("(tenant_id = ? AND channel_code = ? AND channel_trade_no IN (?))", g.tenant, string(g.channel), bun.List(list))
+		}
+		return q
+	})
 }
