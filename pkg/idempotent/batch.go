@@ -4,10 +4,12 @@ import (
 	"cmp"
 	"context"
 	"crypto/rand"
+	"database/sql"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/uptrace/bun"
 	"github.com/uptrace/bun/dialect"
@@ -33,29 +35,69 @@ func (s *Store) LookupMany(ctx context.Context, keys []TenantKey) (map[TenantKey
 	if len(keys) == 0 {
 		return out, nil
 	}
-	tenantList, keyList, want := splitKeys(keys)
-	// tenant IN (…) AND key IN (…) is a range on uk_idem on both servers;
-	// the cross product it may return is filtered here.
-	var rows []claimRow
-	err := s.db.NewSelect().Model(&rows).
+	// One equality prefix and key list per tenant: the server probes
+	// exactly these keys on uk_idem.
+	byTenant := map[int64][]string{}
+	var tenants []int64
+	for _, k := range keys {
+		if byTenant[k.TenantID] == nil {
+			tenants = append(tenants, k.TenantID)
+		}
+		byTenant[k.TenantID] = append(byTenant[k.TenantID], string(k.Key))
+	}
+	q := s.db.NewSelect().Table("ss_channel_idempotent").
 		Column("id", "tenant_id", "idempotent_key", "event_type", "status", "settle_outcome", "fingerprint",
 			"source_topic", "source_partition", "source_offset", "attempts", "last_error", "dead_lettered_at",
 			"created_at", "settled_at").
-		ColumnExpr("CASE WHEN status = ? THEN event_json END AS event_json", string(StatusAcquired)).
-		Where("tenant_id IN (?)", bun.List(tenantList)).
-		Where("idempotent_key IN (?)", bun.List(keyList)).
-		Scan(ctx)
+		ColumnExpr("CASE WHEN status = ? THEN event_json END AS event_json", string(StatusAcquired))
+	q = q.WhereGroup(" AND ", func(q *bun.SelectQuery) *bun.SelectQuery {
+		for _, t := range tenants {
+			q = q.WhereOr("(tenant_id = ? AND idempotent_key IN (?))", t, bun.List(byTenant[t]))
+		}
+		return q
+	})
+	rows, err := q.Rows(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("look up %d claims: %w", len(keys), err)
 	}
-	for i := range rows {
-		rec := rows[i].record()
-		tk := TenantKey{rec.TenantID, rec.Key}
-		if want[tk] {
-			out[tk] = rec
+	defer rows.Close()
+	// Scanned by hand, not through the model's reflection: a replay reads
+	// every message's claim.
+	for rows.Next() {
+		var r claimRow
+		var outcome, eventJSON, lastError sql.NullString
+		var deadLettered, settled sql.NullTime
+		if err := rows.Scan(&r.ID, &r.TenantID, &r.IdempotentKey, &r.EventType, &r.Status, &outcome, &r.Fingerprint,
+			&r.SourceTopic, &r.SourcePartition, &r.SourceOffset, &r.Attempts, &lastError, &deadLettered,
+			&r.CreatedAt, &settled, &eventJSON); err != nil {
+			return nil, fmt.Errorf("look up %d claims: %w", len(keys), err)
 		}
+		r.SettleOutcome = nullString(outcome)
+		r.EventJSON = nullString(eventJSON)
+		r.LastError = nullString(lastError)
+		r.DeadLetteredAt = nullTime(deadLettered)
+		r.SettledAt = nullTime(settled)
+		rec := r.record()
+		out[TenantKey{rec.TenantID, rec.Key}] = rec
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("look up %d claims: %w", len(keys), err)
 	}
 	return out, nil
+}
+
+func nullString(s sql.NullString) *string {
+	if !s.Valid {
+		return nil
+	}
+	return &s.String
+}
+
+func nullTime(t sql.NullTime) *time.Time {
+	if !t.Valid {
+		return nil
+	}
+	return &t.Time
 }
 
 // AcquireMany is the acquire step: it claims each of claims (usually the
@@ -355,29 +397,43 @@ func (s *Store) SettleMany(ctx context.Context, tx bun.Tx, settlements map[Tenan
 	}
 	now := s.Now()
 	for tenant, keys := range byTenant {
-		var b strings.Builder
-		args := make([]any, 0, 5*len(keys)+4)
-		b.WriteString("UPDATE ss_channel_idempotent " + hint + " SET status = ?, settle_outcome = CASE idempotent_key")
-		args = append(args, string(StatusSettled))
+		// IN lists of constants are searched, not scanned, so the statement
+		// stays linear in the batch where a CASE idempotent_key WHEN … per
+		// row would compare every row with every key.
+		byOutcome := map[Outcome][]string{}
 		list := make([]string, len(keys))
+		var checked []bun.TupleValues // (key, fingerprint) pairs
+		var unchecked []string
 		for i, k := range keys {
-			b.WriteString(" WHEN ? THEN ?")
-			args = append(args, string(k.Key), string(settlements[k].Outcome))
+			st := settlements[k]
+			byOutcome[st.Outcome] = append(byOutcome[st.Outcome], string(k.Key))
 			list[i] = string(k.Key)
+			if st.Fingerprint != "" {
+				checked = append(checked, bun.Tuple([]any{string(k.Key), st.Fingerprint}))
+			} else {
+				unchecked = append(unchecked, string(k.Key))
+			}
+		}
+		var b strings.Builder
+		args := make([]any, 0, 12)
+		b.WriteString("UPDATE ss_channel_idempotent " + hint + " SET status = ?, settle_outcome = CASE")
+		args = append(args, string(StatusSettled))
+		for _, o := range []Outcome{OutcomeNoMoney, OutcomeOverRefund, OutcomePosted} {
+			if ks := byOutcome[o]; len(ks) > 0 {
+				b.WriteString(" WHEN idempotent_key IN (?) THEN ?")
+				args = append(args, bun.List(ks), string(o))
+			}
 		}
 		b.WriteString(" END, settled_at = ? WHERE tenant_id = ? AND idempotent_key IN (?) AND status = ?")
 		args = append(args, now, tenant, bun.List(list), string(StatusAcquired))
-		b.WriteString(" AND fingerprint = CASE idempotent_key")
-		for _, k := range keys {
-			if fp := settlements[k].Fingerprint; fp != "" {
-				b.WriteString(" WHEN ? THEN ?")
-				args = append(args, string(k.Key), fp)
-			} else {
-				b.WriteString(" WHEN ? THEN fingerprint")
-				args = append(args, string(k.Key))
-			}
+		switch {
+		case len(unchecked) == 0:
+			b.WriteString(" AND (idempotent_key, fingerprint) IN (?)")
+			args = append(args, bun.List(checked))
+		case len(checked) > 0:
+			b.WriteString(" AND (idempotent_key IN (?) OR (idempotent_key, fingerprint) IN (?))")
+			args = append(args, bun.List(unchecked), bun.List(checked))
 		}
-		b.WriteString(" END")
 		res, err := tx.NewRaw(b.String(), args...).Exec(ctx)
 		if err != nil {
 			return fmt.Errorf("settle %d claims of tenant %d: %w", len(keys), tenant, err)
@@ -421,22 +477,4 @@ func (s *Store) fenceShortfall(ctx context.Context, tx bun.Tx, tenant int64, key
 	// Every claim qualifies now: the UPDATE raced a change it no longer
 	// sees; nothing is known but that the fence did not hold.
 	return fmt.Errorf("settle %d claims of tenant %d: %d moved: %w", len(keys), tenant, moved, ErrFenceLost)
-}
-
-// splitKeys returns the distinct tenants, the keys, and the set of wanted
-// (tenant, key) pairs.
-func splitKeys(keys []TenantKey) ([]int64, []string, map[TenantKey]bool) {
-	seen := map[int64]bool{}
-	var tenants []int64
-	list := make([]string, 0, len(keys))
-	want := make(map[TenantKey]bool, len(keys))
-	for _, k := range keys {
-		if !seen[k.TenantID] {
-			seen[k.TenantID] = true
-			tenants = append(tenants, k.TenantID)
-		}
-		list = append(list, string(k.Key))
-		want[k] = true
-	}
-	return tenants, list, want
 }
