@@ -2,7 +2,6 @@ package worker
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -35,6 +34,7 @@ func (p *Pipeline) acquire(ctx context.Context, leaders []moneyItem, states []Me
 	results := make([]idempotent.Result, len(leaders))
 	var fresh []int // indexes into leaders
 	var claims []idempotent.Claim
+	var buf []byte
 	for j, it := range leaders {
 		c := idempotent.Claim{
 			TenantID: it.ev.TenantID, Key: it.ev.Key, EventType: it.ev.Type,
@@ -44,11 +44,11 @@ func (p *Pipeline) acquire(ctx context.Context, leaders []moneyItem, states []Me
 			results[j] = idempotent.Compare(c, rec)
 			continue
 		}
-		body, err := json.Marshal(it.ev)
-		if err != nil {
-			return nil, fmt.Errorf("encode event %s: %w", it.ev.Key, err)
-		}
-		c.Event = body
+		// The stored event, encoded without reflection into one buffer
+		// for the batch (a slice stays valid when the buffer grows).
+		start := len(buf)
+		buf = it.ev.AppendJSON(buf)
+		c.Event = buf[start:len(buf):len(buf)]
 		fresh = append(fresh, j)
 		claims = append(claims, c)
 	}
