@@ -253,7 +253,8 @@ func (r Row) StatementsPerEvent() float64 {
 // worker and of the database, -1 when unknown.
 func (r Row) WorkerPerEvent() float64 { return r.perEvent(r.WorkerCPU) }
 
-// DBPerEvent: see WorkerPerEvent.
+// DBPerEvent is the database's CPU per distinct event, as WorkerPerEvent
+// is the worker's.
 func (r Row) DBPerEvent() float64 { return r.perEvent(r.DBCPU) }
 
 // Result is what a run measured.

@@ -94,8 +94,10 @@ func floorBatch(ctx context.Context, conn bun.Conn, events []storageEvent, order
 	if err != nil {
 		return fmt.Errorf("rule floor: claim %d events: %w", len(events), err)
 	}
-	if n, err := res.RowsAffected(); err != nil || n != int64(len(events)) {
-		return fmt.Errorf("rule floor: claim %d events: %d rows inserted (%v)", len(events), n, err)
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("rule floor: claim %d events: rows affected: %w", len(events), err)
+	} else if n != int64(len(events)) {
+		return fmt.Errorf("rule floor: claim %d events: %d rows inserted", len(events), n)
 	}
 
 	// The decisions, in stream order, on the orders as they stand.
@@ -182,8 +184,10 @@ func floorBatch(ctx context.Context, conn bun.Conn, events []storageEvent, order
 		if err != nil {
 			return fmt.Errorf("fence %d claims: %w", len(events), err)
 		}
-		if n, err := res.RowsAffected(); err != nil || n != int64(len(events)) {
-			return fmt.Errorf("fence %d claims: %d were ACQUIRED (%v)", len(events), n, err)
+		if n, err := res.RowsAffected(); err != nil {
+			return fmt.Errorf("fence %d claims: rows affected: %w", len(events), err)
+		} else if n != int64(len(events)) {
+			return fmt.Errorf("fence %d claims: %d were ACQUIRED", len(events), n)
 		}
 		return nil
 	})

@@ -24,8 +24,10 @@ func benchBatch(n, seq int) []kafka.Message {
 	chans := []channels.Channel{channels.WeChat, channels.Alipay, channels.SQB}
 	for i := range msgs {
 		tr := channelstest.NewTrade(chans[i%3], seq+i)
-		msgs[i] = kafka.Message{Topic: "channel-events", Offset: int64(seq + i),
-			Value: channelstest.PaymentEnvelope(tr, channelstest.Delivery{})}
+		msgs[i] = kafka.Message{
+			Topic: "channel-events", Offset: int64(seq + i),
+			Value: channelstest.PaymentEnvelope(tr, channelstest.Delivery{}),
+		}
 	}
 	return msgs
 }
@@ -73,6 +75,7 @@ type serverMeter struct {
 }
 
 func startServerMeter(b *testing.B, env *pipelineEnv) *serverMeter {
+	b.Helper()
 	m := &serverMeter{env: env, pid: serverPID()}
 	m.cpu, m.questions = m.read(b)
 	m.self = selfCPU(b)
@@ -80,6 +83,7 @@ func startServerMeter(b *testing.B, env *pipelineEnv) *serverMeter {
 }
 
 func (m *serverMeter) read(b *testing.B) (float64, int64) {
+	b.Helper()
 	var name string
 	var q int64
 	require.NoError(b, m.env.db.QueryRowContext(context.Background(), "SHOW GLOBAL STATUS LIKE 'Questions'").Scan(&name, &q))
@@ -97,6 +101,7 @@ func (m *serverMeter) read(b *testing.B) (float64, int64) {
 // report adds the server's CPU and statements per message; the server is
 // shared, so other clients' work counts too.
 func (m *serverMeter) report(b *testing.B, msgs int) {
+	b.Helper()
 	b.ReportMetric(float64((selfCPU(b)-m.self).Microseconds())/float64(msgs), "cpu-µs/msg")
 	cpu, q := m.read(b)
 	if m.pid != 0 {
@@ -107,6 +112,7 @@ func (m *serverMeter) report(b *testing.B, msgs int) {
 
 // selfCPU is this process's user and system CPU so far.
 func selfCPU(b *testing.B) time.Duration {
+	b.Helper()
 	var ru syscall.Rusage
 	require.NoError(b, syscall.Getrusage(syscall.RUSAGE_SELF, &ru))
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())

@@ -188,6 +188,6 @@ func TestDeadLetterOtherErrorsAreReturnedAsTheyAre(t *testing.T) {
 	msg := kafka.Message{Topic: dlTopic, Partition: 0, Offset: 1, Key: []byte("k"), Value: []byte("{}")}
 	err = dl.DeadLetter(context.Background(), msg, channels.KindMalformed, "bad json")
 	require.Error(t, err)
-	assert.NotErrorIs(t, err, worker.ErrDeadLetterTooLarge)
-	assert.NotErrorIs(t, err, kafka.MessageSizeTooLarge)
+	require.NotErrorIs(t, err, worker.ErrDeadLetterTooLarge)
+	require.NotErrorIs(t, err, kafka.MessageSizeTooLarge)
 }

@@ -62,20 +62,20 @@ type pipelineEnv struct {
 	batches int
 }
 
-func newPipelineEnv(t testing.TB) *pipelineEnv {
-	t.Helper()
-	return newPipelineEnvOn(t, sqldbtest.MustMySQL(t))
+func newPipelineEnv(tb testing.TB) *pipelineEnv {
+	tb.Helper()
+	return newPipelineEnvOn(tb, sqldbtest.MustMySQL(tb))
 }
 
 // newPipelineEnvOn is newPipelineEnv on the migrated database db.
-func newPipelineEnvOn(t testing.TB, db *bun.DB) *pipelineEnv {
-	t.Helper()
+func newPipelineEnvOn(tb testing.TB, db *bun.DB) *pipelineEnv {
+	tb.Helper()
 	claims := idempotent.NewStore(db)
 	reg := prometheus.NewRegistry()
 	svc, err := settlement.New(db, claims, slog.New(slog.DiscardHandler), reg)
-	require.NoError(t, err)
+	require.NoError(tb, err)
 	met, err := metrics.New(reg)
-	require.NoError(t, err)
+	require.NoError(tb, err)
 	dl := &recordingDeadLetterer{}
 	return &pipelineEnv{db: db, claims: claims, svc: svc, reg: reg, dl: dl, p: &Pipeline{
 		Decoder: channels.NewDecoder(channelstest.Keys()), Claims: claims, Settler: svc,

@@ -40,8 +40,10 @@ func FuzzAppendJSON(f *testing.F) {
 	f.Add("<>&\u2028", "\xff", "\"\\", "\x00", int64(-1), int64(0))
 	f.Fuzz(func(t *testing.T, trade, merchant, refund, raw string, amount, nanos int64) {
 		at := time.Unix(0, nanos).UTC()
-		ev := channels.Event{TenantID: amount, Channel: channels.Channel(trade), TradeNo: trade, MerchantOrderNo: merchant,
-			RefundNo: refund, RawStatus: raw, OrderTotal: amount, Key: idempotent.Key(refund), OccurredAt: at, ReceivedAt: at}
+		ev := channels.Event{
+			TenantID: amount, Channel: channels.Channel(trade), TradeNo: trade, MerchantOrderNo: merchant,
+			RefundNo: refund, RawStatus: raw, OrderTotal: amount, Key: idempotent.Key(refund), OccurredAt: at, ReceivedAt: at,
+		}
 		want, err := json.Marshal(ev)
 		if err != nil {
 			t.Skip("json.Marshal refuses it (a time outside 0–9999)")

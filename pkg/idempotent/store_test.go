@@ -280,7 +280,7 @@ func TestSettleFence(t *testing.T) {
 			}
 			err = settle("another-event")
 			require.ErrorIs(t, err, idempotent.ErrFingerprintMismatch)
-			assert.NotErrorIs(t, err, idempotent.ErrFenceLost)
+			require.NotErrorIs(t, err, idempotent.ErrFenceLost)
 			rec, err := store.Get(ctx, c.TenantID, c.Key)
 			require.NoError(t, err)
 			assert.Equal(t, idempotent.StatusAcquired, rec.Status, "refused whole")

@@ -117,10 +117,6 @@ type Result struct {
 	SettledAt time.Time
 }
 
-// errFenceLost rolls the business transaction back when the claim turns out
-// to be settled already.
-var errFenceLost = errors.New("claim already settled")
-
 // errAlreadyPosted rolls the business transaction back when the event's
 // postings are already in the ledger.
 var errAlreadyPosted = errors.New("event already posted")

@@ -55,10 +55,12 @@ func (s *Server) DSN(name string) string {
 // Start starts the server (again) and waits until it answers.
 func (s *Server) Start(tb testing.TB) {
 	tb.Helper()
-	args := append([]string{"--no-defaults", "--datadir=" + filepath.Join(s.dir, "data"),
+	args := append([]string{
+		"--no-defaults", "--datadir=" + filepath.Join(s.dir, "data"),
 		fmt.Sprintf("--port=%d", s.port), "--bind-address=127.0.0.1", "--socket=" + filepath.Join(s.dir, "sock"),
 		"--user=root", "--pid-file=" + filepath.Join(s.dir, "pid"), "--skip-log-bin",
-		"--innodb-flush-log-at-trx-commit=1"}, s.args...)
+		"--innodb-flush-log-at-trx-commit=1",
+	}, s.args...)
 	s.cmd = exec.Command("mariadbd", args...)
 	log, err := os.Create(filepath.Join(s.dir, "server.log"))
 	require.NoError(tb, err)
