@@ -83,15 +83,17 @@ func (s *Service) SettleBatch(ctx context.Context, evs []channels.Event) ([]Resu
 	// A batch of one holds its transaction for a few statements only: it
 	// creates a missing order row inside it, as lockOrders does, and so
 	// writes nothing at all when it fails.
+	mode := skipBusyRows
 	if !s.sqlite && len(evs) > 1 {
 		if err := s.createOrders(ctx, evs); err != nil {
 			return nil, fmt.Errorf("settle batch of %d: %w", len(evs), err)
 		}
+		mode = skipBusyCreated
 	}
 	sts := make([]settlement, len(evs))
 	lost := make([]bool, len(evs))
 	busy := make([]bool, len(evs))
-	if err := s.runBatchTx(ctx, evs, keys, sts, lost, busy, true); err != nil {
+	if err := s.runBatchTx(ctx, evs, keys, sts, lost, busy, mode); err != nil {
 		return nil, fmt.Errorf("settle batch of %d: %w", len(evs), err)
 	}
 	// The events whose order rows another settler held: in a transaction
@@ -109,7 +111,7 @@ func (s *Service) SettleBatch(ctx context.Context, evs []channels.Event) ([]Resu
 			subEvs[n], subKeys[n] = evs[i], keys[i]
 		}
 		subSts, subLost := make([]settlement, len(rest)), make([]bool, len(rest))
-		if err := s.runBatchTx(ctx, subEvs, subKeys, subSts, subLost, make([]bool, len(rest)), false); err != nil {
+		if err := s.runBatchTx(ctx, subEvs, subKeys, subSts, subLost, make([]bool, len(rest)), waitForRows); err != nil {
 			return s.batchResults(ctx, sts, lost, busy), fmt.Errorf("settle batch of %d: %w: %d events whose order rows were busy: %w",
 				len(evs), ErrBatchIncomplete, len(rest), err)
 		}
@@ -154,7 +156,7 @@ func (s *Service) batchResults(ctx context.Context, sts []settlement, lost, unse
 func (s *Service) createOrders(ctx context.Context, evs []channels.Event) error {
 	want, firsts := newOrders(evs, nil, s.claims.Now())
 	existing := map[tradeKey]*Order{}
-	if err := s.selectOrders(ctx, s.db, want, firsts, existing, false); err != nil {
+	if err := s.selectOrders(ctx, s.db, want, firsts, existing, ""); err != nil {
 		return err
 	}
 	var missing []Order
@@ -194,11 +196,11 @@ var ErrBatchIncomplete = errors.New("batch settled in part")
 // fence that did not hold (or a posting the ledger already had, which a
 // claim another settler won also explains) reads them first and leaves
 // out the claims another settler won.
-func (s *Service) runBatchTx(ctx context.Context, evs []channels.Event, keys []idempotent.TenantKey, sts []settlement, lost, busy []bool, skipBusy bool) error {
+func (s *Service) runBatchTx(ctx context.Context, evs []channels.Event, keys []idempotent.TenantKey, sts []settlement, lost, busy []bool, mode lockMode) error {
 	var err error
 	readClaims := false
 	for attempt := 0; attempt < 3; attempt++ {
-		err = s.settleBatchTx(ctx, evs, keys, sts, lost, busy, skipBusy, readClaims)
+		err = s.settleBatchTx(ctx, evs, keys, sts, lost, busy, mode, readClaims)
 		switch {
 		case errors.Is(err, errOrderRace), idempotent.IsDeadlock(err):
 		case errors.Is(err, idempotent.ErrFenceLost), !readClaims && errors.Is(err, errAlreadyPosted):
@@ -216,10 +218,27 @@ func (s *Service) runBatchTx(ctx context.Context, evs []channels.Event, keys []i
 // errOrderRace marks a batch that lost the race to create an order row.
 var errOrderRace = errors.New("another settler created an order row first")
 
-// settleBatchTx is one attempt at a SettleBatch transaction. With
-// skipBusy, the events whose order rows another transaction has locked are
-// left out (busy[i]) rather than waited for.
-func (s *Service) settleBatchTx(ctx context.Context, evs []channels.Event, keys []idempotent.TenantKey, sts []settlement, lost, busy []bool, skipBusy, readClaims bool) error {
+// lockMode says how a batch transaction locks its order rows.
+type lockMode int
+
+const (
+	// waitForRows finds the rows with a plain read, locks them by primary
+	// key, waiting for other holders, and creates missing rows.
+	waitForRows lockMode = iota
+	// skipBusyRows is waitForRows, leaving out (busy) the rows another
+	// transaction holds rather than waiting for them.
+	skipBusyRows
+	// skipBusyCreated is skipBusyRows when every row exists, created and
+	// committed by createOrders: one locking read by the unique key locks
+	// them and skips those another transaction holds; a row it does not
+	// return is busy, and settled, by waitForRows, after the others.
+	skipBusyCreated
+)
+
+// settleBatchTx is one attempt at a SettleBatch transaction; mode says
+// how it locks its order rows, and the events whose rows it leaves to a
+// later transaction are busy[i].
+func (s *Service) settleBatchTx(ctx context.Context, evs []channels.Event, keys []idempotent.TenantKey, sts []settlement, lost, busy []bool, mode lockMode, readClaims bool) error {
 	return s.db.RunInTx(ctx, s.txOptions(), func(ctx context.Context, tx bun.Tx) error {
 		for i := range evs {
 			sts[i], lost[i], busy[i] = settlement{ev: evs[i]}, false, false
@@ -247,7 +266,7 @@ func (s *Service) settleBatchTx(ctx context.Context, evs []channels.Event, keys 
 
 		// (2) The order rows, created where absent, then locked.
 		now := s.claims.Now()
-		orders, busyTrades, err := s.lockOrders(ctx, tx, evs, lost, now, skipBusy)
+		orders, busyTrades, err := s.lockOrders(ctx, tx, evs, lost, now, mode)
 		if err != nil {
 			return err
 		}
@@ -327,11 +346,25 @@ func (s *Service) settleBatchTx(ctx context.Context, evs []channels.Event, keys 
 // them). Rows are locked by primary key and created by a plain insert, in
 // (tenant, channel, trade) order; a trade another settler creates first is
 // read and locked in a further round of the same transaction.
-func (s *Service) lockOrders(ctx context.Context, tx bun.Tx, evs []channels.Event, lost []bool, now time.Time, skipBusy bool) (map[tradeKey]*Order, map[tradeKey]bool, error) {
+func (s *Service) lockOrders(ctx context.Context, tx bun.Tx, evs []channels.Event, lost []bool, now time.Time, mode lockMode) (map[tradeKey]*Order, map[tradeKey]bool, error) {
 	fresh, firsts := newOrders(evs, lost, now)
 	orders := make(map[tradeKey]*Order, len(fresh))
 	busy := map[tradeKey]bool{}
 	if len(fresh) == 0 {
+		return orders, busy, nil
+	}
+	if mode == skipBusyCreated {
+		// Every row exists: a locking read of exactly these trades by the
+		// unique key (at READ COMMITTED it locks only the rows it returns)
+		// takes them in one statement.
+		if err := s.selectOrders(ctx, tx, fresh, firsts, orders, "UPDATE SKIP LOCKED"); err != nil {
+			return nil, nil, err
+		}
+		for t := range firsts {
+			if orders[t] == nil {
+				busy[t] = true
+			}
+		}
 		return orders, busy, nil
 	}
 	// Find what exists with a plain read, lock exactly those rows by
@@ -349,10 +382,10 @@ func (s *Service) lockOrders(ctx context.Context, tx bun.Tx, evs []channels.Even
 	pending := fresh
 	for round := 1; ; round++ {
 		existing := map[tradeKey]*Order{}
-		if err := s.selectOrders(ctx, tx, pending, firsts, existing, false); err != nil {
+		if err := s.selectOrders(ctx, tx, pending, firsts, existing, ""); err != nil {
 			return nil, nil, err
 		}
-		if err := s.lockByID(ctx, tx, existing, orders, skipBusy); err != nil {
+		if err := s.lockByID(ctx, tx, existing, orders, mode == skipBusyRows); err != nil {
 			return nil, nil, err
 		}
 		var missing []Order
@@ -371,7 +404,7 @@ func (s *Service) lockOrders(ctx context.Context, tx bun.Tx, evs []channels.Even
 		}
 		_, err := insertOrders(tx, &missing).Exec(ctx)
 		if err == nil {
-			if err := s.selectOrders(ctx, tx, missing, firsts, orders, false); err != nil {
+			if err := s.selectOrders(ctx, tx, missing, firsts, orders, ""); err != nil {
 				return nil, nil, err
 			}
 			break
@@ -464,8 +497,9 @@ func (s *Service) lockByID(ctx context.Context, tx bun.Tx, existing, orders map[
 }
 
 // selectOrders reads the order rows of want into orders, keeping only the
-// trades in firsts; forUpdate makes it a locking read.
-func (s *Service) selectOrders(ctx context.Context, tx bun.IDB, want []Order, firsts map[tradeKey]bool, orders map[tradeKey]*Order, forUpdate bool) error {
+// trades in firsts; lock, when not empty, makes it a locking read (FOR
+// lock) on MySQL.
+func (s *Service) selectOrders(ctx context.Context, tx bun.IDB, want []Order, firsts map[tradeKey]bool, orders map[tradeKey]*Order, lock string) error {
 	trades := make([]tradeKey, len(want))
 	for i, o := range want {
 		trades[i] = tradeKey{o.TenantID, o.Channel, o.TradeNo}
@@ -473,8 +507,8 @@ func (s *Service) selectOrders(ctx context.Context, tx bun.IDB, want []Order, fi
 	var rows []Order
 	sel := whereTrades(tx.NewSelect().Model(&rows), trades).
 		OrderExpr("tenant_id, channel_code, channel_trade_no")
-	if forUpdate && !s.sqlite {
-		sel = sel.For("UPDATE")
+	if lock != "" && !s.sqlite {
+		sel = sel.For(lock)
 	}
 	if err := sel.Scan(ctx); err != nil {
 		return fmt.Errorf("read %d orders: %w", len(want), err)
