@@ -35,8 +35,8 @@ func compareTrades(x, y tradeKey) int {
 // FenceLost for that event only.
 //
 // The work is set-based. On MySQL the order rows the batch's trades lack
-// of a batch of more than one are first created by createOrders, committed
-// at once; then the transaction makes one read and one locking read of the
+// of a batch of createOrdersFrom events or more are first created by
+// createOrders, committed at once; then the transaction makes one read and one locking read of the
 // order rows (an insert, and a round more, only for a trade whose row is
 // still missing), one write of the changed orders, one insert of every
 // ledger row and one fence UPDATE per tenant, whatever the batch size;
@@ -80,11 +80,12 @@ func (s *Service) SettleBatch(ctx context.Context, evs []channels.Event) ([]Resu
 		seen[keys[i]] = true
 	}
 
-	// A batch of one holds its transaction for a few statements only: it
-	// creates a missing order row inside it, as lockOrders does, and so
-	// writes nothing at all when it fails.
+	// A small batch holds its transaction for a few statements only: it
+	// creates missing order rows inside it, as lockOrders does (a batch of
+	// one so writes nothing at all when it fails), and saves the upsert's
+	// statements and commit, which weigh most at low load.
 	mode := skipBusyRows
-	if !s.sqlite && len(evs) > 1 {
+	if !s.sqlite && len(evs) >= createOrdersFrom {
 		if err := s.createOrders(ctx, evs); err != nil {
 			return nil, fmt.Errorf("settle batch of %d: %w", len(evs), err)
 		}
@@ -141,6 +142,10 @@ func (s *Service) batchResults(ctx context.Context, sts []settlement, lost, unse
 	return out
 }
 
+// createOrdersFrom is the smallest batch whose new order rows are created
+// ahead of its transaction (createOrders).
+const createOrdersFrom = 8
+
 // createOrders creates the order rows of the batch's trades that do not
 // exist yet, before the batch's transaction and each committed at once
 // (the first event of a trade in the batch sets its total, merchant order
@@ -191,28 +196,31 @@ var ErrBatchIncomplete = errors.New("batch settled in part")
 
 // runBatchTx runs settleBatchTx, again (twice at most) after a lost race
 // for an order row, a deadlock, or a fence that did not hold. The first
-// attempt does not read the claims: the fence, last, checks that each is
-// still ACQUIRED and holds the event's fingerprint. An attempt after a
-// fence that did not hold (or a posting the ledger already had, which a
-// claim another settler won also explains) reads them first and leaves
-// out the claims another settler won.
+// attempts do not read the claims: the fence, last, checks that each is
+// still ACQUIRED and holds the event's fingerprint. After a fence that did
+// not hold, or a posting the ledger already had (which a claim another
+// settler won also explains), it runs once more, whatever the reruns
+// before, reading the claims first and leaving out those another settler
+// won.
 func (s *Service) runBatchTx(ctx context.Context, evs []channels.Event, keys []idempotent.TenantKey, sts []settlement, lost, busy []bool, mode lockMode) error {
-	var err error
 	readClaims := false
-	for attempt := 0; attempt < 3; attempt++ {
-		err = s.settleBatchTx(ctx, evs, keys, sts, lost, busy, mode, readClaims)
+	for reruns := 0; ; {
+		err := s.settleBatchTx(ctx, evs, keys, sts, lost, busy, mode, readClaims)
 		switch {
-		case errors.Is(err, errOrderRace), idempotent.IsDeadlock(err):
-		case errors.Is(err, idempotent.ErrFenceLost), !readClaims && errors.Is(err, errAlreadyPosted):
+		case !readClaims && (errors.Is(err, idempotent.ErrFenceLost) || errors.Is(err, errAlreadyPosted)):
+			// Once, whatever the reruns before: read the claims.
 			readClaims = true
-		default:
-			return err
+			continue
+		case errors.Is(err, errOrderRace), idempotent.IsDeadlock(err), errors.Is(err, idempotent.ErrFenceLost):
+			if reruns++; reruns < 3 {
+				continue
+			}
 		}
-		// Nothing was written; the next attempt finds the order rows the
-		// race was lost to, runs after the deadlock's other side, or reads
-		// the claims another settler settled as lost.
+		// Nothing was written by a failed attempt; the next one finds the
+		// order rows the race was lost to, runs after the deadlock's other
+		// side, or reads the claims another settler settled as lost.
+		return err
 	}
-	return err
 }
 
 // errOrderRace marks a batch that lost the race to create an order row.
