@@ -1,6 +1,7 @@
 package channels
 
 import (
+	"bytes"
 	"strconv"
 	"strings"
 	"time"
@@ -118,32 +119,44 @@ func (s *scanner) plainKey() ([]byte, bool) {
 
 // rawString returns the extent of a JSON string (quotes included) and
 // whether it has escapes; it checks the bytes are valid UTF-8 without raw
-// control characters.
+// control characters. The closing quote is found with bytes.IndexByte (a
+// quote preceded by an odd run of backslashes is escaped), and the bytes
+// between checked in one tight loop: envelopes carry whole callback
+// bodies as strings.
 func (s *scanner) rawString() (raw []byte, escaped, ok bool) {
 	if s.p >= len(s.data) || s.data[s.p] != '"' {
 		return nil, false, false
 	}
-	q := s.p + 1
-	for ; q < len(s.data); q++ {
-		c := s.data[q]
-		if c == '"' {
+	start, q := s.p+1, s.p+1
+	for {
+		i := bytes.IndexByte(s.data[q:], '"')
+		if i < 0 {
+			return nil, false, false
+		}
+		end := q + i
+		n := 0
+		for j := end - 1; j >= start && s.data[j] == '\\'; j-- {
+			n++
+		}
+		if n%2 == 0 {
+			q = end
 			break
 		}
+		q = end + 1
+	}
+	body := s.data[start:q]
+	var high byte
+	for _, c := range body {
 		if c < 0x20 {
 			return nil, false, false
 		}
-		if c == '\\' {
-			escaped = true
-			q++
-		}
+		high |= c
 	}
-	if q >= len(s.data) {
+	if high >= utf8.RuneSelf && !utf8.Valid(body) {
 		return nil, false, false
 	}
+	escaped = bytes.IndexByte(body, '\\') >= 0
 	raw = s.data[s.p : q+1]
-	if !utf8.Valid(raw) {
-		return nil, false, false
-	}
 	s.p = q + 1
 	return raw, escaped, true
 }
@@ -174,21 +187,25 @@ func (s *scanner) skipString() bool {
 }
 
 // unescape decodes the escapes of raw, appending to out unless out is nil
-// (validation only).
+// (validation only). The runs between escapes are copied whole.
 func unescape(raw, out []byte) ([]byte, bool) {
 	build := out != nil
 	for i := 0; i < len(raw); i++ {
-		c := raw[i]
-		if c != '\\' {
+		k := bytes.IndexByte(raw[i:], '\\')
+		if k < 0 {
 			if build {
-				out = append(out, c)
+				out = append(out, raw[i:]...)
 			}
-			continue
+			break
 		}
-		i++
+		if build {
+			out = append(out, raw[i:i+k]...)
+		}
+		i += k + 1
 		if i >= len(raw) {
 			return nil, false
 		}
+		var c byte
 		switch raw[i] {
 		case '"', '\\', '/':
 			c = raw[i]

@@ -16,6 +16,8 @@ func FuzzFastEnvelope(f *testing.F) {
 	f.Add([]byte(`{"tenant_id":1e3}`))
 	f.Add([]byte(`{"body":"\ud83d\ude00"}`))
 	f.Add([]byte(`{}`))
+	// Runs of backslashes before a quote: even ends the string, odd escapes it.
+	f.Add([]byte(`{"body":"a\\","channel":"\\\"x\"\\\\"}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var fast Envelope
 		if !fastEnvelope(data, &fast) {
@@ -141,4 +143,30 @@ func FuzzAlipayForm(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestFastEnvelopeBackslashRuns: the closing quote of a string is the
+// first one after an even run of backslashes.
+func TestFastEnvelopeBackslashRuns(t *testing.T) {
+	for _, data := range []string{
+		`{"body":"a\\","channel":"b"}`,
+		`{"body":"\\\"x\"\\\\","channel":"\\"}`,
+		`{"body":"\"\"","channel":"\u005c\""}`,
+		`{"body":"\\\\\\"}`,
+	} {
+		var fast, ref Envelope
+		if !fastEnvelope([]byte(data), &fast) {
+			t.Fatalf("fast path refused %s", data)
+		}
+		if err := json.Unmarshal([]byte(data), &ref); err != nil {
+			t.Fatalf("encoding/json refused %s: %v", data, err)
+		}
+		if fast.Body != ref.Body || fast.Channel != ref.Channel {
+			t.Fatalf("%s: fast %q %q, encoding/json %q %q", data, fast.Body, fast.Channel, ref.Body, ref.Channel)
+		}
+	}
+	var env Envelope
+	if fastEnvelope([]byte(`{"body":"a\\\"}`), &env) {
+		t.Fatal("an escaped closing quote leaves the string open")
+	}
 }
