@@ -194,18 +194,7 @@ func (r BacklogResult) WriteBenchfmt(w io.Writer) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "BenchmarkE2E/%s=%d %d %.1f ns/op %.0f msgs/s %.0f events/s",
 		RowBacklog, r.Requested, row.Messages, 1e9/row.Rate, row.Rate, row.EventRate)
-	for _, m := range []struct {
-		v    float64
-		unit string
-	}{
-		{row.WorkerPerEvent(), "worker-us/event"},
-		{row.DBPerEvent(), "db-us/event"},
-		{row.StatementsPerEvent(), "stmts/event"},
-	} {
-		if m.v >= 0 {
-			fmt.Fprintf(&b, " %.3f %s", m.v, m.unit)
-		}
-	}
+	writeCosts(&b, row)
 	fmt.Fprintf(&b, " %.1f peak-RSS-MiB %.1f broker-peak-RSS-MiB\n", float64(row.PeakRSS)/(1<<20), float64(r.BrokerPeakRSS)/(1<<20))
 	if _, err := io.WriteString(w, b.String()); err != nil {
 		return fmt.Errorf("write benchmark lines: %w", err)

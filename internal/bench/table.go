@@ -169,18 +169,7 @@ func (r Result) WriteBenchfmt(w io.Writer) error {
 			fmt.Fprintf(&b, " %.0f msgs/s", row.Rate)
 		}
 		fmt.Fprintf(&b, " %.0f events/s", row.EventRate)
-		for _, m := range []struct {
-			v    float64
-			unit string
-		}{
-			{row.WorkerPerEvent(), "worker-us/event"},
-			{row.DBPerEvent(), "db-us/event"},
-			{row.StatementsPerEvent(), "stmts/event"},
-		} {
-			if m.v >= 0 {
-				fmt.Fprintf(&b, " %.3f %s", m.v, m.unit)
-			}
-		}
+		writeCosts(&b, row)
 		if row.P50 > 0 {
 			fmt.Fprintf(&b, " %.3f p50-ms %.3f p99-ms", ms(row.P50), ms(row.P99))
 		}
@@ -193,6 +182,23 @@ func (r Result) WriteBenchfmt(w io.Writer) error {
 		return fmt.Errorf("write benchmark lines: %w", err)
 	}
 	return nil
+}
+
+// writeCosts appends a row's known CPU and statement figures per event in
+// Go benchmark units.
+func writeCosts(b *strings.Builder, row Row) {
+	for _, m := range []struct {
+		v    float64
+		unit string
+	}{
+		{row.WorkerPerEvent(), "worker-us/event"},
+		{row.DBPerEvent(), "db-us/event"},
+		{row.StatementsPerEvent(), "stmts/event"},
+	} {
+		if m.v >= 0 {
+			fmt.Fprintf(b, " %.3f %s", m.v, m.unit)
+		}
+	}
 }
 
 func ratio(v, ceiling float64) string {
