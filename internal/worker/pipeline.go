@@ -279,7 +279,9 @@ func (p *Pipeline) handleMoney(ctx context.Context, msgs []kafka.Message, states
 	}
 
 	// Every money message, in order, to its outcome.
-	finished := make([]bool, len(leaders)) // an existing claim was finished
+	// Whether an existing claim was finished, once per key per pass: a
+	// key's later messages share the first matching message's result.
+	finished, tried := make([]bool, len(leaders)), make([]bool, len(leaders))
 	for _, it := range money {
 		j := leader[it.key]
 		r := results[j]
@@ -307,15 +309,18 @@ func (p *Pipeline) handleMoney(ctx context.Context, msgs []kafka.Message, states
 			} else {
 				p.count(it.ev, metrics.OutcomeDuplicate) // a channel retry of the event this batch claimed
 			}
-		case !finished[j]:
+		case !tried[j]:
 			// The first message that matches the existing claim finishes it
 			// for the key; the key's later messages share its outcome.
+			tried[j] = true
 			if err := p.finishExisting(ctx, msg, it.ev, claim); err != nil {
 				errs.add(err)
 				continue
 			}
 			finished[j] = true
 			p.count(it.ev, outcomeOfDuplicate(st, claim, it.src))
+		case !finished[j]:
+			continue // its error is in errs; retried
 		default:
 			p.count(it.ev, outcomeOfDuplicate(st, claim, it.src))
 		}
