@@ -84,6 +84,7 @@ func commands() []command {
 		{"purge", "clear stored events of old SETTLED claims beyond the retention floor (rows are kept)", purgeCommand},
 		{"dlq", "dead letters: list, redrive", dlqCommand},
 		{"refund", "refund pre-registration: register", refundCommand},
+		{"version", "print the version, the VCS revision and the Go version", noFlags(cmdVersion)},
 	}
 }
 

@@ -25,6 +25,8 @@ import (
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/idempotent"
 	"github.com/paycallback/paycallback/pkg/settlement"
+
+	"github.com/paycallback/paycallback/internal/buildinfo"
 )
 
 // Main is one worker process. Set Config (and optionally DB, Logger,
@@ -150,7 +152,8 @@ func (m *Main) Run(ctx context.Context) error {
 	m.worker, m.admin = w, srv
 	m.mu.Unlock()
 
-	logger.Info("starting worker", "config", cfg)
+	build := buildinfo.Read()
+	logger.Info("starting worker", "version", build.Version, "revision", build.Revision, "goversion", build.GoVersion, "config", cfg)
 	bg, stopBg := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopBg()
 	var wg sync.WaitGroup

@@ -16,6 +16,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/paycallback/paycallback/internal/buildinfo"
 )
 
 // Channel label values of paycb_events_total. Anything else is recorded as
@@ -191,7 +193,13 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Messages behind the end of each partition assigned to this worker.",
 		}, []string{"partition"}),
 	}
-	for _, c := range []prometheus.Collector{m.events, m.deadLetters, m.settles, m.errors, m.orphans, m.settleDur, m.lag} {
+	build := buildinfo.Read()
+	buildInfo := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "paycb_build_info",
+		Help: "The running build: 1, labelled with its version, VCS revision and Go version.",
+	}, []string{"version", "revision", "goversion"})
+	buildInfo.WithLabelValues(build.Version, build.Revision, build.GoVersion).Set(1)
+	for _, c := range []prometheus.Collector{m.events, m.deadLetters, m.settles, m.errors, m.orphans, m.settleDur, m.lag, buildInfo} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register metrics: %w", err)
 		}

@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +10,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/paycallback/paycallback/internal/buildinfo"
 )
 
 func mustNew(t *testing.T) (*Metrics, *prometheus.Registry) {
@@ -138,6 +141,17 @@ func TestGauges(t *testing.T) {
 # TYPE paycb_consumer_lag gauge
 paycb_consumer_lag{partition="0"} 12
 `)))
+}
+
+// TestBuildInfo: one paycb_build_info series, 1, labelled with this build.
+func TestBuildInfo(t *testing.T) {
+	_, reg := mustNew(t)
+	b := buildinfo.Read()
+	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(fmt.Sprintf(`
+# HELP paycb_build_info The running build: 1, labelled with its version, VCS revision and Go version.
+# TYPE paycb_build_info gauge
+paycb_build_info{goversion=%q,revision=%q,version=%q} 1
+`, b.GoVersion, b.Revision, b.Version)), "paycb_build_info"))
 }
 
 func TestSettleDuration(t *testing.T) {

@@ -1,0 +1,60 @@
+// Package buildinfo says which build of the worker is running: the module
+// version, the VCS revision and the Go version, as the Go toolchain
+// recorded them in the binary. It never fails: what the binary does not
+// record reads "unknown".
+package buildinfo
+
+import (
+	"fmt"
+	"runtime"
+	"runtime/debug"
+)
+
+// Unknown stands for a value the binary does not record (a test binary, a
+// build outside version control).
+const Unknown = "unknown"
+
+// Info identifies a build.
+type Info struct {
+	// Version is the main module's version ("(devel)" for a build from a
+	// work tree) or Unknown.
+	Version string
+	// Revision is the VCS revision, with "-dirty" when the work tree had
+	// uncommitted changes, or Unknown.
+	Revision string
+	// GoVersion is the Go toolchain's version.
+	GoVersion string
+}
+
+// Read returns the running binary's build information.
+func Read() Info {
+	info := Info{Version: Unknown, Revision: Unknown, GoVersion: runtime.Version()}
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return info
+	}
+	if bi.Main.Version != "" {
+		info.Version = bi.Main.Version
+	}
+	if bi.GoVersion != "" {
+		info.GoVersion = bi.GoVersion
+	}
+	var modified bool
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			info.Revision = s.Value
+		case "vcs.modified":
+			modified = s.Value == "true"
+		}
+	}
+	if modified && info.Revision != Unknown {
+		info.Revision += "-dirty"
+	}
+	return info
+}
+
+// String formats the build as "VERSION (revision REVISION, GOVERSION)".
+func (i Info) String() string {
+	return fmt.Sprintf("%s (revision %s, %s)", i.Version, i.Revision, i.GoVersion)
+}
