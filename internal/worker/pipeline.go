@@ -123,20 +123,16 @@ func StageOf(err error) metrics.Stage {
 func (p *Pipeline) Handle(ctx context.Context, msgs []kafka.Message, states []MessageState) error {
 	var run []moneyItem
 	runBytes, maxBytes := 0, 0
-	var held error // the run's errClaimInFlight, once every other outcome is durable
+	var errs firstErrors // a run's errClaimInFlight does not stop the batch
 	settleRun := func() error {
 		if len(run) == 0 {
 			return nil
 		}
-		err := p.handleMoney(ctx, msgs, states, run)
+		if err := p.handleMoney(ctx, msgs, states, run); err != nil {
+			errs.add(err)
+		}
 		run, runBytes = run[:0], 0
-		if err != nil && !errors.Is(err, errClaimInFlight) {
-			return err
-		}
-		if err != nil {
-			held = err
-		}
-		return nil
+		return errs.failed
 	}
 	for i, msg := range msgs {
 		if states[i].done {
@@ -186,7 +182,7 @@ func (p *Pipeline) Handle(ctx context.Context, msgs []kafka.Message, states []Me
 	if err := settleRun(); err != nil {
 		return err
 	}
-	return held
+	return errs.err()
 }
 
 // statementBytes bounds what one money event adds to the largest

@@ -31,6 +31,11 @@ type TenantKey struct {
 // event, is read only for a claim still ACQUIRED (settling it needs it); a
 // settled claim's is left nil here, which keeps a replay's lookups small.
 func (s *Store) LookupMany(ctx context.Context, keys []TenantKey) (map[TenantKey]Record, error) {
+	return s.lookup(ctx, s.db, keys)
+}
+
+// lookup reads the claims of keys on db, as LookupMany describes.
+func (s *Store) lookup(ctx context.Context, db bun.IDB, keys []TenantKey) (map[TenantKey]Record, error) {
 	out := make(map[TenantKey]Record, len(keys))
 	if len(keys) == 0 {
 		return out, nil
@@ -45,7 +50,7 @@ func (s *Store) LookupMany(ctx context.Context, keys []TenantKey) (map[TenantKey
 		}
 		byTenant[k.TenantID] = append(byTenant[k.TenantID], string(k.Key))
 	}
-	q := s.db.NewSelect().Table("ss_channel_idempotent").
+	q := db.NewSelect().Table("ss_channel_idempotent").
 		Column("id", "tenant_id", "idempotent_key", "event_type", "status", "settle_outcome", "fingerprint",
 			"source_topic", "source_partition", "source_offset", "attempts", "last_error", "dead_lettered_at",
 			"created_at", "settled_at").
@@ -331,31 +336,12 @@ func (s *Store) insertMany(ctx context.Context, claims []Claim, idx []int, token
 	return n, nil
 }
 
-// ReadMany reads the claims for keys inside db (a transaction or the pool)
-// without locking them, one statement per tenant so that every probe is an
-// exact unique-key lookup. A batch settlement reads its claims this way and
-// relies on SettleMany's fence, at the end, to find out whether another
-// settler won. Keys without a claim are absent from the map.
+// ReadMany is LookupMany inside db (a transaction or the pool), without
+// locking: a batch settlement that lost its fence reads its claims this way
+// and relies on SettleMany's fence, at the end, to find out whether another
+// settler won meanwhile.
 func (s *Store) ReadMany(ctx context.Context, db bun.IDB, keys []TenantKey) (map[TenantKey]Record, error) {
-	out := make(map[TenantKey]Record, len(keys))
-	byTenant := map[int64][]string{}
-	for _, k := range keys {
-		byTenant[k.TenantID] = append(byTenant[k.TenantID], string(k.Key))
-	}
-	for tenant, list := range byTenant {
-		var rows []claimRow
-		if err := db.NewSelect().Model(&rows).
-			Where("tenant_id = ?", tenant).
-			Where("idempotent_key IN (?)", bun.List(list)).
-			Scan(ctx); err != nil {
-			return nil, fmt.Errorf("read %d claims of tenant %d: %w", len(list), tenant, err)
-		}
-		for i := range rows {
-			rec := rows[i].record()
-			out[TenantKey{rec.TenantID, rec.Key}] = rec
-		}
-	}
-	return out, nil
+	return s.lookup(ctx, db, keys)
 }
 
 // Settlement is what the fence writes for one claim: the outcome, and
