@@ -27,6 +27,10 @@ const DefaultFile = "config/consumer.yaml"
 // APIv3KeyLen is the exact length in bytes of a WeChat Pay APIv3 key.
 const APIv3KeyLen = 32
 
+// MaxKeysPerTenant is the most APIv3 keys one tenant may have at once: the
+// current key and those still in flight during a rotation.
+const MaxKeysPerTenant = 4
+
 // Config is the worker's whole configuration. The zero value is not useful:
 // start from Default and apply sources with Load (or LoadFile, ApplyEnv and
 // Flags.Apply). YAML keys are given in the field tags; the environment
@@ -84,6 +88,59 @@ type Kafka struct {
 	// DLQWriteTimeout bounds one dead-letter write, acknowledged by all
 	// in-sync replicas. Env PAYCB_KAFKA_DLQ_WRITE_TIMEOUT. Default 10s.
 	DLQWriteTimeout time.Duration `yaml:"dlq_write_timeout"`
+	// TLS secures every connection to the brokers: the consumer group, the
+	// dead-letter writer and every operator command. Env
+	// PAYCB_KAFKA_TLS_ENABLED, PAYCB_KAFKA_TLS_CA_FILE,
+	// PAYCB_KAFKA_TLS_CERT_FILE, PAYCB_KAFKA_TLS_KEY_FILE,
+	// PAYCB_KAFKA_TLS_SERVER_NAME. Off by default.
+	TLS TLS `yaml:"tls"`
+	// SASL authenticates every connection to the brokers. Env
+	// PAYCB_KAFKA_SASL_MECHANISM, PAYCB_KAFKA_SASL_USERNAME,
+	// PAYCB_KAFKA_SASL_PASSWORD (or PAYCB_KAFKA_SASL_PASSWORD_FILE). Off by
+	// default.
+	SASL SASL `yaml:"sasl"`
+}
+
+// TLS is a client's TLS setting: TLS 1.2 at least, the server verified
+// against CAFile (PEM) or the system roots when CAFile is empty, an
+// optional client certificate, and the name to verify (from the address
+// when empty). Every field but Enabled must be empty while Enabled is false.
+type TLS struct {
+	// Enabled turns TLS on. Default false.
+	Enabled bool `yaml:"enabled"`
+	// CAFile is a PEM bundle of the CAs trusted to sign the server's
+	// certificate; empty means the system roots.
+	CAFile string `yaml:"ca_file"`
+	// CertFile and KeyFile are the client certificate and its key (PEM),
+	// both or neither.
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
+	// ServerName is the name the server's certificate must carry; empty
+	// means the host of the address dialled.
+	ServerName string `yaml:"server_name"`
+}
+
+// Set reports whether any field other than Enabled is set.
+func (t TLS) Set() bool {
+	return t.CAFile != "" || t.CertFile != "" || t.KeyFile != "" || t.ServerName != ""
+}
+
+// SASL mechanisms accepted in Kafka.SASL.Mechanism.
+const (
+	SASLPlain       = "PLAIN"
+	SASLScramSHA256 = "SCRAM-SHA-256"
+	SASLScramSHA512 = "SCRAM-SHA-512"
+)
+
+// SASL is the Kafka SASL setting. An empty Mechanism turns SASL off, and
+// then Username and Password must be empty too.
+type SASL struct {
+	// Mechanism is SASLPlain, SASLScramSHA256, SASLScramSHA512 or "".
+	Mechanism string `yaml:"mechanism"`
+	// Username and Password are the credentials, both required with a
+	// mechanism.
+	Username string `yaml:"username"`
+	Password Secret `yaml:"password"`
 }
 
 // DB configures the MySQL/MariaDB connection pool.
@@ -92,6 +149,11 @@ type DB struct {
 	// (visible in process listings; prefer the environment). No default:
 	// required by the commands for which NeedsDB is true.
 	DSN DSN `yaml:"dsn"`
+	// TLS secures the connection to MySQL; required by the client when
+	// enabled. Env PAYCB_DB_TLS_ENABLED, PAYCB_DB_TLS_CA_FILE,
+	// PAYCB_DB_TLS_CERT_FILE, PAYCB_DB_TLS_KEY_FILE,
+	// PAYCB_DB_TLS_SERVER_NAME. A DSN tls= parameter beside it is an error.
+	TLS TLS `yaml:"tls"`
 	// MaxOpenConns caps open connections. Env PAYCB_DB_MAX_OPEN_CONNS.
 	// Default 32.
 	MaxOpenConns int `yaml:"max_open_conns"`
@@ -108,25 +170,52 @@ type Admin struct {
 	// Addr is the listen address. Env PAYCB_ADMIN_ADDR, flag --admin-addr.
 	// Default ":9464".
 	Addr string `yaml:"addr"`
+	// Pprof serves net/http/pprof under /debug/pprof/ (without the cmdline
+	// handler, which would print a DSN given as a flag). Env
+	// PAYCB_ADMIN_PPROF. Default false.
+	Pprof bool `yaml:"pprof"`
 }
 
 // WeChat holds the APIv3 keys that decrypt WeChat Pay notifications.
 type WeChat struct {
 	// APIv3Key is used for every tenant without a key of its own. Env
-	// PAYCB_WECHAT_APIV3_KEY. No default. Exactly 32 bytes when set.
+	// PAYCB_WECHAT_APIV3_KEY (or PAYCB_WECHAT_APIV3_KEY_FILE). No default.
+	// Exactly 32 bytes when set.
 	APIv3Key Secret `yaml:"apiv3_key"`
-	// APIv3Keys are per-tenant keys, by tenant ID; YAML only. Each exactly 32
-	// bytes.
-	APIv3Keys map[int64]Secret `yaml:"apiv3_keys"`
+	// APIv3Keys are per-tenant keys, by tenant ID, current key first: in the
+	// YAML a key or a list of keys, and from TenantKeysFile. Each exactly 32
+	// bytes. A tenant's keys come from one source only.
+	APIv3Keys map[int64]Keys `yaml:"apiv3_keys"`
+	// TenantKeysFile is a file of per-tenant keys, lines TENANT_ID=KEY,
+	// several lines per tenant allowed, current key first; blank lines and
+	// lines starting with # are skipped. Load reads it into APIv3Keys. Env
+	// PAYCB_WECHAT_APIV3_TENANT_KEYS_FILE.
+	TenantKeysFile string `yaml:"tenant_keys_file"`
 }
 
-// KeyFor returns the APIv3 key for tenant: its own key, else the default
-// key. ok is false when neither is set.
-func (w WeChat) KeyFor(tenant int64) (key Secret, ok bool) {
-	if k, found := w.APIv3Keys[tenant]; found && k.IsSet() {
-		return k, true
+// KeysFor returns the APIv3 keys to try for tenant, current first: its own
+// keys, else the default key alone. It is empty when neither is set.
+func (w WeChat) KeysFor(tenant int64) Keys {
+	if k := w.APIv3Keys[tenant]; len(k) > 0 {
+		return k
 	}
-	return w.APIv3Key, w.APIv3Key.IsSet()
+	if w.APIv3Key.IsSet() {
+		return Keys{w.APIv3Key}
+	}
+	return nil
+}
+
+// HasAnyKey reports whether any APIv3 key is configured.
+func (w WeChat) HasAnyKey() bool {
+	if w.APIv3Key.IsSet() {
+		return true
+	}
+	for _, k := range w.APIv3Keys {
+		if len(k) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // Log configures the process logger.
@@ -183,6 +272,15 @@ type Worker struct {
 	// ShutdownTimeout caps the whole graceful shutdown. Env
 	// PAYCB_SHUTDOWN_TIMEOUT, flag --shutdown-timeout. Default 30s.
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+	// StartupTimeout is how long run keeps trying to reach the database and
+	// the broker at start before it exits 1. Env PAYCB_STARTUP_TIMEOUT.
+	// Default 1m.
+	StartupTimeout time.Duration `yaml:"startup_timeout"`
+	// Channels are the channels accepted; a message of another channel is
+	// dead-lettered unknown_channel. Every instance of a group must share
+	// the setting. Env PAYCB_CHANNELS (comma-separated). Default WECHAT,
+	// ALIPAY, SQB.
+	Channels []string `yaml:"channels"`
 }
 
 // MaxBatch is the largest accepted Worker.BatchMax.
@@ -222,6 +320,8 @@ func Default() Config {
 			RetryBackoffMin: 10 * time.Millisecond,
 			RetryBackoffMax: 30 * time.Second,
 			ShutdownTimeout: 30 * time.Second,
+			StartupTimeout:  time.Minute,
+			Channels:        []string{"WECHAT", "ALIPAY", "SQB"},
 		},
 	}
 }
@@ -322,13 +422,27 @@ func (c Config) Validate() error {
 		bad("wechat.apiv3_key", "must be exactly %d bytes, got %d", APIv3KeyLen, len(c.WeChat.APIv3Key.Reveal()))
 	}
 	for _, tenant := range slices.Sorted(maps.Keys(c.WeChat.APIv3Keys)) {
-		key := c.WeChat.APIv3Keys[tenant]
+		keys := c.WeChat.APIv3Keys[tenant]
 		path := "wechat.apiv3_keys[" + strconv.FormatInt(tenant, 10) + "]"
-		switch {
-		case tenant <= 0:
+		if tenant <= 0 {
 			bad(path, "tenant ID must be positive")
-		case len(key.Reveal()) != APIv3KeyLen:
-			bad(path, "must be exactly %d bytes, got %d", APIv3KeyLen, len(key.Reveal()))
+			continue
+		}
+		if len(keys) == 0 {
+			bad(path, "has no key")
+		}
+		if len(keys) > MaxKeysPerTenant {
+			bad(path, "has %d keys; at most %d (the current one and those still in flight)", len(keys), MaxKeysPerTenant)
+		}
+		seen := make(map[string]bool, len(keys))
+		for i, key := range keys {
+			switch {
+			case len(key.Reveal()) != APIv3KeyLen:
+				bad(path, "key %d must be exactly %d bytes, got %d", i+1, APIv3KeyLen, len(key.Reveal()))
+			case seen[key.Reveal()]:
+				bad(path, "key %d repeats an earlier key", i+1)
+			}
+			seen[key.Reveal()] = true
 		}
 	}
 

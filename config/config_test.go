@@ -137,9 +137,9 @@ func TestValidate(t *testing.T) {
 		{"idle conns", func(c *Config) { c.DB.MaxIdleConns = 100 }, []string{"db.max_idle_conns"}},
 		{"admin addr", func(c *Config) { c.Admin.Addr = "" }, []string{"admin.addr (PAYCB_ADMIN_ADDR)"}},
 		{"short default key", func(c *Config) { c.WeChat.APIv3Key = Secret(testKey[:31]) }, []string{"wechat.apiv3_key (PAYCB_WECHAT_APIV3_KEY)", "exactly 32 bytes, got 31"}},
-		{"long tenant key", func(c *Config) { c.WeChat.APIv3Keys = map[int64]Secret{1001: Secret(testKey + "x")} }, []string{"wechat.apiv3_keys[1001]", "got 33"}},
-		{"empty tenant key", func(c *Config) { c.WeChat.APIv3Keys = map[int64]Secret{1001: ""} }, []string{"wechat.apiv3_keys[1001]", "got 0"}},
-		{"bad tenant", func(c *Config) { c.WeChat.APIv3Keys = map[int64]Secret{0: Secret(testKey)} }, []string{"wechat.apiv3_keys[0]", "tenant ID"}},
+		{"long tenant key", func(c *Config) { c.WeChat.APIv3Keys = map[int64]Keys{1001: {Secret(testKey + "x")}} }, []string{"wechat.apiv3_keys[1001]", "got 33"}},
+		{"empty tenant key", func(c *Config) { c.WeChat.APIv3Keys = map[int64]Keys{1001: {""}} }, []string{"wechat.apiv3_keys[1001]", "got 0"}},
+		{"bad tenant", func(c *Config) { c.WeChat.APIv3Keys = map[int64]Keys{0: {Secret(testKey)}} }, []string{"wechat.apiv3_keys[0]", "tenant ID"}},
 		{"log level", func(c *Config) { c.Log.Level = "verbose" }, []string{"log.level (PAYCB_LOG_LEVEL)", `"verbose"`}},
 		{"log format", func(c *Config) { c.Log.Format = "xml" }, []string{"log.format"}},
 		{"batch zero", func(c *Config) { c.Worker.BatchMax = 0 }, []string{"worker.batch_max (PAYCB_BATCH_MAX)", "got 0"}},
@@ -205,9 +205,7 @@ wechat:
 				assert.Equal(t, 3*time.Minute, c.Worker.OrphanAfter)
 				assert.Equal(t, "settlement-consumer", Default().Kafka.Group) // untouched defaults stay
 				assert.Equal(t, 30*time.Second, c.Worker.ShutdownTimeout)
-				key, ok := c.WeChat.KeyFor(1001)
-				require.True(t, ok)
-				assert.Equal(t, tenantKey, key.Reveal())
+				assert.Equal(t, []string{tenantKey}, c.WeChat.KeysFor(1001).Reveal())
 			},
 		},
 		{
@@ -236,12 +234,8 @@ wechat:
 				assert.Equal(t, 90*time.Second, c.Worker.OrphanAfter)
 				assert.Equal(t, 1, c.Worker.BatchMax)
 				assert.Equal(t, 5*time.Second, c.Worker.ShutdownTimeout)
-				key, ok := c.WeChat.KeyFor(1001)
-				require.True(t, ok)
-				assert.Equal(t, tenantKey, key.Reveal(), "a tenant's own key wins over the default")
-				key, ok = c.WeChat.KeyFor(2002)
-				require.True(t, ok)
-				assert.Equal(t, testKey, key.Reveal())
+				assert.Equal(t, []string{tenantKey}, c.WeChat.KeysFor(1001).Reveal(), "a tenant's own key wins over the default")
+				assert.Equal(t, []string{testKey}, c.WeChat.KeysFor(2002).Reveal())
 			},
 		},
 		{
@@ -389,7 +383,7 @@ func secretConfig(t *testing.T) Config {
 	c := Default()
 	c.DB.DSN = DSN("root:" + testPassword + "@tcp(db.internal:3306)/paycb?parseTime=true")
 	c.WeChat.APIv3Key = Secret(testKey)
-	c.WeChat.APIv3Keys = map[int64]Secret{1001: Secret(tenantKey)}
+	c.WeChat.APIv3Keys = map[int64]Keys{1001: {Secret(tenantKey)}}
 	c.Finalize()
 	require.NoError(t, c.ValidateFor("run"))
 	return c
@@ -441,7 +435,7 @@ func TestSecretsNeverPrinted(t *testing.T) {
 
 	assert.Contains(t, c.String(), "db.dsn=root:***@tcp(db.internal:3306)/paycb?parseTime=true")
 	assert.Contains(t, c.String(), "wechat.apiv3_key=***")
-	assert.Contains(t, c.String(), "wechat.apiv3_keys.1001=***")
+	assert.Contains(t, c.String(), "wechat.apiv3_keys.1001=[***]")
 	assert.Contains(t, c.String(), "kafka.dlq_topic=channel-events.dlq")
 	assert.Contains(t, textLog.String(), `config.db.dsn="root:***@tcp(db.internal:3306)/paycb`)
 	assert.Contains(t, jsonLog.String(), `"apiv3_key":"***"`)
@@ -491,17 +485,15 @@ func TestSlogLevel(t *testing.T) {
 	}
 }
 
-func TestKeyFor(t *testing.T) {
+func TestKeysFor(t *testing.T) {
 	w := WeChat{}
-	_, ok := w.KeyFor(1001)
-	assert.False(t, ok, "no keys at all")
+	assert.Empty(t, w.KeysFor(1001), "no keys at all")
+	assert.False(t, w.HasAnyKey())
 
-	w.APIv3Keys = map[int64]Secret{1001: Secret(tenantKey)}
-	k, ok := w.KeyFor(1001)
-	require.True(t, ok)
-	assert.Equal(t, tenantKey, k.Reveal())
-	_, ok = w.KeyFor(2002)
-	assert.False(t, ok, "another tenant with no default key")
+	w.APIv3Keys = map[int64]Keys{1001: {Secret(tenantKey), Secret(testKey)}}
+	assert.Equal(t, []string{tenantKey, testKey}, w.KeysFor(1001).Reveal(), "current key first")
+	assert.Empty(t, w.KeysFor(2002), "another tenant with no default key")
+	assert.True(t, w.HasAnyKey())
 }
 
 func TestEnvVarsCoverContract(t *testing.T) {
@@ -527,7 +519,7 @@ func TestExampleFile(t *testing.T) {
 	require.NoError(t, c.ValidateFor("demo"))
 	want := Default()
 	want.Finalize()
-	want.WeChat.APIv3Keys = map[int64]Secret{} // the example shows an empty map
+	want.WeChat.APIv3Keys = map[int64]Keys{} // the example shows an empty map
 	assert.Equal(t, want, c, "the example documents the defaults")
 
 	var doc map[string]any

@@ -30,6 +30,7 @@ type field struct {
 	flag   string // flag name, "" for none
 	usage  string // flag usage
 	secret bool   // never echo the value
+	file   bool   // env NAME_FILE may name a file holding the value
 	set    func(c *Config, v string) error
 	get    func(c Config) string // flag default shown in -help
 }
@@ -45,6 +46,17 @@ func integer(p func(c *Config) *int) func(*Config, string) error {
 			return fmt.Errorf("parse integer %q: %w", v, errors.Unwrap(err))
 		}
 		*p(c) = n
+		return nil
+	}
+}
+
+func boolean(p func(c *Config) *bool) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		b, err := strconv.ParseBool(strings.TrimSpace(v))
+		if err != nil {
+			return fmt.Errorf("parse boolean %q: want true or false", v)
+		}
+		*p(c) = b
 		return nil
 	}
 }
@@ -87,9 +99,20 @@ var fields = []field{
 	{path: "kafka.rebalance_timeout", env: "PAYCB_KAFKA_REBALANCE_TIMEOUT", set: duration(func(c *Config) *time.Duration { return &c.Kafka.RebalanceTimeout })},
 	{path: "kafka.partition_watch_interval", env: "PAYCB_KAFKA_PARTITION_WATCH_INTERVAL", set: duration(func(c *Config) *time.Duration { return &c.Kafka.PartitionWatchInterval })},
 	{path: "kafka.dlq_write_timeout", env: "PAYCB_KAFKA_DLQ_WRITE_TIMEOUT", set: duration(func(c *Config) *time.Duration { return &c.Kafka.DLQWriteTimeout })},
+	{path: "kafka.tls.enabled", env: "PAYCB_KAFKA_TLS_ENABLED", set: boolean(func(c *Config) *bool { return &c.Kafka.TLS.Enabled })},
+	{path: "kafka.tls.ca_file", env: "PAYCB_KAFKA_TLS_CA_FILE", set: str(func(c *Config) *string { return &c.Kafka.TLS.CAFile })},
+	{path: "kafka.tls.cert_file", env: "PAYCB_KAFKA_TLS_CERT_FILE", set: str(func(c *Config) *string { return &c.Kafka.TLS.CertFile })},
+	{path: "kafka.tls.key_file", env: "PAYCB_KAFKA_TLS_KEY_FILE", set: str(func(c *Config) *string { return &c.Kafka.TLS.KeyFile })},
+	{path: "kafka.tls.server_name", env: "PAYCB_KAFKA_TLS_SERVER_NAME", set: str(func(c *Config) *string { return &c.Kafka.TLS.ServerName })},
+	{path: "kafka.sasl.mechanism", env: "PAYCB_KAFKA_SASL_MECHANISM", set: str(func(c *Config) *string { return &c.Kafka.SASL.Mechanism })},
+	{path: "kafka.sasl.username", env: "PAYCB_KAFKA_SASL_USERNAME", set: str(func(c *Config) *string { return &c.Kafka.SASL.Username })},
+	{
+		path: "kafka.sasl.password", env: "PAYCB_KAFKA_SASL_PASSWORD", secret: true, file: true,
+		set: func(c *Config, v string) error { c.Kafka.SASL.Password = Secret(v); return nil },
+	},
 
 	{
-		path: "db.dsn", env: "PAYCB_DB_DSN", flag: "db-dsn", secret: true,
+		path: "db.dsn", env: "PAYCB_DB_DSN", flag: "db-dsn", secret: true, file: true,
 		usage: "go-sql-driver/mysql DSN (visible in process listings; prefer PAYCB_DB_DSN)",
 		set:   func(c *Config, v string) error { c.DB.DSN = DSN(v); return nil },
 		get:   func(Config) string { return "" },
@@ -97,16 +120,23 @@ var fields = []field{
 	{path: "db.max_open_conns", env: "PAYCB_DB_MAX_OPEN_CONNS", set: integer(func(c *Config) *int { return &c.DB.MaxOpenConns })},
 	{path: "db.max_idle_conns", env: "PAYCB_DB_MAX_IDLE_CONNS", set: integer(func(c *Config) *int { return &c.DB.MaxIdleConns })},
 	{path: "db.conn_max_lifetime", env: "PAYCB_DB_CONN_MAX_LIFETIME", set: duration(func(c *Config) *time.Duration { return &c.DB.ConnMaxLifetime })},
+	{path: "db.tls.enabled", env: "PAYCB_DB_TLS_ENABLED", set: boolean(func(c *Config) *bool { return &c.DB.TLS.Enabled })},
+	{path: "db.tls.ca_file", env: "PAYCB_DB_TLS_CA_FILE", set: str(func(c *Config) *string { return &c.DB.TLS.CAFile })},
+	{path: "db.tls.cert_file", env: "PAYCB_DB_TLS_CERT_FILE", set: str(func(c *Config) *string { return &c.DB.TLS.CertFile })},
+	{path: "db.tls.key_file", env: "PAYCB_DB_TLS_KEY_FILE", set: str(func(c *Config) *string { return &c.DB.TLS.KeyFile })},
+	{path: "db.tls.server_name", env: "PAYCB_DB_TLS_SERVER_NAME", set: str(func(c *Config) *string { return &c.DB.TLS.ServerName })},
 
+	{path: "admin.pprof", env: "PAYCB_ADMIN_PPROF", set: boolean(func(c *Config) *bool { return &c.Admin.Pprof })},
 	{
 		path: "admin.addr", env: "PAYCB_ADMIN_ADDR", flag: "admin-addr", usage: "HTTP address for /metrics, /healthz, /readyz",
 		set: str(func(c *Config) *string { return &c.Admin.Addr }), get: func(c Config) string { return c.Admin.Addr },
 	},
 
 	{
-		path: "wechat.apiv3_key", env: "PAYCB_WECHAT_APIV3_KEY", secret: true,
+		path: "wechat.apiv3_key", env: "PAYCB_WECHAT_APIV3_KEY", secret: true, file: true,
 		set: func(c *Config, v string) error { c.WeChat.APIv3Key = Secret(v); return nil },
 	},
+	{path: "wechat.tenant_keys_file", env: "PAYCB_WECHAT_APIV3_TENANT_KEYS_FILE", set: str(func(c *Config) *string { return &c.WeChat.TenantKeysFile })},
 
 	{
 		path: "log.level", env: "PAYCB_LOG_LEVEL", flag: "log-level", usage: "debug, info, warn or error",
@@ -132,6 +162,11 @@ var fields = []field{
 	{
 		path: "worker.shutdown_timeout", env: "PAYCB_SHUTDOWN_TIMEOUT", flag: "shutdown-timeout", usage: "cap on the whole graceful shutdown",
 		set: duration(func(c *Config) *time.Duration { return &c.Worker.ShutdownTimeout }), get: func(c Config) string { return c.Worker.ShutdownTimeout.String() },
+	},
+	{path: "worker.startup_timeout", env: "PAYCB_STARTUP_TIMEOUT", set: duration(func(c *Config) *time.Duration { return &c.Worker.StartupTimeout })},
+	{
+		path: "worker.channels", env: "PAYCB_CHANNELS",
+		set: func(c *Config, v string) error { c.Worker.Channels = splitList(strings.ToUpper(v)); return nil },
 	},
 }
 
@@ -182,6 +217,13 @@ func (c *Config) ApplyEnv(lookup LookupEnv) error {
 			continue
 		}
 		v, ok := lookup(f.env)
+		if f.file {
+			var err error
+			if v, ok, err = fromFile(lookup, f.env, v, ok && v != ""); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+		}
 		if !ok || v == "" {
 			continue
 		}
@@ -193,6 +235,29 @@ func (c *Config) ApplyEnv(lookup LookupEnv) error {
 		return fmt.Errorf("apply environment: %w", errors.Join(errs...))
 	}
 	return nil
+}
+
+// fromFile applies the NAME_FILE convention for the secret variable name:
+// when NAME_FILE is set, the value is the named file's content less one
+// trailing newline. Setting both NAME and NAME_FILE is an error. set reports
+// whether NAME itself is set.
+func fromFile(lookup LookupEnv, name, value string, set bool) (string, bool, error) {
+	path, ok := lookup(name + "_FILE")
+	if !ok || path == "" {
+		return value, set, nil
+	}
+	if set {
+		return "", false, fmt.Errorf("%s and %s_FILE are both set: keep one", name, name)
+	}
+	data, err := os.ReadFile(filepath.Clean(path)) // the operator names the file
+	if err != nil {
+		return "", false, fmt.Errorf("%s_FILE: %w", name, err)
+	}
+	v := strings.TrimSuffix(strings.TrimSuffix(string(data), "\n"), "\r")
+	if v == "" {
+		return "", false, fmt.Errorf("%s_FILE: %s is empty", name, path)
+	}
+	return v, true, nil
 }
 
 // LoadYAML overrides c with the fields present in data, a YAML document in

@@ -89,7 +89,7 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	keys := channels.StaticKeys{Default: cfg.WeChat.APIv3Key.Reveal(), Tenants: map[int64]string{}}
 	for tenant, k := range cfg.WeChat.APIv3Keys {
-		keys.Tenants[tenant] = k.Reveal()
+		keys.Tenants[tenant] = k[0].Reveal()
 	}
 	if err := keys.Validate(); err != nil {
 		return fmt.Errorf("wechat apiv3 keys: %w", err)

@@ -64,7 +64,7 @@ func TestMessagesThatCanNeverSucceedAreDeadLetteredAndThePartitionMovesOn(t *tes
 
 	w := h.start(func(m *app.Main) {
 		m.Config.WeChat.APIv3Key = ""
-		m.Config.WeChat.APIv3Keys = map[int64]config.Secret{1001: config.Secret(channelstest.APIv3Key)}
+		m.Config.WeChat.APIv3Keys = map[int64]config.Keys{1001: {config.Secret(channelstest.APIv3Key)}}
 	})
 	h.waitConsumed(time.Minute)
 
