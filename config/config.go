@@ -14,18 +14,20 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/paycallback/paycallback/pkg/channels"
 )
 
 // DefaultFile is the configuration file read when --config is not given and
 // the file exists. A missing default file is not an error.
 const DefaultFile = "config/consumer.yaml"
-
-// APIv3KeyLen is the exact length in bytes of a WeChat Pay APIv3 key.
-const APIv3KeyLen = 32
 
 // MaxKeysPerTenant is the most APIv3 keys one tenant may have at once: the
 // current key and those still in flight during a rotation.
@@ -286,46 +288,6 @@ type Worker struct {
 // MaxBatch is the largest accepted Worker.BatchMax.
 const MaxBatch = 65536
 
-// Default returns the configuration with every documented default and no
-// secrets. Kafka.DLQTopic is left empty: Load derives it from the final
-// topic.
-func Default() Config {
-	return Config{
-		Kafka: Kafka{
-			Brokers:                []string{"127.0.0.1:9092"},
-			Topic:                  "channel-events",
-			Group:                  "settlement-consumer",
-			MinBytes:               1,
-			MaxBytes:               10 << 20,
-			MaxWait:                500 * time.Millisecond,
-			StartOffset:            "first",
-			SessionTimeout:         30 * time.Second,
-			HeartbeatInterval:      3 * time.Second,
-			RebalanceTimeout:       30 * time.Second,
-			PartitionWatchInterval: 5 * time.Second,
-			DLQWriteTimeout:        10 * time.Second,
-		},
-		DB: DB{
-			MaxOpenConns:    32,
-			MaxIdleConns:    32,
-			ConnMaxLifetime: 5 * time.Minute,
-		},
-		Admin: Admin{Addr: ":9464"},
-		Log:   Log{Level: "info", Format: "text"},
-		Worker: Worker{
-			BatchMax:        256,
-			OrphanAfter:     2 * time.Minute,
-			SweepInterval:   30 * time.Second,
-			StallThreshold:  time.Minute,
-			RetryBackoffMin: 10 * time.Millisecond,
-			RetryBackoffMax: 30 * time.Second,
-			ShutdownTimeout: 30 * time.Second,
-			StartupTimeout:  time.Minute,
-			Channels:        []string{"WECHAT", "ALIPAY", "SQB"},
-		},
-	}
-}
-
 // Finalize derives the defaults that depend on other fields: Kafka.DLQTopic
 // becomes Kafka.Topic + ".dlq" when empty. Load calls it after every source
 // has been applied; call it yourself when assembling a Config by hand.
@@ -352,17 +314,23 @@ func (c Config) Validate() error {
 	var errs []error
 	bad := func(path, format string, args ...any) {
 		name := path
-		if f, ok := fieldByPath[path]; ok && f.env != "" {
-			name += " (" + f.env + ")"
+		if s, ok := settingByPath[path]; ok {
+			name = s.name()
 		}
 		errs = append(errs, fmt.Errorf("%s: %s", name, fmt.Sprintf(format, args...)))
 	}
+	for i := range settings {
+		if msg := settings[i].checkBounds(&c); msg != "" {
+			bad(settings[i].path, "%s", msg)
+		}
+	}
+
 	k := c.Kafka
 	if len(k.Brokers) == 0 {
 		bad("kafka.brokers", "at least one broker is required")
 	}
 	for i, b := range k.Brokers {
-		if strings.TrimSpace(b) == "" || strings.ContainsAny(b, " \t,") {
+		if _, _, err := net.SplitHostPort(b); err != nil || strings.ContainsAny(b, " \t,") {
 			bad("kafka.brokers", "broker %d %q is not a host:port", i, b)
 		}
 	}
@@ -378,48 +346,51 @@ func (c Config) Validate() error {
 	case k.Topic:
 		bad("kafka.dlq_topic", "must differ from kafka.topic %q", k.Topic)
 	}
-	if k.MinBytes < 1 {
-		bad("kafka.min_bytes", "must be at least 1, got %d", k.MinBytes)
-	}
 	if k.MaxBytes < k.MinBytes {
 		bad("kafka.max_bytes", "must be at least kafka.min_bytes (%d), got %d", k.MinBytes, k.MaxBytes)
 	}
-	positive := func(path string, d time.Duration) {
-		if d <= 0 {
-			bad(path, "must be a positive duration, got %s", d)
-		}
-	}
-	positive("kafka.max_wait", k.MaxWait)
-	if k.StartOffset != "first" && k.StartOffset != "last" {
-		bad("kafka.start_offset", `must be "first" or "last", got %q`, k.StartOffset)
-	}
-	positive("kafka.session_timeout", k.SessionTimeout)
-	positive("kafka.heartbeat_interval", k.HeartbeatInterval)
-	if k.HeartbeatInterval > 0 && k.HeartbeatInterval >= k.SessionTimeout {
+	if k.HeartbeatInterval >= k.SessionTimeout {
 		bad("kafka.heartbeat_interval", "must be less than kafka.session_timeout (%s), got %s", k.SessionTimeout, k.HeartbeatInterval)
 	}
-	positive("kafka.rebalance_timeout", k.RebalanceTimeout)
-	positive("kafka.partition_watch_interval", k.PartitionWatchInterval)
-	positive("kafka.dlq_write_timeout", k.DLQWriteTimeout)
+	if k.MaxWait >= k.SessionTimeout {
+		bad("kafka.max_wait", "must be less than kafka.session_timeout (%s), got %s", k.SessionTimeout, k.MaxWait)
+	}
+	c.validateTLS("kafka.tls", k.TLS, bad)
+	switch k.SASL.Mechanism {
+	case "":
+		if k.SASL.Username != "" {
+			bad("kafka.sasl.username", "is set but kafka.sasl.mechanism is empty (SASL is off)")
+		}
+		if k.SASL.Password.IsSet() {
+			bad("kafka.sasl.password", "is set but kafka.sasl.mechanism is empty (SASL is off)")
+		}
+	default:
+		if k.SASL.Username == "" {
+			bad("kafka.sasl.username", "is required with kafka.sasl.mechanism %s", k.SASL.Mechanism)
+		}
+		if !k.SASL.Password.IsSet() {
+			bad("kafka.sasl.password", "is required with kafka.sasl.mechanism %s", k.SASL.Mechanism)
+		}
+	}
 
-	if c.DB.DSN.IsSet() && !strings.Contains(c.DB.DSN.Reveal(), "/") {
-		// Never quote the DSN here: it may hold a password.
-		bad("db.dsn", "is not a go-sql-driver/mysql DSN: missing \"/dbname\"")
+	if c.DB.DSN.IsSet() {
+		if msg := checkDSN(c.DB.DSN.Reveal(), c.DB.TLS.Enabled || c.DB.TLS.Set()); msg != "" {
+			bad("db.dsn", "%s", msg)
+		}
 	}
-	if c.DB.MaxOpenConns < 1 {
-		bad("db.max_open_conns", "must be at least 1, got %d", c.DB.MaxOpenConns)
+	c.validateTLS("db.tls", c.DB.TLS, bad)
+	if c.DB.MaxIdleConns > c.DB.MaxOpenConns {
+		bad("db.max_idle_conns", "must be at most db.max_open_conns (%d), got %d", c.DB.MaxOpenConns, c.DB.MaxIdleConns)
 	}
-	if c.DB.MaxIdleConns < 0 || c.DB.MaxIdleConns > c.DB.MaxOpenConns {
-		bad("db.max_idle_conns", "must be between 0 and db.max_open_conns (%d), got %d", c.DB.MaxOpenConns, c.DB.MaxIdleConns)
-	}
-	positive("db.conn_max_lifetime", c.DB.ConnMaxLifetime)
 
 	if c.Admin.Addr == "" {
 		bad("admin.addr", "must not be empty")
+	} else if _, _, err := net.SplitHostPort(c.Admin.Addr); err != nil {
+		bad("admin.addr", "%q is not a host:port (\":9464\" listens on every interface)", c.Admin.Addr)
 	}
 
-	if c.WeChat.APIv3Key.IsSet() && len(c.WeChat.APIv3Key.Reveal()) != APIv3KeyLen {
-		bad("wechat.apiv3_key", "must be exactly %d bytes, got %d", APIv3KeyLen, len(c.WeChat.APIv3Key.Reveal()))
+	if c.WeChat.APIv3Key.IsSet() && len(c.WeChat.APIv3Key.Reveal()) != channels.APIv3KeyLen {
+		bad("wechat.apiv3_key", "must be exactly %d bytes, got %d", channels.APIv3KeyLen, len(c.WeChat.APIv3Key.Reveal()))
 	}
 	for _, tenant := range slices.Sorted(maps.Keys(c.WeChat.APIv3Keys)) {
 		keys := c.WeChat.APIv3Keys[tenant]
@@ -437,8 +408,8 @@ func (c Config) Validate() error {
 		seen := make(map[string]bool, len(keys))
 		for i, key := range keys {
 			switch {
-			case len(key.Reveal()) != APIv3KeyLen:
-				bad(path, "key %d must be exactly %d bytes, got %d", i+1, APIv3KeyLen, len(key.Reveal()))
+			case len(key.Reveal()) != channels.APIv3KeyLen:
+				bad(path, "key %d must be exactly %d bytes, got %d", i+1, channels.APIv3KeyLen, len(key.Reveal()))
 			case seen[key.Reveal()]:
 				bad(path, "key %d repeats an earlier key", i+1)
 			}
@@ -446,32 +417,92 @@ func (c Config) Validate() error {
 		}
 	}
 
-	switch strings.ToLower(c.Log.Level) {
-	case "debug", "info", "warn", "error":
-	default:
-		bad("log.level", `must be one of debug, info, warn, error; got %q`, c.Log.Level)
-	}
-	if c.Log.Format != "text" && c.Log.Format != "json" {
-		bad("log.format", `must be "text" or "json", got %q`, c.Log.Format)
-	}
-
 	w := c.Worker
-	if w.BatchMax < 1 || w.BatchMax > MaxBatch {
-		bad("worker.batch_max", "must be between 1 and %d, got %d", MaxBatch, w.BatchMax)
-	}
-	positive("worker.orphan_after", w.OrphanAfter)
-	positive("worker.sweep_interval", w.SweepInterval)
-	positive("worker.stall_threshold", w.StallThreshold)
-	positive("worker.retry_backoff_min", w.RetryBackoffMin)
 	if w.RetryBackoffMax < w.RetryBackoffMin {
 		bad("worker.retry_backoff_max", "must be at least worker.retry_backoff_min (%s), got %s", w.RetryBackoffMin, w.RetryBackoffMax)
 	}
-	positive("worker.shutdown_timeout", w.ShutdownTimeout)
+	if len(slices.Compact(slices.Sorted(slices.Values(w.Channels)))) != len(w.Channels) {
+		bad("worker.channels", "names a channel twice: %s", strings.Join(w.Channels, ","))
+	}
 
 	if len(errs) == 0 {
 		return nil
 	}
 	return fmt.Errorf("%w: %w", ErrInvalid, errors.Join(errs...))
+}
+
+// validateTLS checks one TLS setting: nothing set while it is off, and a
+// client certificate and key given together.
+func (c Config) validateTLS(path string, t TLS, bad func(path, format string, args ...any)) {
+	if !t.Enabled {
+		for _, f := range []struct{ name, value string }{
+			{"ca_file", t.CAFile}, {"cert_file", t.CertFile}, {"key_file", t.KeyFile}, {"server_name", t.ServerName},
+		} {
+			if f.value != "" {
+				bad(path+"."+f.name, "is set but %s.enabled is false", path)
+			}
+		}
+		return
+	}
+	if (t.CertFile == "") != (t.KeyFile == "") {
+		bad(path+".cert_file", "and %s.key_file go together: set both or neither", path)
+	}
+}
+
+// checkDSN parses dsn the way the driver does and says which part is
+// wrong, or "" when it is fine. tlsSettings reports whether any
+// PAYCB_DB_TLS_* setting is in use, which a tls= parameter must not
+// contradict. The message never quotes the DSN: it may hold a password.
+func checkDSN(dsn string, tlsSettings bool) string {
+	if !strings.Contains(dsn, "/") {
+		return `is not a go-sql-driver/mysql DSN: missing "/dbname" (user:password@tcp(host:3306)/dbname)`
+	}
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return "is not a go-sql-driver/mysql DSN: " + dsnProblem(dsn)
+	}
+	if cfg.DBName == "" {
+		return `names no database: add it after the "/" (user:password@tcp(host:3306)/dbname)`
+	}
+	if cfg.TLSConfig != "" && tlsSettings {
+		return "has a tls= parameter beside db.tls (PAYCB_DB_TLS_*): keep one; db.tls accepts a CA bundle and a client certificate"
+	}
+	return ""
+}
+
+// dsnProblem locates what the driver refused in dsn without quoting it.
+func dsnProblem(dsn string) string {
+	// Parameters start at the first '?' after the address; a value there
+	// may hold a '/' (tls=/etc/ca.pem), which the driver cannot tell from
+	// the database's slash.
+	base, params, hasParams := dsn, "", false
+	from := max(strings.LastIndexByte(dsn, ')'), strings.LastIndexByte(dsn, '@'), 0)
+	if q := strings.IndexByte(dsn[from:], '?'); q >= 0 {
+		base, params, hasParams = dsn[:from+q], dsn[from+q+1:], true
+	}
+	addrPart := base
+	if slash := strings.LastIndexByte(base, '/'); slash >= 0 {
+		addrPart = base[:slash]
+	}
+	if at := strings.LastIndexByte(addrPart, '@'); at >= 0 {
+		addrPart = addrPart[at+1:]
+	}
+	if addrPart != "" && (!strings.Contains(addrPart, "(") || !strings.HasSuffix(addrPart, ")")) {
+		return `the address must be written net(addr), e.g. tcp(db:3306)`
+	}
+	if hasParams {
+		for param := range strings.SplitSeq(params, "&") {
+			name, value, _ := strings.Cut(param, "=")
+			probe := "u@tcp(h:3306)/d?" + name + "=" + value
+			if _, err := mysql.ParseDSN(probe); err != nil {
+				if name == "tls" {
+					return "parameter tls= must be true, false, skip-verify or preferred; for a CA bundle or a client certificate use db.tls (PAYCB_DB_TLS_*)"
+				}
+				return "parameter " + name + "= has an invalid value"
+			}
+		}
+	}
+	return "invalid format"
 }
 
 // NeedsDB reports whether the named command (the first word after
@@ -500,54 +531,6 @@ func (c Config) ValidateFor(command string) error {
 		return errors.Join(err, dsnErr)
 	}
 	return err
-}
-
-// LogValue implements slog.LogValuer: the whole configuration as nested
-// groups, secrets masked.
-func (c Config) LogValue() slog.Value {
-	keys := make([]slog.Attr, 0, len(c.WeChat.APIv3Keys))
-	for _, tenant := range slices.Sorted(maps.Keys(c.WeChat.APIv3Keys)) {
-		keys = append(keys, slog.String(strconv.FormatInt(tenant, 10), c.WeChat.APIv3Keys[tenant].String()))
-	}
-	k := c.Kafka
-	return slog.GroupValue(
-		slog.Group("kafka",
-			slog.String("brokers", strings.Join(k.Brokers, ",")),
-			slog.String("topic", k.Topic),
-			slog.String("group", k.Group),
-			slog.String("dlq_topic", k.DLQTopic),
-			slog.Int("min_bytes", k.MinBytes),
-			slog.Int("max_bytes", k.MaxBytes),
-			slog.Duration("max_wait", k.MaxWait),
-			slog.String("start_offset", k.StartOffset),
-			slog.Duration("session_timeout", k.SessionTimeout),
-			slog.Duration("heartbeat_interval", k.HeartbeatInterval),
-			slog.Duration("rebalance_timeout", k.RebalanceTimeout),
-			slog.Duration("partition_watch_interval", k.PartitionWatchInterval),
-			slog.Duration("dlq_write_timeout", k.DLQWriteTimeout),
-		),
-		slog.Group("db",
-			slog.String("dsn", c.DB.DSN.String()),
-			slog.Int("max_open_conns", c.DB.MaxOpenConns),
-			slog.Int("max_idle_conns", c.DB.MaxIdleConns),
-			slog.Duration("conn_max_lifetime", c.DB.ConnMaxLifetime),
-		),
-		slog.Group("admin", slog.String("addr", c.Admin.Addr)),
-		slog.Group("wechat",
-			slog.String("apiv3_key", c.WeChat.APIv3Key.String()),
-			slog.Attr{Key: "apiv3_keys", Value: slog.GroupValue(keys...)},
-		),
-		slog.Group("log", slog.String("level", c.Log.Level), slog.String("format", c.Log.Format)),
-		slog.Group("worker",
-			slog.Int("batch_max", c.Worker.BatchMax),
-			slog.Duration("orphan_after", c.Worker.OrphanAfter),
-			slog.Duration("sweep_interval", c.Worker.SweepInterval),
-			slog.Duration("stall_threshold", c.Worker.StallThreshold),
-			slog.Duration("retry_backoff_min", c.Worker.RetryBackoffMin),
-			slog.Duration("retry_backoff_max", c.Worker.RetryBackoffMax),
-			slog.Duration("shutdown_timeout", c.Worker.ShutdownTimeout),
-		),
-	)
 }
 
 // String returns the configuration as space-separated path=value pairs

@@ -131,7 +131,7 @@ func TestValidate(t *testing.T) {
 		{"max below min", func(c *Config) { c.Kafka.MinBytes = 10; c.Kafka.MaxBytes = 5 }, []string{"kafka.max_bytes"}},
 		{"start offset", func(c *Config) { c.Kafka.StartOffset = "middle" }, []string{"kafka.start_offset", `"middle"`}},
 		{"heartbeat", func(c *Config) { c.Kafka.HeartbeatInterval = time.Minute }, []string{"kafka.heartbeat_interval", "session_timeout"}},
-		{"max wait", func(c *Config) { c.Kafka.MaxWait = 0 }, []string{"kafka.max_wait (PAYCB_KAFKA_MAX_WAIT)", "positive"}},
+		{"max wait", func(c *Config) { c.Kafka.MaxWait = 0 }, []string{"kafka.max_wait (PAYCB_KAFKA_MAX_WAIT)", "between 10ms and 30s, got 0s"}},
 		{"dsn shape", func(c *Config) { c.DB.DSN = DSN("root:" + testPassword) }, []string{"db.dsn (PAYCB_DB_DSN)", "dbname"}},
 		{"open conns", func(c *Config) { c.DB.MaxOpenConns = 0 }, []string{"db.max_open_conns"}},
 		{"idle conns", func(c *Config) { c.DB.MaxIdleConns = 100 }, []string{"db.max_idle_conns"}},
