@@ -52,7 +52,7 @@ var settings = []setting{
 		def: "settlement-consumer", field: func(c *Config) any { return &c.Kafka.Group },
 	},
 	{
-		path: "kafka.dlq_topic", env: "PAYCB_KAFKA_DLQ_TOPIC", flag: "kafka-dlq-topic", usage: "dead-letter topic (default <topic>.dlq)",
+		path: "kafka.dlq_topic", env: "PAYCB_KAFKA_DLQ_TOPIC", flag: "kafka-dlq-topic", usage: "dead-letter topic, different from the input topic (default: the input topic + \".dlq\")",
 		field: func(c *Config) any { return &c.Kafka.DLQTopic },
 	},
 	{
@@ -164,7 +164,7 @@ var settings = []setting{
 	},
 	{
 		path: "worker.sweep_interval", env: "PAYCB_SWEEP_INTERVAL", usage: "how often the orphan sweeper runs",
-		def: "30s", min: "1s", max: "1h", field: func(c *Config) any { return &c.Worker.SweepInterval },
+		def: "30s", min: "100ms", max: "1h", field: func(c *Config) any { return &c.Worker.SweepInterval },
 	},
 	{
 		path: "worker.stall_threshold", env: "PAYCB_STALL_THRESHOLD", usage: "how long a partition may retry one message before /readyz reports it stalled",
