@@ -1,11 +1,13 @@
 // Package admin serves the worker's operational HTTP endpoints: /metrics
-// (the injected Prometheus gatherer), /healthz (the process is alive) and
-// /readyz (named readiness checks supplied by the caller).
+// (the injected Prometheus gatherer), /healthz (the process is alive),
+// /readyz (named readiness checks supplied by the caller) and, only when
+// asked for with WithPprof, net/http/pprof under /debug/pprof/.
 //
 // It knows nothing about Kafka or the database: readiness is whatever the
 // caller's checks say. It must never serve the global Prometheus registry,
 // block shutdown beyond its bound, or put anything in a response beyond check
 // names and their (sanitised) messages: no configuration, no request data.
+// It never serves pprof's cmdline handler: the command line may hold a DSN.
 package admin
 
 import (
@@ -17,6 +19,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"regexp"
 	"strings"
 	"sync"
@@ -77,6 +80,24 @@ func WithCheckTimeout(d time.Duration) Option {
 	}
 }
 
+// WithPprof serves net/http/pprof under /debug/pprof/ when on: the index,
+// profile (CPU), symbol, trace and every named profile (heap, goroutine,
+// allocs, block, mutex, threadcreate). The cmdline handler is never served:
+// /debug/pprof/cmdline is 404. When off (the default), everything under
+// /debug/pprof/ is 404. With pprof on, the server's write timeout is
+// PprofWriteTimeout, so that a CPU profile or a trace may run for up to just
+// under that long (?seconds=N).
+func WithPprof(on bool) Option {
+	return func(s *Server) { s.pprof = on }
+}
+
+// PprofWriteTimeout is the server's write timeout when pprof is served; a
+// CPU profile or trace must be shorter.
+const PprofWriteTimeout = 2 * time.Minute
+
+// defaultWriteTimeout bounds writing one response.
+const defaultWriteTimeout = 30 * time.Second
+
 // Server is the admin HTTP server. Build it with New; it is safe for
 // concurrent use.
 type Server struct {
@@ -86,6 +107,7 @@ type Server struct {
 	logger          *slog.Logger
 	shutdownTimeout time.Duration
 	checkTimeout    time.Duration
+	pprof           bool
 	handler         http.Handler
 
 	mu       sync.Mutex
@@ -124,6 +146,17 @@ func New(addr string, gatherer prometheus.Gatherer, checks []Check, logger *slog
 	}))
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /readyz", s.readyz)
+	if s.pprof {
+		// pprof.Index also serves the named profiles (/debug/pprof/heap,
+		// …) through runtime/pprof.Lookup; cmdline is not one of them, and
+		// is refused explicitly besides.
+		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+		mux.HandleFunc("GET /debug/pprof/cmdline", http.NotFound)
+		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("POST /debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+	}
 	s.handler = mux
 	return s
 }
@@ -140,16 +173,29 @@ func (s *Server) Addr() net.Addr {
 	return s.listener
 }
 
+// Listen binds the configured address and returns the listener, without
+// serving: pass it to Serve. Its error (an address in use, a host that is
+// not this machine's, a port not allowed) comes at once, so a caller can
+// bind before it starts anything else and refuse to start without its
+// endpoints. The caller closes the listener when it never calls Serve.
+func (s *Server) Listen(ctx context.Context) (net.Listener, error) {
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", s.addr)
+	if err != nil {
+		return nil, fmt.Errorf("admin listen %s: %w", s.addr, err)
+	}
+	return ln, nil
+}
+
 // Run listens on the configured address and serves until ctx ends, then
 // shuts down gracefully within the shutdown timeout. It returns nil after a
 // clean shutdown, and an error when it cannot listen, when serving fails, or
 // when in-flight requests outlast the shutdown timeout (the connections are
-// then closed).
+// then closed). Listen then Serve does the same in two steps.
 func (s *Server) Run(ctx context.Context) error {
-	var lc net.ListenConfig
-	ln, err := lc.Listen(ctx, "tcp", s.addr)
+	ln, err := s.Listen(ctx)
 	if err != nil {
-		return fmt.Errorf("admin listen %s: %w", s.addr, err)
+		return err
 	}
 	return s.Serve(ctx, ln)
 }
@@ -160,11 +206,15 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	s.listener = ln.Addr()
 	s.mu.Unlock()
 
+	writeTimeout := defaultWriteTimeout
+	if s.pprof {
+		writeTimeout = PprofWriteTimeout
+	}
 	srv := &http.Server{
 		Handler:           s.handler,
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       10 * time.Second,
-		WriteTimeout:      30 * time.Second,
+		WriteTimeout:      writeTimeout,
 		IdleTimeout:       60 * time.Second,
 		ErrorLog:          slog.NewLogLogger(s.logger.Handler(), slog.LevelWarn),
 	}

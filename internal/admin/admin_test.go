@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -306,4 +307,62 @@ func TestRun(t *testing.T) {
 			t.Fatal("shutdown was not bounded")
 		}
 	})
+}
+
+func TestPprof(t *testing.T) {
+	t.Run("off by default: everything under /debug/pprof/ is 404", func(t *testing.T) {
+		s := New(":0", nil, nil, nil)
+		for _, target := range []string{"/debug/pprof/", "/debug/pprof/heap", "/debug/pprof/profile", "/debug/pprof/symbol", "/debug/pprof/trace", "/debug/pprof/cmdline"} {
+			code, _, _ := get(t, s.Handler(), target)
+			assert.Equal(t, http.StatusNotFound, code, target)
+		}
+	})
+	t.Run("on: the profiles, never cmdline", func(t *testing.T) {
+		s := New("127.0.0.1:0", nil, nil, nil, WithPprof(true))
+		ln, err := s.Listen(t.Context())
+		require.NoError(t, err)
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- s.Serve(ctx, ln) }()
+		base := "http://" + ln.Addr().String()
+
+		code, body := httpGet(t, base+"/debug/pprof/")
+		assert.Equal(t, http.StatusOK, code)
+		assert.Contains(t, body, "goroutine")
+		for _, name := range []string{"heap", "goroutine", "allocs", "block", "mutex", "threadcreate"} {
+			code, body := httpGet(t, base+"/debug/pprof/"+name+"?debug=1")
+			assert.Equal(t, http.StatusOK, code, name)
+			assert.NotEmpty(t, body, name)
+		}
+		code, body = httpGet(t, base+"/debug/pprof/symbol")
+		assert.Equal(t, http.StatusOK, code)
+		assert.Contains(t, body, "num_symbols")
+		// One second each: the server's write timeout must not refuse them.
+		code, body = httpGet(t, base+"/debug/pprof/profile?seconds=1")
+		assert.Equal(t, http.StatusOK, code, body)
+		assert.NotEmpty(t, body)
+		code, body = httpGet(t, base+"/debug/pprof/trace?seconds=1")
+		assert.Equal(t, http.StatusOK, code, body)
+		assert.NotEmpty(t, body)
+
+		code, body = httpGet(t, base+"/debug/pprof/cmdline")
+		assert.Equal(t, http.StatusNotFound, code)
+		assert.NotContains(t, body, os.Args[0], "the command line is never served")
+
+		cancel()
+		require.NoError(t, <-done)
+	})
+}
+
+func TestListenReportsAnAddressInUseAtOnce(t *testing.T) {
+	var lc net.ListenConfig
+	taken, err := lc.Listen(t.Context(), "tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer func() { _ = taken.Close() }()
+	s := New(taken.Addr().String(), nil, nil, nil)
+	_, err = s.Listen(t.Context())
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "admin listen "+taken.Addr().String())
+	assert.Contains(t, err.Error(), "address already in use")
+	assert.Nil(t, s.Addr(), "nothing is served")
 }
