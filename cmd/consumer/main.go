@@ -15,6 +15,7 @@ import (
 	"syscall"
 
 	"github.com/paycallback/paycallback/config"
+	"github.com/paycallback/paycallback/internal/logging"
 )
 
 func main() {
@@ -145,10 +146,7 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "`consumer <command> --help` lists a command's flags.")
 }
 
+// newLogger returns the process logger the configuration asks for.
 func newLogger(w io.Writer, lc config.Log) *slog.Logger {
-	opts := &slog.HandlerOptions{Level: lc.SlogLevel()}
-	if lc.Format == "json" {
-		return slog.New(slog.NewJSONHandler(w, opts))
-	}
-	return slog.New(slog.NewTextHandler(w, opts))
+	return logging.New(w, lc.SlogLevel(), lc.Format)
 }
