@@ -87,12 +87,16 @@ func (m *Main) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("register metrics: %w", err)
 	}
-	keys := channels.StaticKeys{Default: cfg.WeChat.APIv3Key.Reveal(), Tenants: map[int64]string{}}
+	keys := channels.StaticKeys{Default: cfg.WeChat.APIv3Key.Reveal(), Tenants: map[int64][]string{}}
 	for tenant, k := range cfg.WeChat.APIv3Keys {
-		keys.Tenants[tenant] = k[0].Reveal()
+		keys.Tenants[tenant] = k.Reveal() // current key first
 	}
 	if err := keys.Validate(); err != nil {
 		return fmt.Errorf("wechat apiv3 keys: %w", err)
+	}
+	accepted, err := channels.ParseChannels(cfg.Worker.Channels)
+	if err != nil {
+		return fmt.Errorf("worker.channels: %w", err)
 	}
 	claims := idempotent.NewStore(db)
 	settler, err := settlement.New(db, claims, logger, reg)
@@ -103,7 +107,7 @@ func (m *Main) Run(ctx context.Context) error {
 		worker.DeadLetterMaxMessageBytes(cfg.Kafka.MaxBytes), worker.DeadLetterLogger(logger))
 	defer dlq.Close()
 	pipeline := &worker.Pipeline{
-		Decoder:      channels.NewDecoder(keys),
+		Decoder:      channels.NewDecoder(keys, channels.Accept("PAYCB_CHANNELS", accepted...)),
 		Claims:       claims,
 		Settler:      settler,
 		DeadLetterer: dlq,

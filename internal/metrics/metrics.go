@@ -6,7 +6,10 @@
 // this package must never touch the global default registry, and must never
 // let an unbounded value (a trade number, an error text, a tenant) become a
 // label value: every method takes a value from a fixed set and clamps
-// anything else to UNKNOWN or "other".
+// anything else to UNKNOWN or "other". The one tenant label,
+// paycb_wechat_decrypt_key_total's, is set only for tenants with several
+// WeChat APIv3 keys, a set the configuration bounds, and is empty for all
+// others.
 package metrics
 
 import (
@@ -152,6 +155,7 @@ type Metrics struct {
 	orphans     prometheus.Gauge
 	settleDur   prometheus.Histogram
 	lag         *prometheus.GaugeVec
+	decryptKeys *prometheus.CounterVec
 }
 
 // New creates the contract's metrics, registers them on reg and
@@ -192,6 +196,10 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "paycb_consumer_lag",
 			Help: "Messages behind the end of each partition assigned to this worker.",
 		}, []string{"partition"}),
+		decryptKeys: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "paycb_wechat_decrypt_key_total",
+			Help: "WeChat resources decrypted, by the position of the APIv3 key that opened them (1 = current); tenant set only for tenants with several keys.",
+		}, []string{"position", "tenant"}),
 	}
 	build := buildinfo.Read()
 	buildInfo := prometheus.NewGaugeVec(prometheus.GaugeOpts{
@@ -199,7 +207,7 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 		Help: "The running build: 1, labelled with its version, VCS revision and Go version.",
 	}, []string{"version", "revision", "goversion"})
 	buildInfo.WithLabelValues(build.Version, build.Revision, build.GoVersion).Set(1)
-	for _, c := range []prometheus.Collector{m.events, m.deadLetters, m.settles, m.errors, m.orphans, m.settleDur, m.lag, buildInfo} {
+	for _, c := range []prometheus.Collector{m.events, m.deadLetters, m.settles, m.errors, m.orphans, m.settleDur, m.lag, m.decryptKeys, buildInfo} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register metrics: %w", err)
 		}
@@ -223,6 +231,7 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 	for _, s := range Stages {
 		m.errors.WithLabelValues(string(s))
 	}
+	m.decryptKeys.WithLabelValues("1", "")
 	return m, nil
 }
 
@@ -312,6 +321,32 @@ func (m *Metrics) DeleteConsumerLag(partition int) {
 		return
 	}
 	m.lag.DeleteLabelValues(strconv.Itoa(partition))
+}
+
+// MaxKeyPosition is the largest key position paycb_wechat_decrypt_key_total
+// records as a number; a larger one is recorded as "other".
+const MaxKeyPosition = 8
+
+// WeChatDecrypted counts one WeChat resource decrypted by the key at
+// position (1 = the tenant's current key) of the tenant's keys keys. The
+// tenant label is the tenant ID when keys > 1 (a tenant in the middle of a
+// rotation, so that an operator sees when its old key stops being used),
+// else empty, so the label's values stay bounded by the configuration.
+// A position outside 1..MaxKeyPosition is recorded as "other"; a
+// non-positive position (nothing decrypted) is not recorded.
+func (m *Metrics) WeChatDecrypted(tenant int64, position, keys int) {
+	if m == nil || position <= 0 {
+		return
+	}
+	pos := "other"
+	if position <= MaxKeyPosition {
+		pos = strconv.Itoa(position)
+	}
+	label := ""
+	if keys > 1 && tenant > 0 {
+		label = strconv.FormatInt(tenant, 10)
+	}
+	m.decryptKeys.WithLabelValues(pos, label).Inc()
 }
 
 // ClampChannel returns channel when it is one of the contract's channels

@@ -30,7 +30,8 @@ func TestLint(t *testing.T) {
 	problems, err := testutil.GatherAndLint(reg)
 	require.NoError(t, err)
 	assert.Empty(t, problems)
-	for _, c := range []prometheus.Collector{m.events, m.deadLetters, m.settles, m.errors, m.orphans, m.settleDur, m.lag} {
+	m.WeChatDecrypted(1001, 2, 2)
+	for _, c := range []prometheus.Collector{m.events, m.deadLetters, m.settles, m.errors, m.orphans, m.settleDur, m.lag, m.decryptKeys} {
 		problems, err := testutil.CollectAndLint(c)
 		require.NoError(t, err)
 		assert.Empty(t, problems)
@@ -193,6 +194,7 @@ func TestNilMetricsRecordNothing(t *testing.T) {
 		m.SetOrphanClaims(1)
 		m.SetConsumerLag(0, 1)
 		m.DeleteConsumerLag(0)
+		m.WeChatDecrypted(1001, 1, 2)
 	})
 }
 
@@ -231,4 +233,30 @@ func TestClamp(t *testing.T) {
 	for in, want := range map[string]string{"PAYMENT_RECEIVED": "PAYMENT_RECEIVED", "REFUND_SUCCEEDED": "REFUND_SUCCEEDED", "TRANSACTION.SUCCESS": "UNKNOWN"} {
 		t.Run("event type "+in, func(t *testing.T) { assert.Equal(t, want, ClampEventType(in)) })
 	}
+}
+
+func TestWeChatDecrypted(t *testing.T) {
+	m, _ := mustNew(t)
+	require.NoError(t, testutil.CollectAndCompare(m.decryptKeys, strings.NewReader(`
+# HELP paycb_wechat_decrypt_key_total WeChat resources decrypted, by the position of the APIv3 key that opened them (1 = current); tenant set only for tenants with several keys.
+# TYPE paycb_wechat_decrypt_key_total counter
+paycb_wechat_decrypt_key_total{position="1",tenant=""} 0
+`)), "the current key's series exists from the first scrape")
+
+	m.WeChatDecrypted(1001, 1, 2) // tenant rotating: labelled
+	m.WeChatDecrypted(1001, 2, 2)
+	m.WeChatDecrypted(1001, 2, 2)
+	m.WeChatDecrypted(1002, 1, 1) // one key: no tenant label
+	m.WeChatDecrypted(1003, 1, 1)
+	m.WeChatDecrypted(1004, MaxKeyPosition+1, MaxKeyPosition+1)
+	m.WeChatDecrypted(1005, 0, 2) // nothing decrypted: not counted
+	m.WeChatDecrypted(0, 1, 2)    // no tenant: never a label
+	require.NoError(t, testutil.CollectAndCompare(m.decryptKeys, strings.NewReader(`
+# HELP paycb_wechat_decrypt_key_total WeChat resources decrypted, by the position of the APIv3 key that opened them (1 = current); tenant set only for tenants with several keys.
+# TYPE paycb_wechat_decrypt_key_total counter
+paycb_wechat_decrypt_key_total{position="1",tenant=""} 3
+paycb_wechat_decrypt_key_total{position="1",tenant="1001"} 1
+paycb_wechat_decrypt_key_total{position="2",tenant="1001"} 2
+paycb_wechat_decrypt_key_total{position="other",tenant="1004"} 1
+`)))
 }

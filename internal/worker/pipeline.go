@@ -64,6 +64,9 @@ type MessageState struct {
 	// have committed: a claim this very message made is then still its own
 	// "acquired", not a redelivery.
 	acquireUnknown bool
+	// keyCounted: the WeChat key that decrypted the message was counted
+	// (paycb_wechat_decrypt_key_total), so a retry does not count it again.
+	keyCounted bool
 }
 
 // outcomeOfDuplicate is how a message that found its key claimed counts.
@@ -139,6 +142,10 @@ func (p *Pipeline) Handle(ctx context.Context, msgs []kafka.Message, states []Me
 			continue
 		}
 		res, err := p.Decoder.Decode(msg.Value)
+		if k := res.APIv3Key; k.Position > 0 && !states[i].keyCounted {
+			p.Metrics.WeChatDecrypted(res.Event.TenantID, k.Position, k.Keys)
+			states[i].keyCounted = true
+		}
 		if err != nil {
 			if err := p.deadLetterUndecodable(ctx, msg, res, err); err != nil {
 				return err

@@ -4,18 +4,86 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 )
 
 // Decoder turns envelopes into canonical events. It holds no state beyond
-// its KeyProvider and is safe for concurrent use.
+// its KeyProvider and its options, and is safe for concurrent use.
 type Decoder struct {
 	keys KeyProvider
+	// accept is nil when every channel is accepted (the default).
+	accept  []Channel
+	setting string
+}
+
+// DecoderOption configures a Decoder; see Accept.
+type DecoderOption func(*Decoder)
+
+// Accept limits the decoder to the channels chs: an envelope of any other
+// channel fails with KindUnknownChannel before its body is read, with a
+// reason that names setting (the configuration that chose chs, such as
+// "PAYCB_CHANNELS") and its value, for example "channel ALIPAY is not
+// accepted by this instance (PAYCB_CHANNELS=WECHAT,SQB)". Without this
+// option every channel is accepted; Accept with no channels accepts none.
+func Accept(setting string, chs ...Channel) DecoderOption {
+	accept := slices.Clone(chs)
+	if accept == nil {
+		accept = []Channel{}
+	}
+	return func(d *Decoder) {
+		d.accept = accept
+		d.setting = setting
+	}
 }
 
 // NewDecoder returns a Decoder that takes WeChat APIv3 keys from keys. A nil
 // keys means no tenant has a key: every WeChat callback fails with KindNoKey.
-func NewDecoder(keys KeyProvider) *Decoder {
-	return &Decoder{keys: keys}
+// By default every channel is accepted (see Accept).
+func NewDecoder(keys KeyProvider, opts ...DecoderOption) *Decoder {
+	d := &Decoder{keys: keys}
+	for _, opt := range opts {
+		opt(d)
+	}
+	return d
+}
+
+// ParseChannels turns channel codes, such as the list of PAYCB_CHANNELS,
+// into Channels. Codes compare exactly (upper case). It fails, naming the
+// code, on an unknown or repeated code and on an empty list.
+func ParseChannels(codes []string) ([]Channel, error) {
+	if len(codes) == 0 {
+		return nil, errors.New("no channel: want one or more of WECHAT, ALIPAY, SQB")
+	}
+	chs := make([]Channel, 0, len(codes))
+	for _, code := range codes {
+		ch := Channel(code)
+		if !ch.Valid() {
+			return nil, fmt.Errorf("unknown channel %s: want WECHAT, ALIPAY or SQB", quote(code))
+		}
+		if slices.Contains(chs, ch) {
+			return nil, fmt.Errorf("channel %s listed twice", code)
+		}
+		chs = append(chs, ch)
+	}
+	return chs, nil
+}
+
+// accepts reports whether the decoder accepts ch, and otherwise the reason.
+func (d *Decoder) accepts(ch Channel) error {
+	if d.accept == nil || slices.Contains(d.accept, ch) {
+		return nil
+	}
+	names := make([]string, len(d.accept))
+	for i, c := range d.accept {
+		names[i] = string(c)
+	}
+	setting := d.setting
+	if setting == "" {
+		setting = "accepted channels"
+	}
+	return errorf(KindUnknownChannel, "channel %s is not accepted by this instance (%s=%s)",
+		ch, setting, strings.Join(names, ","))
 }
 
 // Decode parses one Kafka value (the JSON envelope) and decodes its body;
@@ -26,7 +94,10 @@ func NewDecoder(keys KeyProvider) *Decoder {
 // KindUnknownChannel, KindDecryptFailed, KindNoKey, KindInvalidAmount and
 // KindUnsupported, and is permanent: the same bytes always fail the same
 // way. On error, Result.Event carries TenantID and Channel when the
-// envelope got far enough to tell them (for metric labels), nothing else.
+// envelope got far enough to tell them (for metric labels), and
+// Result.APIv3Key which key opened a WeChat resource whose content was then
+// refused; nothing else. An envelope of a channel the decoder does not
+// accept (see Accept) fails with KindUnknownChannel and keeps its Channel.
 func (d *Decoder) Decode(value []byte) (Result, error) {
 	env, err := ParseEnvelope(value)
 	if err != nil {
@@ -50,6 +121,9 @@ func (d *Decoder) decode(env Envelope) (Result, error) {
 		res Result
 		err error
 	)
+	if err := d.accepts(Channel(env.Channel)); err != nil {
+		return partial(env), err
+	}
 	switch Channel(env.Channel) {
 	case WeChat:
 		res, err = d.decodeWeChat(env)
@@ -63,12 +137,16 @@ func (d *Decoder) decode(env Envelope) (Result, error) {
 	res.Event.TenantID = env.TenantID
 	res.Event.Channel = Channel(env.Channel)
 	if err != nil {
-		return partial(env), err
+		p := partial(env)
+		p.APIv3Key = res.APIv3Key // a resource decrypted, then refused
+		return p, err
 	}
 	res.Event.ReceivedAt = env.ReceivedAt
 	if !res.Ignored {
 		if err := checkTime("occurred_at", res.Event.OccurredAt); err != nil {
-			return partial(env), err
+			p := partial(env)
+			p.APIv3Key = res.APIv3Key
+			return p, err
 		}
 		res.Event.Currency = CurrencyCNY
 		res.Event.Fingerprint = Fingerprint(res.Event)

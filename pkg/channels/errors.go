@@ -18,11 +18,11 @@ const (
 	// long or with forbidden characters, a time that does not parse).
 	KindMalformed ErrorKind = "malformed"
 	// KindUnknownChannel: the envelope names a channel other than WECHAT,
-	// ALIPAY or SQB.
+	// ALIPAY or SQB, or one the decoder does not accept (see Accept).
 	KindUnknownChannel ErrorKind = "unknown_channel"
 	// KindDecryptFailed: a WeChat resource failed AES-256-GCM
-	// authentication with the tenant's key (wrong key or associated data,
-	// tampered ciphertext).
+	// authentication with every one of the tenant's keys (wrong keys or
+	// associated data, tampered ciphertext).
 	KindDecryptFailed ErrorKind = "decrypt_failed"
 	// KindNoKey: no usable WeChat APIv3 key is configured for the tenant.
 	KindNoKey ErrorKind = "no_key"

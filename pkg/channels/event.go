@@ -221,11 +221,15 @@ const (
 // RefundClosed on the ignored WeChat REFUND.ABNORMAL and REFUND.CLOSED
 // results, which always carry TradeNo and RefundNo so that a refund
 // pre-registration can be updated.
+//
+// APIv3Key is set whenever a WeChat resource was decrypted, even when its
+// content was then refused: which of the tenant's keys opened it.
 type Result struct {
 	Event        Event
 	Ignored      bool
 	IgnoreReason string
 	RefundStatus RefundStatus
+	APIv3Key     KeyUse
 }
 
 // checkID validates an identifier read from a body: non-empty, at most

@@ -117,17 +117,15 @@ func TestKindOf(t *testing.T) {
 func TestStaticKeys(t *testing.T) {
 	secret := "0123456789abcdef0123456789abcdef"
 	other := "ffffffffffffffffffffffffffffffff"
-	keys := channels.StaticKeys{Default: secret, Tenants: map[int64]string{1002: other, 1001: other}}
+	older := "eeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee"
+	keys := channels.StaticKeys{Default: secret, Tenants: map[int64][]string{1002: {other}, 1001: {other, older}}}
 	require.NoError(t, keys.Validate())
 
-	k, ok := keys.APIv3Key(1001)
-	require.True(t, ok)
-	require.Equal(t, other, string(k))
-	k, ok = keys.APIv3Key(5)
-	require.True(t, ok)
-	require.Equal(t, secret, string(k))
-	_, ok = channels.StaticKeys{}.APIv3Key(5)
-	require.False(t, ok)
+	require.Equal(t, [][]byte{[]byte(other), []byte(older)}, keys.APIv3Keys(1001), "own keys, current first")
+	require.Equal(t, [][]byte{[]byte(other)}, keys.APIv3Keys(1002))
+	require.Equal(t, [][]byte{[]byte(secret)}, keys.APIv3Keys(5), "default for a tenant without keys")
+	require.Empty(t, channels.StaticKeys{}.APIv3Keys(5))
+	require.Empty(t, channels.StaticKeys{Tenants: map[int64][]string{5: {""}}}.APIv3Keys(5))
 
 	var logged strings.Builder
 	slog.New(slog.NewTextHandler(&logged, nil)).Info("config", "keys", keys)
@@ -136,14 +134,29 @@ func TestStaticKeys(t *testing.T) {
 	} {
 		require.NotContains(t, s, secret)
 		require.NotContains(t, s, other)
+		require.NotContains(t, s, older)
 	}
-	require.Equal(t, "StaticKeys{Default: ******, Tenants: [1001 1002]}", keys.String())
+	require.Equal(t, "StaticKeys{Default: ******, Tenants: [1001:2 1002:1]}", keys.String())
 
-	require.Error(t, channels.StaticKeys{Default: "short"}.Validate())
-	err := channels.StaticKeys{Tenants: map[int64]string{7: "0123456789abcdef0123456789abcde"}}.Validate()
-	require.ErrorContains(t, err, "tenant 7")
-	require.NotContains(t, err.Error(), "0123456789abcdef")
-	require.Error(t, channels.StaticKeys{Tenants: map[int64]string{-1: secret}}.Validate())
+	tests := []struct {
+		name string
+		keys channels.StaticKeys
+		want string
+	}{
+		{"short default", channels.StaticKeys{Default: "short"}, "default wechat apiv3 key: 5 bytes"},
+		{"short tenant key", channels.StaticKeys{Tenants: map[int64][]string{7: {secret, "0123456789abcdef0123456789abcde"}}}, "key 2 of tenant 7: 31 bytes"},
+		{"tenant not positive", channels.StaticKeys{Tenants: map[int64][]string{-1: {secret}}}, "tenant -1"},
+		{"tenant without key", channels.StaticKeys{Tenants: map[int64][]string{8: {}}}, "tenant 8: no key"},
+		{"repeated key", channels.StaticKeys{Tenants: map[int64][]string{9: {secret, other, secret}}}, "key 3 of tenant 9 repeats"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.keys.Validate()
+			require.ErrorContains(t, err, tt.want)
+			require.NotContains(t, err.Error(), "0123456789abcdef")
+			require.NotContains(t, err.Error(), "ffffffff")
+		})
+	}
 }
 
 func TestChannel(t *testing.T) {

@@ -95,59 +95,86 @@ func (d *Decoder) decodeWeChat(env Envelope) (Result, error) {
 	if ot := n.Resource.OriginalType; ot != "" && ot != wantType {
 		return Result{}, errorf(KindMalformed, "wechat %s carries original_type %s", n.EventType, quote(ot))
 	}
-	plain, err := d.decryptWeChat(env.TenantID, &n.Resource)
+	plain, use, err := d.decryptWeChat(env.TenantID, &n.Resource)
 	if err != nil {
 		return Result{}, err
 	}
+	var res Result
 	if wantType == "transaction" {
-		return decodeWeChatTransaction(plain, &n)
+		res, err = decodeWeChatTransaction(plain, &n)
+	} else {
+		res, err = decodeWeChatRefund(plain, &n)
 	}
-	return decodeWeChatRefund(plain, &n)
+	res.APIv3Key = use
+	return res, err
 }
 
-// decryptWeChat opens the AES-256-GCM resource with the tenant's key. The
-// key never appears in an error.
-func (d *Decoder) decryptWeChat(tenantID int64, r *wechatResource) ([]byte, error) {
+// decryptWeChat opens the AES-256-GCM resource with the tenant's keys, tried
+// in order (the current key first): the first whose authentication tag
+// matches decrypts it, and KeyUse says which. It fails with
+// KindDecryptFailed only when every key fails, and with KindNoKey when the
+// tenant has no key or one of the wrong length. No key ever appears in an
+// error.
+func (d *Decoder) decryptWeChat(tenantID int64, r *wechatResource) ([]byte, KeyUse, error) {
 	if r.Algorithm != WeChatAlgorithm {
 		if r.Algorithm == "" {
-			return nil, errorf(KindMalformed, "wechat resource has no algorithm")
+			return nil, KeyUse{}, errorf(KindMalformed, "wechat resource has no algorithm")
 		}
-		return nil, errorf(KindUnsupported, "wechat resource algorithm %s", quote(r.Algorithm))
+		return nil, KeyUse{}, errorf(KindUnsupported, "wechat resource algorithm %s", quote(r.Algorithm))
 	}
 	if len(r.Nonce) != 12 {
-		return nil, errorf(KindMalformed, "wechat resource nonce is %d bytes, want 12", len(r.Nonce))
+		return nil, KeyUse{}, errorf(KindMalformed, "wechat resource nonce is %d bytes, want 12", len(r.Nonce))
 	}
 	if r.Ciphertext == "" {
-		return nil, errorf(KindMalformed, "wechat resource has no ciphertext")
+		return nil, KeyUse{}, errorf(KindMalformed, "wechat resource has no ciphertext")
 	}
-	var key []byte
-	var ok bool
+	var keys [][]byte
 	if d.keys != nil {
-		key, ok = d.keys.APIv3Key(tenantID)
+		keys = d.keys.APIv3Keys(tenantID)
 	}
-	if !ok {
-		return nil, errorf(KindNoKey, "no wechat apiv3 key for tenant %d", tenantID)
+	if len(keys) == 0 {
+		return nil, KeyUse{}, errorf(KindNoKey, "no wechat apiv3 key for tenant %d", tenantID)
 	}
-	if len(key) != APIv3KeyLen {
-		return nil, errorf(KindNoKey, "wechat apiv3 key for tenant %d is %d bytes, want %d", tenantID, len(key), APIv3KeyLen)
+	for i, key := range keys {
+		if len(key) != APIv3KeyLen {
+			return nil, KeyUse{}, errorf(KindNoKey, "wechat apiv3 key %d of %d for tenant %d is %d bytes, want %d",
+				i+1, len(keys), tenantID, len(key), APIv3KeyLen)
+		}
 	}
 	ct, err := base64.StdEncoding.DecodeString(r.Ciphertext)
 	if err != nil {
-		return nil, errorf(KindMalformed, "wechat resource ciphertext is not base64: %w", err)
+		return nil, KeyUse{}, errorf(KindMalformed, "wechat resource ciphertext is not base64: %w", err)
 	}
-	block, err := aes.NewCipher(key)
-	if err != nil { // unreachable with a 32-byte key
-		return nil, errorf(KindNoKey, "wechat apiv3 key for tenant %d: %w", tenantID, err)
+	// A failed Open may overwrite its destination, so every key but the
+	// last opens into a buffer of its own; the last opens in place.
+	var buf []byte
+	for i, key := range keys {
+		block, err := aes.NewCipher(key)
+		if err != nil { // unreachable with a 32-byte key
+			return nil, KeyUse{}, errorf(KindNoKey, "wechat apiv3 key %d of %d for tenant %d: %w", i+1, len(keys), tenantID, err)
+		}
+		gcm, err := cipher.NewGCM(block)
+		if err != nil {
+			return nil, KeyUse{}, errorf(KindDecryptFailed, "wechat gcm: %w", err)
+		}
+		dst := ct[:0]
+		if i < len(keys)-1 {
+			if buf == nil {
+				buf = make([]byte, 0, len(ct))
+			}
+			dst = buf[:0]
+		}
+		plain, err := gcm.Open(dst, []byte(r.Nonce), ct, []byte(r.AssociatedData))
+		if err == nil {
+			return plain, KeyUse{Position: i + 1, Keys: len(keys)}, nil
+		}
 	}
-	gcm, err := cipher.NewGCM(block)
-	if err != nil {
-		return nil, errorf(KindDecryptFailed, "wechat gcm: %w", err)
+	if len(keys) == 1 {
+		return nil, KeyUse{}, errorf(KindDecryptFailed,
+			"wechat resource for tenant %d failed authentication (wrong key or associated data)", tenantID)
 	}
-	plain, err := gcm.Open(ct[:0], []byte(r.Nonce), ct, []byte(r.AssociatedData))
-	if err != nil {
-		return nil, errorf(KindDecryptFailed, "wechat resource for tenant %d failed authentication (wrong key or associated data)", tenantID)
-	}
-	return plain, nil
+	return nil, KeyUse{}, errorf(KindDecryptFailed,
+		"wechat resource for tenant %d failed authentication with each of its %d keys (wrong keys or associated data)", tenantID, len(keys))
 }
 
 func decodeWeChatTransaction(plain []byte, n *wechatNotification) (Result, error) {

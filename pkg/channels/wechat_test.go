@@ -135,7 +135,7 @@ func TestWeChatErrors(t *testing.T) {
 		require.NotContains(t, err.Error(), "fedcba9876543210")
 	})
 	t.Run("missing key", func(t *testing.T) {
-		d := channels.NewDecoder(channels.StaticKeys{Tenants: map[int64]string{2002: vecKey}})
+		d := channels.NewDecoder(channels.StaticKeys{Tenants: map[int64][]string{2002: {vecKey}}})
 		res, err := d.Decode(good(func(*[6]string) {}))
 		kind, _ := channels.KindOf(err)
 		require.Equal(t, channels.KindNoKey, kind)
@@ -154,7 +154,7 @@ func TestWeChatErrors(t *testing.T) {
 		require.NotContains(t, err.Error(), "short-key")
 	})
 	t.Run("tenant key wins over default", func(t *testing.T) {
-		d := channels.NewDecoder(channels.StaticKeys{Default: "fedcba9876543210fedcba9876543210", Tenants: map[int64]string{1001: vecKey}})
+		d := channels.NewDecoder(channels.StaticKeys{Default: "fedcba9876543210fedcba9876543210", Tenants: map[int64][]string{1001: {vecKey}}})
 		_, err := d.Decode(good(func(*[6]string) {}))
 		require.NoError(t, err)
 	})
