@@ -8,12 +8,39 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"time"
 
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/paycallback/paycallback/internal/kafkaconn"
 )
+
+// Option adjusts how the functions of this package reach the brokers.
+type Option func(*options)
+
+type options struct {
+	conn *kafkaconn.Conn
+}
+
+// WithConn connects with c's TLS and SASL setting (its transport for
+// writers and clients, its dialer for readers). Without it, connections
+// are plain TCP with no authentication.
+func WithConn(c *kafkaconn.Conn) Option {
+	return func(o *options) { o.conn = c }
+}
+
+func apply(opts []Option) options {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return o
+}
+
+func (o options) client(brokers []string) *kafka.Client {
+	return &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 10 * time.Second, Transport: o.conn.Transport()}
+}
 
 // StartInProcess starts a one-broker kfake cluster with topics seeded:
 // each topic name maps to its partition count. Close it when done.
@@ -39,9 +66,10 @@ type Message struct {
 // partition (kafka-go's Hash, murmur2-compatible with the Java client's
 // default partitioner), unkeyed ones spread round-robin. It returns once all
 // in-sync replicas acknowledged every message.
-func Produce(ctx context.Context, brokers []string, topic string, msgs []Message) error {
+func Produce(ctx context.Context, brokers []string, topic string, msgs []Message, opts ...Option) error {
 	w := &kafka.Writer{
 		Addr:         kafka.TCP(brokers...),
+		Transport:    apply(opts).conn.Transport(),
 		Topic:        topic,
 		Balancer:     &kafka.Murmur2Balancer{},
 		RequiredAcks: kafka.RequireAll,
@@ -80,9 +108,10 @@ func (p PartitionProgress) Lag() int64 {
 }
 
 // Progress reads the group's committed offsets and each partition's end.
-func Progress(ctx context.Context, brokers []string, group, topic string) ([]PartitionProgress, error) {
-	client := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 10 * time.Second}
-	parts, err := partitions(ctx, brokers, topic)
+func Progress(ctx context.Context, brokers []string, group, topic string, opts ...Option) ([]PartitionProgress, error) {
+	o := apply(opts)
+	client := o.client(brokers)
+	parts, err := partitions(ctx, o.conn.Dialer(), brokers, topic)
 	if err != nil {
 		return nil, err
 	}
@@ -134,11 +163,11 @@ func TotalLag(ps []PartitionProgress) int64 {
 // WaitConsumed polls Progress every interval until the group has committed
 // every partition to its end, or ctx ends. report, when set, is called with
 // each reading.
-func WaitConsumed(ctx context.Context, brokers []string, group, topic string, interval time.Duration, report func([]PartitionProgress)) error {
+func WaitConsumed(ctx context.Context, brokers []string, group, topic string, interval time.Duration, report func([]PartitionProgress), opts ...Option) error {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
-		ps, err := Progress(ctx, brokers, group, topic)
+		ps, err := Progress(ctx, brokers, group, topic, opts...)
 		if err == nil {
 			if report != nil {
 				report(ps)
@@ -160,12 +189,14 @@ func WaitConsumed(ctx context.Context, brokers []string, group, topic string, in
 
 // ReadAll reads every message currently in topic, all partitions, in
 // partition then offset order.
-func ReadAll(ctx context.Context, brokers []string, topic string) ([]kafka.Message, error) {
-	parts, err := partitions(ctx, brokers, topic)
+func ReadAll(ctx context.Context, brokers []string, topic string, opts ...Option) ([]kafka.Message, error) {
+	o := apply(opts)
+	dialer := o.conn.Dialer()
+	parts, err := partitions(ctx, dialer, brokers, topic)
 	if err != nil {
 		return nil, err
 	}
-	client := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 10 * time.Second}
+	client := o.client(brokers)
 	first, err := ListOffsets(ctx, client, topic, parts, kafka.FirstOffset)
 	if err != nil {
 		return nil, err
@@ -179,7 +210,7 @@ func ReadAll(ctx context.Context, brokers []string, topic string) ([]kafka.Messa
 		if end[p] <= first[p] {
 			continue
 		}
-		r := kafka.NewReader(kafka.ReaderConfig{Brokers: brokers, Topic: topic, Partition: p, MaxWait: 100 * time.Millisecond})
+		r := kafka.NewReader(kafka.ReaderConfig{Brokers: brokers, Topic: topic, Partition: p, Dialer: dialer, MaxWait: 100 * time.Millisecond})
 		if err := r.SetOffset(first[p]); err != nil {
 			_ = r.Close()
 			return nil, fmt.Errorf("read %s/%d: %w", topic, p, err)
@@ -200,16 +231,14 @@ func ReadAll(ctx context.Context, brokers []string, topic string) ([]kafka.Messa
 	return out, nil
 }
 
-func partitions(ctx context.Context, brokers []string, topic string) ([]int, error) {
-	var d net.Dialer
+func partitions(ctx context.Context, d *kafka.Dialer, brokers []string, topic string) ([]int, error) {
 	var lastErr error
 	for _, b := range brokers {
-		conn, err := d.DialContext(ctx, "tcp", b)
+		kc, err := d.DialContext(ctx, "tcp", b)
 		if err != nil {
 			lastErr = err
 			continue
 		}
-		kc := kafka.NewConn(conn, "", 0)
 		ps, err := kc.ReadPartitions(topic)
 		_ = kc.Close()
 		if err != nil {
