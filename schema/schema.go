@@ -211,3 +211,89 @@ func dialectDir(db *bun.DB) (string, error) {
 		return "", fmt.Errorf("migrate: unsupported dialect %s", db.Dialect().Name())
 	}
 }
+
+// ErrNotMigrated is wrapped by Check's error when the database has no
+// schema, and ErrOutdated when it lacks migrations this binary has: in both
+// cases `consumer migrate` must run before the worker.
+var (
+	ErrNotMigrated = errors.New("schema not migrated")
+	ErrOutdated    = errors.New("schema older than this binary")
+)
+
+// Status is what Check found: the versions applied to the database and the
+// newest version this binary embeds.
+type Status struct {
+	// Applied are the versions recorded in the database, ascending.
+	Applied []int
+	// Embedded is the newest version embedded in this binary.
+	Embedded int
+	// Missing are embedded versions the database has not applied.
+	Missing []int
+	// Newer are applied versions this binary does not know: a newer binary
+	// migrated the database (a rolling deploy). The schema is compatible by
+	// the migrations' rule (they only add), so this is not an error.
+	Newer []int
+}
+
+// Check compares db's applied migrations with those embedded in the
+// binary, reading only. It returns an error wrapping ErrNotMigrated when the
+// version table is absent or empty, one wrapping ErrOutdated when an
+// embedded version is missing, and other errors when the database cannot be
+// read. A database with versions newer than the binary's is reported in
+// Status.Newer, without error.
+func Check(ctx context.Context, db *bun.DB) (Status, error) {
+	dir, err := dialectDir(db)
+	if err != nil {
+		return Status{}, err
+	}
+	migs, err := Migrations(dir)
+	if err != nil {
+		return Status{}, err
+	}
+	st := Status{}
+	if len(migs) > 0 {
+		st.Embedded = migs[len(migs)-1].Version
+	}
+	exists := "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = 'ss_schema_migration'"
+	if dir == "sqlite" {
+		exists = "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'ss_schema_migration'"
+	}
+	var n int
+	if err := db.QueryRowContext(ctx, exists).Scan(&n); err != nil {
+		return st, fmt.Errorf("check schema: look for the version table: %w", err)
+	}
+	if n == 0 {
+		return st, fmt.Errorf("%w: no version table ss_schema_migration", ErrNotMigrated)
+	}
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return st, fmt.Errorf("check schema: get connection: %w", err)
+	}
+	defer func() { _ = conn.Close() }()
+	applied, err := appliedVersions(ctx, conn)
+	if err != nil {
+		return st, fmt.Errorf("check schema: %w", err)
+	}
+	if len(applied) == 0 {
+		return st, fmt.Errorf("%w: no migration applied", ErrNotMigrated)
+	}
+	known := make(map[int]bool, len(migs))
+	for _, m := range migs {
+		known[m.Version] = true
+		if !applied[m.Version] {
+			st.Missing = append(st.Missing, m.Version)
+		}
+	}
+	for v := range applied {
+		st.Applied = append(st.Applied, v)
+		if !known[v] {
+			st.Newer = append(st.Newer, v)
+		}
+	}
+	sort.Ints(st.Applied)
+	sort.Ints(st.Newer)
+	if len(st.Missing) > 0 {
+		return st, fmt.Errorf("%w: version %d expected, migrations %v not applied", ErrOutdated, st.Embedded, st.Missing)
+	}
+	return st, nil
+}
