@@ -1,7 +1,10 @@
 // Package sqldb opens the worker's databases with the settings its
 // guarantees rely on: MySQL/MariaDB in strict mode with UTC times, and the
 // embedded SQLite database in WAL mode with write transactions that start
-// with BEGIN IMMEDIATE. It never logs a DSN: DSNs carry passwords.
+// with BEGIN IMMEDIATE. Open adds to a configured pool the TLS the
+// configuration asks for, and SetLogger sends the database libraries' own
+// log lines through the process's slog logger. It never logs a DSN, nor
+// quotes a password in an error: DSNs carry passwords.
 package sqldb
 
 import (
@@ -19,6 +22,8 @@ import (
 	"github.com/uptrace/bun/dialect/mysqldialect"
 	"github.com/uptrace/bun/dialect/sqlitedialect"
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
+
+	"github.com/paycallback/paycallback/config"
 )
 
 // MySQLConfig parses a go-sql-driver/mysql DSN and applies the settings the
@@ -30,9 +35,9 @@ import (
 func MySQLConfig(dsn string) (*mysql.Config, error) {
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
-		// The driver's message can quote the DSN; keep the password out of errors.
-		return nil, fmt.Errorf("parse mysql dsn: invalid format")
+		return nil, dsnError(dsn, err)
 	}
+	cfg.Logger = driverLogger{}
 	cfg.ParseTime = true
 	cfg.Loc = time.UTC
 	cfg.ClientFoundRows = false
@@ -53,23 +58,57 @@ func MySQLConfig(dsn string) (*mysql.Config, error) {
 	return cfg, nil
 }
 
-// OpenMySQL opens a pool on a MySQL 8.4 or MariaDB 10.11 server. Every
-// connection's session runs at READ COMMITTED (see readCommitted). It does
-// not connect; call Ping to find out whether the server answers.
+// OpenMySQL opens a pool on a MySQL 8.4 or MariaDB 10.11 server from a bare
+// DSN, with 32 open and idle connections recycled after 30 minutes: the
+// tests' and tools' way in. The worker opens its configured database with
+// Open. Every connection's session runs at READ COMMITTED (see
+// readCommitted). It does not connect; call Ping to find out whether the
+// server answers.
 func OpenMySQL(dsn string) (*bun.DB, error) {
 	cfg, err := MySQLConfig(dsn)
 	if err != nil {
 		return nil, err
 	}
+	return openMySQL(cfg, 32, 32, 30*time.Minute)
+}
+
+// Open opens the pool c describes: the DSN as MySQLConfig reads it, TLS as
+// c.TLS says (see applyTLS), and c's pool sizes and connection lifetime
+// (each left at OpenMySQL's value when zero). It does not connect; call
+// Ping to find out whether the server answers. Its errors name the setting
+// at fault and never quote the DSN's password.
+func Open(c config.DB) (*bun.DB, error) {
+	cfg, err := MySQLConfig(c.DSN.Reveal())
+	if err != nil {
+		return nil, err
+	}
+	if err := applyTLS(cfg, c.TLS); err != nil {
+		return nil, err
+	}
+	maxOpen, maxIdle, lifetime := 32, 32, 30*time.Minute
+	if c.MaxOpenConns > 0 {
+		maxOpen = c.MaxOpenConns
+	}
+	if c.MaxIdleConns > 0 {
+		maxIdle = c.MaxIdleConns
+	}
+	if c.ConnMaxLifetime > 0 {
+		lifetime = c.ConnMaxLifetime
+	}
+	return openMySQL(cfg, maxOpen, maxIdle, lifetime)
+}
+
+// openMySQL opens a pool on cfg with the given limits, without connecting.
+func openMySQL(cfg *mysql.Config, maxOpen, maxIdle int, lifetime time.Duration) (*bun.DB, error) {
 	conn, err := mysql.NewConnector(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open mysql: %w", err)
 	}
 	sqldb := sql.OpenDB(readCommitted{conn})
-	sqldb.SetMaxOpenConns(32)
-	sqldb.SetMaxIdleConns(32)
-	sqldb.SetConnMaxLifetime(30 * time.Minute)
-	return bun.NewDB(sqldb, mysqldialect.New()), nil
+	sqldb.SetMaxOpenConns(maxOpen)
+	sqldb.SetMaxIdleConns(maxIdle)
+	sqldb.SetConnMaxLifetime(lifetime)
+	return bun.NewDB(sqldb, mysqlDialect{mysqldialect.New()}), nil
 }
 
 // readCommitted sets every new connection's session to READ COMMITTED,
@@ -85,7 +124,7 @@ type readCommitted struct{ driver.Connector }
 func (c readCommitted) Connect(ctx context.Context) (driver.Conn, error) {
 	conn, err := c.Connector.Connect(ctx)
 	if err != nil {
-		return nil, err
+		return nil, tlsError(err)
 	}
 	ex, ok := conn.(driver.ExecerContext)
 	if !ok {

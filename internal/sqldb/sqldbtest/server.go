@@ -52,6 +52,16 @@ func (s *Server) DSN(name string) string {
 	return fmt.Sprintf("root@tcp(127.0.0.1:%d)/%s", s.port, name)
 }
 
+// Addr returns the instance's TCP address, 127.0.0.1:port.
+func (s *Server) Addr() string { return fmt.Sprintf("127.0.0.1:%d", s.port) }
+
+// SocketDSN returns a DSN for database name on the instance through its
+// Unix socket (root, no password): the way in that needs no TLS even when
+// the server requires it of TCP clients.
+func (s *Server) SocketDSN(name string) string {
+	return fmt.Sprintf("root@unix(%s)/%s", filepath.Join(s.dir, "sock"), name)
+}
+
 // Start starts the server (again) and waits until it answers.
 func (s *Server) Start(tb testing.TB) {
 	tb.Helper()
@@ -68,7 +78,7 @@ func (s *Server) Start(tb testing.TB) {
 	require.NoError(tb, s.cmd.Start())
 	s.done = make(chan struct{})
 	go func(cmd *exec.Cmd, done chan struct{}) { _ = cmd.Wait(); _ = log.Close(); close(done) }(s.cmd, s.done)
-	db, err := sqldb.OpenMySQL(s.DSN(""))
+	db, err := sqldb.OpenMySQL(s.SocketDSN(""))
 	require.NoError(tb, err)
 	defer db.Close()
 	require.Eventually(tb, func() bool {
@@ -103,7 +113,7 @@ func (s *Server) Restart(tb testing.TB) {
 // CreateDatabase creates a database on the instance and returns its DSN.
 func (s *Server) CreateDatabase(tb testing.TB, name string) string {
 	tb.Helper()
-	db, err := sqldb.OpenMySQL(s.DSN(""))
+	db, err := sqldb.OpenMySQL(s.SocketDSN(""))
 	require.NoError(tb, err)
 	defer db.Close()
 	_, err = db.ExecContext(context.Background(), "CREATE DATABASE "+name+" CHARACTER SET utf8mb4")
