@@ -16,6 +16,7 @@ import (
 
 	"github.com/paycallback/paycallback/config"
 	"github.com/paycallback/paycallback/internal/logging"
+	"github.com/paycallback/paycallback/internal/sqldb"
 )
 
 func main() {
@@ -122,6 +123,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, lookup co
 			}
 		}
 		env := &environment{stdout: stdout, stderr: stderr, lookup: lookup, cfg: cfg, logger: newLogger(stderr, cfg.Log)}
+		sqldb.SetLogger(env.logger) // the database libraries' own lines, in the chosen format
 		return runCmd(ctx, env, fs.Args())
 	}
 	fmt.Fprintf(stderr, "consumer: unknown command %q\n\n", name)

@@ -25,11 +25,12 @@ func opsKafka(env *environment) ops.Kafka {
 // openDB opens the configured database and checks that it answers. The
 // caller closes it.
 func openDB(ctx context.Context, env *environment) (*bun.DB, error) {
-	db, err := sqldb.OpenMySQL(env.cfg.DB.DSN.Reveal())
+	c := env.cfg.DB
+	c.MaxOpenConns, c.MaxIdleConns = 4, 4 // an operator command needs few connections
+	db, err := sqldb.Open(c)
 	if err != nil {
 		return nil, err
 	}
-	db.SetMaxOpenConns(4)
 	if err := sqldb.Ping(ctx, db, 10*time.Second); err != nil {
 		_ = db.Close()
 		return nil, err

@@ -15,7 +15,7 @@ func cmdRun(ctx context.Context, env *environment, _ []string) error {
 }
 
 func cmdMigrate(ctx context.Context, env *environment, _ []string) error {
-	db, err := sqldb.OpenMySQL(env.cfg.DB.DSN.Reveal())
+	db, err := sqldb.Open(env.cfg.DB)
 	if err != nil {
 		return err
 	}

@@ -60,6 +60,7 @@ func (m *Main) Run(ctx context.Context) error {
 	if logger == nil {
 		logger = slog.Default()
 	}
+	sqldb.SetLogger(logger)
 	reg := m.Registry
 	if reg == nil {
 		reg = metrics.NewRegistry()
@@ -68,13 +69,10 @@ func (m *Main) Run(ctx context.Context) error {
 	db := m.DB
 	if db == nil {
 		var err error
-		db, err = sqldb.OpenMySQL(cfg.DB.DSN.Reveal())
+		db, err = sqldb.Open(cfg.DB)
 		if err != nil {
 			return err
 		}
-		db.SetMaxOpenConns(cfg.DB.MaxOpenConns)
-		db.SetMaxIdleConns(cfg.DB.MaxIdleConns)
-		db.SetConnMaxLifetime(cfg.DB.ConnMaxLifetime)
 		defer db.Close()
 	}
 	if err := sqldb.Ping(ctx, db, 5*time.Second); err != nil {
