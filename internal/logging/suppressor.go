@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -27,8 +28,8 @@ const maxConditions = 64
 // interval carrying suppressed=N (the occurrences not written since the
 // previous line), the interval doubling from the first interval up to the
 // maximum; and, when the caller says the conditions have cleared, one INFO
-// line per condition. A condition not seen for the maximum interval starts
-// over. It is safe for concurrent use.
+// line per condition that recurred. A condition not seen for the maximum
+// interval starts over. It is safe for concurrent use.
 type Suppressor struct {
 	logger      *slog.Logger
 	now         func() time.Time
@@ -91,11 +92,14 @@ func NewSuppressor(logger *slog.Logger, opts ...SuppressorOption) *Suppressor {
 // message with what varies between conditions but not between occurrences
 // of one, such as the error text) and writes msg with args at level unless
 // the condition was written less than its interval ago. A line after the
-// first carries suppressed=N when occurrences were left out.
+// first carries suppressed=N when occurrences were left out. Numbers in key
+// do not tell conditions apart: an error naming a new local port or offset
+// on each attempt is the same condition.
 func (s *Suppressor) Log(ctx context.Context, level slog.Level, key, msg string, args ...any) {
 	if !s.logger.Enabled(ctx, level) {
 		return
 	}
+	key = level.String() + " " + withoutNumbers(key)
 	now := s.now()
 	s.mu.Lock()
 	c, ok := s.seen[key]
@@ -143,10 +147,11 @@ func (s *Suppressor) evict(now time.Time) {
 }
 
 // Clear says that every condition logged since the previous Clear has
-// ended: it writes one INFO line "condition cleared" for each, with the
-// condition's message, its occurrences, the suppressed ones never written,
-// and how long it lasted, then forgets them. It costs a lock when there is
-// nothing to clear.
+// ended, and forgets them. For each that occurred more than once it writes
+// one INFO line "condition cleared" with the condition's message, its
+// occurrences, the suppressed ones never written, and how long it lasted;
+// a one-off needs no all-clear. It costs a lock when there is nothing to
+// clear.
 func (s *Suppressor) Clear(ctx context.Context) {
 	s.mu.Lock()
 	if len(s.seen) == 0 {
@@ -156,7 +161,9 @@ func (s *Suppressor) Clear(ctx context.Context) {
 	now := s.now()
 	cleared := make([]*condition, 0, len(s.seen))
 	for _, c := range s.seen {
-		cleared = append(cleared, c)
+		if c.count > 1 {
+			cleared = append(cleared, c)
+		}
 	}
 	clear(s.seen)
 	s.mu.Unlock()
@@ -165,4 +172,27 @@ func (s *Suppressor) Clear(ctx context.Context) {
 		s.logger.LogAttrs(ctx, slog.LevelInfo, "condition cleared", slog.String("condition", c.msg),
 			slog.Int("occurrences", c.count), slog.Int("suppressed", c.suppressed), slog.Duration("lasted", now.Sub(c.since)))
 	}
+}
+
+// withoutNumbers replaces each run of digits in s with one '#'.
+func withoutNumbers(s string) string {
+	if !strings.ContainsAny(s, "0123456789") {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s))
+	digits := false
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= '0' && c <= '9' {
+			if !digits {
+				b.WriteByte('#')
+			}
+			digits = true
+			continue
+		}
+		digits = false
+		b.WriteByte(c)
+	}
+	return b.String()
 }

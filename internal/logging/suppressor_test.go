@@ -105,16 +105,44 @@ func TestSuppressorTellsConditionsApart(t *testing.T) {
 	assert.Equal(t, "b", lines[1]["error"])
 
 	clock.advance(time.Second)
+	s.Log(ctx, slog.LevelWarn, "c", "failed", "error", "c")
+	clock.advance(time.Second)
+	s.Log(ctx, slog.LevelWarn, "c", "failed", "error", "c")
+	lines = jsonLines(t, &buf)
+	require.Len(t, lines, 1)
+	assert.Equal(t, "c", lines[0]["error"])
+
+	clock.advance(time.Second)
 	s.Clear(ctx)
 	lines = jsonLines(t, &buf)
-	require.Len(t, lines, 2)
+	require.Len(t, lines, 2, "an all-clear for each condition that recurred; b was a one-off")
+	assert.Equal(t, "failed", lines[0]["condition"])
 	assert.InDelta(t, 2.0, lines[0]["occurrences"], 0)
 	assert.InDelta(t, 1.0, lines[0]["suppressed"], 0)
-	assert.InDelta(t, 1.0, lines[1]["occurrences"], 0)
-	assert.Equal(t, "1s", lines[1]["lasted"])
+	assert.Equal(t, "3s", lines[0]["lasted"], "a first")
+	assert.InDelta(t, 2.0, lines[1]["occurrences"], 0)
+	assert.Equal(t, "2s", lines[1]["lasted"])
 
+	s.Log(ctx, slog.LevelWarn, "b", "failed", "error", "b")
+	lines = jsonLines(t, &buf)
+	require.Len(t, lines, 1, "b forgotten too: written at once")
 	s.Clear(ctx)
-	assert.Empty(t, buf.String(), "nothing left to clear")
+	assert.Empty(t, buf.String(), "a one-off gets no all-clear")
+}
+
+func TestSuppressorIgnoresNumbersInKeys(t *testing.T) {
+	var buf bytes.Buffer
+	clock := &fakeClock{t: time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)}
+	s := newTestSuppressor(&buf, clock)
+	ctx := context.Background()
+
+	s.Log(ctx, slog.LevelWarn, "read tcp 127.0.0.1:56000->127.0.0.1:9092: reset", "failed")
+	s.Log(ctx, slog.LevelWarn, "read tcp 127.0.0.1:56012->127.0.0.1:9092: reset", "failed")
+	assert.Len(t, jsonLines(t, &buf), 1, "another local port: the same condition")
+	s.Log(ctx, slog.LevelWarn, "read tcp 127.0.0.1:56012->127.0.0.1:9092: refused", "failed")
+	assert.Len(t, jsonLines(t, &buf), 1, "another error: another condition")
+	s.Log(ctx, slog.LevelError, "read tcp 127.0.0.1:56012->127.0.0.1:9092: refused", "failed")
+	assert.Len(t, jsonLines(t, &buf), 1, "another level: another condition")
 }
 
 func TestSuppressorStartsOverAfterALongQuiet(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"github.com/paycallback/paycallback/internal/logging"
 	"github.com/paycallback/paycallback/pkg/channels"
 )
 
@@ -64,6 +65,7 @@ type KafkaDeadLetterer struct {
 	w       *kafka.Writer
 	timeout time.Duration
 	logger  *slog.Logger
+	repeats *logging.Suppressor // the writer's errors; cleared by a write
 }
 
 // DeadLetterOption configures a KafkaDeadLetterer.
@@ -72,6 +74,18 @@ type DeadLetterOption func(*deadLetterOptions)
 type deadLetterOptions struct {
 	inputMaxBytes int
 	logger        *slog.Logger
+	transport     kafka.RoundTripper
+}
+
+// DeadLetterTransport sets the transport the writer connects with: the
+// Kafka TLS and SASL setting (kafkaconn.Conn.Transport). Nil keeps kafka-go's
+// default transport: plain TCP, no authentication.
+func DeadLetterTransport(t *kafka.Transport) DeadLetterOption {
+	return func(o *deadLetterOptions) {
+		if t != nil {
+			o.transport = t
+		}
+	}
 }
 
 // DeadLetterMaxMessageBytes sets the largest message the input can deliver
@@ -88,7 +102,8 @@ func DeadLetterMaxMessageBytes(n int) DeadLetterOption {
 }
 
 // DeadLetterLogger sets the logger that reports a dead letter written
-// without its value (default: slog.Default()).
+// without its value and takes the kafka-go writer's own lines (default:
+// slog.Default()).
 func DeadLetterLogger(l *slog.Logger) DeadLetterOption {
 	return func(o *deadLetterOptions) {
 		if l != nil {
@@ -111,8 +126,10 @@ func NewKafkaDeadLetterer(brokers []string, topic string, timeout time.Duration,
 	for _, opt := range opts {
 		opt(&o)
 	}
-	return &KafkaDeadLetterer{timeout: timeout, logger: o.logger, w: &kafka.Writer{
+	repeats := logging.NewSuppressor(o.logger)
+	return &KafkaDeadLetterer{timeout: timeout, logger: o.logger, repeats: repeats, w: &kafka.Writer{
 		Addr:         kafka.TCP(brokers...),
+		Transport:    o.transport,
 		Topic:        topic,
 		Balancer:     &kafka.Hash{},
 		RequiredAcks: kafka.RequireAll,
@@ -120,6 +137,8 @@ func NewKafkaDeadLetterer(brokers []string, topic string, timeout time.Duration,
 		BatchBytes:   int64(o.inputMaxBytes) + headerRoom,
 		BatchTimeout: time.Millisecond,
 		MaxAttempts:  3,
+		Logger:       kafkaLogger(o.logger, slog.LevelDebug, nil),
+		ErrorLogger:  kafkaLogger(o.logger, slog.LevelWarn, repeats),
 	}}
 }
 
@@ -170,7 +189,11 @@ func (d *KafkaDeadLetterer) DeadLetter(ctx context.Context, msg kafka.Message, k
 func (d *KafkaDeadLetterer) write(ctx context.Context, m kafka.Message) error {
 	ctx, cancel := context.WithTimeout(ctx, d.timeout)
 	defer cancel()
-	return d.w.WriteMessages(ctx, m)
+	if err := d.w.WriteMessages(ctx, m); err != nil {
+		return err
+	}
+	d.repeats.Clear(ctx)
+	return nil
 }
 
 // tooLarge reports whether a write of one message failed because the

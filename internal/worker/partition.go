@@ -9,6 +9,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"github.com/paycallback/paycallback/internal/logging"
 	"github.com/paycallback/paycallback/internal/metrics"
 )
 
@@ -20,6 +21,9 @@ type partitionConsumer struct {
 	commits   *offsetCommitter // the generation's, shared by its partitions
 	partition int
 	start     int64 // the committed offset (next to read) or kafka.FirstOffset
+	// repeats writes the loop's recurring failures with backoff; cleared
+	// whenever the partition moves again.
+	repeats *logging.Suppressor
 }
 
 // run fetches, handles and commits messages in order until the generation
@@ -32,6 +36,7 @@ func (pc *partitionConsumer) run(genCtx, stop, hardStop context.Context, drained
 	defer markDrained()
 	w := pc.w
 	log := w.logger.With("partition", pc.partition, "generation", pc.gen.ID)
+	pc.repeats = logging.NewSuppressor(log)
 	defer w.dropPartition(pc.partition)
 	defer w.metrics.DeleteConsumerLag(pc.partition)
 
@@ -43,8 +48,11 @@ func (pc *partitionConsumer) run(genCtx, stop, hardStop context.Context, drained
 		MinBytes:    w.cfg.MinBytes,
 		MaxBytes:    w.cfg.MaxBytes,
 		MaxWait:     w.cfg.MaxWait,
-		Logger:      kafka.LoggerFunc(w.kafkaLog(-8)), // below debug: kafka-go is chatty
-		ErrorLogger: kafka.LoggerFunc(w.kafkaLog(4)),
+		Logger:      kafkaLogger(log, slog.LevelDebug, nil),
+		ErrorLogger: kafkaLogger(log, slog.LevelWarn, pc.repeats),
+		// No lag polling: the lag metric comes from the fetched messages'
+		// high-water marks, and a poll cut short by a rebalance is noise.
+		ReadLagInterval: -1,
 	})
 	defer reader.Close()
 	w.stats.add(pc.partition, reader)
@@ -117,7 +125,7 @@ func (pc *partitionConsumer) run(genCtx, stop, hardStop context.Context, drained
 			msg, err = fetchWithin(fetchCtx, reader, inFlightPoll.Delay(held.polls))
 			if errors.Is(err, context.DeadlineExceeded) && fetchCtx.Err() == nil {
 				held.polls++
-				if !pc.recheck(procCtx, log, &held) || !commitUpTo(last) {
+				if !pc.recheck(procCtx, &held) || !commitUpTo(last) {
 					break
 				}
 				continue
@@ -128,7 +136,7 @@ func (pc *partitionConsumer) run(genCtx, stop, hardStop context.Context, drained
 				break
 			}
 			w.metrics.ProcessingError(metrics.StageFetch)
-			log.Warn("fetch failed", "error", err.Error())
+			pc.repeats.Log(fetchCtx, slog.LevelWarn, "fetch failed: "+err.Error(), "fetch failed", "error", err.Error())
 			if !w.cfg.Backoff.Wait(fetchCtx, fetchFailures) {
 				break
 			}
@@ -136,6 +144,7 @@ func (pc *partitionConsumer) run(genCtx, stop, hardStop context.Context, drained
 			continue
 		}
 		fetchFailures = 0
+		pc.repeats.Clear(fetchCtx)
 		batch = append(batch[:0], msg)
 		for len(batch) < w.cfg.BatchMax {
 			more, ok := fetchBuffered(fetchCtx, reader)
@@ -145,12 +154,12 @@ func (pc *partitionConsumer) run(genCtx, stop, hardStop context.Context, drained
 			batch = append(batch, more)
 		}
 		states := make([]MessageState, len(batch))
-		if !pc.process(procCtx, log, batch, states, held.room(w.cfg.BatchMax)) {
+		if !pc.process(procCtx, batch, states, held.room(w.cfg.BatchMax)) {
 			break // generation ended or shutdown cap: commit nothing more
 		}
 		// The messages held before this batch: their claims may be
 		// settled by now.
-		if !held.empty() && !pc.recheck(procCtx, log, &held) {
+		if !held.empty() && !pc.recheck(procCtx, &held) {
 			break
 		}
 		held.add(batch, states)
@@ -166,7 +175,7 @@ func (pc *partitionConsumer) run(genCtx, stop, hardStop context.Context, drained
 			break
 		}
 		held.polls++
-		if !pc.recheck(procCtx, log, &held) || !commitUpTo(last) {
+		if !pc.recheck(procCtx, &held) || !commitUpTo(last) {
 			break
 		}
 	}
@@ -228,8 +237,8 @@ func (h *heldMessages) drop() {
 
 // recheck handles the held messages again and drops those that are done.
 // It reports false when ctx ended first.
-func (pc *partitionConsumer) recheck(ctx context.Context, log *slog.Logger, h *heldMessages) bool {
-	if !pc.process(ctx, log, h.msgs, h.states, true) {
+func (pc *partitionConsumer) recheck(ctx context.Context, h *heldMessages) bool {
+	if !pc.process(ctx, h.msgs, h.states, true) {
 		return false
 	}
 	h.drop()
@@ -241,7 +250,7 @@ func (pc *partitionConsumer) recheck(ctx context.Context, log *slog.Logger, h *h
 // claim another worker is settling (the caller holds them; see
 // heldMessages). It reports false when ctx ended first: nothing may be
 // committed.
-func (pc *partitionConsumer) process(ctx context.Context, log *slog.Logger, batch []kafka.Message, states []MessageState, mayHold bool) bool {
+func (pc *partitionConsumer) process(ctx context.Context, batch []kafka.Message, states []MessageState, mayHold bool) bool {
 	w := pc.w
 	var since time.Time
 	polls, failures := 0, 0
@@ -250,6 +259,7 @@ func (pc *partitionConsumer) process(ctx context.Context, log *slog.Logger, batc
 		if err == nil {
 			if !since.IsZero() {
 				w.setRetrying(pc.partition, time.Time{})
+				pc.repeats.Clear(ctx)
 			}
 			return true
 		}
@@ -276,7 +286,8 @@ func (pc *partitionConsumer) process(ctx context.Context, log *slog.Logger, batc
 			since = time.Now()
 			w.setRetrying(pc.partition, since)
 		}
-		log.Warn("messages not handled; retrying in place", "first_offset", batch[0].Offset,
+		const msg = "messages not handled; retrying in place"
+		pc.repeats.Log(ctx, slog.LevelWarn, msg+": "+string(StageOf(err))+": "+err.Error(), msg, "first_offset", batch[0].Offset,
 			"messages", len(batch), "attempt", failures+1, "stage", string(StageOf(err)), "error", err.Error())
 		if !w.cfg.Backoff.Wait(ctx, failures) {
 			return false
@@ -321,10 +332,13 @@ func (pc *partitionConsumer) commit(ctx context.Context, log *slog.Logger, next 
 		}
 		w.metrics.ProcessingError(metrics.StageCommit)
 		if generationOver(err) || ctx.Err() != nil {
-			log.Warn("offset not committed: generation over", "offset", next, "error", err.Error())
+			// Expected at a rebalance: the partition's next owner handles
+			// the message again, and its outcome is already durable.
+			log.Debug("offset not committed: generation over", "offset", next, "error", err.Error())
 			return false
 		}
-		log.Warn("offset commit failed; retrying", "offset", next, "attempt", attempt+1, "error", err.Error())
+		const msg = "offset commit failed; retrying"
+		pc.repeats.Log(ctx, slog.LevelWarn, msg+": "+err.Error(), msg, "offset", next, "attempt", attempt+1, "error", err.Error())
 		if !w.cfg.Backoff.Wait(ctx, attempt) {
 			return false
 		}

@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
 
+	"github.com/paycallback/paycallback/internal/logging"
 	"github.com/paycallback/paycallback/internal/metrics"
 )
 
@@ -121,6 +123,9 @@ func New(cfg Config, p *Pipeline, m *metrics.Metrics, logger *slog.Logger) *Work
 // message still unfinished then is not committed and will be processed again
 // by the partition's next owner.
 func (w *Worker) Run(ctx context.Context) error {
+	// An unreachable coordinator fails every JoinGroupBackoff: its lines
+	// back off until a generation is joined.
+	groupRepeats := logging.NewSuppressor(w.logger)
 	cg, err := kafka.NewConsumerGroup(kafka.ConsumerGroupConfig{
 		ID:                     w.cfg.GroupID,
 		Brokers:                w.cfg.Brokers,
@@ -134,8 +139,8 @@ func (w *Worker) Run(ctx context.Context) error {
 		StartOffset:            w.cfg.StartOffset,
 		WatchPartitionChanges:  true,
 		PartitionWatchInterval: w.cfg.PartitionWatchInterval,
-		Logger:                 kafka.LoggerFunc(w.kafkaLog(slog.LevelDebug)),
-		ErrorLogger:            kafka.LoggerFunc(w.kafkaLog(slog.LevelWarn)),
+		Logger:                 kafkaLogger(w.logger, slog.LevelDebug, nil),
+		ErrorLogger:            kafkaLogger(w.logger, slog.LevelWarn, groupRepeats),
 	})
 	if err != nil {
 		return fmt.Errorf("create consumer group %s: %w", w.cfg.GroupID, err)
@@ -154,9 +159,17 @@ func (w *Worker) Run(ctx context.Context) error {
 				if ctx.Err() != nil || errors.Is(err, kafka.ErrGroupClosed) {
 					return
 				}
-				w.logger.Warn("consumer group: no generation yet", "group", w.cfg.GroupID, "error", err.Error())
+				const msg = "consumer group: no generation yet"
+				if errors.Is(err, kafka.RebalanceInProgress) {
+					// Routine: the group is rebalancing; the next
+					// attempt joins it.
+					w.logger.Debug(msg, "group", w.cfg.GroupID, "error", err.Error())
+					continue
+				}
+				groupRepeats.Log(ctx, slog.LevelWarn, msg+": "+err.Error(), msg, "group", w.cfg.GroupID, "error", err.Error())
 				continue
 			}
+			groupRepeats.Clear(ctx)
 			w.startGeneration(ctx, hardStop, gen, drained)
 		}
 	}()
@@ -295,8 +308,38 @@ func (w *Worker) dropPartition(p int) {
 	delete(w.partitions, p)
 }
 
-func (w *Worker) kafkaLog(level slog.Level) func(string, ...any) {
+// kafkaLogger adapts one of kafka-go's loggers to slog: each line is a
+// record at level with component=kafka. A line whose error says only that
+// an operation was cancelled (a reader closed or a generation ended at a
+// rebalance, a shutdown) is DEBUG whatever the level: it is expected, not a
+// warning. Lines at WARN or above go through repeats, when given, so that
+// a failure that keeps recurring backs off.
+func kafkaLogger(logger *slog.Logger, level slog.Level, repeats *logging.Suppressor) kafka.LoggerFunc {
 	return func(format string, args ...any) {
-		w.logger.Log(context.Background(), level, "kafka: "+fmt.Sprintf(format, args...))
+		ctx := context.Background()
+		lvl := level
+		if cancelledOnly(args) {
+			lvl = slog.LevelDebug
+		}
+		if !logger.Enabled(ctx, lvl) {
+			return
+		}
+		msg := strings.TrimSpace(fmt.Sprintf(format, args...))
+		if repeats != nil && lvl >= slog.LevelWarn {
+			repeats.Log(ctx, lvl, msg, msg, "component", "kafka")
+			return
+		}
+		logger.Log(ctx, lvl, msg, "component", "kafka")
 	}
+}
+
+// cancelledOnly reports whether one of a kafka-go log line's arguments is
+// an error saying that an operation was cancelled or its generation ended.
+func cancelledOnly(args []any) bool {
+	for _, a := range args {
+		if err, ok := a.(error); ok && (errors.Is(err, context.Canceled) || errors.Is(err, kafka.ErrGenerationEnded)) {
+			return true
+		}
+	}
+	return false
 }
