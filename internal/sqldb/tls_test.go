@@ -4,12 +4,14 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/uptrace/bun/dialect/feature"
 
 	"github.com/paycallback/paycallback/config"
 	"github.com/paycallback/paycallback/internal/sqldb"
@@ -182,13 +184,17 @@ func TestOpenTLSSettings(t *testing.T) {
 	}
 }
 
-// TestOpenPool: Open applies the configured pool limits.
+// TestOpenPool: Open applies the configured pool limits, and bun's dialect
+// learns the server's version as the pool opens (MariaDB's RETURNING on).
 func TestOpenPool(t *testing.T) {
 	db, err := sqldb.Open(config.DB{DSN: config.DSN(sqldbtest.NewDatabase(t)), MaxOpenConns: 3, MaxIdleConns: 2, ConnMaxLifetime: time.Minute})
 	require.NoError(t, err)
 	defer db.Close()
 	assert.Equal(t, 3, db.Stats().MaxOpenConnections)
 	require.NoError(t, sqldb.Ping(context.Background(), db, 10*time.Second))
+	var version string
+	require.NoError(t, db.QueryRowContext(context.Background(), "SELECT version()").Scan(&version))
+	assert.Equal(t, strings.Contains(version, "MariaDB"), db.HasFeature(feature.InsertReturning), "server %s", version)
 }
 
 // TestMySQLConfigSaysWhatIsWrong: a DSN the driver refuses is described in
