@@ -173,16 +173,16 @@ func (s *Server) Addr() net.Addr {
 	return s.listener
 }
 
-// Listen binds the configured address and returns the listener, without
-// serving: pass it to Serve. Its error (an address in use, a host that is
-// not this machine's, a port not allowed) comes at once, so a caller can
-// bind before it starts anything else and refuse to start without its
+// Listen binds addr (e.g. ":9464") for a Server and returns the listener,
+// without serving: pass it to Serve. Its error (an address in use, a host
+// that is not this machine's, a port not allowed) comes at once, so a caller
+// can bind before it starts anything else and refuse to start without its
 // endpoints. The caller closes the listener when it never calls Serve.
-func (s *Server) Listen(ctx context.Context) (net.Listener, error) {
+func Listen(ctx context.Context, addr string) (net.Listener, error) {
 	var lc net.ListenConfig
-	ln, err := lc.Listen(ctx, "tcp", s.addr)
+	ln, err := lc.Listen(ctx, "tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("admin listen %s: %w", s.addr, err)
+		return nil, fmt.Errorf("admin listen %s: %w", addr, err)
 	}
 	return ln, nil
 }
@@ -193,7 +193,7 @@ func (s *Server) Listen(ctx context.Context) (net.Listener, error) {
 // when in-flight requests outlast the shutdown timeout (the connections are
 // then closed). Listen then Serve does the same in two steps.
 func (s *Server) Run(ctx context.Context) error {
-	ln, err := s.Listen(ctx)
+	ln, err := Listen(ctx, s.addr)
 	if err != nil {
 		return err
 	}
