@@ -160,7 +160,7 @@ var settings = []setting{
 	},
 	{
 		path: "worker.orphan_after", env: "PAYCB_ORPHAN_AFTER", flag: "orphan-after", usage: "how long a claim may stay ACQUIRED before the sweeper settles it",
-		def: "2m", min: "10s", max: "24h", field: func(c *Config) any { return &c.Worker.OrphanAfter },
+		def: "2m", min: "100ms", max: "24h", field: func(c *Config) any { return &c.Worker.OrphanAfter },
 	},
 	{
 		path: "worker.sweep_interval", env: "PAYCB_SWEEP_INTERVAL", usage: "how often the orphan sweeper runs",
@@ -180,7 +180,7 @@ var settings = []setting{
 	},
 	{
 		path: "worker.shutdown_timeout", env: "PAYCB_SHUTDOWN_TIMEOUT", flag: "shutdown-timeout", usage: "cap on the whole graceful shutdown",
-		def: "30s", min: "1s", max: "10m", field: func(c *Config) any { return &c.Worker.ShutdownTimeout },
+		def: "30s", min: "100ms", max: "10m", field: func(c *Config) any { return &c.Worker.ShutdownTimeout },
 	},
 	{
 		path: "worker.startup_timeout", env: "PAYCB_STARTUP_TIMEOUT", usage: "how long run keeps trying to reach the database and the broker at start",

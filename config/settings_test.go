@@ -79,7 +79,7 @@ func TestAbsurdValuesAreRefusedTogether(t *testing.T) {
 	require.ErrorIs(t, err, ErrInvalid)
 	for _, want := range []string{
 		"worker.sweep_interval (PAYCB_SWEEP_INTERVAL): must be between 100ms and 1h0m0s, got 1ns",
-		"worker.shutdown_timeout (PAYCB_SHUTDOWN_TIMEOUT): must be between 1s and 10m0s, got 1000000h0m0s",
+		"worker.shutdown_timeout (PAYCB_SHUTDOWN_TIMEOUT): must be between 100ms and 10m0s, got 1000000h0m0s",
 		"kafka.max_bytes (PAYCB_KAFKA_MAX_BYTES): must be between 16384 and 268435456, got 1",
 		"worker.startup_timeout (PAYCB_STARTUP_TIMEOUT)",
 	} {
