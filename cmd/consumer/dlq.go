@@ -47,7 +47,10 @@ func dlqListCommand(fs *flag.FlagSet) runFunc {
 		if err != nil {
 			return err
 		}
-		k := opsKafka(env)
+		k, err := opsKafka(ctx, env)
+		if err != nil {
+			return err
+		}
 		ds, err := ops.ReadDeadLetters(ctx, k, f)
 		if err != nil {
 			return err
@@ -123,7 +126,10 @@ func dlqRedriveCommand(fs *flag.FlagSet) runFunc {
 			_, _ = fmt.Fprintln(env.stderr, "consumer dlq redrive: --kind is required")
 			return errUsage
 		}
-		k := opsKafka(env)
+		k, err := opsKafka(ctx, env)
+		if err != nil {
+			return err
+		}
 		ds, err := ops.ReadDeadLetters(ctx, k, f)
 		if err != nil {
 			return err

@@ -11,15 +11,28 @@ import (
 
 	"github.com/uptrace/bun"
 
+	"github.com/paycallback/paycallback/internal/kafkaconn"
 	"github.com/paycallback/paycallback/internal/ops"
 	"github.com/paycallback/paycallback/internal/sqldb"
 )
 
 // opsKafka describes the configured cluster, topics and group for the
-// operations commands.
-func opsKafka(env *environment) ops.Kafka {
+// operations commands, connecting with the configured TLS and SASL. With
+// either on it connects once first, so that a refused password or an
+// untrusted broker certificate is reported as such.
+func opsKafka(ctx context.Context, env *environment) (ops.Kafka, error) {
 	k := env.cfg.Kafka
-	return ops.Kafka{Brokers: k.Brokers, Topic: k.Topic, Group: k.Group, DLQTopic: k.DLQTopic, Timeout: 15 * time.Second}
+	conn, err := kafkaconn.New(k)
+	if err != nil {
+		return ops.Kafka{}, err
+	}
+	const timeout = 15 * time.Second
+	if conn.Secured() {
+		if err := conn.Check(ctx, timeout); errors.Is(err, kafkaconn.ErrRejected) {
+			return ops.Kafka{}, err
+		}
+	}
+	return ops.Kafka{Brokers: k.Brokers, Topic: k.Topic, Group: k.Group, DLQTopic: k.DLQTopic, Timeout: timeout, Conn: conn}, nil
 }
 
 // openDB opens the configured database and checks that it answers. The

@@ -22,7 +22,10 @@ func purgeCommand(fs *flag.FlagSet) runFunc {
 			_, _ = fmt.Fprintln(env.stderr, "consumer purge: --older-than is required")
 			return errUsage
 		}
-		k := opsKafka(env)
+		k, err := opsKafka(ctx, env)
+		if err != nil {
+			return err
+		}
 		retention, bounded, err := k.TopicRetention(ctx, k.Topic)
 		if err != nil {
 			return fmt.Errorf("purge: read the input topic's retention: %w", err)

@@ -31,7 +31,10 @@ func replayCommand(fs *flag.FlagSet) runFunc {
 				return err
 			}
 		}
-		k := opsKafka(env)
+		k, err := opsKafka(ctx, env)
+		if err != nil {
+			return err
+		}
 		plan, err := ops.PlanReplay(ctx, k, t)
 		if err != nil {
 			if errors.Is(err, ops.ErrGroupActive) {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/paycallback/paycallback/config"
 	"github.com/paycallback/paycallback/internal/admin"
+	"github.com/paycallback/paycallback/internal/kafkaconn"
 	"github.com/paycallback/paycallback/internal/metrics"
 	"github.com/paycallback/paycallback/internal/sqldb"
 	"github.com/paycallback/paycallback/internal/worker"
@@ -66,6 +67,20 @@ func (m *Main) Run(ctx context.Context) error {
 		reg = metrics.NewRegistry()
 		m.Registry = reg
 	}
+	// Every Kafka client below connects with this one TLS and SASL setting.
+	kconn, err := kafkaconn.New(cfg.Kafka)
+	if err != nil {
+		return err
+	}
+	defer kconn.Close()
+	if kconn.Secured() {
+		// A refused password or an untrusted broker certificate fails the
+		// start at once, with what to check; an unreachable broker is left
+		// to the start-up checks, which retry.
+		if err := kconn.Check(ctx, 5*time.Second); errors.Is(err, kafkaconn.ErrRejected) {
+			return err
+		}
+	}
 	db := m.DB
 	if db == nil {
 		var err error
@@ -102,7 +117,8 @@ func (m *Main) Run(ctx context.Context) error {
 		return fmt.Errorf("start settlement: %w", err)
 	}
 	dlq := worker.NewKafkaDeadLetterer(cfg.Kafka.Brokers, cfg.Kafka.DLQTopic, cfg.Kafka.DLQWriteTimeout,
-		worker.DeadLetterMaxMessageBytes(cfg.Kafka.MaxBytes), worker.DeadLetterLogger(logger))
+		worker.DeadLetterMaxMessageBytes(cfg.Kafka.MaxBytes), worker.DeadLetterLogger(logger),
+		worker.DeadLetterTransport(kconn.Transport()))
 	defer dlq.Close()
 	pipeline := &worker.Pipeline{
 		Decoder:      channels.NewDecoder(keys, channels.Accept("PAYCB_CHANNELS", accepted...)),
@@ -130,6 +146,7 @@ func (m *Main) Run(ctx context.Context) error {
 		StartOffset:       startOffset(cfg.Kafka.StartOffset),
 
 		PartitionWatchInterval: cfg.Kafka.PartitionWatchInterval,
+		Dialer:                 kconn.Dialer(),
 	}, pipeline, met, logger)
 	if err := reg.Register(w.ReaderStats()); err != nil {
 		return fmt.Errorf("register reader statistics: %w", err)
@@ -142,7 +159,7 @@ func (m *Main) Run(ctx context.Context) error {
 		OrphanAfter: cfg.Worker.OrphanAfter,
 		Interval:    cfg.Worker.SweepInterval,
 
-		Originals:    worker.KafkaOriginals{Brokers: cfg.Kafka.Brokers},
+		Originals:    worker.KafkaOriginals{Brokers: cfg.Kafka.Brokers, Dialer: kconn.Dialer()},
 		DeadLetterer: dlq,
 	}
 	srv := admin.New(cfg.Admin.Addr, reg, []admin.Check{

@@ -197,6 +197,7 @@ func Redrive(ctx context.Context, k Kafka, ds []DeadLetter) error {
 	}
 	w := &kafka.Writer{
 		Addr:         kafka.TCP(k.Brokers...),
+		Transport:    k.Conn.Transport(),
 		Topic:        k.Topic,
 		Balancer:     &kafka.Murmur2Balancer{},
 		RequiredAcks: kafka.RequireAll,
@@ -257,7 +258,7 @@ func (k Kafka) readTopic(ctx context.Context, topic string) ([]kafka.Message, er
 		if end[p] <= first[p] {
 			continue
 		}
-		msgs, err := readPartition(ctx, k.Brokers, topic, p, first[p], end[p], 3*timeout)
+		msgs, err := readPartition(ctx, k.Brokers, k.Conn.Dialer(), topic, p, first[p], end[p], 3*timeout)
 		if err != nil {
 			return nil, err
 		}
@@ -266,10 +267,10 @@ func (k Kafka) readTopic(ctx context.Context, topic string) ([]kafka.Message, er
 	return out, nil
 }
 
-func readPartition(ctx context.Context, brokers []string, topic string, p int, from, end int64, timeout time.Duration) ([]kafka.Message, error) {
+func readPartition(ctx context.Context, brokers []string, dialer *kafka.Dialer, topic string, p int, from, end int64, timeout time.Duration) ([]kafka.Message, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	r := kafka.NewReader(kafka.ReaderConfig{Brokers: brokers, Topic: topic, Partition: p, MaxWait: 100 * time.Millisecond})
+	r := kafka.NewReader(kafka.ReaderConfig{Brokers: brokers, Topic: topic, Partition: p, Dialer: dialer, MaxWait: 100 * time.Millisecond})
 	defer func() { _ = r.Close() }()
 	if err := r.SetOffset(from); err != nil {
 		return nil, fmt.Errorf("read %s/%d: %w", topic, p, err)

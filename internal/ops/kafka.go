@@ -4,12 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"sort"
 	"strconv"
 	"time"
 
 	"github.com/segmentio/kafka-go"
+
+	"github.com/paycallback/paycallback/internal/kafkaconn"
 )
 
 // Kafka names the cluster, topics and group the tools work on.
@@ -24,6 +25,9 @@ type Kafka struct {
 	DLQTopic string
 	// Timeout bounds each request to the cluster. Default 10s.
 	Timeout time.Duration
+	// Conn is the TLS and SASL setting every connection uses; nil connects
+	// over plain TCP with no authentication.
+	Conn *kafkaconn.Conn
 }
 
 // ErrGroupActive is returned, wrapped, when the consumer group has live
@@ -35,7 +39,7 @@ func (k Kafka) client() *kafka.Client {
 	if t <= 0 {
 		t = 10 * time.Second
 	}
-	return &kafka.Client{Addr: kafka.TCP(k.Brokers...), Timeout: t}
+	return &kafka.Client{Addr: kafka.TCP(k.Brokers...), Timeout: t, Transport: k.Conn.Transport()}
 }
 
 // GroupMember is one live member of the consumer group.
@@ -90,15 +94,14 @@ func (k Kafka) requireEmptyGroup(ctx context.Context) error {
 
 // partitions lists the topic's partition IDs in ascending order.
 func (k Kafka) partitions(ctx context.Context, topic string) ([]int, error) {
-	var d net.Dialer
+	d := k.Conn.Dialer()
 	var lastErr error
 	for _, b := range k.Brokers {
-		conn, err := d.DialContext(ctx, "tcp", b)
+		kc, err := d.DialContext(ctx, "tcp", b)
 		if err != nil {
-			lastErr = err
+			lastErr = k.Conn.Explain(err)
 			continue
 		}
-		kc := kafka.NewConn(conn, "", 0)
 		ps, err := kc.ReadPartitions(topic)
 		_ = kc.Close()
 		if err != nil {
