@@ -19,6 +19,8 @@ import (
 	"github.com/paycallback/paycallback/internal/ops"
 	"github.com/paycallback/paycallback/internal/sqldb"
 	"github.com/paycallback/paycallback/internal/sqldb/sqldbtest"
+	"github.com/paycallback/paycallback/internal/worker"
+	"github.com/paycallback/paycallback/pkg/idempotent"
 	"github.com/paycallback/paycallback/schema"
 )
 
@@ -113,6 +115,14 @@ func TestWorkerAndOperatorCommandsOnASecuredBroker(t *testing.T) {
 			}
 			assert.Equal(t, s.Malformed, kinds["malformed"], "the malformed message dead-lettered")
 			assert.Len(t, ds, s.Malformed+s.Conflicts)
+
+			// The sweeper's read-back of an original message.
+			first, err := kafkaops.ReadAll(ctx, sec.Brokers, testTopic, kafkaops.WithConn(conn))
+			require.NoError(t, err)
+			orig, err := worker.KafkaOriginals{Brokers: sec.Brokers, Dialer: conn.Dialer()}.Original(ctx,
+				idempotent.Source{Topic: testTopic, Partition: first[0].Partition, Offset: first[0].Offset})
+			require.NoError(t, err)
+			assert.Equal(t, first[0].Value, orig.Value)
 
 			w.shutdown(t)
 			plan, err := ops.PlanReplay(ctx, k, ops.ReplayTarget{Earliest: true})
