@@ -113,13 +113,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, lookup co
 			}
 			return errUsage
 		}
+		// A configuration error, from whatever source, exits 2.
 		cfg, err := config.Load(flags, lookup)
 		if err != nil {
-			return fmt.Errorf("load configuration: %w", err)
+			return &exitError{code: 2, err: fmt.Errorf("load configuration: %w", err)}
 		}
 		if name != "demo" {
 			if err := cfg.ValidateFor(name); err != nil {
-				return err
+				return &exitError{code: 2, err: err}
 			}
 		}
 		env := &environment{stdout: stdout, stderr: stderr, lookup: lookup, cfg: cfg, logger: newLogger(stderr, cfg.Log)}

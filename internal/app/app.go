@@ -90,11 +90,17 @@ func (m *Main) Run(ctx context.Context) error {
 		}
 		defer db.Close()
 	}
-	if err := sqldb.Ping(ctx, db, 5*time.Second); err != nil {
-		// Not fatal: messages wait, retried in place, until the database
-		// answers, and /readyz says why.
-		logger.Warn("database not reachable at start; messages will wait for it", "error", err.Error())
+	// Nothing joins the group before every start-up check passes
+	// (preflight.go); a signal stops the checks at once.
+	adminLn, err := (&preflight{cfg: cfg, db: db, kafka: kconn, logger: logger}).run(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			logger.Info("stopped during the start-up checks")
+			return nil
+		}
+		return err
 	}
+	defer func() { _ = adminLn.Close() }() // Serve closes it first when it ran
 
 	met, err := metrics.New(reg)
 	if err != nil {
@@ -165,7 +171,7 @@ func (m *Main) Run(ctx context.Context) error {
 	srv := admin.New(cfg.Admin.Addr, reg, []admin.Check{
 		{Name: "database", Check: func(ctx context.Context) error { return db.PingContext(ctx) }},
 		{Name: "consumer", Check: func(context.Context) error { return w.Ready() }},
-	}, logger)
+	}, logger, admin.WithPprof(cfg.Admin.Pprof))
 
 	m.mu.Lock()
 	m.worker, m.admin = w, srv
@@ -181,7 +187,7 @@ func (m *Main) Run(ctx context.Context) error {
 	go func() { defer wg.Done(); _ = sweeper.Run(bg) }()
 	go func() {
 		defer wg.Done()
-		if err := srv.Run(bg); err != nil {
+		if err := srv.Serve(bg, adminLn); err != nil {
 			errs <- fmt.Errorf("admin server: %w", err)
 		}
 	}()

@@ -164,14 +164,18 @@ func (p ReplayPlan) KafkaCommand(brokers []string, t ReplayTarget) string {
 
 // PlanReplay reads the group's committed offsets and the partitions' bounds
 // and works out the reset for t. It refuses, with an error wrapping
-// ErrGroupActive, while the group has live members, and with one wrapping
-// ErrInvalidTarget when t names an unknown partition or an offset outside
-// [first, end].
+// ErrGroupActive, while the group has live members, with one wrapping
+// ErrTopicNotFound when the topic does not exist (it never creates it), and
+// with one wrapping ErrInvalidTarget when t names an unknown partition or an
+// offset outside [first, end].
 func PlanReplay(ctx context.Context, k Kafka, t ReplayTarget) (ReplayPlan, error) {
 	if err := t.validate(); err != nil {
 		return ReplayPlan{}, err
 	}
 	if err := k.requireEmptyGroup(ctx); err != nil {
+		return ReplayPlan{}, err
+	}
+	if err := k.requireTopic(ctx, k.Topic); err != nil {
 		return ReplayPlan{}, err
 	}
 	parts, err := k.partitions(ctx, k.Topic)
@@ -276,4 +280,44 @@ func ApplyReplay(ctx context.Context, k Kafka, plan ReplayPlan) error {
 // or kafka.LastOffset (see kafkaops.ListOffsets).
 func (k Kafka) listOffsets(ctx context.Context, topic string, parts []int, ts int64) (map[int]int64, error) {
 	return kafkaops.ListOffsets(ctx, k.client(), topic, parts, ts)
+}
+
+// ErrTopicNotFound is returned, wrapped, when the topic an operation works
+// on does not exist. The operations never create topics.
+var ErrTopicNotFound = errors.New("topic does not exist")
+
+// requireTopic returns an error wrapping ErrTopicNotFound when topic does
+// not exist, asking the brokers without letting them create it (kafka-go's
+// Conn.ReadPartitions asks for auto-creation; its Client.Metadata does not).
+// The client gets a transport of its own, so the answer is the brokers'
+// now, not a cached one.
+func (k Kafka) requireTopic(ctx context.Context, topic string) error {
+	c := k.client()
+	base, _ := c.Transport.(*kafka.Transport)
+	if base == nil {
+		base = &kafka.Transport{}
+	}
+	fresh := &kafka.Transport{
+		Dial: base.Dial, DialTimeout: base.DialTimeout, ClientID: base.ClientID,
+		TLS: base.TLS, SASL: base.SASL, Resolver: base.Resolver,
+	}
+	defer fresh.CloseIdleConnections()
+	c.Transport = fresh
+	meta, err := c.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
+	if err != nil {
+		return fmt.Errorf("read metadata of %s: %w", topic, err)
+	}
+	for _, t := range meta.Topics {
+		if t.Name != topic {
+			continue
+		}
+		if errors.Is(t.Error, kafka.UnknownTopicOrPartition) {
+			break
+		}
+		if t.Error != nil {
+			return fmt.Errorf("read metadata of %s: %w", topic, t.Error)
+		}
+		return nil
+	}
+	return fmt.Errorf("topic %q: %w (check kafka.topic, PAYCB_KAFKA_TOPIC); nothing was created", topic, ErrTopicNotFound)
 }
