@@ -152,7 +152,7 @@ func (m *Main) Run(ctx context.Context) error {
 		StartOffset:       startOffset(cfg.Kafka.StartOffset),
 
 		PartitionWatchInterval: cfg.Kafka.PartitionWatchInterval,
-		Dialer:                 kconn.Dialer(),
+		Dialer:                 neverCreateTopics(kconn.Dialer()), // a topic deleted while running is never recreated
 	}, pipeline, met, logger)
 	if err := reg.Register(w.ReaderStats()); err != nil {
 		return fmt.Errorf("register reader statistics: %w", err)

@@ -2,12 +2,15 @@ package app
 
 import (
 	"context"
+	"crypto/tls"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -295,5 +298,98 @@ func (p *preflight) retry(deadline, parent context.Context, timeout time.Duratio
 			return p.fail(name, fmt.Errorf("still failing after %s (PAYCB_STARTUP_TIMEOUT), %d attempts: %w", timeout, attempt, last))
 		}
 		wait = min(2*wait, startupBackoffCap)
+	}
+}
+
+// neverCreateTopics returns a copy of d whose connections never ask a
+// broker to create a topic. kafka-go's consumer group lists its topic's
+// partitions with a metadata request that asks for auto-creation (at each
+// rebalance, and in the leader's partition watch), so a topic deleted while
+// the worker runs would come back empty under a broker that allows it. The
+// connection clears that flag in every metadata request of versions 4 to 8
+// (the versions kafka-go sends) before it leaves. TLS, when d has it, is
+// done here, below the rewriting, as kafka-go would do it.
+func neverCreateTopics(d *kafka.Dialer) *kafka.Dialer {
+	out := *d
+	tlsConfig := d.TLS
+	out.TLS = nil
+	dial := d.DialFunc
+	if dial == nil {
+		dial = (&net.Dialer{LocalAddr: d.LocalAddr, FallbackDelay: d.FallbackDelay, KeepAlive: d.KeepAlive}).DialContext
+	}
+	out.DialFunc = func(ctx context.Context, network, address string) (net.Conn, error) {
+		c, err := dial(ctx, network, address)
+		if err != nil {
+			return nil, err
+		}
+		if tlsConfig != nil {
+			cfg := tlsConfig
+			if cfg.ServerName == "" {
+				cfg = tlsConfig.Clone()
+				host, _, err := net.SplitHostPort(address)
+				if err != nil {
+					host = address
+				}
+				cfg.ServerName = host
+			}
+			tc := tls.Client(c, cfg)
+			if err := tc.HandshakeContext(ctx); err != nil {
+				_ = c.Close()
+				return nil, err
+			}
+			c = tc
+		}
+		return &noAutoCreateConn{Conn: c}, nil
+	}
+	return &out
+}
+
+// noAutoCreateConn forwards whole request frames (a 4-byte big-endian size,
+// then the request), clearing AllowAutoTopicCreation in metadata requests.
+type noAutoCreateConn struct {
+	net.Conn
+	mu      sync.Mutex
+	pending []byte
+}
+
+// Write implements net.Conn: it holds an incomplete frame until the rest
+// arrives (kafka-go writes each request whole, then flushes).
+func (c *noAutoCreateConn) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.pending = append(c.pending, p...)
+	for len(c.pending) >= 4 {
+		size := int(binary.BigEndian.Uint32(c.pending))
+		if len(c.pending) < 4+size {
+			break
+		}
+		frame := c.pending[:4+size]
+		clearAutoCreate(frame)
+		if _, err := c.Conn.Write(frame); err != nil {
+			return 0, err
+		}
+		c.pending = c.pending[4+size:]
+	}
+	if len(c.pending) == 0 {
+		c.pending = nil
+	}
+	return len(p), nil
+}
+
+// metadataAPIKey is the Kafka protocol's Metadata request key.
+const metadataAPIKey = 3
+
+// clearAutoCreate clears AllowAutoTopicCreation in frame when it is a
+// metadata request of version 4 to 8: the flag is its last byte up to
+// version 7, and the third from last in version 8 (two flags follow it).
+func clearAutoCreate(frame []byte) {
+	if len(frame) < 8+3 || binary.BigEndian.Uint16(frame[4:]) != metadataAPIKey {
+		return
+	}
+	switch v := binary.BigEndian.Uint16(frame[6:]); {
+	case v >= 4 && v <= 7:
+		frame[len(frame)-1] = 0
+	case v == 8:
+		frame[len(frame)-3] = 0
 	}
 }
