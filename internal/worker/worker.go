@@ -12,11 +12,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
 
+	"github.com/paycallback/paycallback/config"
 	"github.com/paycallback/paycallback/internal/logging"
 	"github.com/paycallback/paycallback/internal/metrics"
 )
 
 // Config is what the consumer needs to know about Kafka and its pacing.
+// Zero durations and sizes take config.Default's values; BatchMax zero is
+// 1 (batches of one).
 type Config struct {
 	Brokers []string
 	Topic   string
@@ -30,64 +33,57 @@ type Config struct {
 	// Backoff paces in-place retries of a failing message.
 	Backoff Backoff
 	// StallAfter is how long a partition may retry one message before
-	// readiness reports it stalled. Default 1m.
+	// readiness reports it stalled.
 	StallAfter time.Duration
 	// ShutdownTimeout caps the graceful shutdown: finishing in-flight
-	// messages and committing them. Default 30s.
+	// messages and committing them.
 	ShutdownTimeout time.Duration
-	// SessionTimeout and HeartbeatInterval are the group's (defaults 10s, 1s).
+	// SessionTimeout and HeartbeatInterval are the group's.
 	SessionTimeout    time.Duration
 	HeartbeatInterval time.Duration
 	// RebalanceTimeout bounds how long the coordinator waits for members to
-	// rejoin (default 10s).
+	// rejoin.
 	RebalanceTimeout time.Duration
-	// MaxWait bounds how long a fetch waits for new data (default 250ms).
+	// MaxWait bounds how long a fetch waits for new data.
 	MaxWait time.Duration
-	// MinBytes and MaxBytes bound one fetch (defaults 1 and 10 MiB).
+	// MinBytes and MaxBytes bound one fetch.
 	MinBytes, MaxBytes int
 	// StartOffset is where a partition without a committed offset starts:
 	// kafka.FirstOffset (default) or kafka.LastOffset.
 	StartOffset int64
 	// PartitionWatchInterval is how often the group looks for new
-	// partitions (default 5s).
+	// partitions.
 	PartitionWatchInterval time.Duration
 	// Dialer is kafka-go's dialer (nil: the default).
 	Dialer *kafka.Dialer
 }
 
+// defaults fills the zero fields from config.Default, the one place
+// defaults are declared, so a Config built by hand behaves like a
+// configured worker.
 func (c *Config) defaults() {
+	d := config.Default()
 	if c.BatchMax <= 0 {
 		c.BatchMax = 1
 	}
-	if c.StallAfter <= 0 {
-		c.StallAfter = time.Minute
-	}
-	if c.ShutdownTimeout <= 0 {
-		c.ShutdownTimeout = 30 * time.Second
-	}
-	if c.SessionTimeout <= 0 {
-		c.SessionTimeout = 10 * time.Second
-	}
-	if c.HeartbeatInterval <= 0 {
-		c.HeartbeatInterval = time.Second
-	}
-	if c.RebalanceTimeout <= 0 {
-		c.RebalanceTimeout = 10 * time.Second
-	}
-	if c.MaxWait <= 0 {
-		c.MaxWait = 250 * time.Millisecond
-	}
-	if c.MinBytes <= 0 {
-		c.MinBytes = 1
-	}
-	if c.MaxBytes <= 0 {
-		c.MaxBytes = 10 << 20
-	}
+	setIfZero(&c.StallAfter, d.Worker.StallThreshold)
+	setIfZero(&c.ShutdownTimeout, d.Worker.ShutdownTimeout)
+	setIfZero(&c.SessionTimeout, d.Kafka.SessionTimeout)
+	setIfZero(&c.HeartbeatInterval, d.Kafka.HeartbeatInterval)
+	setIfZero(&c.RebalanceTimeout, d.Kafka.RebalanceTimeout)
+	setIfZero(&c.MaxWait, d.Kafka.MaxWait)
+	setIfZero(&c.MinBytes, d.Kafka.MinBytes)
+	setIfZero(&c.MaxBytes, d.Kafka.MaxBytes)
+	setIfZero(&c.PartitionWatchInterval, d.Kafka.PartitionWatchInterval)
 	if c.StartOffset != kafka.LastOffset {
 		c.StartOffset = kafka.FirstOffset
 	}
-	if c.PartitionWatchInterval <= 0 {
-		c.PartitionWatchInterval = 5 * time.Second
+}
+
+// setIfZero sets *p to def when *p is zero or negative.
+func setIfZero[T int | time.Duration](p *T, def T) {
+	if *p <= 0 {
+		*p = def
 	}
 }
 
