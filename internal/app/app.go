@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -70,7 +71,9 @@ func (m *Main) Run(ctx context.Context) error {
 	// Every Kafka client below connects with this one TLS and SASL setting.
 	kconn, err := kafkaconn.New(cfg.Kafka)
 	if err != nil {
-		return err
+		// An unreadable CA bundle or a key that does not match its
+		// certificate is the configuration's fault.
+		return fmt.Errorf("%w: %w", config.ErrInvalid, err)
 	}
 	defer kconn.Close()
 	if kconn.Secured() {
@@ -86,7 +89,7 @@ func (m *Main) Run(ctx context.Context) error {
 		var err error
 		db, err = sqldb.Open(cfg.DB)
 		if err != nil {
-			return err
+			return fmt.Errorf("%w: %w", config.ErrInvalid, err) // sqldb.Open does not connect
 		}
 		defer db.Close()
 	}
@@ -111,11 +114,11 @@ func (m *Main) Run(ctx context.Context) error {
 		keys.Tenants[tenant] = k.Reveal() // current key first
 	}
 	if err := keys.Validate(); err != nil {
-		return fmt.Errorf("wechat apiv3 keys: %w", err)
+		return fmt.Errorf("%w: wechat apiv3 keys: %w", config.ErrInvalid, err)
 	}
 	accepted, err := channels.ParseChannels(cfg.Worker.Channels)
 	if err != nil {
-		return fmt.Errorf("worker.channels: %w", err)
+		return fmt.Errorf("%w: worker.channels: %w", config.ErrInvalid, err)
 	}
 	claims := idempotent.NewStore(db)
 	settler, err := settlement.New(db, claims, logger, reg)
@@ -178,7 +181,8 @@ func (m *Main) Run(ctx context.Context) error {
 	m.mu.Unlock()
 
 	build := buildinfo.Read()
-	logger.Info("starting worker", "version", build.Version, "revision", build.Revision, "goversion", build.GoVersion, "config", cfg)
+	logger.Info("starting worker", "version", build.Version, "revision", build.Revision, "goversion", build.GoVersion,
+		"channels", strings.Join(cfg.Worker.Channels, ","), "config", cfg)
 	bg, stopBg := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopBg()
 	var wg sync.WaitGroup

@@ -160,7 +160,7 @@ func TestWorkerRefusesAnUnreadableCABundle(t *testing.T) {
 	h := newHarness(t, 1)
 	missing := t.TempDir() + "/missing-ca.pem"
 	err := h.runToEnd(func(m *app.Main) { m.Config.Kafka.TLS = config.TLS{Enabled: true, CAFile: missing} })
-	require.Error(t, err)
+	require.ErrorIs(t, err, config.ErrInvalid, "a setting at fault: consumer run exits 2")
 	assert.Contains(t, err.Error(), "kafka.tls.ca_file (PAYCB_KAFKA_TLS_CA_FILE)")
 	assert.Contains(t, err.Error(), missing)
 }
