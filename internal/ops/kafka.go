@@ -92,8 +92,13 @@ func (k Kafka) requireEmptyGroup(ctx context.Context) error {
 	return nil
 }
 
-// partitions lists the topic's partition IDs in ascending order.
+// partitions lists the topic's partition IDs in ascending order. A missing
+// topic is an error wrapping ErrTopicNotFound, and is never created: the
+// partition listing below would ask the brokers to create it.
 func (k Kafka) partitions(ctx context.Context, topic string) ([]int, error) {
+	if err := k.requireTopic(ctx, topic); err != nil {
+		return nil, err
+	}
 	d := k.Conn.Dialer()
 	var lastErr error
 	for _, b := range k.Brokers {
