@@ -15,11 +15,19 @@ COPY go.mod go.sum ./
 RUN --mount=type=cache,target=/go/pkg/mod \
     go mod download
 COPY . .
+# The context holds no .git, so the version and revision come in as build
+# arguments: docker build --build-arg VERSION=$(git describe --tags --always)
+# --build-arg REVISION=$(git rev-parse HEAD) .
+ARG VERSION=unknown
+ARG REVISION=unknown
 # Pure Go (the embedded database is modernc.org/sqlite), so the binary is
 # static and runs on distroless/static.
 RUN --mount=type=cache,target=/go/pkg/mod \
     --mount=type=cache,target=/root/.cache/go-build \
-    CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/consumer ./cmd/consumer
+    CGO_ENABLED=0 go build -trimpath -ldflags="-s -w \
+      -X github.com/paycallback/paycallback/internal/buildinfo.version=${VERSION} \
+      -X github.com/paycallback/paycallback/internal/buildinfo.revision=${REVISION}" \
+      -o /out/consumer ./cmd/consumer
 
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/consumer /consumer

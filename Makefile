@@ -7,10 +7,16 @@ GOBIN     := $(shell $(GO) env GOPATH)/bin
 
 .PHONY: all build test lint bench bench-go bench-e2e bench-backlog run fuzz vet sim sim-long soak
 
+# The version and revision the binary reports (consumer version,
+# paycb_build_info, the start-up line), also when built without VCS data.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo unknown)
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+BUILD_LDFLAGS = -X github.com/paycallback/paycallback/internal/buildinfo.version=$(VERSION) -X github.com/paycallback/paycallback/internal/buildinfo.revision=$(REVISION)
+
 all: build test
 
 build:
-	$(GO) build -o bin/consumer ./cmd/consumer
+	$(GO) build -ldflags "$(BUILD_LDFLAGS)" -o bin/consumer ./cmd/consumer
 
 ## test: the whole suite, race detector on, against real MariaDB (TEST_MYSQL_DSN).
 test:

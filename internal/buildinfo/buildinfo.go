@@ -14,6 +14,15 @@ import (
 // build outside version control).
 const Unknown = "unknown"
 
+// version and revision, when set at link time, win over what the toolchain
+// recorded: builds without the .git directory (a container build) or with
+// -buildvcs=false record no revision. make build and the Dockerfile set
+// them:
+//
+//	go build -ldflags "-X github.com/paycallback/paycallback/internal/buildinfo.version=v1.2.3 \
+//	  -X github.com/paycallback/paycallback/internal/buildinfo.revision=$(git rev-parse HEAD)"
+var version, revision string
+
 // Info identifies a build.
 type Info struct {
 	// Version is the main module's version ("(devel)" for a build from a
@@ -28,6 +37,18 @@ type Info struct {
 
 // Read returns the running binary's build information.
 func Read() Info {
+	info := fromToolchain()
+	if version != "" {
+		info.Version = version
+	}
+	if revision != "" {
+		info.Revision = revision
+	}
+	return info
+}
+
+// fromToolchain returns what the Go toolchain recorded in the binary.
+func fromToolchain() Info {
 	info := Info{Version: Unknown, Revision: Unknown, GoVersion: runtime.Version()}
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
