@@ -155,7 +155,9 @@ func (m *Main) Run(ctx context.Context) error {
 		StartOffset:       startOffset(cfg.Kafka.StartOffset),
 
 		PartitionWatchInterval: cfg.Kafka.PartitionWatchInterval,
-		Dialer:                 neverCreateTopics(kconn.Dialer()), // a topic deleted while running is never recreated
+		// A topic deleted while running is never recreated; the client ID
+		// announces the admin server to `consumer status`.
+		Dialer: worker.WithClientID(neverCreateTopics(kconn.Dialer()), worker.ClientID(adminLn.Addr())),
 	}, pipeline, met, logger)
 	if err := reg.Register(w.ReaderStats()); err != nil {
 		return fmt.Errorf("register reader statistics: %w", err)
