@@ -165,6 +165,13 @@ type DB struct {
 	// ConnMaxLifetime recycles connections older than this. Env
 	// PAYCB_DB_CONN_MAX_LIFETIME. Default 5m.
 	ConnMaxLifetime time.Duration `yaml:"conn_max_lifetime"`
+	// StatementTimeout bounds each database step of a batch (the claims'
+	// insert, a settlement transaction with its COMMIT): past it the step
+	// fails and is retried. Each session's innodb_lock_wait_timeout is half
+	// of it (whole seconds, at least 1), so a lock wait ends with the
+	// server's error before the deadline. Env PAYCB_DB_STATEMENT_TIMEOUT.
+	// Default 10s.
+	StatementTimeout time.Duration `yaml:"statement_timeout"`
 }
 
 // Admin configures the HTTP server for /metrics, /healthz and /readyz.
@@ -263,6 +270,10 @@ type Worker struct {
 	// StallThreshold is how long a partition may retry one message before
 	// /readyz reports it stalled. Env PAYCB_STALL_THRESHOLD. Default 1m.
 	StallThreshold time.Duration `yaml:"stall_threshold"`
+	// LagInterval is how often each instance asks the broker for its
+	// partitions' end and committed offsets (paycb_consumer_lag). Env
+	// PAYCB_LAG_INTERVAL. Default 10s.
+	LagInterval time.Duration `yaml:"lag_interval"`
 	// RetryBackoffMin is the first retry delay of a failing message. Env
 	// PAYCB_RETRY_BACKOFF_MIN. Default 10ms: most failures under load are
 	// deadlocks and lock waits that clear at once; real outages double the

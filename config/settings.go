@@ -128,6 +128,10 @@ var settings = []setting{
 		path: "db.conn_max_lifetime", env: "PAYCB_DB_CONN_MAX_LIFETIME", usage: "connections older than this are recycled",
 		def: "5m", min: "1s", max: "24h", field: func(c *Config) any { return &c.DB.ConnMaxLifetime },
 	},
+	{
+		path: "db.statement_timeout", env: "PAYCB_DB_STATEMENT_TIMEOUT", usage: "bound on each database step of a batch; half of it (at least 1s) is the session's innodb_lock_wait_timeout",
+		def: "10s", min: "1s", max: "10m", field: func(c *Config) any { return &c.DB.StatementTimeout },
+	},
 
 	{
 		path: "admin.addr", env: "PAYCB_ADMIN_ADDR", flag: "admin-addr", usage: "HTTP address for /metrics, /healthz, /readyz",
@@ -169,6 +173,10 @@ var settings = []setting{
 	{
 		path: "worker.stall_threshold", env: "PAYCB_STALL_THRESHOLD", usage: "how long a partition may retry one message before /readyz reports it stalled",
 		def: "1m", min: "1s", max: "1h", field: func(c *Config) any { return &c.Worker.StallThreshold },
+	},
+	{
+		path: "worker.lag_interval", env: "PAYCB_LAG_INTERVAL", usage: "how often each instance asks the broker for its partitions' end and committed offsets (paycb_consumer_lag)",
+		def: "10s", min: "100ms", max: "5m", field: func(c *Config) any { return &c.Worker.LagInterval },
 	},
 	{
 		path: "worker.retry_backoff_min", env: "PAYCB_RETRY_BACKOFF_MIN", usage: "first retry delay of a failing message",
