@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strconv"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -62,19 +63,30 @@ func MySQLConfig(dsn string) (*mysql.Config, error) {
 // DSN, with 32 open and idle connections recycled after 30 minutes: the
 // tests' and tools' way in. The worker opens its configured database with
 // Open. Every connection's session runs at READ COMMITTED (see
-// readCommitted). It does not connect; call Ping to find out whether the
-// server answers.
+// session), and keeps the server's innodb_lock_wait_timeout. It does not
+// connect; call Ping to find out whether the server answers.
 func OpenMySQL(dsn string) (*bun.DB, error) {
 	cfg, err := MySQLConfig(dsn)
 	if err != nil {
 		return nil, err
 	}
-	return openMySQL(cfg, 32, 32, 30*time.Minute)
+	return openMySQL(cfg, 32, 32, 30*time.Minute, 0)
+}
+
+// LockWaitTimeout is the innodb_lock_wait_timeout, in whole seconds, that
+// Open gives every session for a statement timeout: half of it, at least
+// 1, so that a statement waiting for a row lock ends with the server's
+// lock-wait error (1205, an ordinary failure the caller retries) before
+// the caller's deadline cuts the connection.
+func LockWaitTimeout(statement time.Duration) int {
+	return max(int(statement/2/time.Second), 1)
 }
 
 // Open opens the pool c describes: the DSN as MySQLConfig reads it, TLS as
-// c.TLS says (see applyTLS), and c's pool sizes and connection lifetime
-// (each left at OpenMySQL's value when zero). It does not connect; call
+// c.TLS says (see applyTLS), c's pool sizes and connection lifetime (each
+// left at OpenMySQL's value when zero), and every session's
+// innodb_lock_wait_timeout at LockWaitTimeout(c.StatementTimeout) (the
+// server's own when c.StatementTimeout is zero). It does not connect; call
 // Ping to find out whether the server answers. Its errors name the setting
 // at fault and never quote the DSN's password.
 func Open(c config.DB) (*bun.DB, error) {
@@ -95,33 +107,45 @@ func Open(c config.DB) (*bun.DB, error) {
 	if c.ConnMaxLifetime > 0 {
 		lifetime = c.ConnMaxLifetime
 	}
-	return openMySQL(cfg, maxOpen, maxIdle, lifetime)
+	lockWait := 0
+	if c.StatementTimeout > 0 {
+		lockWait = LockWaitTimeout(c.StatementTimeout)
+	}
+	return openMySQL(cfg, maxOpen, maxIdle, lifetime, lockWait)
 }
 
 // openMySQL opens a pool on cfg with the given limits, without connecting.
-func openMySQL(cfg *mysql.Config, maxOpen, maxIdle int, lifetime time.Duration) (*bun.DB, error) {
+// lockWait is each session's innodb_lock_wait_timeout in seconds (0: the
+// server's).
+func openMySQL(cfg *mysql.Config, maxOpen, maxIdle int, lifetime time.Duration, lockWait int) (*bun.DB, error) {
 	conn, err := mysql.NewConnector(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open mysql: %w", err)
 	}
-	sqldb := sql.OpenDB(readCommitted{conn})
+	sqldb := sql.OpenDB(session{Connector: conn, lockWait: lockWait})
 	sqldb.SetMaxOpenConns(maxOpen)
 	sqldb.SetMaxIdleConns(maxIdle)
 	sqldb.SetConnMaxLifetime(lifetime)
 	return bun.NewDB(sqldb, mysqlDialect{mysqldialect.New()}), nil
 }
 
-// readCommitted sets every new connection's session to READ COMMITTED,
-// the isolation the settlement's transactions run at: every read sees the
-// latest commit, and InnoDB takes no gap locks on searches. Set once per
-// connection, it spares each transaction the SET TRANSACTION statement
-// (a round trip) that database/sql's per-transaction isolation costs. The
-// statement is the one form MySQL, MariaDB and TiDB all accept, where the
-// variable's name differs (transaction_isolation, tx_isolation).
-type readCommitted struct{ driver.Connector }
+// session sets every new connection's session variables. Its isolation is
+// READ COMMITTED, the isolation the settlement's transactions run at:
+// every read sees the latest commit, and InnoDB takes no gap locks on
+// searches. Set once per connection, it spares each transaction the SET
+// TRANSACTION statement (a round trip) that database/sql's per-transaction
+// isolation costs. The statement is the one form MySQL, MariaDB and TiDB
+// all accept, where the variable's name differs (transaction_isolation,
+// tx_isolation). With lockWait above zero, innodb_lock_wait_timeout is
+// lockWait seconds, so that a statement behind a held row lock fails in
+// seconds rather than the server's default 50.
+type session struct {
+	driver.Connector
+	lockWait int
+}
 
 // Connect implements driver.Connector.
-func (c readCommitted) Connect(ctx context.Context) (driver.Conn, error) {
+func (c session) Connect(ctx context.Context) (driver.Conn, error) {
 	conn, err := c.Connector.Connect(ctx)
 	if err != nil {
 		return nil, tlsError(err)
@@ -134,6 +158,13 @@ func (c readCommitted) Connect(ctx context.Context) (driver.Conn, error) {
 	if _, err := ex.ExecContext(ctx, "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED", nil); err != nil {
 		_ = conn.Close()
 		return nil, fmt.Errorf("set session isolation: %w", err)
+	}
+	if c.lockWait > 0 {
+		stmt := "SET SESSION innodb_lock_wait_timeout = " + strconv.Itoa(c.lockWait)
+		if _, err := ex.ExecContext(ctx, stmt, nil); err != nil {
+			_ = conn.Close()
+			return nil, fmt.Errorf("set session lock wait timeout: %w", err)
+		}
 	}
 	return conn, nil
 }

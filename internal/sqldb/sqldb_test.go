@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/paycallback/paycallback/config"
 	"github.com/paycallback/paycallback/internal/sqldb"
 	"github.com/paycallback/paycallback/internal/sqldb/sqldbtest"
 )
@@ -53,5 +54,43 @@ func TestMySQLSessionsAreReadCommitted(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, "READ-COMMITTED", level, "connection %d", i)
 		require.NoError(t, c.Close())
+	}
+}
+
+// TestOpenSetsTheLockWaitTimeout: a pool opened from the configuration
+// gives every session an innodb_lock_wait_timeout of half the statement
+// timeout, so a statement behind a held row lock fails in seconds.
+func TestOpenSetsTheLockWaitTimeout(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		statement time.Duration
+		want      int
+	}{
+		{"default", config.Default().DB.StatementTimeout, 5},
+		{"at least one second", time.Second, 1},
+		{"whole seconds", 7 * time.Second, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, sqldb.LockWaitTimeout(tc.statement))
+			cfg := config.Default().DB
+			cfg.DSN = config.DSN(sqldbtest.NewDatabase(t))
+			cfg.StatementTimeout = tc.statement
+			db, err := sqldb.Open(cfg)
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = db.Close() })
+			ctx := context.Background()
+			conns := make([]*sql.Conn, 3)
+			for i := range conns {
+				c, err := db.DB.Conn(ctx)
+				require.NoError(t, err)
+				conns[i] = c
+			}
+			for i, c := range conns {
+				var got int
+				require.NoError(t, c.QueryRowContext(ctx, "SELECT @@SESSION.innodb_lock_wait_timeout").Scan(&got))
+				assert.Equal(t, tc.want, got, "connection %d", i)
+				require.NoError(t, c.Close())
+			}
+		})
 	}
 }
