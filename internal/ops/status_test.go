@@ -1,0 +1,175 @@
+package ops_test
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/paycallback/paycallback/config"
+	"github.com/paycallback/paycallback/internal/app"
+	"github.com/paycallback/paycallback/internal/demo"
+	"github.com/paycallback/paycallback/internal/kafkaops"
+	"github.com/paycallback/paycallback/internal/metrics"
+	"github.com/paycallback/paycallback/internal/ops"
+	"github.com/paycallback/paycallback/internal/sqldb"
+	"github.com/paycallback/paycallback/internal/sqldb/sqldbtest"
+	"github.com/paycallback/paycallback/pkg/channels/channelstest"
+	"github.com/paycallback/paycallback/schema"
+)
+
+func TestParseStalls(t *testing.T) {
+	text := `# HELP paycb_partition_stalled_seconds Seconds since the partition last advanced.
+# TYPE paycb_partition_stalled_seconds gauge
+paycb_partition_stalled_seconds{partition="0"} 0
+paycb_partition_stalled_seconds{partition="3"} 12.5
+paycb_partition_stalled_seconds{instance="a,b\"c",partition="7"} 4 1700000000000
+paycb_partition_stalled_seconds_other{partition="1"} 99
+paycb_consumer_lag{partition="1"} 40
+paycb_partition_stalled_seconds{partition="x"} 1
+`
+	got, err := ops.ParseStalls(strings.NewReader(text))
+	require.NoError(t, err)
+	assert.Equal(t, map[int]float64{0: 0, 3: 12.5, 7: 4}, got)
+
+	_, err = ops.ParseStalls(strings.NewReader(`paycb_partition_stalled_seconds{partition="1"} lots` + "\n"))
+	require.Error(t, err, "an unreadable value is an error")
+	_, err = ops.ParseStalls(strings.NewReader(`paycb_partition_stalled_seconds{partition="1" 3` + "\n"))
+	require.Error(t, err, "an unterminated label set is an error")
+}
+
+// startMain starts the worker through app.Main and stops it at cleanup.
+func startMain(t *testing.T, cfg config.Config) (*app.Main, func()) {
+	t.Helper()
+	m := &app.Main{Config: cfg, Logger: slog.New(slog.DiscardHandler), Registry: metrics.NewRegistry()}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	select {
+	case <-m.Ready():
+	case err := <-done:
+		cancel()
+		t.Fatalf("worker stopped at start: %v", err)
+	}
+	stopped := false
+	stop := func() {
+		t.Helper()
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		select {
+		case err := <-done:
+			require.NoError(t, err)
+		case <-time.After(60 * time.Second):
+			t.Fatal("worker did not stop within 60s")
+		}
+	}
+	t.Cleanup(stop)
+	return m, stop
+}
+
+// workerConfig is a worker configuration on k and a fresh MariaDB
+// database.
+func workerConfig(t *testing.T, k ops.Kafka) config.Config {
+	t.Helper()
+	cfg := config.Default()
+	cfg.Kafka.Brokers, cfg.Kafka.Topic, cfg.Kafka.Group, cfg.Kafka.DLQTopic = k.Brokers, k.Topic, k.Group, k.DLQTopic
+	cfg.Kafka.SessionTimeout, cfg.Kafka.HeartbeatInterval, cfg.Kafka.RebalanceTimeout = 6*time.Second, 300*time.Millisecond, 6*time.Second
+	cfg.Kafka.MaxWait = 100 * time.Millisecond
+	cfg.DB.DSN = config.DSN(sqldbtest.NewDatabase(t))
+	cfg.Admin.Addr = "127.0.0.1:0"
+	cfg.WeChat.APIv3Key = config.Secret(channelstest.APIv3Key)
+	cfg.Worker.ShutdownTimeout = 10 * time.Second
+	cfg.Finalize()
+	require.NoError(t, cfg.ValidateFor("run"))
+	return cfg
+}
+
+// TestStatusWhileTheWorkerRuns reads the live group: its one member with
+// every partition, found through its client ID and reachable, no lag once
+// the stream is consumed; then, with the worker stopped and more messages
+// produced, no members, the new messages as lag and stalls unknown.
+func TestStatusWhileTheWorkerRuns(t *testing.T) {
+	ctx := context.Background()
+	k := mustKafka(t, 3)
+	cfg := workerConfig(t, k)
+	require.NoError(t, migrateDSN(ctx, cfg))
+
+	stream := demo.Generate(demo.StreamOptions{Seed: 11, Trades: 12, NoTraps: true})
+	require.NoError(t, kafkaops.Produce(ctx, k.Brokers, k.Topic, streamMessages(stream)))
+	m, stop := startMain(t, cfg)
+	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	require.NoError(t, kafkaops.WaitConsumed(wctx, k.Brokers, k.Group, k.Topic, 50*time.Millisecond, nil))
+
+	rep, err := ops.Status(ctx, k, ops.StatusOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, "Stable", rep.State)
+	require.Len(t, rep.Members, 1)
+	mem := rep.Members[0]
+	assert.Equal(t, []int{0, 1, 2}, mem.Partitions)
+	assert.Equal(t, m.Admin().Addr().String(), mem.Admin, "the admin address comes from the client ID")
+	assert.True(t, mem.Reachable, mem.Error)
+	require.Len(t, rep.Partitions, 3)
+	var total int64
+	for _, p := range rep.Partitions {
+		assert.Equal(t, mem.ID, p.Member)
+		assert.Equal(t, p.End, p.Committed, "partition %d consumed", p.Partition)
+		assert.Zero(t, p.Lag)
+		total += p.End
+	}
+	assert.Equal(t, int64(len(stream.Messages)), total)
+	assert.Zero(t, rep.TotalLag)
+
+	stop()
+	eventually(t, 20*time.Second, "the group to be empty", func() bool {
+		st, err := k.DescribeGroup(ctx)
+		return err == nil && len(st.Members) == 0
+	})
+	produceAt(t, k, k.Topic, 1, 5, time.Now())
+	rep, err = ops.Status(ctx, k, ops.StatusOptions{})
+	require.NoError(t, err)
+	assert.Empty(t, rep.Members)
+	assert.Equal(t, int64(5), rep.TotalLag)
+	for _, p := range rep.Partitions {
+		assert.Empty(t, p.Member)
+		assert.Nil(t, p.StalledSeconds, "no owner, no stall reading")
+		if p.Partition == 1 {
+			assert.Equal(t, int64(5), p.Lag)
+		}
+	}
+}
+
+// TestStatusOfAMissingTopic refuses rather than creating the topic.
+func TestStatusOfAMissingTopic(t *testing.T) {
+	k := mustKafka(t, 1)
+	k.Topic = "no-such-topic"
+	_, err := ops.Status(context.Background(), k, ops.StatusOptions{})
+	require.ErrorIs(t, err, ops.ErrTopicNotFound)
+}
+
+// migrateDSN migrates the database cfg names.
+func migrateDSN(ctx context.Context, cfg config.Config) error {
+	db, err := sqldb.OpenMySQL(cfg.DB.DSN.Reveal())
+	if err != nil {
+		return err
+	}
+	defer func() { _ = db.Close() }()
+	_, err = schema.Migrate(ctx, db)
+	return err
+}
+
+// streamMessages is s's messages to produce.
+func streamMessages(s demo.Stream) []kafkaops.Message {
+	out := make([]kafkaops.Message, len(s.Messages))
+	for i, m := range s.Messages {
+		out[i] = kafkaops.Message{Key: m.Key, Value: m.Value}
+	}
+	return out
+}
