@@ -294,6 +294,13 @@ type Worker struct {
 	// the setting. Env PAYCB_CHANNELS (comma-separated). Default WECHAT,
 	// ALIPAY, SQB.
 	Channels []string `yaml:"channels"`
+	// RefundsPreregistered says whether every refund is expected to have
+	// been registered (consumer refund register) before the channel reports
+	// it. When true, a refund settled without a registration is logged at
+	// WARN and is a reconciliation discrepancy (refund_unregistered); when
+	// false it is neither (paycb_refund_unregistered_total still counts
+	// it). Env PAYCB_REFUNDS_PREREGISTERED. Default false.
+	RefundsPreregistered bool `yaml:"refunds_preregistered"`
 }
 
 // MaxBatch is the largest accepted Worker.BatchMax.

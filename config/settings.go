@@ -198,6 +198,10 @@ var settings = []setting{
 		path: "worker.channels", env: "PAYCB_CHANNELS", usage: "channels accepted, comma-separated; others are dead-lettered unknown_channel",
 		def: "WECHAT,ALIPAY,SQB", oneOf: []string{"WECHAT", "ALIPAY", "SQB"}, field: func(c *Config) any { return &c.Worker.Channels },
 	},
+	{
+		path: "worker.refunds_preregistered", env: "PAYCB_REFUNDS_PREREGISTERED", usage: "whether every refund is expected to be registered before the channel reports it; when true an unregistered refund is a WARN and a reconciliation discrepancy",
+		def: "false", field: func(c *Config) any { return &c.Worker.RefundsPreregistered },
+	},
 }
 
 var settingByPath = func() map[string]*setting {
