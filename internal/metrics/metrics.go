@@ -155,6 +155,7 @@ type Metrics struct {
 	orphans     prometheus.Gauge
 	settleDur   prometheus.Histogram
 	lag         *prometheus.GaugeVec
+	stalled     *prometheus.GaugeVec
 	decryptKeys *prometheus.CounterVec
 }
 
@@ -194,7 +195,11 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 		}),
 		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "paycb_consumer_lag",
-			Help: "Messages behind the end of each partition assigned to this worker.",
+			Help: "Messages behind the end of each partition assigned to this worker: its end offset minus the group's committed offset, from the broker.",
+		}, []string{"partition"}),
+		stalled: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "paycb_partition_stalled_seconds",
+			Help: "Seconds since each partition assigned to this worker last advanced while it holds an unfinished message (0 when it holds none).",
 		}, []string{"partition"}),
 		decryptKeys: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "paycb_wechat_decrypt_key_total",
@@ -207,7 +212,7 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 		Help: "The running build: 1, labelled with its version, VCS revision and Go version.",
 	}, []string{"version", "revision", "goversion"})
 	buildInfo.WithLabelValues(build.Version, build.Revision, build.GoVersion).Set(1)
-	for _, c := range []prometheus.Collector{m.events, m.deadLetters, m.settles, m.errors, m.orphans, m.settleDur, m.lag, m.decryptKeys, buildInfo} {
+	for _, c := range []prometheus.Collector{m.events, m.deadLetters, m.settles, m.errors, m.orphans, m.settleDur, m.lag, m.stalled, m.decryptKeys, buildInfo} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register metrics: %w", err)
 		}
@@ -321,6 +326,25 @@ func (m *Metrics) DeleteConsumerLag(partition int) {
 		return
 	}
 	m.lag.DeleteLabelValues(strconv.Itoa(partition))
+}
+
+// SetPartitionStalled sets how long partition has held an unfinished
+// message without advancing (zero when it holds none; negative is recorded
+// as zero). Negative partitions are ignored. Call DeletePartitionStalled
+// when the partition is revoked.
+func (m *Metrics) SetPartitionStalled(partition int, d time.Duration) {
+	if m == nil || partition < 0 {
+		return
+	}
+	m.stalled.WithLabelValues(strconv.Itoa(partition)).Set(max(d, 0).Seconds())
+}
+
+// DeletePartitionStalled removes partition's stall series.
+func (m *Metrics) DeletePartitionStalled(partition int) {
+	if m == nil || partition < 0 {
+		return
+	}
+	m.stalled.DeleteLabelValues(strconv.Itoa(partition))
 }
 
 // MaxKeyPosition is the largest key position paycb_wechat_decrypt_key_total

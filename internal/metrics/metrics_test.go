@@ -27,11 +27,12 @@ func TestLint(t *testing.T) {
 	m.Event(ChannelWeChat, EventTypePaymentReceived, OutcomeAcquired)
 	m.ObserveSettleDuration(time.Second)
 	m.SetConsumerLag(0, 5)
+	m.SetPartitionStalled(0, 1500*time.Millisecond)
 	problems, err := testutil.GatherAndLint(reg)
 	require.NoError(t, err)
 	assert.Empty(t, problems)
 	m.WeChatDecrypted(1001, 2, 2)
-	for _, c := range []prometheus.Collector{m.events, m.deadLetters, m.settles, m.errors, m.orphans, m.settleDur, m.lag, m.decryptKeys} {
+	for _, c := range []prometheus.Collector{m.events, m.deadLetters, m.settles, m.errors, m.orphans, m.settleDur, m.lag, m.stalled, m.decryptKeys} {
 		problems, err := testutil.CollectAndLint(c)
 		require.NoError(t, err)
 		assert.Empty(t, problems)
@@ -46,6 +47,7 @@ func TestPreinitialised(t *testing.T) {
 	assert.Equal(t, 4, testutil.CollectAndCount(m.settles))
 	assert.Equal(t, 8, testutil.CollectAndCount(m.errors))
 	assert.Equal(t, 0, testutil.CollectAndCount(m.lag), "lag appears only for assigned partitions")
+	assert.Equal(t, 0, testutil.CollectAndCount(m.stalled), "stalls appear only for assigned partitions")
 
 	require.NoError(t, testutil.CollectAndCompare(m.settles, strings.NewReader(`
 # HELP paycb_settle_total Settlements by outcome.
@@ -138,9 +140,21 @@ func TestGauges(t *testing.T) {
 	assert.Equal(t, 2, testutil.CollectAndCount(m.lag))
 	m.DeleteConsumerLag(11)
 	require.NoError(t, testutil.CollectAndCompare(m.lag, strings.NewReader(`
-# HELP paycb_consumer_lag Messages behind the end of each partition assigned to this worker.
+# HELP paycb_consumer_lag Messages behind the end of each partition assigned to this worker: its end offset minus the group's committed offset, from the broker.
 # TYPE paycb_consumer_lag gauge
 paycb_consumer_lag{partition="0"} 12
+`)))
+
+	m.SetPartitionStalled(3, 2500*time.Millisecond)
+	m.SetPartitionStalled(4, -time.Second)
+	m.SetPartitionStalled(-1, time.Second)
+	assert.InDelta(t, 2.5, testutil.ToFloat64(m.stalled.WithLabelValues("3")), 0)
+	assert.InDelta(t, 0, testutil.ToFloat64(m.stalled.WithLabelValues("4")), 0)
+	m.DeletePartitionStalled(4)
+	require.NoError(t, testutil.CollectAndCompare(m.stalled, strings.NewReader(`
+# HELP paycb_partition_stalled_seconds Seconds since each partition assigned to this worker last advanced while it holds an unfinished message (0 when it holds none).
+# TYPE paycb_partition_stalled_seconds gauge
+paycb_partition_stalled_seconds{partition="3"} 2.5
 `)))
 }
 
@@ -194,6 +208,8 @@ func TestNilMetricsRecordNothing(t *testing.T) {
 		m.SetOrphanClaims(1)
 		m.SetConsumerLag(0, 1)
 		m.DeleteConsumerLag(0)
+		m.SetPartitionStalled(0, time.Second)
+		m.DeletePartitionStalled(0)
 		m.WeChatDecrypted(1001, 1, 2)
 	})
 }

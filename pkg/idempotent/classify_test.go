@@ -27,6 +27,8 @@ func TestClassifyDuplicate(t *testing.T) {
 		{"connection was killed", &mysql.MySQLError{Number: 1927}, false},
 		{"invalid connection", mysql.ErrInvalidConn, false},
 		{"cancelled context", context.Canceled, false},
+		{"statement deadline", context.DeadlineExceeded, false},
+		{"wrapped lock wait timeout", fmt.Errorf("settle: commit: %w", &mysql.MySQLError{Number: 1205, Message: "Lock wait timeout exceeded"}), false},
 		// The message says "Duplicate entry", but the classifier never reads messages.
 		{"duplicate-looking text", errors.New("Error 1062: Duplicate entry 'x' for key 'uk_idem'"), false},
 	}
