@@ -125,6 +125,7 @@ func (m *Main) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("start settlement: %w", err)
 	}
+	settler.SetRefundsPreregistered(cfg.Worker.RefundsPreregistered)
 	dlq := worker.NewKafkaDeadLetterer(cfg.Kafka.Brokers, cfg.Kafka.DLQTopic, cfg.Kafka.DLQWriteTimeout,
 		worker.DeadLetterMaxMessageBytes(cfg.Kafka.MaxBytes), worker.DeadLetterLogger(logger),
 		worker.DeadLetterTransport(kconn.Transport()))

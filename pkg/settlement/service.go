@@ -25,7 +25,18 @@ type Service struct {
 	log     *slog.Logger
 	sqlite  bool
 	metrics serviceMetrics
+	// preregistered: every refund is expected to have been registered
+	// before its callback (PAYCB_REFUNDS_PREREGISTERED).
+	preregistered bool
 }
+
+// SetRefundsPreregistered says whether every refund is expected to have
+// been registered (RegisterRefund) before the channel reports it
+// (PAYCB_REFUNDS_PREREGISTERED). When on, a refund settled without a
+// registration is logged at WARN; when off (the default) only at DEBUG.
+// paycb_refund_unregistered_total counts it either way. Call it before the
+// Service settles anything: it is not synchronised.
+func (s *Service) SetRefundsPreregistered(on bool) { s.preregistered = on }
 
 // Mismatch reasons, the reason label of
 // paycb_refund_registration_mismatch_total.
@@ -315,7 +326,11 @@ func (s *Service) report(ctx context.Context, st *settlement) {
 	}
 	if st.unregistered {
 		s.metrics.unregistered.Inc()
-		s.log.LogAttrs(ctx, slog.LevelWarn, "refund settled without a pre-registration",
+		level := slog.LevelDebug
+		if s.preregistered {
+			level = slog.LevelWarn
+		}
+		s.log.LogAttrs(ctx, level, "refund settled without a pre-registration",
 			attrs(slog.String("refund_no", ev.RefundNo), slog.String("outcome", string(st.outcome)))...)
 	}
 	for _, reason := range st.regMismatches {
