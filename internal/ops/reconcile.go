@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -16,8 +18,14 @@ import (
 	"github.com/paycallback/paycallback/pkg/settlement"
 )
 
-// The reconciliation checks: the Check of every Discrepancy.
+// The reconciliation checks: the Check of every Discrepancy. These are the
+// one implementation of the ledger's rules: the worker's tests, the demo, the
+// bench, the simulation, the soak and consumer reconcile all run them.
 const (
+	// CheckLedgerRow: a ledger row with a zero or negative amount, a
+	// direction other than DEBIT or CREDIT, or an account other than
+	// merchant_payable and its channel's receivable.
+	CheckLedgerRow = "ledger_row"
 	// CheckPostingUnbalanced: a SETTLED claim with outcome POSTED lacks its
 	// one DEBIT and one CREDIT row of equal, positive amount.
 	CheckPostingUnbalanced = "posting_unbalanced"
@@ -28,13 +36,20 @@ const (
 	// postings on merchant_payable or the channel's receivable, or its
 	// trade has postings on another account.
 	CheckOrderLedger = "order_ledger_mismatch"
+	// CheckOrderState: an order row inconsistent in itself: paid or
+	// refunded out of range, a status other than the one its amounts
+	// imply, or (cumulative channels) a refunded total other than the
+	// highest cumulative total reported.
+	CheckOrderState = "order_state"
 	// CheckLedgerWithoutOrder: postings for a trade with no order row.
 	CheckLedgerWithoutOrder = "ledger_without_order"
 	// CheckPendingPayment: an order still PENDING_PAYMENT (refunded at the
 	// channel, payment never seen) after the pending window.
 	CheckPendingPayment = "pending_payment"
 	// CheckRefundUnregistered: a refund callback that moved (or could have
-	// moved) money with no pre-registration.
+	// moved) money with no pre-registration. Run by default only when
+	// refunds are expected to be pre-registered
+	// (ReconcileOptions.RefundsPreregistered).
 	CheckRefundUnregistered = "refund_unregistered"
 	// CheckRefundMismatch: a refund callback that disagrees with its
 	// registration (amount, cumulative total, a CLOSED registration, a
@@ -51,10 +66,37 @@ const (
 
 // Checks lists the reconciliation checks in the order they run.
 var Checks = []string{
-	CheckPostingUnbalanced, CheckPostingWithoutClaim, CheckOrderLedger, CheckLedgerWithoutOrder,
-	CheckPendingPayment, CheckRefundUnregistered, CheckRefundMismatch, CheckRefundOpen,
+	CheckLedgerRow, CheckPostingUnbalanced, CheckPostingWithoutClaim, CheckOrderLedger, CheckOrderState,
+	CheckLedgerWithoutOrder, CheckPendingPayment, CheckRefundUnregistered, CheckRefundMismatch, CheckRefundOpen,
 	CheckOverRefundNotDeadLettered,
 }
+
+// CheckSummaries says in one line what each check of Checks reports.
+var CheckSummaries = map[string]string{
+	CheckLedgerRow:                 "a ledger row with a non-positive amount, an unknown direction or an account other than merchant_payable and its channel's receivable",
+	CheckPostingUnbalanced:         "a POSTED claim without exactly one DEBIT and one CREDIT row of equal, positive amount",
+	CheckPostingWithoutClaim:       "ledger rows whose key has no claim, or whose claim is not SETTLED/POSTED",
+	CheckOrderLedger:               "an order whose paid or refunded amount differs from its trade's postings",
+	CheckOrderState:                "an order whose amounts are out of range or disagree with its status or highest cumulative refund",
+	CheckLedgerWithoutOrder:        "ledger rows for a trade with no order row",
+	CheckPendingPayment:            "an order still PENDING_PAYMENT (refund seen, payment never) after --pending-after",
+	CheckRefundUnregistered:        "a settled refund with no pre-registration (by default only when PAYCB_REFUNDS_PREREGISTERED is true)",
+	CheckRefundMismatch:            "a refund callback that disagrees with its registration",
+	CheckRefundOpen:                "a registration open with no callback after --open-after",
+	CheckOverRefundNotDeadLettered: "an OVER_REFUND claim whose message never reached the dead-letter topic",
+}
+
+// ErrUnknownCheck is wrapped by Reconcile and SelectChecks when a check
+// name is not one of Checks: a usage error.
+var ErrUnknownCheck = errors.New("unknown check")
+
+// SkippedNotPreregistered is the reason refund_unregistered is skipped when
+// refunds are not expected to be pre-registered.
+const SkippedNotPreregistered = "refunds are not expected to be pre-registered (PAYCB_REFUNDS_PREREGISTERED=false)"
+
+// SkippedByOption is the reason of a check left out by ReconcileOptions.Checks
+// or Skip.
+const SkippedByOption = "not selected"
 
 // ReconcileOptions bound and tune a reconciliation.
 type ReconcileOptions struct {
@@ -71,6 +113,55 @@ type ReconcileOptions struct {
 	OpenAfter time.Duration
 	// Now is the reference time; default time.Now.
 	Now func() time.Time
+	// RefundsPreregistered says every refund is expected to have been
+	// registered before its callback (PAYCB_REFUNDS_PREREGISTERED). When
+	// false (the default) refund_unregistered runs only when named in
+	// Checks.
+	RefundsPreregistered bool
+	// Checks, when not empty, names the only checks to run; Skip names
+	// checks not to run. A name that is not one of Checks makes Reconcile
+	// fail with ErrUnknownCheck before reading anything.
+	Checks, Skip []string
+}
+
+// SelectChecks returns the checks o runs, in Checks order, and the reason
+// each other check is skipped. It fails with an error wrapping
+// ErrUnknownCheck when o.Checks or o.Skip names an unknown check.
+func SelectChecks(o ReconcileOptions) (run []string, skipped map[string]string, err error) {
+	known := make(map[string]bool, len(Checks))
+	for _, c := range Checks {
+		known[c] = true
+	}
+	named := func(list []string) (map[string]bool, error) {
+		m := map[string]bool{}
+		for _, c := range list {
+			if !known[c] {
+				return nil, fmt.Errorf("%w %q (known: %s)", ErrUnknownCheck, c, strings.Join(Checks, ", "))
+			}
+			m[c] = true
+		}
+		return m, nil
+	}
+	only, err := named(o.Checks)
+	if err != nil {
+		return nil, nil, err
+	}
+	skip, err := named(o.Skip)
+	if err != nil {
+		return nil, nil, err
+	}
+	skipped = map[string]string{}
+	for _, c := range Checks {
+		switch {
+		case skip[c], len(only) > 0 && !only[c]:
+			skipped[c] = SkippedByOption
+		case c == CheckRefundUnregistered && !o.RefundsPreregistered && !only[c]:
+			skipped[c] = SkippedNotPreregistered
+		default:
+			run = append(run, c)
+		}
+	}
+	return run, skipped, nil
 }
 
 // Discrepancy is one finding.
@@ -81,25 +172,56 @@ type Discrepancy struct {
 	Channel  string `json:"channel,omitempty"`
 	TradeNo  string `json:"trade_no,omitempty"`
 	RefundNo string `json:"refund_no,omitempty"`
-	Detail   string `json:"detail"`
+	// LedgerIDs are the ids of the ss_ledger_entry rows concerned, when
+	// the check names rows.
+	LedgerIDs []int64 `json:"ledger_ids,omitempty"`
+	Detail    string  `json:"detail"`
+}
+
+// String formats d on one line: check, tenant, what it is about, detail.
+func (d Discrepancy) String() string {
+	var about []string
+	for _, s := range []string{d.Channel, d.TradeNo, d.RefundNo, d.Key} {
+		if s != "" {
+			about = append(about, s)
+		}
+	}
+	return fmt.Sprintf("%s: tenant %d %s: %s", d.Check, d.TenantID, strings.Join(about, " "), d.Detail)
 }
 
 // ReconcileReport is what Reconcile found.
 type ReconcileReport struct {
-	From          *time.Time     `json:"from,omitempty"`
-	To            *time.Time     `json:"to,omitempty"`
-	At            time.Time      `json:"at"`
-	Examined      map[string]int `json:"examined"`
-	Discrepancies []Discrepancy  `json:"discrepancies"`
+	From *time.Time `json:"from,omitempty"`
+	To   *time.Time `json:"to,omitempty"`
+	At   time.Time  `json:"at"`
+	// Checks are the checks that ran, in order; Skipped says why each
+	// other check did not.
+	Checks        []string          `json:"checks"`
+	Skipped       map[string]string `json:"skipped,omitempty"`
+	Examined      map[string]int    `json:"examined"`
+	Discrepancies []Discrepancy     `json:"discrepancies"`
 }
 
 // OK reports whether nothing was found.
 func (r ReconcileReport) OK() bool { return len(r.Discrepancies) == 0 }
 
-// Counts returns the number of discrepancies per check, every check present.
+// Err returns nil when r is OK, else an error listing every discrepancy.
+func (r ReconcileReport) Err() error {
+	if r.OK() {
+		return nil
+	}
+	lines := make([]string, len(r.Discrepancies))
+	for i, d := range r.Discrepancies {
+		lines[i] = d.String()
+	}
+	return fmt.Errorf("reconcile: %d discrepancies: %s", len(r.Discrepancies), strings.Join(lines, "; "))
+}
+
+// Counts returns the number of discrepancies per check that ran, every
+// such check present.
 func (r ReconcileReport) Counts() map[string]int {
-	out := make(map[string]int, len(Checks))
-	for _, c := range Checks {
+	out := make(map[string]int, len(r.Checks))
+	for _, c := range r.Checks {
 		out[c] = 0
 	}
 	for _, d := range r.Discrepancies {
@@ -108,12 +230,18 @@ func (r ReconcileReport) Counts() map[string]int {
 	return out
 }
 
-// Reconcile runs every check against db (MySQL or MariaDB), read-only, and
-// returns the findings sorted by check. A finding is not an error; errors
-// are database errors. Run it on a replica or at a quiet time: it reads the
-// ledger of every trade it examines. Rows committed while it runs may show
-// as transient findings; run it again before acting on one.
+// Reconcile runs the selected checks (see SelectChecks) against db (MySQL,
+// MariaDB or the embedded SQLite database), read-only, and returns the
+// findings sorted by check. A finding is not an error; errors are database
+// errors and unknown check names (ErrUnknownCheck). Run it on a replica or
+// at a quiet time: it reads the ledger of every trade it examines. Rows
+// committed while it runs may show as transient findings; run it again
+// before acting on one.
 func Reconcile(ctx context.Context, db bun.IDB, o ReconcileOptions) (ReconcileReport, error) {
+	run, skipped, err := SelectChecks(o)
+	if err != nil {
+		return ReconcileReport{}, fmt.Errorf("reconcile: %w", err)
+	}
 	if o.PendingAfter <= 0 {
 		o.PendingAfter = 24 * time.Hour
 	}
@@ -124,7 +252,10 @@ func Reconcile(ctx context.Context, db bun.IDB, o ReconcileOptions) (ReconcileRe
 	if o.Now != nil {
 		now = o.Now
 	}
-	rep := ReconcileReport{At: now().UTC(), Examined: map[string]int{}, Discrepancies: []Discrepancy{}}
+	rep := ReconcileReport{At: now().UTC(), Checks: run, Examined: map[string]int{}, Discrepancies: []Discrepancy{}}
+	if len(skipped) > 0 {
+		rep.Skipped = skipped
+	}
 	if !o.From.IsZero() {
 		f := o.From.UTC()
 		rep.From = &f
@@ -133,15 +264,35 @@ func Reconcile(ctx context.Context, db bun.IDB, o ReconcileOptions) (ReconcileRe
 		t := o.To.UTC()
 		rep.To = &t
 	}
+	selected := make(map[string]bool, len(run))
+	for _, c := range run {
+		selected[c] = true
+	}
 	r := &reconciler{db: db, o: o, now: rep.At, rep: &rep}
-	for _, step := range []func(context.Context) error{
-		r.postingsOfClaims, r.claimsOfPostings, r.ordersAgainstLedger, r.ledgerWithoutOrder,
-		r.pendingPayment, r.unregisteredRefunds, r.registrations, r.overRefunds,
+	for _, step := range []struct {
+		checks []string
+		run    func(context.Context) error
+	}{
+		{[]string{CheckLedgerRow}, r.ledgerRows},
+		{[]string{CheckPostingUnbalanced}, r.postingsOfClaims},
+		{[]string{CheckPostingWithoutClaim}, r.claimsOfPostings},
+		{[]string{CheckOrderLedger, CheckOrderState}, r.ordersAgainstLedger},
+		{[]string{CheckLedgerWithoutOrder}, r.ledgerWithoutOrder},
+		{[]string{CheckPendingPayment}, r.pendingPayment},
+		{[]string{CheckRefundUnregistered}, r.unregisteredRefunds},
+		{[]string{CheckRefundMismatch, CheckRefundOpen}, r.registrations},
+		{[]string{CheckOverRefundNotDeadLettered}, r.overRefunds},
 	} {
-		if err := step(ctx); err != nil {
+		if !slices.ContainsFunc(step.checks, func(c string) bool { return selected[c] }) {
+			continue
+		}
+		if err := step.run(ctx); err != nil {
 			return rep, err
 		}
 	}
+	// A step serving two checks reports both; keep only the selected.
+	rep.Discrepancies = slices.DeleteFunc(rep.Discrepancies, func(d Discrepancy) bool { return !selected[d.Check] })
+	maps.DeleteFunc(rep.Examined, func(c string, _ int) bool { return !selected[c] })
 	SortDiscrepancies(rep.Discrepancies)
 	return rep, nil
 }
@@ -189,6 +340,73 @@ func (r *reconciler) count(ctx context.Context, check, query string, args ...any
 	return nil
 }
 
+// ledgerRows: every ledger row has a positive amount, a direction DEBIT or
+// CREDIT, and the account merchant_payable or its channel's receivable.
+func (r *reconciler) ledgerRows(ctx context.Context) error {
+	w, args := r.window("l.created_at")
+	valid := []string{"l.account = ?"}
+	accounts := []any{settlement.AccountMerchantPayable}
+	for _, ch := range []channels.Channel{channels.WeChat, channels.Alipay, channels.SQB} {
+		valid = append(valid, "(l.channel_code = ? AND l.account = ?)")
+		accounts = append(accounts, string(ch), settlement.ReceivableAccount(ch))
+	}
+	var rows []ledgerRow
+	err := r.scan(ctx, CheckLedgerRow, &rows, `
+SELECT l.id, l.tenant_id, l.idempotent_key, l.channel_code, l.channel_trade_no, l.account, l.direction, l.amount
+FROM ss_ledger_entry l
+WHERE (l.amount <= 0 OR l.direction NOT IN (?, ?) OR NOT (`+strings.Join(valid, " OR ")+`)) AND `+w+`
+ORDER BY l.id`, append(append([]any{string(settlement.Debit), string(settlement.Credit)}, accounts...), args...)...)
+	if err != nil {
+		return err
+	}
+	for _, row := range rows {
+		var problems []string
+		if row.Amount <= 0 {
+			problems = append(problems, "amount is not positive")
+		}
+		if row.Direction != string(settlement.Debit) && row.Direction != string(settlement.Credit) {
+			problems = append(problems, "direction is neither DEBIT nor CREDIT")
+		}
+		if row.Account != settlement.AccountMerchantPayable && row.Account != settlement.ReceivableAccount(channels.Channel(row.Channel)) {
+			problems = append(problems, "account is neither merchant_payable nor "+settlement.ReceivableAccount(channels.Channel(row.Channel)))
+		}
+		r.add(Discrepancy{
+			Check: CheckLedgerRow, TenantID: row.TenantID, Key: row.Key, Channel: row.Channel, TradeNo: row.TradeNo,
+			LedgerIDs: []int64{row.ID}, Detail: fmt.Sprintf("row %s: %s", row, strings.Join(problems, ", ")),
+		})
+	}
+	return r.count(ctx, CheckLedgerRow, `SELECT COUNT(*) FROM ss_ledger_entry l WHERE `+w, args...)
+}
+
+// ledgerRow is one ss_ledger_entry row as the checks name it.
+type ledgerRow struct {
+	ID        int64  `bun:"id"`
+	TenantID  int64  `bun:"tenant_id"`
+	Key       string `bun:"idempotent_key"`
+	Channel   string `bun:"channel_code"`
+	TradeNo   string `bun:"channel_trade_no"`
+	Account   string `bun:"account"`
+	Direction string `bun:"direction"`
+	Amount    int64  `bun:"amount"`
+}
+
+// String names the row: "#id DIRECTION account amount".
+func (l ledgerRow) String() string {
+	return fmt.Sprintf("#%d %s %s %d", l.ID, l.Direction, l.Account, l.Amount)
+}
+
+// maxRowLookups bounds how many unbalanced postings have their rows listed.
+const maxRowLookups = 200
+
+// rowsOf returns the ledger rows of one key, by id.
+func (r *reconciler) rowsOf(ctx context.Context, tenantID int64, key string) ([]ledgerRow, error) {
+	var rows []ledgerRow
+	err := r.scan(ctx, CheckPostingUnbalanced, &rows, `
+SELECT id, tenant_id, idempotent_key, channel_code, channel_trade_no, account, direction, amount
+FROM ss_ledger_entry WHERE tenant_id = ? AND idempotent_key = ? ORDER BY id`, tenantID, key)
+	return rows, err
+}
+
 // postingsOfClaims: every POSTED claim has one DEBIT and one CREDIT row,
 // equal and positive.
 func (r *reconciler) postingsOfClaims(ctx context.Context) error {
@@ -202,26 +420,45 @@ func (r *reconciler) postingsOfClaims(ctx context.Context) error {
 		CreditAmount int64  `bun:"credit_amount"`
 	}
 	err := r.scan(ctx, CheckPostingUnbalanced, &rows, `
-SELECT c.tenant_id, c.idempotent_key,
-  COALESCE(SUM(CASE WHEN l.direction = 'DEBIT' THEN 1 ELSE 0 END), 0) AS debits,
-  COALESCE(SUM(CASE WHEN l.direction = 'CREDIT' THEN 1 ELSE 0 END), 0) AS credits,
-  COALESCE(SUM(CASE WHEN l.direction = 'DEBIT' THEN l.amount ELSE 0 END), 0) AS debit_amount,
-  COALESCE(SUM(CASE WHEN l.direction = 'CREDIT' THEN l.amount ELSE 0 END), 0) AS credit_amount
-FROM ss_channel_idempotent c
-LEFT JOIN ss_ledger_entry l ON l.tenant_id = c.tenant_id AND l.idempotent_key = c.idempotent_key
-WHERE c.status = 'SETTLED' AND c.settle_outcome = 'POSTED' AND `+w+`
-GROUP BY c.tenant_id, c.idempotent_key
-HAVING debits <> 1 OR credits <> 1 OR debit_amount <> credit_amount OR debit_amount <= 0
-ORDER BY c.tenant_id, c.idempotent_key`, args...)
+SELECT tenant_id, idempotent_key, debits, credits, debit_amount, credit_amount FROM (
+  SELECT c.tenant_id, c.idempotent_key,
+    COALESCE(SUM(CASE WHEN l.direction = 'DEBIT' THEN 1 ELSE 0 END), 0) AS debits,
+    COALESCE(SUM(CASE WHEN l.direction = 'CREDIT' THEN 1 ELSE 0 END), 0) AS credits,
+    COALESCE(SUM(CASE WHEN l.direction = 'DEBIT' THEN l.amount ELSE 0 END), 0) AS debit_amount,
+    COALESCE(SUM(CASE WHEN l.direction = 'CREDIT' THEN l.amount ELSE 0 END), 0) AS credit_amount,
+    COUNT(l.id) AS n
+  FROM ss_channel_idempotent c
+  LEFT JOIN ss_ledger_entry l ON l.tenant_id = c.tenant_id AND l.idempotent_key = c.idempotent_key
+  WHERE c.status = 'SETTLED' AND c.settle_outcome = 'POSTED' AND `+w+`
+  GROUP BY c.tenant_id, c.idempotent_key
+) p
+WHERE debits <> 1 OR credits <> 1 OR n <> 2 OR debit_amount <> credit_amount OR debit_amount <= 0
+ORDER BY tenant_id, idempotent_key`, args...)
 	if err != nil {
 		return err
 	}
-	for _, row := range rows {
-		r.add(Discrepancy{
+	for i, row := range rows {
+		d := Discrepancy{
 			Check: CheckPostingUnbalanced, TenantID: row.TenantID, Key: row.Key,
 			Detail: fmt.Sprintf("POSTED claim has %d debit row(s) totalling %d and %d credit row(s) totalling %d; want one of each, equal and positive",
 				row.Debits, row.DebitAmount, row.Credits, row.CreditAmount),
-		})
+		}
+		if i < maxRowLookups {
+			ledger, err := r.rowsOf(ctx, row.TenantID, row.Key)
+			if err != nil {
+				return err
+			}
+			names := make([]string, len(ledger))
+			for j, l := range ledger {
+				names[j] = l.String()
+				d.LedgerIDs = append(d.LedgerIDs, l.ID)
+				d.Channel, d.TradeNo = l.Channel, l.TradeNo
+			}
+			if len(names) > 0 {
+				d.Detail += "; rows " + strings.Join(names, ", ")
+			}
+		}
+		r.add(d)
 	}
 	return r.count(ctx, CheckPostingUnbalanced,
 		`SELECT COUNT(*) FROM ss_channel_idempotent c WHERE c.status = 'SETTLED' AND c.settle_outcome = 'POSTED' AND `+w, args...)
@@ -258,7 +495,7 @@ ORDER BY l.tenant_id, l.idempotent_key`, args...)
 		r.add(d)
 	}
 	return r.count(ctx, CheckPostingWithoutClaim,
-		`SELECT COUNT(DISTINCT l.tenant_id, l.idempotent_key) FROM ss_ledger_entry l WHERE `+w, args...)
+		`SELECT COUNT(*) FROM (SELECT DISTINCT l.tenant_id, l.idempotent_key FROM ss_ledger_entry l WHERE `+w+`) k`, args...)
 }
 
 // ordersAgainstLedger: per order, paid = merchant_payable credits =
@@ -271,26 +508,31 @@ func (r *reconciler) ordersAgainstLedger(ctx context.Context) error {
 		TenantID  int64          `bun:"tenant_id"`
 		Channel   string         `bun:"channel_code"`
 		TradeNo   string         `bun:"channel_trade_no"`
+		Total     int64          `bun:"amount_total"`
 		Paid      int64          `bun:"paid_amount"`
 		Refunded  int64          `bun:"refunded_amount"`
+		MaxCum    int64          `bun:"max_cumulative_refund"`
+		Status    string         `bun:"status"`
 		Account   sql.NullString `bun:"account"`
 		Direction sql.NullString `bun:"direction"`
 		Amount    int64          `bun:"amount"`
 	}
 	err := r.scan(ctx, CheckOrderLedger, &rows, `
-SELECT o.id, o.tenant_id, o.channel_code, o.channel_trade_no, o.paid_amount, o.refunded_amount,
-  l.account, l.direction, COALESCE(SUM(l.amount), 0) AS amount
+SELECT o.id, o.tenant_id, o.channel_code, o.channel_trade_no, o.amount AS amount_total, o.paid_amount, o.refunded_amount,
+  o.max_cumulative_refund, o.status, l.account, l.direction, COALESCE(SUM(l.amount), 0) AS amount
 FROM ss_channel_order o
 LEFT JOIN ss_ledger_entry l ON l.tenant_id = o.tenant_id AND l.channel_code = o.channel_code AND l.channel_trade_no = o.channel_trade_no
 WHERE `+w+`
-GROUP BY o.id, o.tenant_id, o.channel_code, o.channel_trade_no, o.paid_amount, o.refunded_amount, l.account, l.direction
+GROUP BY o.id, o.tenant_id, o.channel_code, o.channel_trade_no, o.amount, o.paid_amount, o.refunded_amount,
+  o.max_cumulative_refund, o.status, l.account, l.direction
 ORDER BY o.id`, args...)
 	if err != nil {
 		return err
 	}
 	type sums struct {
 		tenant                     int64
-		channel, trade             string
+		channel, trade, status     string
+		total, maxCum              int64
 		paid, refunded             int64
 		mpCredit, mpDebit, rcDebit int64
 		rcCredit                   int64
@@ -301,7 +543,10 @@ ORDER BY o.id`, args...)
 	for _, row := range rows {
 		s := byID[row.ID]
 		if s == nil {
-			s = &sums{tenant: row.TenantID, channel: row.Channel, trade: row.TradeNo, paid: row.Paid, refunded: row.Refunded}
+			s = &sums{
+				tenant: row.TenantID, channel: row.Channel, trade: row.TradeNo, status: row.Status,
+				total: row.Total, maxCum: row.MaxCum, paid: row.Paid, refunded: row.Refunded,
+			}
 			byID[row.ID] = s
 			order = append(order, row.ID)
 		}
@@ -337,8 +582,22 @@ ORDER BY o.id`, args...)
 		if len(problems) > 0 {
 			r.add(Discrepancy{Check: CheckOrderLedger, TenantID: s.tenant, Channel: s.channel, TradeNo: s.trade, Detail: strings.Join(problems, "; ")})
 		}
+		var state []string
+		if s.paid < 0 || s.refunded < 0 || s.refunded > s.total {
+			state = append(state, fmt.Sprintf("total %d, paid %d, refunded %d out of range", s.total, s.paid, s.refunded))
+		}
+		if want := settlement.DeriveStatus(s.total, s.paid, s.refunded); s.status != string(want) {
+			state = append(state, fmt.Sprintf("status %s, amounts say %s", s.status, want))
+		}
+		if channels.Channel(s.channel).Cumulative() && s.refunded != s.maxCum {
+			state = append(state, fmt.Sprintf("refunded %d != highest cumulative %d", s.refunded, s.maxCum))
+		}
+		if len(state) > 0 {
+			r.add(Discrepancy{Check: CheckOrderState, TenantID: s.tenant, Channel: s.channel, TradeNo: s.trade, Detail: strings.Join(state, "; ")})
+		}
 	}
 	r.rep.Examined[CheckOrderLedger] = len(order)
+	r.rep.Examined[CheckOrderState] = len(order)
 	return nil
 }
 
@@ -368,7 +627,7 @@ ORDER BY l.tenant_id, l.channel_code, l.channel_trade_no`, args...)
 		})
 	}
 	return r.count(ctx, CheckLedgerWithoutOrder,
-		`SELECT COUNT(DISTINCT l.tenant_id, l.channel_code, l.channel_trade_no) FROM ss_ledger_entry l WHERE `+w, args...)
+		`SELECT COUNT(*) FROM (SELECT DISTINCT l.tenant_id, l.channel_code, l.channel_trade_no FROM ss_ledger_entry l WHERE `+w+`) t`, args...)
 }
 
 // pendingPayment: orders known only from refunds for longer than

@@ -2,16 +2,21 @@ package ops_test
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/uptrace/bun"
 
 	"github.com/paycallback/paycallback/internal/ops"
+	"github.com/paycallback/paycallback/internal/sqldb/sqldbtest"
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/channels/channelstest"
 	"github.com/paycallback/paycallback/pkg/idempotent"
+	"github.com/paycallback/paycallback/pkg/settlement"
 )
 
 // baseline settles a consistent world: a WeChat trade paid, a registered
@@ -75,6 +80,30 @@ VALUES (?, ?, 'ALIPAY', ?, ?, ?, 100, 'CNY', ?)`, ali.TenantID, "ALIPAY:"+ali.Tr
 			want: map[string]int{ops.CheckPendingPayment: 1, ops.CheckRefundUnregistered: 1},
 		},
 		{
+			name: "unregistered refunds are not discrepancies where refunds are not pre-registered",
+			mutate: func(w *world, _, _ channelstest.Trade) {
+				tr := channelstest.NewTrade(channels.WeChat, 3)
+				w.settle(channelstest.PaymentEnvelope(tr, channelstest.Delivery{}))
+				w.settle(channelstest.RefundEnvelope(tr, channelstest.Refund{No: "rf-9", Amount: 100}, channelstest.Delivery{}))
+			},
+			opts: func() ops.ReconcileOptions { return ops.ReconcileOptions{} },
+		},
+		{
+			name: "a ledger row with a negative amount and a foreign account",
+			mutate: func(w *world, wx, _ channelstest.Trade) {
+				w.exec(`UPDATE ss_ledger_entry SET amount = -amount, account = 'channel_receivable:ALIPAY' WHERE idempotent_key = ? AND direction = 'DEBIT'`,
+					"WECHAT:"+wx.TradeNo+":PAYMENT_RECEIVED")
+			},
+			want: map[string]int{ops.CheckLedgerRow: 1, ops.CheckPostingUnbalanced: 1, ops.CheckOrderLedger: 1},
+		},
+		{
+			name: "an order whose status disagrees with its amounts",
+			mutate: func(w *world, _, ali channelstest.Trade) {
+				w.exec(`UPDATE ss_channel_order SET status = 'REFUNDED' WHERE channel_trade_no = ?`, ali.TradeNo)
+			},
+			want: map[string]int{ops.CheckOrderState: 1},
+		},
+		{
 			name: "refund pending for an hour is not yet reported",
 			mutate: func(w *world, _, _ channelstest.Trade) {
 				tr := channelstest.NewTrade(channels.WeChat, 3)
@@ -125,21 +154,148 @@ VALUES (?, ?, 'ALIPAY', ?, ?, ?, 100, 'CNY', ?)`, ali.TenantID, "ALIPAY:"+ali.Tr
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			w := newWorld(t)
-			wx, ali := baseline(w)
-			tt.mutate(w, wx, ali)
-			var o ops.ReconcileOptions
-			if tt.opts != nil {
-				o = tt.opts()
-			}
-			rep, err := ops.Reconcile(context.Background(), w.db, o)
-			require.NoError(t, err)
-			want := map[string]int{}
-			for _, c := range ops.Checks {
-				want[c] = tt.want[c]
-			}
-			assert.Equal(t, want, rep.Counts(), "discrepancies: %+v", rep.Discrepancies)
-			assert.Equal(t, len(tt.want) == 0, rep.OK())
+			eachDialect(t, func(t *testing.T, w *world) { //nolint:thelper // a test body run once per dialect
+				wx, ali := baseline(w)
+				tt.mutate(w, wx, ali)
+				o := ops.ReconcileOptions{RefundsPreregistered: true}
+				if tt.opts != nil {
+					o = tt.opts()
+				}
+				rep, err := ops.Reconcile(context.Background(), w.db, o)
+				require.NoError(t, err)
+				want := map[string]int{}
+				for _, c := range rep.Checks {
+					want[c] = tt.want[c]
+				}
+				assert.Equal(t, want, rep.Counts(), "discrepancies: %+v", rep.Discrepancies)
+				assert.Equal(t, len(tt.want) == 0, rep.OK())
+				assert.Equal(t, len(tt.want) == 0, rep.Err() == nil)
+			})
 		})
 	}
+}
+
+// eachDialect runs fn on a fresh world on MariaDB and on the embedded
+// SQLite database: the checks are one implementation for both.
+func eachDialect(t *testing.T, fn func(t *testing.T, w *world)) {
+	t.Helper()
+	for name, open := range map[string]func(testing.TB) *bun.DB{"mysql": sqldbtest.MustMySQL, "sqlite": sqldbtest.MustSQLite} {
+		t.Run(name, func(t *testing.T) {
+			fn(t, newWorldOn(t, open(t)))
+		})
+	}
+}
+
+// newWorldOn is newWorld on db.
+func newWorldOn(t *testing.T, db *bun.DB) *world {
+	t.Helper()
+	claims := idempotent.NewStore(db)
+	svc, err := settlement.New(db, claims, nil, nil)
+	require.NoError(t, err)
+	return &world{t: t, db: db, claims: claims, svc: svc, dec: channels.NewDecoder(channelstest.Keys())}
+}
+
+func TestSelectChecks(t *testing.T) {
+	tests := []struct {
+		name        string
+		o           ops.ReconcileOptions
+		wantRun     []string
+		wantSkipped map[string]string
+		wantErr     bool
+	}{
+		{
+			name:        "default: every check but refund_unregistered",
+			wantRun:     slices.DeleteFunc(slices.Clone(ops.Checks), func(c string) bool { return c == ops.CheckRefundUnregistered }),
+			wantSkipped: map[string]string{ops.CheckRefundUnregistered: ops.SkippedNotPreregistered},
+		},
+		{
+			name:        "refunds pre-registered: every check",
+			o:           ops.ReconcileOptions{RefundsPreregistered: true},
+			wantRun:     ops.Checks,
+			wantSkipped: map[string]string{},
+		},
+		{
+			name:    "only the named checks, in their order, refund_unregistered when asked for",
+			o:       ops.ReconcileOptions{Checks: []string{ops.CheckRefundUnregistered, ops.CheckPostingUnbalanced}},
+			wantRun: []string{ops.CheckPostingUnbalanced, ops.CheckRefundUnregistered},
+		},
+		{
+			name:    "skip wins over checks",
+			o:       ops.ReconcileOptions{RefundsPreregistered: true, Checks: []string{ops.CheckOrderLedger, ops.CheckOrderState}, Skip: []string{ops.CheckOrderState}},
+			wantRun: []string{ops.CheckOrderLedger},
+		},
+		{name: "an unknown check", o: ops.ReconcileOptions{Checks: []string{"posting_balance"}}, wantErr: true},
+		{name: "an unknown skip", o: ops.ReconcileOptions{Skip: []string{"nope"}}, wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			run, skipped, err := ops.SelectChecks(tt.o)
+			if tt.wantErr {
+				require.ErrorIs(t, err, ops.ErrUnknownCheck)
+				_, err = ops.Reconcile(context.Background(), nil, tt.o)
+				require.ErrorIs(t, err, ops.ErrUnknownCheck, "refused before touching the database")
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.wantRun, run)
+			assert.Len(t, skipped, len(ops.Checks)-len(run))
+			for c, reason := range tt.wantSkipped {
+				assert.Equal(t, reason, skipped[c])
+			}
+		})
+	}
+	for _, c := range ops.Checks {
+		assert.NotEmpty(t, ops.CheckSummaries[c], "summary of %s", c)
+	}
+	assert.Len(t, ops.CheckSummaries, len(ops.Checks))
+}
+
+// TestReconcileNamesTheAlteredRow: on a correct ledger whose refunds were
+// never registered, the default reconciliation finds nothing; one altered
+// ledger amount is found and named by row id, key and account.
+func TestReconcileNamesTheAlteredRow(t *testing.T) {
+	eachDialect(t, func(t *testing.T, w *world) { //nolint:thelper // a test body run once per dialect
+		ctx := context.Background()
+		tr := channelstest.NewTrade(channels.Alipay, 7)
+		w.settle(channelstest.PaymentEnvelope(tr, channelstest.Delivery{}))
+		w.settle(channelstest.RefundEnvelope(tr, channelstest.Refund{No: "rf-1", Amount: 0, Cumulative: 300}, channelstest.Delivery{}))
+		rep, err := ops.Reconcile(ctx, w.db, ops.ReconcileOptions{})
+		require.NoError(t, err)
+		require.True(t, rep.OK(), "discrepancies: %+v", rep.Discrepancies)
+		assert.Equal(t, ops.SkippedNotPreregistered, rep.Skipped[ops.CheckRefundUnregistered])
+
+		key := "ALIPAY:" + tr.TradeNo + ":PAYMENT_RECEIVED"
+		var id int64
+		require.NoError(t, w.db.NewRaw(`SELECT id FROM ss_ledger_entry WHERE idempotent_key = ? AND account = 'merchant_payable'`, key).Scan(ctx, &id))
+		w.exec(`UPDATE ss_ledger_entry SET amount = amount - 1 WHERE id = ?`, id)
+
+		rep, err = ops.Reconcile(ctx, w.db, ops.ReconcileOptions{})
+		require.NoError(t, err)
+		require.False(t, rep.OK())
+		var named *ops.Discrepancy
+		for i, d := range rep.Discrepancies {
+			if d.Check == ops.CheckPostingUnbalanced {
+				named = &rep.Discrepancies[i]
+			}
+		}
+		require.NotNil(t, named, "discrepancies: %+v", rep.Discrepancies)
+		assert.Equal(t, key, named.Key)
+		assert.Contains(t, named.LedgerIDs, id)
+		assert.Contains(t, named.Detail, fmt.Sprintf("#%d CREDIT merchant_payable %d", id, tr.Total-1))
+		assert.Equal(t, map[string]int{ops.CheckPostingUnbalanced: 1, ops.CheckOrderLedger: 1}, nonZero(rep.Counts()))
+
+		only, err := ops.Reconcile(ctx, w.db, ops.ReconcileOptions{Skip: []string{ops.CheckPostingUnbalanced, ops.CheckOrderLedger}})
+		require.NoError(t, err)
+		assert.True(t, only.OK(), "skipping the checks that see it: %+v", only.Discrepancies)
+	})
+}
+
+func nonZero(m map[string]int) map[string]int {
+	out := map[string]int{}
+	for k, v := range m {
+		if v != 0 {
+			out[k] = v
+		}
+	}
+	return out
 }
