@@ -51,6 +51,15 @@ type StreamOptions struct {
 	// ReceivedAt, when set, is every envelope's received_at (the demo sets
 	// it to the start time so latency figures are meaningful).
 	ReceivedAt time.Time
+	// Channels are the channels trades are paid through (default WECHAT,
+	// ALIPAY and SQB, chosen at random per trade).
+	Channels []channels.Channel
+	// TradePrefix is put before every trade number (e.g. "TEST…" to mark
+	// a smoke test's trades); the numbers stay unique per Seed.
+	TradePrefix string
+	// WeChatKey, when set, returns the APIv3 key that encrypts a tenant's
+	// WeChat resources (default channelstest.APIv3Key).
+	WeChatKey func(tenantID int64) string
 }
 
 var allChannels = []channels.Channel{channels.WeChat, channels.Alipay, channels.SQB}
@@ -69,6 +78,10 @@ func Generate(o StreamOptions) Stream {
 	if len(o.Tenants) == 0 {
 		o.Tenants = []int64{1001, 1002}
 	}
+	chans := allChannels
+	if len(o.Channels) > 0 {
+		chans = o.Channels
+	}
 	rng := rand.New(rand.NewPCG(o.Seed, o.Seed^0x9e3779b97f4a7c15))
 	s := Stream{Trades: o.Trades, Paid: map[int64]int64{}, Refunded: map[int64]int64{}}
 
@@ -77,9 +90,14 @@ func Generate(o StreamOptions) Stream {
 	}
 	var perTrade []trade
 	for i := range o.Trades {
-		ch := allChannels[rng.IntN(len(allChannels))]
+		ch := chans[rng.IntN(len(chans))]
 		t := channelstest.NewTrade(ch, int(o.Seed%1000)*100000+i)
+		t.TradeNo = o.TradePrefix + t.TradeNo
 		t.TenantID = o.Tenants[rng.IntN(len(o.Tenants))]
+		var apiv3Key string
+		if o.WeChatKey != nil {
+			apiv3Key = o.WeChatKey(t.TenantID)
+		}
 		t.Total = 100 + rng.Int64N(99900) // 1.00 to 999.99 yuan
 		key := []byte(fmt.Sprintf("%s:%s", ch, t.TradeNo))
 
@@ -91,7 +109,7 @@ func Generate(o StreamOptions) Stream {
 				if a > 0 && rng.IntN(4) == 0 {
 					k = nil // a duplicate on another partition, concurrently
 				}
-				tr.msgs = append(tr.msgs, Message{Key: k, Value: build(channelstest.Delivery{Attempt: a, ReceivedAt: o.ReceivedAt}), Note: fmt.Sprintf("%s attempt %d", note, a)})
+				tr.msgs = append(tr.msgs, Message{Key: k, Value: build(channelstest.Delivery{Attempt: a, ReceivedAt: o.ReceivedAt, APIv3Key: apiv3Key}), Note: fmt.Sprintf("%s attempt %d", note, a)})
 			}
 		}
 		deliver("payment "+string(key), func(d channelstest.Delivery) []byte { return channelstest.PaymentEnvelope(t, d) })
@@ -166,6 +184,7 @@ func Generate(o StreamOptions) Stream {
 		// A payment re-sent with a different amount: same key, different
 		// fingerprint.
 		t := channelstest.NewTrade(channels.SQB, int(o.Seed%1000)*100000+o.Trades+1)
+		t.TradeNo = o.TradePrefix + t.TradeNo
 		t.TenantID = o.Tenants[0]
 		key := []byte(fmt.Sprintf("SQB:%s", t.TradeNo))
 		s.Messages = append(s.Messages,

@@ -1,0 +1,540 @@
+package ops
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	"github.com/uptrace/bun"
+
+	"github.com/paycallback/paycallback/internal/worker"
+	"github.com/paycallback/paycallback/pkg/channels"
+	"github.com/paycallback/paycallback/pkg/idempotent"
+)
+
+// TradeQuery names one trade and how far back to look for its dead letters.
+type TradeQuery struct {
+	TenantID int64
+	Channel  channels.Channel
+	TradeNo  string
+	// Kafka, when set, is scanned for the trade's dead letters in its
+	// DLQTopic from Since on; nil reads only the ss_dead_letter table.
+	Kafka *Kafka
+	// Since bounds the dead-letter topic scan: only messages written at or
+	// after it are read (the zero time reads everything retained).
+	Since time.Time
+	// Decoder decodes dead letters' values to find the trade they name;
+	// nil decodes without WeChat keys (WeChat dead letters are then matched
+	// by their Kafka key).
+	Decoder *channels.Decoder
+}
+
+// ErrInvalidTrade is returned, wrapped, when a TradeQuery does not name a
+// trade: no tenant, an unknown channel, or a trade number that no key can
+// hold.
+var ErrInvalidTrade = errors.New("invalid trade")
+
+func (q TradeQuery) validate() error {
+	if q.TenantID <= 0 {
+		return fmt.Errorf("%w: tenant must be positive", ErrInvalidTrade)
+	}
+	if !q.Channel.Valid() {
+		return fmt.Errorf("%w: channel %q is not WECHAT, ALIPAY or SQB", ErrInvalidTrade, q.Channel)
+	}
+	if _, err := idempotent.NewPaymentKey(string(q.Channel), q.TradeNo); err != nil {
+		return fmt.Errorf("%w: trade number: %w", ErrInvalidTrade, err)
+	}
+	return nil
+}
+
+// TradeClaim is one claim of the trade (an ss_channel_idempotent row).
+type TradeClaim struct {
+	ID              int64      `bun:"id" json:"id"`
+	Key             string     `bun:"idempotent_key" json:"key"`
+	EventType       string     `bun:"event_type" json:"event_type"`
+	Status          string     `bun:"status" json:"status"`
+	Outcome         *string    `bun:"settle_outcome" json:"outcome"`
+	Fingerprint     string     `bun:"fingerprint" json:"fingerprint"`
+	SourceTopic     string     `bun:"source_topic" json:"source_topic"`
+	SourcePartition int        `bun:"source_partition" json:"source_partition"`
+	SourceOffset    int64      `bun:"source_offset" json:"source_offset"`
+	Attempts        int        `bun:"attempts" json:"attempts"`
+	LastError       *string    `bun:"last_error" json:"last_error"`
+	DeadLetteredAt  *time.Time `bun:"dead_lettered_at" json:"dead_lettered_at"`
+	CreatedAt       time.Time  `bun:"created_at" json:"created_at"`
+	SettledAt       *time.Time `bun:"settled_at" json:"settled_at"`
+}
+
+// TradeOrder is the trade's ss_channel_order row.
+type TradeOrder struct {
+	ID              int64      `bun:"id" json:"id"`
+	MerchantOrderNo string     `bun:"merchant_order_no" json:"merchant_order_no"`
+	Amount          int64      `bun:"amount" json:"amount"`
+	PaidAmount      int64      `bun:"paid_amount" json:"paid_amount"`
+	RefundedAmount  int64      `bun:"refunded_amount" json:"refunded_amount"`
+	Currency        string     `bun:"currency" json:"currency"`
+	Status          string     `bun:"status" json:"status"`
+	PaidAt          *time.Time `bun:"paid_at" json:"paid_at"`
+	LastRefundAt    *time.Time `bun:"last_refund_at" json:"last_refund_at"`
+	CreatedAt       time.Time  `bun:"created_at" json:"created_at"`
+	UpdatedAt       time.Time  `bun:"updated_at" json:"updated_at"`
+}
+
+// TradeLedgerRow is one ss_ledger_entry row of the trade.
+type TradeLedgerRow struct {
+	ID        int64     `bun:"id" json:"id"`
+	Key       string    `bun:"idempotent_key" json:"key"`
+	Account   string    `bun:"account" json:"account"`
+	Direction string    `bun:"direction" json:"direction"`
+	Amount    int64     `bun:"amount" json:"amount"`
+	Currency  string    `bun:"currency" json:"currency"`
+	CreatedAt time.Time `bun:"created_at" json:"created_at"`
+}
+
+// TradeRegistration is one refund pre-registration of the trade (an
+// ss_refund_request row).
+type TradeRegistration struct {
+	ID        int64     `bun:"id" json:"id"`
+	RefundNo  string    `bun:"refund_no" json:"refund_no"`
+	Amount    int64     `bun:"amount" json:"amount"`
+	Status    string    `bun:"status" json:"status"`
+	Key       *string   `bun:"idempotent_key" json:"key"`
+	CreatedAt time.Time `bun:"created_at" json:"created_at"`
+	UpdatedAt time.Time `bun:"updated_at" json:"updated_at"`
+}
+
+// TradeDeadLetter is one dead letter that names the trade, from the
+// ss_dead_letter table, the dead-letter topic, or both (matched by source
+// coordinates and kind).
+type TradeDeadLetter struct {
+	Kind  string    `json:"kind"`
+	Error string    `json:"error"`
+	At    time.Time `json:"at"`
+	// Source is where the original message was consumed from
+	// (topic/partition@offset).
+	Source string `json:"source"`
+	// Position is where the dead letter is in the dead-letter topic
+	// (topic/partition@offset); empty when the scan did not see it.
+	Position string `json:"position,omitempty"`
+	// MessageKey is the Kafka key of the dead letter (the original key).
+	MessageKey string `json:"message_key,omitempty"`
+	// IdempotentKey and Fingerprint are the decoded event's, when known.
+	IdempotentKey string `json:"idempotent_key,omitempty"`
+	Fingerprint   string `json:"fingerprint,omitempty"`
+	// MatchedBy says how the dead letter was found to name the trade:
+	// "event" (its decoded event), "key" (its Kafka key, the value not
+	// decodable) or "table" (its ss_dead_letter row).
+	MatchedBy string `json:"matched_by"`
+	// Recorded is true when an ss_dead_letter row exists for it.
+	Recorded  bool       `json:"recorded"`
+	ClosedAt  *time.Time `json:"closed_at,omitempty"`
+	ClosedBy  string     `json:"closed_by,omitempty"`
+	CloseNote string     `json:"close_note,omitempty"`
+}
+
+// TradeEvent is one line of a trade's timeline.
+type TradeEvent struct {
+	At time.Time `json:"at"`
+	// What is "claim", "order", "ledger", "registration" or
+	// "dead_letter".
+	What string `json:"what"`
+	// Summary is one line that says everything held about the entry.
+	Summary string `json:"summary"`
+}
+
+// TradeHistory is everything held about one trade.
+type TradeHistory struct {
+	TenantID      int64               `json:"tenant_id"`
+	Channel       channels.Channel    `json:"channel"`
+	TradeNo       string              `json:"trade_no"`
+	Claims        []TradeClaim        `json:"claims"`
+	Order         *TradeOrder         `json:"order"`
+	Ledger        []TradeLedgerRow    `json:"ledger"`
+	Registrations []TradeRegistration `json:"registrations"`
+	DeadLetters   []TradeDeadLetter   `json:"dead_letters"`
+	// Scanned names the dead-letter topic scan: the topic and from when;
+	// empty when no topic was scanned.
+	Scanned string `json:"scanned,omitempty"`
+	// Timeline is every entry above in time order.
+	Timeline []TradeEvent `json:"timeline"`
+}
+
+// Empty reports whether nothing at all is held about the trade.
+func (h TradeHistory) Empty() bool {
+	return len(h.Claims) == 0 && h.Order == nil && len(h.Ledger) == 0 && len(h.Registrations) == 0 && len(h.DeadLetters) == 0
+}
+
+// Trade gathers everything held about one trade: its claims (keys
+// <CHANNEL>:<trade no>:…, found by a range scan of the unique index), its
+// order row, its ledger rows, its refund registrations, its ss_dead_letter
+// rows and, when q.Kafka is set, the dead letters written since q.Since
+// whose decoded event, or failing that whose Kafka key, names the trade.
+// It only reads. The SQL is the same on MySQL and SQLite. An invalid query
+// is an error wrapping ErrInvalidTrade; a missing dead-letter topic one
+// wrapping ErrTopicNotFound.
+func Trade(ctx context.Context, db bun.IDB, q TradeQuery) (TradeHistory, error) {
+	h := TradeHistory{
+		TenantID: q.TenantID, Channel: q.Channel, TradeNo: q.TradeNo,
+		Claims: []TradeClaim{}, Ledger: []TradeLedgerRow{}, Registrations: []TradeRegistration{}, DeadLetters: []TradeDeadLetter{},
+	}
+	if err := q.validate(); err != nil {
+		return h, err
+	}
+	ch, no := string(q.Channel), q.TradeNo
+	// Every key of the trade starts with "<CHANNEL>:<trade no>:" and the
+	// trade number holds no ':', so the keys are exactly those in
+	// [prefix, prefix with its ':' replaced by ';'), compared byte by byte.
+	lo, hi := ch+":"+no+":", ch+":"+no+";"
+	if err := db.NewSelect().TableExpr("ss_channel_idempotent").
+		Column("id", "idempotent_key", "event_type", "status", "settle_outcome", "fingerprint", "source_topic",
+			"source_partition", "source_offset", "attempts", "last_error", "dead_lettered_at", "created_at", "settled_at").
+		Where("tenant_id = ?", q.TenantID).Where("idempotent_key >= ?", lo).Where("idempotent_key < ?", hi).
+		OrderExpr("created_at, id").Scan(ctx, &h.Claims); err != nil {
+		return h, fmt.Errorf("read claims of %s:%s: %w", ch, no, err)
+	}
+	var orders []TradeOrder
+	if err := db.NewSelect().TableExpr("ss_channel_order").
+		Column("id", "merchant_order_no", "amount", "paid_amount", "refunded_amount", "currency", "status",
+			"paid_at", "last_refund_at", "created_at", "updated_at").
+		Where("tenant_id = ?", q.TenantID).Where("channel_code = ?", ch).Where("channel_trade_no = ?", no).
+		Scan(ctx, &orders); err != nil {
+		return h, fmt.Errorf("read order %s:%s: %w", ch, no, err)
+	}
+	if len(orders) > 0 {
+		h.Order = &orders[0]
+	}
+	if err := db.NewSelect().TableExpr("ss_ledger_entry").
+		Column("id", "idempotent_key", "account", "direction", "amount", "currency", "created_at").
+		Where("tenant_id = ?", q.TenantID).Where("channel_code = ?", ch).Where("channel_trade_no = ?", no).
+		OrderExpr("created_at, id").Scan(ctx, &h.Ledger); err != nil {
+		return h, fmt.Errorf("read ledger of %s:%s: %w", ch, no, err)
+	}
+	if err := db.NewSelect().TableExpr("ss_refund_request").
+		Column("id", "refund_no", "amount", "status", "idempotent_key", "created_at", "updated_at").
+		Where("tenant_id = ?", q.TenantID).Where("channel_code = ?", ch).Where("channel_trade_no = ?", no).
+		OrderExpr("created_at, id").Scan(ctx, &h.Registrations); err != nil {
+		return h, fmt.Errorf("read refund registrations of %s:%s: %w", ch, no, err)
+	}
+	recorded, err := tradeDeadLetterRows(ctx, db, q)
+	if err != nil {
+		return h, err
+	}
+	h.DeadLetters = recorded
+	if q.Kafka != nil {
+		scanned, err := scanTradeDeadLetters(ctx, *q.Kafka, q)
+		if err != nil {
+			return h, err
+		}
+		h.DeadLetters = mergeDeadLetters(recorded, scanned)
+		h.Scanned = q.Kafka.DLQTopic
+		if !q.Since.IsZero() {
+			h.Scanned += " since " + q.Since.UTC().Format(time.RFC3339)
+		}
+	}
+	h.normalise()
+	h.Timeline = h.timeline()
+	return h, nil
+}
+
+// deadLetterRow is one ss_dead_letter row.
+type deadLetterRow struct {
+	Kind            string     `bun:"kind"`
+	Error           string     `bun:"error"`
+	SourceTopic     string     `bun:"source_topic"`
+	SourcePartition int        `bun:"source_partition"`
+	SourceOffset    int64      `bun:"source_offset"`
+	IdempotentKey   *string    `bun:"idempotent_key"`
+	Fingerprint     *string    `bun:"fingerprint"`
+	CreatedAt       time.Time  `bun:"created_at"`
+	ClosedAt        *time.Time `bun:"closed_at"`
+	ClosedBy        *string    `bun:"closed_by"`
+	CloseNote       *string    `bun:"close_note"`
+}
+
+func tradeDeadLetterRows(ctx context.Context, db bun.IDB, q TradeQuery) ([]TradeDeadLetter, error) {
+	var rows []deadLetterRow
+	if err := db.NewSelect().TableExpr("ss_dead_letter").
+		Column("kind", "error", "source_topic", "source_partition", "source_offset", "idempotent_key", "fingerprint",
+			"created_at", "closed_at", "closed_by", "close_note").
+		Where("tenant_id = ?", q.TenantID).Where("channel_code = ?", string(q.Channel)).Where("channel_trade_no = ?", q.TradeNo).
+		OrderExpr("created_at, id").Scan(ctx, &rows); err != nil {
+		return nil, fmt.Errorf("read dead letters of %s:%s: %w", q.Channel, q.TradeNo, err)
+	}
+	out := make([]TradeDeadLetter, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, TradeDeadLetter{
+			Kind: r.Kind, Error: r.Error, At: r.CreatedAt,
+			Source:        r.SourceTopic + "/" + strconv.Itoa(r.SourcePartition) + "@" + strconv.FormatInt(r.SourceOffset, 10),
+			IdempotentKey: deref(r.IdempotentKey), Fingerprint: deref(r.Fingerprint),
+			MatchedBy: "table", Recorded: true,
+			ClosedAt: r.ClosedAt, ClosedBy: deref(r.ClosedBy), CloseNote: deref(r.CloseNote),
+		})
+	}
+	return out, nil
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// scanTradeDeadLetters reads the dead-letter topic from q.Since (the first
+// offset of each partition written at or after it) to its end and keeps
+// the dead letters that name the trade.
+func scanTradeDeadLetters(ctx context.Context, k Kafka, q TradeQuery) ([]TradeDeadLetter, error) {
+	parts, err := k.partitions(ctx, k.DLQTopic)
+	if err != nil {
+		return nil, fmt.Errorf("scan dead letters: %w", err)
+	}
+	first, err := k.listOffsets(ctx, k.DLQTopic, parts, kafka.FirstOffset)
+	if err != nil {
+		return nil, fmt.Errorf("scan dead letters: %w", err)
+	}
+	if !q.Since.IsZero() {
+		// The earliest offset whose timestamp is at or after Since; -1 when
+		// nothing that recent was written.
+		from, err := k.listOffsets(ctx, k.DLQTopic, parts, q.Since.UnixMilli())
+		if err != nil {
+			return nil, fmt.Errorf("scan dead letters: %w", err)
+		}
+		first = from
+	}
+	end, err := k.listOffsets(ctx, k.DLQTopic, parts, kafka.LastOffset)
+	if err != nil {
+		return nil, fmt.Errorf("scan dead letters: %w", err)
+	}
+	timeout := k.Timeout
+	if timeout <= 0 {
+		timeout = 10 * time.Second
+	}
+	dec := q.Decoder
+	if dec == nil {
+		dec = channels.NewDecoder(channels.StaticKeys{})
+	}
+	keyPrefix := string(q.Channel) + ":" + q.TradeNo
+	var out []TradeDeadLetter
+	for _, p := range parts {
+		if first[p] < 0 || end[p] <= first[p] {
+			continue
+		}
+		msgs, err := readPartition(ctx, k.Brokers, k.Conn.Dialer(), k.DLQTopic, p, first[p], end[p], 3*timeout)
+		if err != nil {
+			return nil, fmt.Errorf("scan dead letters: %w", err)
+		}
+		for _, m := range msgs {
+			if !q.Since.IsZero() && m.Time.Before(q.Since) {
+				continue
+			}
+			d, ok := matchDeadLetter(dec, q, keyPrefix, m)
+			if !ok {
+				continue
+			}
+			d.Position = k.DLQTopic + "/" + strconv.Itoa(m.Partition) + "@" + strconv.FormatInt(m.Offset, 10)
+			out = append(out, d)
+		}
+	}
+	return out, nil
+}
+
+// matchDeadLetter decodes m's headers and value and reports whether it
+// names the trade: by its decoded event when the value decodes, else by
+// its Kafka key "<CHANNEL>:<trade no>" (and the envelope's tenant, when the
+// envelope can be read).
+func matchDeadLetter(dec *channels.Decoder, q TradeQuery, keyPrefix string, m kafka.Message) (TradeDeadLetter, bool) {
+	d := TradeDeadLetter{At: m.Time.UTC(), MessageKey: string(m.Key)}
+	var part, off, topic string
+	for _, h := range m.Headers {
+		switch h.Key {
+		case worker.HeaderErrorKind:
+			d.Kind = string(h.Value)
+		case worker.HeaderError:
+			d.Error = string(h.Value)
+		case worker.HeaderSourceTopic:
+			topic = string(h.Value)
+		case worker.HeaderSourcePartition:
+			part = string(h.Value)
+		case worker.HeaderSourceOffset:
+			off = string(h.Value)
+		}
+	}
+	d.Source = topic + "/" + part + "@" + off
+	res, err := dec.Decode(m.Value)
+	if err == nil && res.Event.TradeNo != "" {
+		ev := res.Event
+		if ev.TenantID != q.TenantID || ev.Channel != q.Channel || ev.TradeNo != q.TradeNo {
+			return d, false
+		}
+		d.MatchedBy, d.IdempotentKey, d.Fingerprint = "event", string(ev.Key), ev.Fingerprint
+		return d, true
+	}
+	if string(m.Key) != keyPrefix {
+		return d, false
+	}
+	var env struct {
+		TenantID int64 `json:"tenant_id"`
+	}
+	if json.Unmarshal(m.Value, &env) == nil && env.TenantID != 0 && env.TenantID != q.TenantID {
+		return d, false
+	}
+	d.MatchedBy = "key"
+	return d, true
+}
+
+// mergeDeadLetters joins the table's rows and the topic's messages that
+// are the same dead letter (same source coordinates and kind), keeping
+// both sides' facts; the rest are listed as they are.
+func mergeDeadLetters(recorded, scanned []TradeDeadLetter) []TradeDeadLetter {
+	out := append([]TradeDeadLetter(nil), recorded...)
+	index := map[string]int{}
+	for i, d := range out {
+		index[d.Source+"\x00"+d.Kind] = i
+	}
+	for _, s := range scanned {
+		i, ok := index[s.Source+"\x00"+s.Kind]
+		if !ok {
+			out = append(out, s)
+			continue
+		}
+		r := &out[i]
+		r.Position, r.MessageKey, r.MatchedBy = s.Position, s.MessageKey, s.MatchedBy
+		if r.IdempotentKey == "" {
+			r.IdempotentKey, r.Fingerprint = s.IdempotentKey, s.Fingerprint
+		}
+		if r.Error == "" {
+			r.Error = s.Error
+		}
+	}
+	return out
+}
+
+// normalise puts every time in UTC, whatever the driver returned.
+func (h *TradeHistory) normalise() {
+	utc := func(t *time.Time) {
+		if t != nil {
+			*t = t.UTC()
+		}
+	}
+	for i := range h.Claims {
+		c := &h.Claims[i]
+		c.CreatedAt = c.CreatedAt.UTC()
+		utc(c.SettledAt)
+		utc(c.DeadLetteredAt)
+	}
+	if o := h.Order; o != nil {
+		o.CreatedAt, o.UpdatedAt = o.CreatedAt.UTC(), o.UpdatedAt.UTC()
+		utc(o.PaidAt)
+		utc(o.LastRefundAt)
+	}
+	for i := range h.Ledger {
+		h.Ledger[i].CreatedAt = h.Ledger[i].CreatedAt.UTC()
+	}
+	for i := range h.Registrations {
+		r := &h.Registrations[i]
+		r.CreatedAt, r.UpdatedAt = r.CreatedAt.UTC(), r.UpdatedAt.UTC()
+	}
+	for i := range h.DeadLetters {
+		d := &h.DeadLetters[i]
+		d.At = d.At.UTC()
+		utc(d.ClosedAt)
+	}
+}
+
+// timeline lists every entry in time order; entries at the same instant
+// keep the order registration, claim, order, ledger, dead letter.
+func (h TradeHistory) timeline() []TradeEvent {
+	type entry struct {
+		TradeEvent
+		rank int
+	}
+	var es []entry
+	add := func(at time.Time, what string, rank int, format string, a ...any) {
+		es = append(es, entry{TradeEvent{At: at, What: what, Summary: fmt.Sprintf(format, a...)}, rank})
+	}
+	for _, r := range h.Registrations {
+		add(r.CreatedAt, "registration", 0, "refund %s registered: %d, status %s (updated %s)",
+			r.RefundNo, r.Amount, r.Status, stamp(r.UpdatedAt))
+	}
+	for _, c := range h.Claims {
+		settled := "not settled"
+		if c.SettledAt != nil {
+			settled = "settled " + stamp(*c.SettledAt)
+		}
+		s := fmt.Sprintf("%s %s %s, %s; fingerprint %s; source %s/%d@%d; attempts %d",
+			c.Key, c.Status, orDash(deref(c.Outcome)), settled, shortHash(c.Fingerprint), c.SourceTopic, c.SourcePartition, c.SourceOffset, c.Attempts)
+		if e := deref(c.LastError); e != "" {
+			s += "; last error: " + oneLine(e)
+		}
+		if c.DeadLetteredAt != nil {
+			s += "; dead-lettered " + stamp(*c.DeadLetteredAt)
+		}
+		add(c.CreatedAt, "claim", 1, "%s", s)
+	}
+	if o := h.Order; o != nil {
+		add(o.CreatedAt, "order", 2, "order %s: amount %d %s, paid %d, refunded %d, status %s (updated %s)",
+			o.MerchantOrderNo, o.Amount, o.Currency, o.PaidAmount, o.RefundedAmount, o.Status, stamp(o.UpdatedAt))
+	}
+	for _, l := range h.Ledger {
+		add(l.CreatedAt, "ledger", 3, "%s %s %s %d %s", l.Key, l.Direction, l.Account, l.Amount, l.Currency)
+	}
+	for _, d := range h.DeadLetters {
+		s := fmt.Sprintf("%s from %s", d.Kind, d.Source)
+		if d.Position != "" {
+			s += " at " + d.Position
+		}
+		if d.IdempotentKey != "" {
+			s += "; key " + d.IdempotentKey + " fingerprint " + shortHash(d.Fingerprint)
+		} else if d.MessageKey != "" {
+			s += "; message key " + d.MessageKey
+		}
+		s += "; matched by " + d.MatchedBy
+		switch {
+		case d.ClosedAt != nil:
+			s += fmt.Sprintf("; closed %s by %s: %s", stamp(*d.ClosedAt), orDash(d.ClosedBy), oneLine(d.CloseNote))
+		case d.Recorded:
+			s += "; open"
+		}
+		if d.Error != "" {
+			s += "; error: " + oneLine(d.Error)
+		}
+		add(d.At, "dead_letter", 4, "%s", s)
+	}
+	sort.SliceStable(es, func(i, j int) bool {
+		if !es[i].At.Equal(es[j].At) {
+			return es[i].At.Before(es[j].At)
+		}
+		return es[i].rank < es[j].rank
+	})
+	out := make([]TradeEvent, len(es))
+	for i, e := range es {
+		out[i] = e.TradeEvent
+	}
+	return out
+}
+
+func stamp(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000000Z") }
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// shortHash is the first 12 characters of a fingerprint.
+func shortHash(s string) string {
+	if len(s) > 12 {
+		return s[:12]
+	}
+	return orDash(s)
+}
+
+// oneLine puts s on one line.
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
