@@ -138,6 +138,8 @@ func (m *Main) Run(ctx context.Context) error {
 		Metrics:      met,
 		Logger:       logger,
 		Fault:        m.Fault,
+
+		StatementTimeout: cfg.DB.StatementTimeout,
 	}
 	w := worker.New(worker.Config{
 		Brokers:           cfg.Kafka.Brokers,
@@ -146,6 +148,8 @@ func (m *Main) Run(ctx context.Context) error {
 		BatchMax:          cfg.Worker.BatchMax,
 		Backoff:           worker.Backoff{Min: cfg.Worker.RetryBackoffMin, Max: cfg.Worker.RetryBackoffMax},
 		StallAfter:        cfg.Worker.StallThreshold,
+		LagInterval:       cfg.Worker.LagInterval,
+		Client:            kconn.Client(5 * time.Second),
 		ShutdownTimeout:   cfg.Worker.ShutdownTimeout,
 		SessionTimeout:    cfg.Kafka.SessionTimeout,
 		HeartbeatInterval: cfg.Kafka.HeartbeatInterval,

@@ -26,8 +26,11 @@ func (p *Pipeline) acquire(ctx context.Context, leaders []moneyItem, states []Me
 		for j, it := range leaders {
 			keys[j] = it.key
 		}
+		lctx, cancel := p.statementContext(ctx)
 		var err error
-		if existing, err = p.Claims.LookupMany(ctx, keys); err != nil {
+		existing, err = p.Claims.LookupMany(lctx, keys)
+		cancel()
+		if err != nil {
 			return nil, err
 		}
 	}
@@ -55,7 +58,9 @@ func (p *Pipeline) acquire(ctx context.Context, leaders []moneyItem, states []Me
 	if len(claims) == 0 {
 		return results, nil
 	}
-	res, err := p.Claims.AcquireMany(ctx, claims)
+	actx, cancel := p.statementContext(ctx)
+	res, err := p.Claims.AcquireMany(actx, claims)
+	cancel()
 	if err != nil {
 		// The insert may have committed without an answer.
 		for _, j := range fresh {
@@ -86,7 +91,9 @@ func (p *Pipeline) settleFresh(ctx context.Context, leaders []moneyItem, fresh [
 		for n, j := range fresh {
 			evs[n] = leaders[j].ev
 		}
-		res, err := p.Settler.SettleBatch(ctx, evs)
+		bctx, cancel := p.statementContext(ctx)
+		res, err := p.Settler.SettleBatch(bctx, evs)
+		cancel()
 		if err == nil && len(res) == len(fresh) {
 			for n := range res {
 				out[n].res = res[n]
@@ -108,10 +115,25 @@ func (p *Pipeline) settleFresh(ctx context.Context, leaders []moneyItem, fresh [
 	}
 	for n, j := range fresh {
 		if !settled[n] {
-			out[n].res, out[n].err = p.Settler.Settle(ctx, leaders[j].ev)
+			sctx, cancel := p.statementContext(ctx)
+			out[n].res, out[n].err = p.Settler.Settle(sctx, leaders[j].ev)
+			cancel()
 		}
 	}
 	return out
+}
+
+// statementContext bounds one database step of a batch (a lookup, the
+// claims' insert, one settlement transaction with its COMMIT) by
+// StatementTimeout, when set. A step cut short is an ordinary failure:
+// the messages not done are retried, and what the step may have committed
+// without an answer is found by the retry's claim lookup, never taken for
+// a duplicate of another message.
+func (p *Pipeline) statementContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if p.StatementTimeout <= 0 {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, p.StatementTimeout)
 }
 
 func (p *Pipeline) conflict(ctx context.Context, msg kafka.Message, ev channels.Event, claimedFP string, claimedBy idempotent.Source) error {

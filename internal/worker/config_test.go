@@ -18,6 +18,7 @@ func TestZeroConfigTakesTheConfiguredDefaults(t *testing.T) {
 	assert.Equal(t, Config{
 		BatchMax:               1,
 		StallAfter:             d.Worker.StallThreshold,
+		LagInterval:            d.Worker.LagInterval,
 		ShutdownTimeout:        d.Worker.ShutdownTimeout,
 		SessionTimeout:         d.Kafka.SessionTimeout,
 		HeartbeatInterval:      d.Kafka.HeartbeatInterval,

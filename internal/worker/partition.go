@@ -24,6 +24,8 @@ type partitionConsumer struct {
 	// repeats writes the loop's recurring failures with backoff; cleared
 	// whenever the partition moves again.
 	repeats *logging.Suppressor
+	// state is what the monitor and readiness see of this loop.
+	state *partitionState
 }
 
 // run fetches, handles and commits messages in order until the generation
@@ -37,8 +39,8 @@ func (pc *partitionConsumer) run(genCtx, stop, hardStop context.Context, drained
 	w := pc.w
 	log := w.logger.With("partition", pc.partition, "generation", pc.gen.ID)
 	pc.repeats = logging.NewSuppressor(log)
-	defer w.dropPartition(pc.partition)
-	defer w.metrics.DeleteConsumerLag(pc.partition)
+	pc.state = w.own(pc.partition)
+	defer w.drop(pc.partition, pc.state)
 
 	reader := kafka.NewReader(kafka.ReaderConfig{
 		Brokers:     w.cfg.Brokers,
@@ -107,6 +109,11 @@ func (pc *partitionConsumer) run(genCtx, stop, hardStop context.Context, drained
 			return false
 		}
 		committed = next
+		oldest := int64(-1)
+		if !held.empty() {
+			oldest = held.msgs[0].Offset
+		}
+		w.advanced(pc.state, next, oldest)
 		if last.HighWaterMark > 0 {
 			w.metrics.SetConsumerLag(pc.partition, max(last.HighWaterMark-next, 0))
 		}
@@ -153,6 +160,7 @@ func (pc *partitionConsumer) run(genCtx, stop, hardStop context.Context, drained
 			}
 			batch = append(batch, more)
 		}
+		w.holding(pc.state, batch[0].Offset)
 		states := make([]MessageState, len(batch))
 		if !pc.process(procCtx, batch, states, held.room(w.cfg.BatchMax)) {
 			break // generation ended or shutdown cap: commit nothing more
@@ -252,13 +260,11 @@ func (pc *partitionConsumer) recheck(ctx context.Context, h *heldMessages) bool 
 // committed.
 func (pc *partitionConsumer) process(ctx context.Context, batch []kafka.Message, states []MessageState, mayHold bool) bool {
 	w := pc.w
-	var since time.Time
 	polls, failures := 0, 0
 	for {
 		err := w.pipeline.Handle(ctx, batch, states)
 		if err == nil {
-			if !since.IsZero() {
-				w.setRetrying(pc.partition, time.Time{})
+			if failures > 0 {
 				pc.repeats.Clear(ctx)
 			}
 			return true
@@ -269,10 +275,8 @@ func (pc *partitionConsumer) process(ctx context.Context, batch []kafka.Message,
 		if errors.Is(err, errClaimInFlight) {
 			// Routine: another worker is settling the claim right now and
 			// will be done in milliseconds.
+			w.waiting(pc.state, err)
 			if mayHold {
-				if !since.IsZero() {
-					w.setRetrying(pc.partition, time.Time{})
-				}
 				return true
 			}
 			if !inFlightPoll.Wait(ctx, polls) {
@@ -282,10 +286,7 @@ func (pc *partitionConsumer) process(ctx context.Context, batch []kafka.Message,
 			continue
 		}
 		w.metrics.ProcessingError(StageOf(err))
-		if since.IsZero() {
-			since = time.Now()
-			w.setRetrying(pc.partition, since)
-		}
+		w.attemptFailed(pc.state, err)
 		const msg = "messages not handled; retrying in place"
 		pc.repeats.Log(ctx, slog.LevelWarn, msg+": "+string(StageOf(err))+": "+err.Error(), msg, "first_offset", batch[0].Offset,
 			"messages", len(batch), "attempt", failures+1, "stage", string(StageOf(err)), "error", err.Error())
@@ -327,7 +328,6 @@ func (pc *partitionConsumer) commit(ctx context.Context, log *slog.Logger, next 
 	for attempt := 0; ; attempt++ {
 		err := pc.commits.Commit(pc.partition, next)
 		if err == nil {
-			w.setCommitted(pc.partition, next)
 			return true
 		}
 		w.metrics.ProcessingError(metrics.StageCommit)

@@ -46,6 +46,9 @@ type Pipeline struct {
 	DeadLetterer DeadLetterer
 	Metrics      *metrics.Metrics
 	Logger       *slog.Logger
+	// StatementTimeout bounds each database step of a batch (zero: no
+	// bound beyond the caller's context); see statementContext.
+	StatementTimeout time.Duration
 	// Fault injects failures at boundaries, for tests; nil in production.
 	Fault FaultFunc
 }
@@ -379,7 +382,9 @@ func (p *Pipeline) finishExisting(ctx context.Context, msg kafka.Message, ev cha
 		if !rec.MadeBy(src) && time.Since(rec.CreatedAt) < InFlightGrace {
 			return errClaimInFlight
 		}
-		r, err := p.Settler.SettleStored(ctx, rec)
+		sctx, cancel := p.statementContext(ctx)
+		r, err := p.Settler.SettleStored(sctx, rec)
+		cancel()
 		if err != nil {
 			p.recordFailure(ctx, ev, err)
 			return failed(metrics.StageSettle, err)
@@ -461,7 +466,10 @@ func (p *Pipeline) deadLetter(ctx context.Context, msg kafka.Message, kind chann
 func (p *Pipeline) ignore(ctx context.Context, res channels.Result) error {
 	ev := res.Event
 	if res.RefundStatus == channels.RefundAbnormal || res.RefundStatus == channels.RefundClosed {
-		if err := p.Settler.ApplyRefundStatus(ctx, ev.TenantID, ev.Channel, ev.TradeNo, ev.RefundNo, res.RefundStatus); err != nil {
+		sctx, cancel := p.statementContext(ctx)
+		err := p.Settler.ApplyRefundStatus(sctx, ev.TenantID, ev.Channel, ev.TradeNo, ev.RefundNo, res.RefundStatus)
+		cancel()
+		if err != nil {
 			return failed(metrics.StageRefundUpdate, err)
 		}
 	}

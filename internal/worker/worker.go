@@ -1,10 +1,13 @@
 package worker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -32,9 +35,16 @@ type Config struct {
 
 	// Backoff paces in-place retries of a failing message.
 	Backoff Backoff
-	// StallAfter is how long a partition may retry one message before
-	// readiness reports it stalled.
+	// StallAfter is how long a partition may hold an unfinished message
+	// without advancing before readiness reports it stalled.
 	StallAfter time.Duration
+	// LagInterval is how often the worker asks the broker for its
+	// partitions' end and committed offsets (paycb_consumer_lag); a newly
+	// assigned partition is asked about at once.
+	LagInterval time.Duration
+	// Client asks the broker for offsets (the lag); nil: a client of
+	// Brokers with kafka-go's default transport.
+	Client *kafka.Client
 	// ShutdownTimeout caps the graceful shutdown: finishing in-flight
 	// messages and committing them.
 	ShutdownTimeout time.Duration
@@ -67,6 +77,7 @@ func (c *Config) defaults() {
 		c.BatchMax = 1
 	}
 	setIfZero(&c.StallAfter, d.Worker.StallThreshold)
+	setIfZero(&c.LagInterval, d.Worker.LagInterval)
 	setIfZero(&c.ShutdownTimeout, d.Worker.ShutdownTimeout)
 	setIfZero(&c.SessionTimeout, d.Kafka.SessionTimeout)
 	setIfZero(&c.HeartbeatInterval, d.Kafka.HeartbeatInterval)
@@ -99,18 +110,18 @@ type Worker struct {
 	mu         sync.Mutex
 	generation int32 // 0 while not a member of a generation
 	partitions map[int]*partitionState
-}
-
-// partitionState is what readiness needs of a partition loop.
-type partitionState struct {
-	retryingSince time.Time // zero while the partition is moving
-	committed     int64     // the next offset to read, as committed
+	// assigned wakes the monitor when a partition is assigned, so that its
+	// lag is asked for at once.
+	assigned chan struct{}
 }
 
 // New returns a worker. It does not connect until Run.
 func New(cfg Config, p *Pipeline, m *metrics.Metrics, logger *slog.Logger) *Worker {
 	cfg.defaults()
-	return &Worker{cfg: cfg, pipeline: p, metrics: m, logger: logger, stats: newReaderStats(), partitions: map[int]*partitionState{}}
+	return &Worker{
+		cfg: cfg, pipeline: p, metrics: m, logger: logger, stats: newReaderStats(),
+		partitions: map[int]*partitionState{}, assigned: make(chan struct{}, 1),
+	}
 }
 
 // Run consumes until ctx ends, then shuts down gracefully: it stops fetching,
@@ -141,6 +152,12 @@ func (w *Worker) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("create consumer group %s: %w", w.cfg.GroupID, err)
 	}
+
+	// The lag and stall metrics, refreshed while the worker runs.
+	monitorCtx, stopMonitor := context.WithCancel(context.WithoutCancel(ctx))
+	monitored := make(chan struct{})
+	go func() { defer close(monitored); w.monitor(monitorCtx) }()
+	defer func() { stopMonitor(); <-monitored }()
 
 	// hardStop ends in-flight processing once the shutdown cap has passed.
 	hardStop, cancelHard := context.WithCancel(context.WithoutCancel(ctx))
@@ -240,6 +257,10 @@ func (w *Worker) setGeneration(id int32) {
 	defer w.mu.Unlock()
 	w.generation = id
 	if id == 0 {
+		for p := range w.partitions {
+			w.metrics.DeleteConsumerLag(p)
+			w.metrics.DeletePartitionStalled(p)
+		}
 		w.partitions = map[int]*partitionState{}
 	}
 }
@@ -250,23 +271,46 @@ func (w *Worker) setGeneration(id int32) {
 func (w *Worker) ReaderStats() prometheus.Collector { return w.stats }
 
 // Ready reports why the worker is not ready: not a member of a generation,
-// or a partition retrying one message for longer than Config.StallAfter.
+// or a partition holding an unfinished message without advancing for
+// longer than Config.StallAfter; the error names the partition, the
+// offset, how long and why (the last error its attempts met).
 func (w *Worker) Ready() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.generation == 0 {
 		return errors.New("not a member of a consumer group generation")
 	}
+	now := time.Now()
+	var stalled []int
 	for p, st := range w.partitions {
-		if !st.retryingSince.IsZero() && time.Since(st.retryingSince) > w.cfg.StallAfter {
-			return fmt.Errorf("partition %d stalled for %s on one message", p, time.Since(st.retryingSince).Round(time.Second))
+		if st.stalled(now) > w.cfg.StallAfter {
+			stalled = append(stalled, p)
 		}
 	}
-	return nil
+	if len(stalled) == 0 {
+		return nil
+	}
+	slices.Sort(stalled)
+	// The longest stall first: the others are usually its consequence.
+	worst := slices.MaxFunc(stalled, func(a, b int) int {
+		return cmp.Compare(w.partitions[a].stalled(now), w.partitions[b].stalled(now))
+	})
+	err := w.partitions[worst].stallError(worst, now)
+	if len(stalled) > 1 {
+		others := make([]string, 0, len(stalled)-1)
+		for _, p := range stalled {
+			if p != worst {
+				others = append(others, strconv.Itoa(p))
+			}
+		}
+		err = fmt.Errorf("%w; also stalled: partition %s", err, strings.Join(others, ", "))
+	}
+	return err
 }
 
 // Committed returns the offsets this worker committed in its current
-// generation, by partition: the next offset to read.
+// generation, by partition: the next offset to read (-1 for a partition
+// it owns and has committed nothing on).
 func (w *Worker) Committed() map[int]int64 {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -275,33 +319,6 @@ func (w *Worker) Committed() map[int]int64 {
 		out[p] = st.committed
 	}
 	return out
-}
-
-func (w *Worker) partition(p int) *partitionState {
-	st, ok := w.partitions[p]
-	if !ok {
-		st = &partitionState{committed: -1}
-		w.partitions[p] = st
-	}
-	return st
-}
-
-func (w *Worker) setRetrying(p int, since time.Time) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.partition(p).retryingSince = since
-}
-
-func (w *Worker) setCommitted(p int, next int64) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.partition(p).committed = next
-}
-
-func (w *Worker) dropPartition(p int) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	delete(w.partitions, p)
 }
 
 // kafkaLogger adapts one of kafka-go's loggers to slog: each line is a
