@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"sort"
@@ -18,6 +19,9 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/paycallback/paycallback/internal/metrics"
+	"github.com/paycallback/paycallback/internal/sqldb"
+	"github.com/paycallback/paycallback/pkg/idempotent"
+	"github.com/paycallback/paycallback/pkg/settlement"
 )
 
 // requireTool returns the path of a Prometheus tool. Under CI (CI set) a
@@ -53,15 +57,21 @@ func TestAlertingRules(t *testing.T) {
 }
 
 // exported returns every series name the worker exports: the families
-// metrics.New registers (with a lag series set, since the lag vector is
-// empty until a partition is assigned), histograms with their _bucket,
-// _sum and _count series.
+// metrics.New and settlement.New register (with lag and stall series set,
+// since those vectors are empty until a partition is assigned), histograms
+// with their _bucket, _sum and _count series.
 func exported(t *testing.T) map[string]bool {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	m, err := metrics.New(reg)
 	require.NoError(t, err)
 	m.SetConsumerLag(0, 1)
+	m.SetPartitionStalled(0, 0)
+	db, err := sqldb.OpenSQLite(filepath.Join(t.TempDir(), "exported.db"))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	_, err = settlement.New(db, idempotent.NewStore(db), nil, reg)
+	require.NoError(t, err)
 	mfs, err := reg.Gather()
 	require.NoError(t, err)
 	names := map[string]bool{}
@@ -135,7 +145,8 @@ func TestDashboardQueriesOnlyExportedMetrics(t *testing.T) {
 	// What the dashboard is for: each of these is on it.
 	for _, want := range []string{
 		"paycb_events_total", "paycb_consumer_lag", "paycb_settle_duration_seconds_bucket",
-		"paycb_orphan_claims", "paycb_dead_letters_total",
+		"paycb_orphan_claims", "paycb_dead_letters_total", "paycb_partition_stalled_seconds",
+		"paycb_ledger_duplicate_postings_total", "paycb_refund_registration_mismatch_total",
 	} {
 		assert.True(t, slices.Contains(used, want), "the dashboard does not show %s", want)
 	}

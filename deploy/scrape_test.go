@@ -49,13 +49,47 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
+const topic, group = "channel-events", "settlement-consumer"
+
 // startWorker runs the worker through app.Main against an in-process Kafka
 // and a MariaDB database of its own, feeds it stream, and returns its admin
 // address once every message is consumed.
 func startWorker(t *testing.T, stream demo.Stream) string {
 	t.Helper()
-	const topic, group = "channel-events", "settlement-consumer"
-	cluster, brokers, err := kafkaops.StartInProcess(map[string]int32{topic: 2, topic + ".dlq": 1})
+	w := runWorker(t, 2, nil)
+	msgs := make([]kafkaops.Message, len(stream.Messages))
+	for i, msg := range stream.Messages {
+		msgs[i] = kafkaops.Message{Key: msg.Key, Value: msg.Value}
+	}
+	require.NoError(t, kafkaops.Produce(context.Background(), w.brokers, topic, msgs))
+	w.waitConsumed(t)
+	return w.addr
+}
+
+// runningWorker is a worker started by runWorker: its admin address, its
+// brokers and its database's DSN.
+type runningWorker struct {
+	addr    string
+	brokers []string
+	dsn     string
+}
+
+// waitConsumed waits until the group has committed every partition to
+// its end.
+func (w runningWorker) waitConsumed(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	require.NoError(t, kafkaops.WaitConsumed(ctx, w.brokers, group, topic, 50*time.Millisecond, nil))
+}
+
+// runWorker runs the worker through app.Main against an in-process Kafka
+// whose input topic has partitions partitions and a MariaDB database of
+// its own; adjust may change the configuration first. It returns once the
+// admin server listens.
+func runWorker(t *testing.T, partitions int32, adjust func(*config.Config)) runningWorker {
+	t.Helper()
+	cluster, brokers, err := kafkaops.StartInProcess(map[string]int32{topic: partitions, topic + ".dlq": 1})
 	require.NoError(t, err)
 	t.Cleanup(cluster.Close)
 	dsn := sqldbtest.NewDatabase(t)
@@ -74,6 +108,9 @@ func startWorker(t *testing.T, stream demo.Stream) string {
 	cfg.WeChat.APIv3Key = config.Secret(channelstest.APIv3Key)
 	cfg.Worker.SweepInterval = 200 * time.Millisecond
 	cfg.Worker.ShutdownTimeout = 10 * time.Second
+	if adjust != nil {
+		adjust(&cfg)
+	}
 	cfg.Finalize()
 	require.NoError(t, cfg.ValidateFor("run"))
 
@@ -103,16 +140,7 @@ func startWorker(t *testing.T, stream demo.Stream) string {
 		}
 		return false, "no address yet"
 	})
-
-	msgs := make([]kafkaops.Message, len(stream.Messages))
-	for i, msg := range stream.Messages {
-		msgs[i] = kafkaops.Message{Key: msg.Key, Value: msg.Value}
-	}
-	require.NoError(t, kafkaops.Produce(context.Background(), brokers, topic, msgs))
-	wctx, wcancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer wcancel()
-	require.NoError(t, kafkaops.WaitConsumed(wctx, brokers, group, topic, 50*time.Millisecond, nil))
-	return addr
+	return runningWorker{addr: addr, brokers: brokers, dsn: dsn}
 }
 
 // startPrometheus runs Debian's prometheus server scraping target every
@@ -294,6 +322,6 @@ func TestPrometheusScrapesTheWorker(t *testing.T) {
 				n++
 			}
 		}
-		return n == 9, fmt.Sprintf("%d healthy rules", n)
+		return n == 12, fmt.Sprintf("%d healthy rules", n)
 	})
 }
