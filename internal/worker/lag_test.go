@@ -1,0 +1,77 @@
+package worker
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/paycallback/paycallback/internal/metrics"
+)
+
+// TestReadyNamesTheLongestStall: readiness fails only past StallAfter,
+// naming the partition stalled longest, its offset and its last error,
+// and the other stalled partitions; a partition that advanced is ready
+// again and its stall series is zero; a revoked partition's series goes.
+func TestReadyNamesTheLongestStall(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m, err := metrics.New(reg)
+	require.NoError(t, err)
+	w := New(Config{StallAfter: time.Minute}, &Pipeline{}, m, nil)
+	w.setGeneration(3)
+	p1, p4, p7 := w.own(1), w.own(4), w.own(7)
+	require.NoError(t, w.Ready())
+
+	w.holding(p4, 1234)
+	w.holding(p7, 88)
+	w.holding(p1, 10)
+	w.attemptFailed(p4, errors.New("settle: Error 1205 (HY000): Lock wait timeout exceeded"))
+	w.attemptFailed(p4, errors.New("settle: Error 1205 (HY000): Lock wait timeout exceeded; try restarting transaction"))
+	w.mu.Lock()
+	p4.since = time.Now().Add(-3 * time.Minute)
+	p7.since = time.Now().Add(-2 * time.Minute)
+	w.mu.Unlock()
+
+	err = w.Ready()
+	require.Error(t, err)
+	assert.Regexp(t, `^partition 4 stalled 3m0s at offset 1234: 2 failed attempts, last: settle: Error 1205 \(HY000\): Lock wait timeout exceeded; try restarting transaction; also stalled: partition 7$`, err.Error())
+
+	w.refreshStalls()
+	assert.InDelta(t, 180, stall(t, reg, "4"), 1)
+	assert.Less(t, stall(t, reg, "1"), 1.0, "partition 1 just began holding a message")
+
+	w.advanced(p4, 1235, -1)
+	w.advanced(p7, 89, -1)
+	require.NoError(t, w.Ready())
+	w.refreshStalls()
+	assert.Zero(t, stall(t, reg, "4"))
+
+	w.drop(7, p7)
+	w.drop(1, &partitionState{}) // not the running loop's: kept
+	n, err := testutil.GatherAndCount(reg, "paycb_partition_stalled_seconds")
+	require.NoError(t, err)
+	assert.Equal(t, 2, n, "partitions 1 and 4 remain")
+}
+
+// stall reads partition's stall series from reg.
+func stall(t *testing.T, reg *prometheus.Registry, partition string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() != "paycb_partition_stalled_seconds" {
+			continue
+		}
+		for _, mt := range mf.GetMetric() {
+			if mt.GetLabel()[0].GetValue() == partition {
+				return mt.GetGauge().GetValue()
+			}
+		}
+	}
+	t.Fatalf("no stall series for partition %s", partition)
+	return 0
+}
