@@ -18,6 +18,7 @@ import (
 	"github.com/paycallback/paycallback/internal/ops"
 	"github.com/paycallback/paycallback/internal/sqldb"
 	"github.com/paycallback/paycallback/internal/sqldb/sqldbtest"
+	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/channels/channelstest"
 	"github.com/paycallback/paycallback/schema"
 )
@@ -92,8 +93,8 @@ func workerConfig(t *testing.T, k ops.Kafka) config.Config {
 }
 
 // TestStatusWhileTheWorkerRuns reads the live group: its one member with
-// every partition, found through its client ID and reachable, no lag once
-// the stream is consumed; then, with the worker stopped and more messages
+// every partition, found through its client ID and reachable, no lag and
+// no stall once the stream is consumed; then, with the worker stopped and more messages
 // produced, no members, the new messages as lag and stalls unknown.
 func TestStatusWhileTheWorkerRuns(t *testing.T) {
 	ctx := context.Background()
@@ -122,6 +123,8 @@ func TestStatusWhileTheWorkerRuns(t *testing.T) {
 		assert.Equal(t, mem.ID, p.Member)
 		assert.Equal(t, p.End, p.Committed, "partition %d consumed", p.Partition)
 		assert.Zero(t, p.Lag)
+		require.NotNil(t, p.StalledSeconds, "partition %d: its owner reports its stall", p.Partition)
+		assert.Zero(t, *p.StalledSeconds)
 		total += p.End
 	}
 	assert.Equal(t, int64(len(stream.Messages)), total)
@@ -144,6 +147,83 @@ func TestStatusWhileTheWorkerRuns(t *testing.T) {
 			assert.Equal(t, int64(5), p.Lag)
 		}
 	}
+}
+
+// TestStatusShowsAStalledPartition holds one order row locked while its
+// trade's refund waits: status shows that partition's lag and its stall as
+// the owning worker reports it, the other partitions not stalled; once the
+// lock is released the partition catches up and its stall returns to 0.
+func TestStatusShowsAStalledPartition(t *testing.T) {
+	ctx := context.Background()
+	k := mustKafka(t, 3)
+	cfg := workerConfig(t, k)
+	require.NoError(t, migrateDSN(ctx, cfg))
+	db, err := sqldb.OpenMySQL(cfg.DB.DSN.Reveal())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	_, _ = startMain(t, cfg)
+	consumed := func() {
+		t.Helper()
+		wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		defer cancel()
+		require.NoError(t, kafkaops.WaitConsumed(wctx, k.Brokers, k.Group, k.Topic, 50*time.Millisecond, nil))
+	}
+
+	tr := channelstest.NewTrade(channels.Alipay, 31)
+	key := []byte("ALIPAY:" + tr.TradeNo)
+	require.NoError(t, kafkaops.Produce(ctx, k.Brokers, k.Topic, []kafkaops.Message{{Key: key, Value: channelstest.PaymentEnvelope(tr, channelstest.Delivery{})}}))
+	consumed()
+
+	tx, err := db.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	released := false
+	release := func() {
+		if !released {
+			released = true
+			_ = tx.Rollback()
+		}
+	}
+	t.Cleanup(release)
+	var ids []int64
+	require.NoError(t, tx.NewRaw("SELECT id FROM ss_channel_order WHERE tenant_id = ? AND channel_code = 'ALIPAY' AND channel_trade_no = ? FOR UPDATE",
+		tr.TenantID, tr.TradeNo).Scan(ctx, &ids))
+	require.Len(t, ids, 1)
+	require.NoError(t, kafkaops.Produce(ctx, k.Brokers, k.Topic, []kafkaops.Message{
+		{Key: key, Value: channelstest.RefundEnvelope(tr, channelstest.Refund{No: "RF-1", Amount: 100}, channelstest.Delivery{})},
+	}))
+
+	var rep ops.StatusReport
+	var stuck ops.PartitionStatus
+	eventually(t, 30*time.Second, "one partition to show a stall", func() bool {
+		rep, err = ops.Status(ctx, k, ops.StatusOptions{})
+		require.NoError(t, err)
+		for _, p := range rep.Partitions {
+			if p.StalledSeconds != nil && *p.StalledSeconds > 0 {
+				stuck = p
+				return true
+			}
+		}
+		return false
+	})
+	assert.Equal(t, int64(1), stuck.Lag, "the refund waits")
+	assert.Equal(t, int64(1), rep.TotalLag)
+	for _, p := range rep.Partitions {
+		if p.Partition == stuck.Partition {
+			continue
+		}
+		require.NotNil(t, p.StalledSeconds, "partition %d reported by its owner", p.Partition)
+		assert.Zero(t, *p.StalledSeconds, "partition %d is not stalled", p.Partition)
+	}
+
+	release()
+	consumed()
+	eventually(t, 30*time.Second, "the stall to clear", func() bool {
+		rep, err = ops.Status(ctx, k, ops.StatusOptions{})
+		require.NoError(t, err)
+		p := rep.Partitions[stuck.Partition]
+		return p.StalledSeconds != nil && *p.StalledSeconds == 0
+	})
+	assert.Zero(t, rep.TotalLag)
 }
 
 // TestStatusOfAMissingTopic refuses rather than creating the topic.
