@@ -9,12 +9,31 @@ import (
 	"github.com/paycallback/paycallback/internal/demo"
 )
 
+func demoCmd() command {
+	return command{
+		name:     "demo",
+		summary:  "the whole pipeline with an in-process Kafka and an embedded database",
+		synopsis: "[--trades N] [--seed N] [--db FILE] [--keep]",
+		description: `Runs the worker against an in-process Kafka and an embedded SQLite database,
+feeds it a generated realistic stream (payments, refunds, channel retries,
+a conflict, a malformed message), then prints a summary and checks the
+ledger's invariants. Needs no outside service.`,
+		exits: []exitStatus{
+			{exitFound, "an invariant failed"},
+		},
+		setup: demoCommand,
+	}
+}
+
 func demoCommand(fs *flag.FlagSet) runFunc {
 	keep := fs.Bool("keep", false, "keep the worker serving /metrics after the summary until interrupted")
 	trades := fs.Int("trades", 300, "how many trades the generated stream holds")
 	seed := fs.Uint64("seed", 1, "seed of the generated stream (the same seed gives the same stream)")
 	dbPath := fs.String("db", "", "embedded database file to keep (default: a temporary file)")
 	return func(ctx context.Context, env *environment, _ []string) error {
+		if *trades <= 0 {
+			return usagef("demo: --trades %d is not positive", *trades)
+		}
 		addr := "127.0.0.1:0"
 		if *keep {
 			addr = env.cfg.Admin.Addr

@@ -1,11 +1,14 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -13,13 +16,49 @@ import (
 	"github.com/paycallback/paycallback/internal/ops"
 )
 
-func dlqCommand(*flag.FlagSet) runFunc {
-	subs := []subcommand{
-		{"list", "dead letters by kind and time range, then the most recent", dlqListCommand},
-		{"redrive", "re-publish dead letters' original key and value to the input topic", dlqRedriveCommand},
+func dlqCmd() command {
+	return command{
+		name:    "dlq",
+		summary: "dead letters: list, redrive",
+		description: `The dead-letter topic (PAYCB_KAFKA_DLQ_TOPIC): messages the worker could not
+settle, with their original key and value and the reason in headers.`,
+		verbs: []command{
+			dlqListCmd(),
+			dlqRedriveCmd(),
+		},
 	}
-	return func(ctx context.Context, env *environment, args []string) error {
-		return dispatch(ctx, env, "dlq", subs, args)
+}
+
+func dlqListCmd() command {
+	return command{
+		name:     "list",
+		summary:  "dead letters by kind and time range, then the most recent",
+		synopsis: "[--kind KIND] [--since TIME] [--until TIME] [--recent N]",
+		description: `Reads the dead-letter topic (never creating it) and prints the count per
+kind with the first and last time, then the most recent dead letters.`,
+		exits: []exitStatus{
+			{exitUsage, "a usage or configuration error: an unknown --kind, a malformed time, a negative --recent"},
+		},
+		setup: dlqListCommand,
+	}
+}
+
+func dlqRedriveCmd() command {
+	return command{
+		name:     "redrive",
+		summary:  "re-publish dead letters' original key and value to the input topic",
+		synopsis: "--kind KIND [--since TIME] [--until TIME] [--dry-run]",
+		description: `Publishes the selected dead letters' original key and value to the input
+topic, for the workers to handle again (e.g. no_key after configuring the
+missing APIv3 key). A dead letter whose value was omitted for its size is
+refused. --dry-run counts and publishes nothing. A redrive (not a dry run)
+is recorded in the audit trail: a log line, and an ss_operator_audit row
+when PAYCB_DB_DSN is set (without it the log line is the only record).`,
+		exits: []exitStatus{
+			{exitUsage, "a usage or configuration error: --kind missing or unknown, a malformed time"},
+			{exitRefused, "some dead letters were refused (value omitted); the others were published"},
+		},
+		setup: dlqRedriveCommand,
 	}
 }
 
@@ -30,13 +69,32 @@ func dlqFilterFlags(fs *flag.FlagSet, kindUsage string) func() (ops.DeadLetterFi
 	until := fs.String("until", "", "only dead letters written before this RFC 3339 time")
 	return func() (ops.DeadLetterFilter, error) {
 		f := ops.DeadLetterFilter{Kind: *kind}
+		if f.Kind != "" && !knownKind(f.Kind) {
+			return f, usagef("--kind %q is not a dead-letter kind (%s)", f.Kind, kindList())
+		}
 		var err error
 		if f.Since, err = parseTime("since", *since); err != nil {
-			return f, err
+			return f, usagef("%w", err)
 		}
-		f.Until, err = parseTime("until", *until)
-		return f, err
+		if f.Until, err = parseTime("until", *until); err != nil {
+			return f, usagef("%w", err)
+		}
+		return f, nil
 	}
+}
+
+// knownKind reports whether k is one of the contract's dead-letter kinds.
+func knownKind(k string) bool {
+	return slices.Contains(metrics.DeadLetterKinds, metrics.DeadLetterKind(k))
+}
+
+// kindList is the contract's dead-letter kinds, comma-separated.
+func kindList() string {
+	ks := make([]string, len(metrics.DeadLetterKinds))
+	for i, k := range metrics.DeadLetterKinds {
+		ks[i] = string(k)
+	}
+	return strings.Join(ks, ", ")
 }
 
 func dlqListCommand(fs *flag.FlagSet) runFunc {
@@ -46,6 +104,9 @@ func dlqListCommand(fs *flag.FlagSet) runFunc {
 		f, err := filter()
 		if err != nil {
 			return err
+		}
+		if *recent < 0 {
+			return usagef("--recent %d is negative", *recent)
 		}
 		k, err := opsKafka(ctx, env)
 		if err != nil {
@@ -123,8 +184,7 @@ func dlqRedriveCommand(fs *flag.FlagSet) runFunc {
 			return err
 		}
 		if f.Kind == "" {
-			_, _ = fmt.Fprintln(env.stderr, "consumer dlq redrive: --kind is required")
-			return errUsage
+			return usagef("dlq redrive: --kind is required (%s)", kindList())
 		}
 		k, err := opsKafka(ctx, env)
 		if err != nil {
@@ -145,18 +205,26 @@ func dlqRedriveCommand(fs *flag.FlagSet) runFunc {
 			d := r.DeadLetter
 			out.printf("refused %s/%d@%d (key %s): %v\n", k.DLQTopic, d.Partition, d.Offset, oneLine(string(d.Key), 48), r.Reason)
 		}
-		if *dryRun || len(ok) == 0 {
+		var refusal error
+		if len(refused) > 0 {
+			refusal = &exitError{code: exitRefused, err: fmt.Errorf("dlq redrive refused %d of %d dead letters: %w", len(refused), len(ds), ops.ErrValueOmitted)}
+		}
+		if *dryRun {
+			out.println("dry run: nothing published")
+			return cmp.Or(refusal, out.err)
+		}
+		db, closeDB := env.auditDB(ctx)
+		defer closeDB()
+		if len(ok) == 0 {
 			out.println("nothing published")
 		} else {
 			if err := ops.Redrive(ctx, k, ok); err != nil {
-				return err
+				return env.audit(ctx, db, "", err)
 			}
 			env.logger.Info("dead letters redriven", "kind", f.Kind, "count", len(ok), "refused", len(refused), "to", k.Topic)
 			out.printf("published %d messages to %s\n", len(ok), k.Topic)
 		}
-		if len(refused) > 0 {
-			return &exitError{code: 4, err: fmt.Errorf("dlq redrive refused %d of %d dead letters: %w", len(refused), len(ds), ops.ErrValueOmitted)}
-		}
-		return out.err
+		detail := fmt.Sprintf("kind %s: %d selected, %d published to %s, %d refused", f.Kind, len(ds), len(ok), k.Topic, len(refused))
+		return env.audit(ctx, db, detail, cmp.Or(refusal, out.err))
 	}
 }

@@ -6,7 +6,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -16,7 +15,6 @@ import (
 
 	"github.com/paycallback/paycallback/config"
 	"github.com/paycallback/paycallback/internal/logging"
-	"github.com/paycallback/paycallback/internal/sqldb"
 )
 
 func main() {
@@ -31,11 +29,20 @@ func main() {
 	}
 }
 
-// errUsage marks a usage error that was already printed.
+// The exit statuses of every command (docs/contract.md, "Running it").
+const (
+	exitOK      = 0 // success
+	exitFailure = 1 // a runtime failure
+	exitUsage   = 2 // a usage or configuration error
+	exitFound   = 3 // the command found what it checks for
+	exitRefused = 4 // refused as unsafe
+)
+
+// errUsage marks a usage error whose message was already printed.
 var errUsage = errors.New("usage")
 
 // exitError carries a specific exit status (reconcile's discrepancies, the
-// demo's failed invariants).
+// demo's failed invariants, a refusal, a usage error).
 type exitError struct {
 	code int
 	err  error
@@ -44,109 +51,72 @@ type exitError struct {
 func (e *exitError) Error() string { return e.err.Error() }
 func (e *exitError) Unwrap() error { return e.err }
 
+// usagef returns a usage error (exit 2) with a message main prints:
+// a missing or invalid argument found after the flags were parsed.
+func usagef(format string, a ...any) error {
+	return &exitError{code: exitUsage, err: fmt.Errorf(format, a...)}
+}
+
+// exitCode is the process exit status for err (nil is 0).
 func exitCode(err error) int {
 	var ee *exitError
-	if errors.As(err, &ee) {
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, &ee):
 		return ee.code
+	case errors.Is(err, errUsage):
+		return exitUsage
+	default:
+		return exitFailure
 	}
-	if errors.Is(err, errUsage) {
-		return 2
-	}
-	return 1
 }
 
-// command is one subcommand. setup registers the command's own flags and
-// returns the function that runs it once the flags are parsed.
-type command struct {
-	name    string
-	summary string
-	setup   func(fs *flag.FlagSet) runFunc
-}
-
-// runFunc runs a command with its environment and remaining arguments.
-type runFunc func(ctx context.Context, env *environment, args []string) error
-
-// environment is what every command gets: output streams and the loaded
-// configuration (after flags).
+// environment is what every command gets: output streams, the loaded
+// configuration (after flags) and what the audit trail records.
 type environment struct {
 	stdout, stderr io.Writer
 	lookup         config.LookupEnv
 	cfg            config.Config
 	logger         *slog.Logger
+	command        string   // the command's path, e.g. "dlq redrive"
+	args           []string // the arguments after the command's path, as given
 }
 
+// commands lists every command, in the order `consumer help` shows them.
+// To add a command, write a function returning its command in a file of
+// its own and add one line here; a verb goes in its parent's verbs.
 func commands() []command {
 	return []command{
-		{"run", "consume channel events and settle them (the worker)", noFlags(cmdRun)},
-		{"migrate", "create or upgrade the database schema, then exit", noFlags(cmdMigrate)},
-		{"demo", "the whole pipeline with an in-process Kafka and an embedded database", demoCommand},
-		{"replay", "reset the stopped group's offsets to replay history (--dry-run to preview)", replayCommand},
-		{"orphans", "list claims stuck ACQUIRED; --settle settles them through the fence", orphansCommand},
-		{"reconcile", "check claims, ledger, orders and refund registrations; non-zero exit on discrepancies", reconcileCommand},
-		{"purge", "clear stored events of old SETTLED claims beyond the retention floor (rows are kept)", purgeCommand},
-		{"dlq", "dead letters: list, redrive", dlqCommand},
-		{"refund", "refund pre-registration: register", refundCommand},
-		{"version", "print the version, the VCS revision and the Go version", noFlags(cmdVersion)},
+		workerCmd(), // run
+		migrateCmd(),
+		demoCmd(),
+		replayCmd(),
+		orphansCmd(),
+		reconcileCmd(),
+		purgeCmd(),
+		dlqCmd(),
+		refundCmd(),
+		versionCmd(),
 	}
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, lookup config.LookupEnv) error {
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
-		usage(stdout)
-		if len(args) == 0 {
-			return errUsage
-		}
-		return nil
+	if len(args) == 0 {
+		usage(stderr)
+		return errUsage
 	}
-	name := args[0]
-	for _, c := range commands() {
-		if c.name != name {
-			continue
-		}
-		fs := flag.NewFlagSet("consumer "+name, flag.ContinueOnError)
-		fs.SetOutput(stderr)
-		flags := config.RegisterFlags(fs)
-		runCmd := c.setup(fs)
-		if err := fs.Parse(args[1:]); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return nil
-			}
-			return errUsage
-		}
-		// A configuration error, from whatever source, exits 2.
-		cfg, err := config.Load(flags, lookup)
-		if err != nil {
-			return &exitError{code: 2, err: fmt.Errorf("load configuration: %w", err)}
-		}
-		if name != "demo" {
-			if err := cfg.ValidateFor(name); err != nil {
-				return &exitError{code: 2, err: err}
-			}
-		}
-		env := &environment{stdout: stdout, stderr: stderr, lookup: lookup, cfg: cfg, logger: newLogger(stderr, cfg.Log)}
-		sqldb.SetLogger(env.logger) // the database libraries' own lines, in the chosen format
-		return runCmd(ctx, env, fs.Args())
+	switch args[0] {
+	case "help", "-h", "-help", "--help":
+		return help(stdout, stderr, args[1:])
 	}
-	fmt.Fprintf(stderr, "consumer: unknown command %q\n\n", name)
-	usage(stderr)
-	return errUsage
-}
-
-func noFlags(fn runFunc) func(*flag.FlagSet) runFunc {
-	return func(*flag.FlagSet) runFunc { return fn }
-}
-
-func usage(w io.Writer) {
-	fmt.Fprintln(w, "usage: consumer <command> [flags]")
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "commands:")
-	for _, c := range commands() {
-		fmt.Fprintf(w, "  %-9s %s\n", c.name, c.summary)
+	c, ok := find(commands(), args[0])
+	if !ok {
+		fmt.Fprintf(stderr, "consumer: unknown command %q\n\n", args[0])
+		usage(stderr)
+		return errUsage
 	}
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Configuration: --config FILE (YAML, default config/consumer.yaml when present),")
-	fmt.Fprintln(w, "overridden by PAYCB_* environment variables, overridden by flags.")
-	fmt.Fprintln(w, "`consumer <command> --help` lists a command's flags.")
+	return invoke(ctx, c, []string{c.name}, nil, args[1:], stdout, stderr, lookup)
 }
 
 // newLogger returns the process logger the configuration asks for.

@@ -135,7 +135,8 @@ func TestDeadLetterPurgeAndRefundCommands(t *testing.T) {
 	assert.Contains(t, out, "most recent 3:")
 
 	_, _, err = runCmd(t, lookup, "dlq", "redrive")
-	require.ErrorIs(t, err, errUsage, "--kind is required")
+	require.Error(t, err)
+	assert.Equal(t, 2, exitCode(err), "--kind is required")
 	out, _, err = runCmd(t, lookup, "dlq", "redrive", "--kind", "no_key", "--dry-run")
 	require.NoError(t, err, out)
 	assert.Contains(t, out, "selected: 2")
@@ -160,6 +161,8 @@ func TestDeadLetterPurgeAndRefundCommands(t *testing.T) {
 
 	_, _, err = runCmd(t, lookup, "refund", "register", "--tenant", "1001", "--channel", "WECHAT", "--trade-no", "T9", "--refund-no", "rf-1", "--amount", "100")
 	require.ErrorIs(t, err, settlement.ErrNotPaid)
+	assert.Equal(t, 4, exitCode(err), "refused: no posted payment")
 	_, _, err = runCmd(t, lookup, "refund", "register", "--tenant", "1001", "--channel", "WECHAT", "--trade-no", "T9", "--refund-no", "rf-1")
-	require.ErrorIs(t, err, settlement.ErrInvalidRequest, "an amount is required")
+	require.ErrorContains(t, err, "--amount", "an amount is required")
+	assert.Equal(t, 2, exitCode(err), "a missing flag is a usage error")
 }

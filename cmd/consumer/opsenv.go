@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"text/tabwriter"
@@ -49,56 +48,6 @@ func openDB(ctx context.Context, env *environment) (*bun.DB, error) {
 		return nil, err
 	}
 	return db, nil
-}
-
-// subcommand is one verb of a command with verbs (dlq list, refund
-// register). Its flags follow the verb; configuration flags precede it.
-type subcommand struct {
-	name, summary string
-	setup         func(fs *flag.FlagSet) runFunc
-}
-
-// dispatch runs the verb named by args[0] with the remaining arguments
-// parsed by the verb's own flag set.
-func dispatch(ctx context.Context, env *environment, parent string, subs []subcommand, args []string) error {
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
-		subUsage(env, parent, subs)
-		if len(args) == 0 {
-			return errUsage
-		}
-		return nil
-	}
-	for _, s := range subs {
-		if s.name != args[0] {
-			continue
-		}
-		fs := flag.NewFlagSet("consumer "+parent+" "+s.name, flag.ContinueOnError)
-		fs.SetOutput(env.stderr)
-		runSub := s.setup(fs)
-		if err := fs.Parse(args[1:]); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return nil
-			}
-			return errUsage
-		}
-		if fs.NArg() > 0 {
-			_, _ = fmt.Fprintf(env.stderr, "consumer %s %s: unexpected arguments %q\n", parent, s.name, fs.Args())
-			return errUsage
-		}
-		return runSub(ctx, env, nil)
-	}
-	_, _ = fmt.Fprintf(env.stderr, "consumer %s: unknown verb %q\n\n", parent, args[0])
-	subUsage(env, parent, subs)
-	return errUsage
-}
-
-func subUsage(env *environment, parent string, subs []subcommand) {
-	w := env.stderr
-	_, _ = fmt.Fprintf(w, "usage: consumer %s [configuration flags] <verb> [verb flags]\n\nverbs:\n", parent)
-	for _, s := range subs {
-		_, _ = fmt.Fprintf(w, "  %-9s %s\n", s.name, s.summary)
-	}
-	_, _ = fmt.Fprintf(w, "\n`consumer %s <verb> --help` lists a verb's flags; `consumer %s --help` the configuration flags.\n", parent, parent)
 }
 
 // parseTime parses an RFC 3339 time flag; empty is the zero time.

@@ -12,15 +12,33 @@ import (
 	"github.com/paycallback/paycallback/pkg/settlement"
 )
 
+func orphansCmd() command {
+	return command{
+		name:     "orphans",
+		summary:  "list claims stuck ACQUIRED; --settle settles them through the fence",
+		synopsis: "[--older-than DURATION] [--settle]",
+		description: `Lists the claims that have been ACQUIRED for longer than --older-than: a
+worker claimed the event and never settled it. With --settle, settles each
+from its stored event through the fence (a claim another worker settled
+meanwhile is reported as already settled). Safe while workers run.
+--settle is recorded in the audit trail (a log line and an ss_operator_audit row).`,
+		exits: []exitStatus{
+			{exitUsage, "a usage or configuration error: a negative --older-than, no DSN"},
+			{exitFound, "--settle: some listed claims could not be settled"},
+		},
+		setup: orphansCommand,
+	}
+}
+
 func orphansCommand(fs *flag.FlagSet) runFunc {
 	olderThan := fs.Duration("older-than", 0, "list claims ACQUIRED for longer than this (default PAYCB_ORPHAN_AFTER)")
 	settle := fs.Bool("settle", false, "settle each listed claim through the fence from its stored event")
-	return func(ctx context.Context, env *environment, args []string) error {
-		if len(args) > 0 {
-			return fmt.Errorf("orphans: unexpected arguments %q", args)
+	return func(ctx context.Context, env *environment, _ []string) error {
+		if *olderThan < 0 {
+			return usagef("orphans: --older-than %s is negative", *olderThan)
 		}
 		after := *olderThan
-		if after <= 0 {
+		if after == 0 {
 			after = env.cfg.Worker.OrphanAfter
 		}
 		db, err := openDB(ctx, env)
@@ -39,6 +57,7 @@ func orphansCommand(fs *flag.FlagSet) runFunc {
 			if err != nil {
 				return fmt.Errorf("orphans: %w", err)
 			}
+			svc.SetRefundsPreregistered(env.cfg.Worker.RefundsPreregistered)
 			failed = ops.SettleOrphans(ctx, svc, orphans)
 		}
 		out := newPrinter(env)

@@ -10,17 +10,37 @@ import (
 	"github.com/paycallback/paycallback/internal/ops"
 )
 
+func purgeCmd() command {
+	return command{
+		name:     "purge",
+		summary:  "clear stored events of old SETTLED claims beyond the retention floor (rows are kept)",
+		synopsis: "--older-than DURATION [--reconcile-window DURATION] [--dry-run]",
+		description: `Clears event_json and last_error of SETTLED claims older than --older-than;
+the claim rows themselves are kept forever. Refuses a cutoff younger than
+the floor: the input topic's retention (read from the broker) plus
+--reconcile-window, so that a claim whose message can still be replayed keeps
+its event. --dry-run counts and changes nothing. A purge (not a dry run) is
+recorded in the audit trail (a log line and an ss_operator_audit row).`,
+		exits: []exitStatus{
+			{exitUsage, "a usage or configuration error: --older-than missing, zero or negative, a negative --reconcile-window, no DSN"},
+			{exitRefused, "refused as unsafe: --older-than is below the floor"},
+		},
+		setup: purgeCommand,
+	}
+}
+
 func purgeCommand(fs *flag.FlagSet) runFunc {
 	olderThan := fs.Duration("older-than", 0, "clear SETTLED claims older than this (required; at least the input topic's retention + --reconcile-window)")
 	window := fs.Duration("reconcile-window", ops.DefaultReconcileWindow, "added to the input topic's retention to form the safety floor")
 	dryRun := fs.Bool("dry-run", false, "count what would be cleared and change nothing")
-	return func(ctx context.Context, env *environment, args []string) error {
-		if len(args) > 0 {
-			return fmt.Errorf("purge: unexpected arguments %q", args)
-		}
-		if *olderThan <= 0 {
-			_, _ = fmt.Fprintln(env.stderr, "consumer purge: --older-than is required")
-			return errUsage
+	return func(ctx context.Context, env *environment, _ []string) error {
+		switch {
+		case *olderThan < 0:
+			return usagef("purge: --older-than %s is negative", *olderThan)
+		case *olderThan == 0:
+			return usagef("purge: --older-than is required")
+		case *window < 0:
+			return usagef("purge: --reconcile-window %s is negative", *window)
 		}
 		k, err := opsKafka(ctx, env)
 		if err != nil {
@@ -40,10 +60,13 @@ func purgeCommand(fs *flag.FlagSet) runFunc {
 			ReconcileWindow: *window, DryRun: *dryRun,
 		})
 		if errors.Is(err, ops.ErrBelowFloor) {
-			return &exitError{code: 4, err: fmt.Errorf("purge refused: %w", err)}
+			err = &exitError{code: exitRefused, err: fmt.Errorf("purge refused: %w", err)}
 		}
 		if err != nil {
-			return err
+			if *dryRun {
+				return err
+			}
+			return env.audit(ctx, db, "", err)
 		}
 		out := newPrinter(env)
 		verb := "cleared"
@@ -52,9 +75,11 @@ func purgeCommand(fs *flag.FlagSet) runFunc {
 		}
 		out.printf("floor %s (topic retention %s + window %s); cutoff %s\n%s event_json and last_error of %d SETTLED claims (rows are kept)\n",
 			res.Floor, retention, *window, res.Cutoff.Format(time.RFC3339), verb, res.Rows)
-		if !*dryRun {
-			env.logger.Info("settled claims purged", "rows", res.Rows, "cutoff", res.Cutoff)
+		if *dryRun {
+			return out.err
 		}
-		return out.err
+		env.logger.Info("settled claims purged", "rows", res.Rows, "cutoff", res.Cutoff)
+		return env.audit(ctx, db, fmt.Sprintf("cleared %d SETTLED claims older than %s (cutoff %s)",
+			res.Rows, *olderThan, res.Cutoff.Format(time.RFC3339)), out.err)
 	}
 }

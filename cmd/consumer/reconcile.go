@@ -11,23 +11,38 @@ import (
 	"github.com/paycallback/paycallback/internal/ops"
 )
 
+func reconcileCmd() command {
+	return command{
+		name:     "reconcile",
+		summary:  "check claims, ledger, orders and refund registrations; non-zero exit on discrepancies",
+		synopsis: "[--from TIME] [--to TIME] [--pending-after DURATION] [--open-after DURATION] [--json]",
+		description: `Reads the claims, ledger, orders and refund registrations (read-only, safe
+while workers run) and reports every discrepancy between them, per check.`,
+		exits: []exitStatus{
+			{exitUsage, "a usage or configuration error: a malformed time, a negative duration, no DSN"},
+			{exitFound, "discrepancies found"},
+		},
+		setup: reconcileCommand,
+	}
+}
+
 func reconcileCommand(fs *flag.FlagSet) runFunc {
 	from := fs.String("from", "", "examine rows created at or after this RFC 3339 time (default: all)")
 	to := fs.String("to", "", "examine rows created before this RFC 3339 time (default: all)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	pending := fs.Duration("pending-after", 24*time.Hour, "report orders still PENDING_PAYMENT after this long")
 	open := fs.Duration("open-after", 24*time.Hour, "report refund registrations open without a callback after this long")
-	return func(ctx context.Context, env *environment, args []string) error {
-		if len(args) > 0 {
-			return fmt.Errorf("reconcile: unexpected arguments %q", args)
+	return func(ctx context.Context, env *environment, _ []string) error {
+		if *pending < 0 || *open < 0 {
+			return usagef("reconcile: --pending-after and --open-after must not be negative")
 		}
 		o := ops.ReconcileOptions{PendingAfter: *pending, OpenAfter: *open}
 		var err error
 		if o.From, err = parseTime("from", *from); err != nil {
-			return err
+			return usagef("reconcile: %w", err)
 		}
 		if o.To, err = parseTime("to", *to); err != nil {
-			return err
+			return usagef("reconcile: %w", err)
 		}
 		db, err := openDB(ctx, env)
 		if err != nil {

@@ -2,20 +2,43 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/idempotent"
 	"github.com/paycallback/paycallback/pkg/settlement"
 )
 
-func refundCommand(*flag.FlagSet) runFunc {
-	subs := []subcommand{
-		{"register", "pre-register a refund before asking the channel to make it", refundRegisterCommand},
+func refundCmd() command {
+	return command{
+		name:    "refund",
+		summary: "refund pre-registration: register",
+		description: `Refund pre-registration: a refund is registered, committed, before the
+channel is asked to make it, so that its callback can be checked against it.`,
+		verbs: []command{
+			refundRegisterCmd(),
+		},
 	}
-	return func(ctx context.Context, env *environment, args []string) error {
-		return dispatch(ctx, env, "refund", subs, args)
+}
+
+func refundRegisterCmd() command {
+	return command{
+		name:     "register",
+		summary:  "pre-register a refund before asking the channel to make it",
+		synopsis: "--tenant N --channel CH --trade-no X --refund-no R --amount FEN",
+		description: `Records the refund as REGISTERED in a transaction of its own; once this
+command exits 0 the channel may be asked to refund. Registering the same
+refund again with the same amount changes nothing ("already registered").
+Recorded in the audit trail (a log line and an ss_operator_audit row).`,
+		exits: []exitStatus{
+			{exitUsage, "a usage or configuration error: a flag missing or invalid, no DSN"},
+			{exitRefused, "refused: the trade has no posted payment, the amount exceeds the refundable remainder, or the refund number is registered with another amount"},
+		},
+		setup: refundRegisterCommand,
 	}
 }
 
@@ -27,8 +50,18 @@ func refundRegisterCommand(fs *flag.FlagSet) runFunc {
 	amount := fs.Int64("amount", 0, "refund amount in fen (required)")
 	return func(ctx context.Context, env *environment, _ []string) error {
 		req := settlement.RefundRequest{TenantID: *tenant, Channel: channels.Channel(*channel), TradeNo: *tradeNo, RefundNo: *refundNo, Amount: *amount}
+		var missing []string
+		for name, set := range map[string]bool{"tenant": *tenant != 0, "channel": *channel != "", "trade-no": *tradeNo != "", "refund-no": *refundNo != "", "amount": *amount != 0} {
+			if !set {
+				missing = append(missing, "--"+name)
+			}
+		}
+		if len(missing) > 0 {
+			slices.Sort(missing)
+			return usagef("refund register: required: %s", strings.Join(missing, ", "))
+		}
 		if err := req.Validate(); err != nil {
-			return fmt.Errorf("refund register: %w", err)
+			return usagef("refund register: %w", err)
 		}
 		db, err := openDB(ctx, env)
 		if err != nil {
@@ -37,19 +70,23 @@ func refundRegisterCommand(fs *flag.FlagSet) runFunc {
 		defer func() { _ = db.Close() }()
 		svc, err := settlement.New(db, idempotent.NewStore(db), env.logger, nil)
 		if err != nil {
-			return fmt.Errorf("refund register: %w", err)
+			return env.audit(ctx, db, "", fmt.Errorf("refund register: %w", err))
 		}
 		reg, err := svc.RegisterRefund(ctx, req)
-		if err != nil {
-			return fmt.Errorf("refund register: %w", err)
+		switch {
+		case errors.Is(err, settlement.ErrNotPaid), errors.Is(err, settlement.ErrExceedsRefundable), errors.Is(err, settlement.ErrRefundNoReused):
+			return env.audit(ctx, db, "", &exitError{code: exitRefused, err: fmt.Errorf("refund register refused: %w", err)})
+		case err != nil:
+			return env.audit(ctx, db, "", fmt.Errorf("refund register: %w", err))
 		}
 		out := newPrinter(env)
 		state := "registered"
 		if reg.Existing {
 			state = "already registered"
 		}
-		out.printf("%s: tenant %d %s trade %s refund %s amount %d status %s\n",
+		line := fmt.Sprintf("%s: tenant %d %s trade %s refund %s amount %d status %s",
 			state, reg.TenantID, reg.Channel, reg.TradeNo, reg.RefundNo, reg.Amount, reg.Status)
-		return out.err
+		out.println(line)
+		return env.audit(ctx, db, line, out.err)
 	}
 }

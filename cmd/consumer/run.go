@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 
 	"github.com/paycallback/paycallback/config"
@@ -10,6 +11,37 @@ import (
 	"github.com/paycallback/paycallback/internal/sqldb"
 	"github.com/paycallback/paycallback/schema"
 )
+
+func workerCmd() command {
+	return command{
+		name:    "run",
+		summary: "consume channel events and settle them (the worker)",
+		description: `Joins the consumer group and settles each channel event exactly once, until
+interrupted (SIGINT or SIGTERM: a graceful shutdown). Before joining it
+checks the keys, the admin address, the database and its schema, the broker
+and the topics, retrying a dependency for up to PAYCB_STARTUP_TIMEOUT.
+Serves /metrics, /healthz and /readyz on PAYCB_ADMIN_ADDR.`,
+		exits: []exitStatus{
+			{exitFailure, "a runtime failure, or a start-up check still failing after PAYCB_STARTUP_TIMEOUT"},
+			{exitUsage, "a usage or configuration error, including one a start-up check finds (a key, a TLS file, a missing topic setting)"},
+		},
+		config: configListed,
+		setup:  func(*flag.FlagSet) runFunc { return cmdRun },
+	}
+}
+
+func migrateCmd() command {
+	return command{
+		name:    "migrate",
+		summary: "create or upgrade the database schema, then exit",
+		description: `Applies the migrations this binary embeds that the database (PAYCB_DB_DSN)
+has not had yet, in order, and prints them ("schema is current" when none).`,
+		exits: []exitStatus{
+			{exitUsage, "a usage or configuration error: no DSN"},
+		},
+		setup: func(*flag.FlagSet) runFunc { return cmdMigrate },
+	}
+}
 
 // cmdRun runs the worker until ctx ends. Before joining the group it makes
 // the start-up checks (app.ErrStartup): a dependency that still fails after

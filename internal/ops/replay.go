@@ -138,13 +138,30 @@ func (p ReplayPlan) TotalSkip() int64 {
 	return n
 }
 
-// KafkaCommand returns the equivalent kafka-consumer-groups.sh invocation
-// (with --dry-run; replace it with --execute to apply), one line per
-// invocation: --to-offset needs one per partition.
-func (p ReplayPlan) KafkaCommand(brokers []string, t ReplayTarget) string {
+// KafkaCommandOptions shape the command KafkaCommand prints.
+type KafkaCommandOptions struct {
+	// Execute prints --execute (the reset that was applied) instead of
+	// --dry-run (the preview).
+	Execute bool
+	// CommandConfig, when not empty, is the client properties file the
+	// command names with --command-config: the brokers need TLS or SASL.
+	CommandConfig string
+}
+
+// KafkaCommand returns the equivalent kafka-consumer-groups.sh invocation,
+// one line per invocation (--to-offset needs one per partition), ending in
+// --dry-run, or --execute when o.Execute.
+func (p ReplayPlan) KafkaCommand(brokers []string, t ReplayTarget, o KafkaCommandOptions) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "kafka-consumer-groups.sh --bootstrap-server %s --group %s --reset-offsets",
-		strings.Join(brokers, ","), p.Group)
+	fmt.Fprintf(&b, "kafka-consumer-groups.sh --bootstrap-server %s", strings.Join(brokers, ","))
+	if o.CommandConfig != "" {
+		fmt.Fprintf(&b, " --command-config %s", o.CommandConfig)
+	}
+	fmt.Fprintf(&b, " --group %s --reset-offsets", p.Group)
+	mode := " --dry-run"
+	if o.Execute {
+		mode = " --execute"
+	}
 	switch {
 	case t.Earliest:
 		fmt.Fprintf(&b, " --topic %s --to-earliest", p.Topic)
@@ -156,9 +173,9 @@ func (p ReplayPlan) KafkaCommand(brokers []string, t ReplayTarget) string {
 		for _, r := range p.Partitions {
 			parts = append(parts, fmt.Sprintf("--topic %s:%d --to-offset %d", p.Topic, r.Partition, r.Target))
 		}
-		return b.String() + " " + strings.Join(parts, " --dry-run\n"+b.String()+" ") + " --dry-run"
+		return b.String() + " " + strings.Join(parts, mode+"\n"+b.String()+" ") + mode
 	}
-	b.WriteString(" --dry-run")
+	b.WriteString(mode)
 	return b.String()
 }
 

@@ -84,7 +84,7 @@ func TestReplayPlanAndApply(t *testing.T) {
 			assert.Equal(t, tt.want, got)
 			assert.Equal(t, tt.replay, plan.TotalReplay(), "messages to replay")
 			assert.Equal(t, tt.skip, plan.TotalSkip(), "messages skipped")
-			assert.Contains(t, plan.KafkaCommand(k.Brokers, tt.target), "--group "+testGroup)
+			assert.Contains(t, plan.KafkaCommand(k.Brokers, tt.target, ops.KafkaCommandOptions{}), "--group "+testGroup)
 		})
 	}
 
