@@ -1011,18 +1011,23 @@ func (h *harness) problem(format string, args ...any) {
 	h.res.Problems = append(h.res.Problems, msg)
 }
 
-// sanity checks a pipeline's database after its runs: the settlement
-// invariants (settlement.Check), every claim SETTLED, one claim per distinct
-// event of the stream, and per-tenant totals equal to what the channels
-// reported.
+// sanity checks a pipeline's database after its runs: the reconciliation
+// checks (settlement.Reconcile, as consumer reconcile runs them), every claim
+// SETTLED, one claim per distinct event of the stream, and per-tenant totals
+// equal to what the channels reported.
 func (h *harness) sanity(ctx context.Context, db *bun.DB, label, topic string, want demo.Stream) {
-	rep, err := settlement.Check(ctx, db)
+	rec, err := settlement.Reconcile(ctx, db, settlement.ReconcileOptions{})
 	if err != nil {
-		h.problem("%s: check ledger: %v", label, err)
+		h.problem("%s: reconcile: %v", label, err)
 		return
 	}
-	for _, v := range rep.Violations {
-		h.problem("%s: %s", label, v)
+	for _, d := range rec.Discrepancies {
+		h.problem("%s: %s", label, d)
+	}
+	rep, err := settlement.Totals(ctx, db)
+	if err != nil {
+		h.problem("%s: ledger totals: %v", label, err)
+		return
 	}
 	var claims, unsettled int
 	err = db.QueryRowContext(ctx, "SELECT COUNT(*), COALESCE(SUM(status <> 'SETTLED'), 0) FROM ss_channel_idempotent").Scan(&claims, &unsettled)

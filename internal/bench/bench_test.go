@@ -112,7 +112,7 @@ func TestRunTiny(t *testing.T) {
 		assert.Contains(t, table.String(), "  "+goal+" ", "goal line")
 	}
 	assert.Regexp(t, `BenchmarkE2E/batched \d+ [\d.]+ ns/op \d+ msgs/s \d+ events/s [\d.]+ worker-us/event `, lines.String())
-	assert.Contains(t, table.String(), "sanity (settlement.Check, claims, totals per tenant): ok")
+	assert.Contains(t, table.String(), "sanity (reconcile, claims, totals per tenant): ok")
 	t.Log("\n" + table.String())
 }
 
@@ -158,7 +158,7 @@ func TestBacklogTiny(t *testing.T) {
 	require.NoError(t, res.WriteBenchfmt(&lines))
 	assert.Contains(t, table.String(), row.Name)
 	assert.Contains(t, table.String(), "worker peak RSS")
-	assert.Contains(t, table.String(), "sanity (settlement.Check, claims, totals per tenant): ok")
+	assert.Contains(t, table.String(), "sanity (reconcile, claims, totals per tenant): ok")
 	assert.Regexp(t, `^BenchmarkE2E/backlog=2000 \d+ [\d.]+ ns/op \d+ msgs/s \d+ events/s [\d.]+ worker-us/event `+
 		`([\d.]+ db-us/event )?[\d.]+ stmts/event [\d.]+ peak-RSS-MiB [\d.]+ broker-peak-RSS-MiB\n$`, lines.String())
 	t.Log("\n" + table.String() + "\n" + lines.String())

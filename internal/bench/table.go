@@ -279,7 +279,7 @@ func goalLine(b *strings.Builder, name, got, want, mark string) {
 
 // writeSanity writes the sanity section: ok, or every problem found.
 func writeSanity(b *strings.Builder, problems []string) {
-	b.WriteString("\nsanity (settlement.Check, claims, totals per tenant): ")
+	b.WriteString("\nsanity (reconcile, claims, totals per tenant): ")
 	if len(problems) == 0 {
 		b.WriteString("ok\n")
 		return

@@ -53,7 +53,8 @@ type Summary struct {
 	Claims      map[string]int // claims by status/outcome
 	Orders      map[string]int // orders by status
 	DeadLetters map[string]int // dead letters by x-error-kind
-	Ledger      settlement.Report
+	Ledger      settlement.LedgerTotals
+	Reconcile   settlement.ReconcileReport // consumer reconcile's checks on the demo's database
 	Elapsed     time.Duration
 	Problems    []string
 }
@@ -217,12 +218,17 @@ func summarise(ctx context.Context, db *bun.DB, reg prometheus.Gatherer, brokers
 			}
 		}
 	}
-	if s.Ledger, err = settlement.Check(ctx, db); err != nil {
+	if s.Ledger, err = settlement.Totals(ctx, db); err != nil {
+		return s, err
+	}
+	if s.Reconcile, err = settlement.Reconcile(ctx, db, settlement.ReconcileOptions{}); err != nil {
 		return s, err
 	}
 
 	// The invariants.
-	s.Problems = append(s.Problems, s.Ledger.Violations...)
+	for _, d := range s.Reconcile.Discrepancies {
+		s.Problems = append(s.Problems, d.String())
+	}
 	claims := 0
 	for k, n := range s.Claims {
 		claims += n
@@ -284,6 +290,7 @@ func printSummary(w io.Writer, s Summary) {
 	printMap(w, "orders by status", s.Orders)
 	printMap(w, "dead letters by kind", s.DeadLetters)
 	fmt.Fprintf(w, "ledger: %d rows, debits %s, credits %s\n", s.Ledger.Entries, yuan(s.Ledger.Debits), yuan(s.Ledger.Credits))
+	fmt.Fprintf(w, "reconcile: %d checks, %d discrepancies\n", len(s.Reconcile.Checks), len(s.Reconcile.Discrepancies))
 	tenants := make([]int64, 0, len(s.Ledger.Tenants))
 	for t := range s.Ledger.Tenants {
 		tenants = append(tenants, t)

@@ -64,8 +64,12 @@ func WithKeys(k channels.KeyProvider) Option { return func(o *options) { o.keys 
 // Report is what Check found. Violations lists every broken invariant; an
 // empty list means the run lost nothing and posted nothing twice.
 type Report struct {
-	// Settlement is settlement.Check's report on the ledger and orders.
-	Settlement settlement.Report
+	// Reconcile is what the reconciliation checks (settlement.Reconcile,
+	// as consumer reconcile runs them by default) found in the ledger, the
+	// orders, the claims and the registrations.
+	Reconcile settlement.ReconcileReport
+	// Totals sums the ledger and the orders, per tenant too.
+	Totals settlement.LedgerTotals
 	// Messages is the number of input messages; Events the distinct money
 	// events they carry (the claims the stream must leave).
 	Messages, Events int
@@ -133,9 +137,11 @@ type tenantKey struct {
 // Check checks, on a quiescent database and topic (every message committed,
 // no worker running), the invariants of stream having been consumed:
 //
-//   - settlement.Check holds: the ledger balances globally and per key, no
-//     zero-amount rows, per trade the order row matches the ledger, per tenant
-//     merchant_payable nets to paid minus refunded over the orders;
+//   - reconciliation (settlement.Reconcile with the default options, the
+//     checks consumer reconcile runs) finds nothing: every ledger row valid,
+//     every posting one balanced DEBIT and CREDIT with a POSTED claim, per
+//     trade the order row consistent and matching the ledger, every
+//     OVER_REFUND claim dead-lettered;
 //   - every distinct money event of the stream (found by decoding each
 //     message) has exactly one claim, and no claim exists for any other key;
 //   - every claim is SETTLED with an outcome POSTED, NO_MONEY or OVER_REFUND,
@@ -212,14 +218,19 @@ func Check(ctx context.Context, db bun.IDB, brokers []string, dlqTopic string, s
 	}
 
 	// Ledger and orders.
-	sr, err := settlement.Check(ctx, db)
+	rec, err := settlement.Reconcile(ctx, db, settlement.ReconcileOptions{})
 	if err != nil {
 		return rep, fmt.Errorf("check settlement: %w", err)
 	}
-	rep.Settlement = sr
-	for _, v := range sr.Violations {
-		rep.violate("settlement: %s", v)
+	rep.Reconcile = rec
+	for _, d := range rec.Discrepancies {
+		rep.violate("reconcile %s", d)
 	}
+	sr, err := settlement.Totals(ctx, db)
+	if err != nil {
+		return rep, fmt.Errorf("check settlement: %w", err)
+	}
+	rep.Totals = sr
 	for tenant, paid := range stream.Paid {
 		if want, got := paid-stream.Refunded[tenant], sr.Tenants[tenant].MerchantPayableNet; got != want {
 			rep.violate("tenant %d: merchant_payable net credit %d, the channels reported paid %d − refunded %d = %d",

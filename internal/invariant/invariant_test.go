@@ -70,7 +70,7 @@ func TestCheckerCatchesEveryBrokenInvariant(t *testing.T) {
 	t.Run("posting missing: lost", func(t *testing.T) {
 		rep := tampered(t, "DELETE FROM ss_ledger_entry WHERE tenant_id = ? AND idempotent_key = ?", posted.TenantID, posted.Key)
 		assert.Equal(t, 1, rep.Lost)
-		assert.NotEmpty(t, rep.Settlement.Violations)
+		assert.NotEmpty(t, rep.Reconcile.Discrepancies)
 	})
 	t.Run("posted twice", func(t *testing.T) {
 		rep := tampered(t, `INSERT INTO ss_ledger_entry (tenant_id, idempotent_key, channel_code, channel_trade_no, account, direction, amount, currency, created_at)

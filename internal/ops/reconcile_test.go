@@ -205,13 +205,13 @@ func TestSelectChecks(t *testing.T) {
 	}{
 		{
 			name:        "default: every check but refund_unregistered",
-			wantRun:     slices.DeleteFunc(slices.Clone(ops.Checks), func(c string) bool { return c == ops.CheckRefundUnregistered }),
-			wantSkipped: map[string]string{ops.CheckRefundUnregistered: ops.SkippedNotPreregistered},
+			wantRun:     slices.DeleteFunc(slices.Clone(settlement.Checks), func(c string) bool { return c == ops.CheckRefundUnregistered }),
+			wantSkipped: map[string]string{ops.CheckRefundUnregistered: settlement.SkippedNotPreregistered},
 		},
 		{
 			name:        "refunds pre-registered: every check",
 			o:           ops.ReconcileOptions{RefundsPreregistered: true},
-			wantRun:     ops.Checks,
+			wantRun:     settlement.Checks,
 			wantSkipped: map[string]string{},
 		},
 		{
@@ -229,25 +229,25 @@ func TestSelectChecks(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			run, skipped, err := ops.SelectChecks(tt.o)
+			run, skipped, err := settlement.SelectChecks(tt.o)
 			if tt.wantErr {
-				require.ErrorIs(t, err, ops.ErrUnknownCheck)
+				require.ErrorIs(t, err, settlement.ErrUnknownCheck)
 				_, err = ops.Reconcile(context.Background(), nil, tt.o)
-				require.ErrorIs(t, err, ops.ErrUnknownCheck, "refused before touching the database")
+				require.ErrorIs(t, err, settlement.ErrUnknownCheck, "refused before touching the database")
 				return
 			}
 			require.NoError(t, err)
 			assert.Equal(t, tt.wantRun, run)
-			assert.Len(t, skipped, len(ops.Checks)-len(run))
+			assert.Len(t, skipped, len(settlement.Checks)-len(run))
 			for c, reason := range tt.wantSkipped {
 				assert.Equal(t, reason, skipped[c])
 			}
 		})
 	}
-	for _, c := range ops.Checks {
-		assert.NotEmpty(t, ops.CheckSummaries[c], "summary of %s", c)
+	for _, c := range settlement.Checks {
+		assert.NotEmpty(t, settlement.CheckSummaries[c], "summary of %s", c)
 	}
-	assert.Len(t, ops.CheckSummaries, len(ops.Checks))
+	assert.Len(t, settlement.CheckSummaries, len(settlement.Checks))
 }
 
 // TestReconcileNamesTheAlteredRow: on a correct ledger whose refunds were
@@ -262,7 +262,7 @@ func TestReconcileNamesTheAlteredRow(t *testing.T) {
 		rep, err := ops.Reconcile(ctx, w.db, ops.ReconcileOptions{})
 		require.NoError(t, err)
 		require.True(t, rep.OK(), "discrepancies: %+v", rep.Discrepancies)
-		assert.Equal(t, ops.SkippedNotPreregistered, rep.Skipped[ops.CheckRefundUnregistered])
+		assert.Equal(t, settlement.SkippedNotPreregistered, rep.Skipped[ops.CheckRefundUnregistered])
 
 		key := "ALIPAY:" + tr.TradeNo + ":PAYMENT_RECEIVED"
 		var id int64

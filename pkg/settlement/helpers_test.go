@@ -203,12 +203,17 @@ func transient(err error) bool {
 	return false
 }
 
-func mustCheck(tb testing.TB, db bun.IDB) settlement.Report {
+// mustCheck runs reconciliation's ledger and order checks on db, fails the
+// test on any discrepancy, and returns the ledger's totals.
+func mustCheck(tb testing.TB, db bun.IDB) settlement.LedgerTotals {
 	tb.Helper()
-	rep, err := settlement.Check(context.Background(), db)
+	ctx := context.Background()
+	rep, err := settlement.Reconcile(ctx, db, settlement.ReconcileOptions{Checks: settlement.LedgerChecks})
 	require.NoError(tb, err)
 	require.NoError(tb, rep.Err())
-	return rep
+	totals, err := settlement.Totals(ctx, db)
+	require.NoError(tb, err)
+	return totals
 }
 
 func ledgerRows(tb testing.TB, db bun.IDB, key idempotent.Key) int {
