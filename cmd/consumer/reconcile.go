@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -15,11 +16,15 @@ func reconcileCmd() command {
 	return command{
 		name:     "reconcile",
 		summary:  "check claims, ledger, orders and refund registrations; non-zero exit on discrepancies",
-		synopsis: "[--from TIME] [--to TIME] [--pending-after DURATION] [--open-after DURATION] [--json]",
+		synopsis: "[--checks A,B | --skip C,D] [--list-checks] [--from TIME] [--to TIME] [--pending-after DURATION] [--open-after DURATION] [--json]",
 		description: `Reads the claims, ledger, orders and refund registrations (read-only, safe
-while workers run) and reports every discrepancy between them, per check.`,
+while workers run) and reports every discrepancy between them, per check.
+--checks runs only the named checks, --skip leaves the named ones out;
+--list-checks prints every check's name and what it reports. Unregistered
+refunds (refund_unregistered) are checked only when
+PAYCB_REFUNDS_PREREGISTERED is true, or when named in --checks.`,
 		exits: []exitStatus{
-			{exitUsage, "a usage or configuration error: a malformed time, a negative duration, no DSN"},
+			{exitUsage, "a usage or configuration error: a malformed time, a negative duration, an unknown check, no DSN"},
 			{exitFound, "discrepancies found"},
 		},
 		setup: reconcileCommand,
@@ -32,11 +37,29 @@ func reconcileCommand(fs *flag.FlagSet) runFunc {
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	pending := fs.Duration("pending-after", 24*time.Hour, "report orders still PENDING_PAYMENT after this long")
 	open := fs.Duration("open-after", 24*time.Hour, "report refund registrations open without a callback after this long")
+	only := fs.String("checks", "", "run only these checks, comma-separated (see --list-checks)")
+	skip := fs.String("skip", "", "leave these checks out, comma-separated")
+	list := fs.Bool("list-checks", false, "print every check's name and what it reports, then exit")
 	return func(ctx context.Context, env *environment, _ []string) error {
 		if *pending < 0 || *open < 0 {
 			return usagef("reconcile: --pending-after and --open-after must not be negative")
 		}
-		o := ops.ReconcileOptions{PendingAfter: *pending, OpenAfter: *open}
+		if *list {
+			out := newPrinter(env)
+			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+			for _, c := range ops.Checks {
+				_, _ = fmt.Fprintf(tw, "%s\t%s\n", c, ops.CheckSummaries[c])
+			}
+			out.flush(tw)
+			return out.err
+		}
+		o := ops.ReconcileOptions{
+			PendingAfter: *pending, OpenAfter: *open, Checks: checkList(*only), Skip: checkList(*skip),
+			RefundsPreregistered: env.cfg.Worker.RefundsPreregistered,
+		}
+		if _, _, err := ops.SelectChecks(o); err != nil {
+			return usagef("reconcile: %w", err)
+		}
 		var err error
 		if o.From, err = parseTime("from", *from); err != nil {
 			return usagef("reconcile: %w", err)
@@ -77,8 +100,13 @@ func printReconcile(out *printer, rep ops.ReconcileReport) {
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	_, _ = fmt.Fprintln(tw, "check\texamined\tdiscrepancies")
 	counts := rep.Counts()
-	for _, c := range ops.Checks {
+	for _, c := range rep.Checks {
 		_, _ = fmt.Fprintf(tw, "%s\t%d\t%d\n", c, rep.Examined[c], counts[c])
+	}
+	for _, c := range ops.Checks {
+		if why, ok := rep.Skipped[c]; ok {
+			_, _ = fmt.Fprintf(tw, "%s\tskipped: %s\t\n", c, why)
+		}
 	}
 	out.flush(tw)
 	if rep.OK() {
@@ -92,6 +120,17 @@ func printReconcile(out *printer, rep ops.ReconcileReport) {
 		_, _ = fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\n", d.Check, d.TenantID, dash(d.Channel), dash(d.TradeNo), dash(d.RefundNo), dash(d.Key), d.Detail)
 	}
 	out.flush(tw)
+}
+
+// checkList splits a comma-separated list of check names, ignoring blanks.
+func checkList(s string) []string {
+	var out []string
+	for c := range strings.SplitSeq(s, ",") {
+		if c = strings.TrimSpace(c); c != "" {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 func dash(s string) string {
