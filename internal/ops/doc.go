@@ -2,7 +2,9 @@
 // the consumer group's offsets to replay history (replay), listing and settling
 // orphaned claims (orphans), listing and redriving dead letters (dlq),
 // reconciling claims, ledger, orders and refund registrations (reconcile),
-// clearing the bulky columns of old settled claims (purge).
+// clearing the bulky columns of old settled claims (purge), the group's live
+// lag and stalls (status), everything held about one trade (trade) and
+// writing a test stream to the input topic (publish).
 //
 // Each tool is a function over explicit dependencies (a Kafka description, a
 // bun.IDB, the claim store, a settler) that returns a report the cmd/consumer
