@@ -124,7 +124,7 @@ func TestStatusWhileTheWorkerRuns(t *testing.T) {
 		assert.Equal(t, p.End, p.Committed, "partition %d consumed", p.Partition)
 		assert.Zero(t, p.Lag)
 		require.NotNil(t, p.StalledSeconds, "partition %d: its owner reports its stall", p.Partition)
-		assert.Zero(t, *p.StalledSeconds)
+		assert.Less(t, *p.StalledSeconds, 1.0, "partition %d is not held up (its gauge may catch a message in flight)", p.Partition)
 		total += p.End
 	}
 	assert.Equal(t, int64(len(stream.Messages)), total)
@@ -198,7 +198,7 @@ func TestStatusShowsAStalledPartition(t *testing.T) {
 		rep, err = ops.Status(ctx, k, ops.StatusOptions{})
 		require.NoError(t, err)
 		for _, p := range rep.Partitions {
-			if p.StalledSeconds != nil && *p.StalledSeconds > 0 {
+			if p.StalledSeconds != nil && *p.StalledSeconds >= 1 {
 				stuck = p
 				return true
 			}
@@ -212,7 +212,7 @@ func TestStatusShowsAStalledPartition(t *testing.T) {
 			continue
 		}
 		require.NotNil(t, p.StalledSeconds, "partition %d reported by its owner", p.Partition)
-		assert.Zero(t, *p.StalledSeconds, "partition %d is not stalled", p.Partition)
+		assert.Less(t, *p.StalledSeconds, 1.0, "partition %d is not held up", p.Partition)
 	}
 
 	release()
