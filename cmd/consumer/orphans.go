@@ -51,21 +51,23 @@ func orphansCommand(fs *flag.FlagSet) runFunc {
 		if err != nil {
 			return err
 		}
-		failed := 0
-		if *settle && len(orphans) > 0 {
-			svc, err := settlement.New(db, claims, env.logger, nil)
-			if err != nil {
-				return fmt.Errorf("orphans: %w", err)
-			}
-			svc.SetRefundsPreregistered(env.cfg.Worker.RefundsPreregistered)
-			failed = ops.SettleOrphans(ctx, svc, orphans)
-		}
 		out := newPrinter(env)
-		printOrphans(out, orphans, after, *settle)
-		if failed > 0 {
-			return &exitError{code: 3, err: fmt.Errorf("orphans: %d of %d claims not settled", failed, len(orphans))}
+		if !*settle {
+			printOrphans(out, orphans, after, false)
+			return out.err
 		}
-		return out.err
+		svc, err := settlement.New(db, claims, env.logger, nil)
+		if err != nil {
+			return env.audit(ctx, db, "", fmt.Errorf("orphans: %w", err))
+		}
+		svc.SetRefundsPreregistered(env.cfg.Worker.RefundsPreregistered)
+		failed := ops.SettleOrphans(ctx, svc, orphans)
+		printOrphans(out, orphans, after, true)
+		detail := fmt.Sprintf("%d claims ACQUIRED longer than %s: %d settled, %d failed", len(orphans), after, len(orphans)-failed, failed)
+		if failed > 0 {
+			return env.audit(ctx, db, detail, &exitError{code: exitFound, err: fmt.Errorf("orphans: %d of %d claims not settled", failed, len(orphans))})
+		}
+		return env.audit(ctx, db, detail, out.err)
 	}
 }
 
