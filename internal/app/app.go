@@ -29,6 +29,7 @@ import (
 	"github.com/paycallback/paycallback/pkg/settlement"
 
 	"github.com/paycallback/paycallback/internal/buildinfo"
+	"github.com/paycallback/paycallback/internal/deadletters"
 )
 
 // Main is one worker process. Set Config (and optionally DB, Logger,
@@ -130,6 +131,7 @@ func (m *Main) Run(ctx context.Context) error {
 		worker.DeadLetterMaxMessageBytes(cfg.Kafka.MaxBytes), worker.DeadLetterLogger(logger),
 		worker.DeadLetterTransport(kconn.Transport()))
 	defer dlq.Close()
+	records := deadletters.NewStore(db)
 	pipeline := &worker.Pipeline{
 		Decoder:      channels.NewDecoder(keys, channels.Accept("PAYCB_CHANNELS", accepted...)),
 		Claims:       claims,
@@ -139,7 +141,8 @@ func (m *Main) Run(ctx context.Context) error {
 		Logger:       logger,
 		Fault:        m.Fault,
 
-		StatementTimeout: cfg.DB.StatementTimeout,
+		StatementTimeout:  cfg.DB.StatementTimeout,
+		DeadLetterRecords: records,
 	}
 	w := worker.New(worker.Config{
 		Brokers:           cfg.Kafka.Brokers,
@@ -175,8 +178,9 @@ func (m *Main) Run(ctx context.Context) error {
 		OrphanAfter: cfg.Worker.OrphanAfter,
 		Interval:    cfg.Worker.SweepInterval,
 
-		Originals:    worker.KafkaOriginals{Brokers: cfg.Kafka.Brokers, Dialer: kconn.Dialer()},
-		DeadLetterer: dlq,
+		Originals:         worker.KafkaOriginals{Brokers: cfg.Kafka.Brokers, Dialer: kconn.Dialer()},
+		DeadLetterer:      dlq,
+		DeadLetterRecords: records,
 	}
 	srv := admin.New(cfg.Admin.Addr, reg, []admin.Check{
 		{Name: "database", Check: func(ctx context.Context) error { return db.PingContext(ctx) }},

@@ -139,7 +139,7 @@ func (p *Pipeline) statementContext(ctx context.Context) (context.Context, conte
 func (p *Pipeline) conflict(ctx context.Context, msg kafka.Message, ev channels.Event, claimedFP string, claimedBy idempotent.Source) error {
 	reason := fmt.Sprintf("key %s already claimed with fingerprint %s (by %s); this message has %s",
 		ev.Key, claimedFP, claimedBy, ev.Fingerprint)
-	if err := p.deadLetter(ctx, msg, channels.KindConflict, reason); err != nil {
+	if err := p.deadLetter(ctx, msg, channels.KindConflict, reason, ev); err != nil {
 		return err
 	}
 	p.Logger.Warn("conflicting event dead-lettered", "tenant", ev.TenantID, "key", string(ev.Key),

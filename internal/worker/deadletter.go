@@ -7,12 +7,15 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
 	"github.com/segmentio/kafka-go"
 
+	"github.com/paycallback/paycallback/internal/deadletters"
 	"github.com/paycallback/paycallback/internal/logging"
+	"github.com/paycallback/paycallback/internal/metrics"
 	"github.com/paycallback/paycallback/pkg/channels"
 )
 
@@ -225,3 +228,131 @@ func tooLarge(err error) bool {
 
 // Close flushes and closes the writer.
 func (d *KafkaDeadLetterer) Close() error { return d.w.Close() }
+
+// DeadLetterRecords is the record of the dead letters written
+// (ss_dead_letter); *deadletters.Store is the implementation.
+type DeadLetterRecords interface {
+	// Recorded reports whether the dead letter id was written and
+	// acknowledged before.
+	Recorded(ctx context.Context, id deadletters.ID) (bool, error)
+	// Record inserts r; a record already there is success.
+	Record(ctx context.Context, r deadletters.Record) error
+}
+
+// ErrDeadLetterNotRecorded is wrapped by the error of a dead letter that
+// was written and acknowledged but whose record could not be inserted: the
+// message is retried, and the retry inserts the record without writing the
+// dead letter again.
+var ErrDeadLetterNotRecorded = errors.New("dead letter written but not recorded")
+
+// maxUnrecorded bounds how many written-but-unrecorded dead letters a
+// writer remembers (a database outage during a storm of dead letters).
+const maxUnrecorded = 4096
+
+// recordTimeout bounds the insert of one record.
+const recordTimeout = 5 * time.Second
+
+// onceWriter writes each dead letter once: before the write it looks the
+// record up (written by this or any earlier run, group or instance) and
+// skips the write when it is there; after the acknowledged write it
+// inserts the record. It remembers the dead letters written whose record
+// insert failed, so that the message's retry inserts the record without a
+// second write. The zero value is ready to use.
+type onceWriter struct {
+	mu         sync.Mutex
+	unrecorded map[deadletters.ID]struct{}
+}
+
+// deadLetterWrite is one dead letter to write: the input message, its kind
+// and reason, and its event as far as it decoded (the zero Event when the
+// envelope did not parse; tenant and channel only when the body did not
+// decode).
+type deadLetterWrite struct {
+	msg    kafka.Message
+	kind   channels.ErrorKind
+	reason string
+	ev     channels.Event
+}
+
+// write writes d through dl unless recs holds its record, counts it in
+// paycb_dead_letters_total when written, then records it in recs. With recs
+// nil it only writes. An error wrapping ErrDeadLetterNotRecorded means the
+// dead letter was written but not recorded; any other error means it was
+// not written.
+func (o *onceWriter) write(ctx context.Context, dl DeadLetterer, recs DeadLetterRecords, met *metrics.Metrics, logger *slog.Logger, d deadLetterWrite) error {
+	if recs == nil {
+		if err := dl.DeadLetter(ctx, d.msg, d.kind, d.reason); err != nil {
+			return err
+		}
+		met.DeadLetter(metrics.DeadLetterKind(d.kind))
+		return nil
+	}
+	id := deadletters.NewID(d.msg.Topic, d.msg.Partition, d.msg.Offset, d.msg.Key, d.msg.Value, string(d.kind))
+	if !o.pending(id) {
+		found, err := recs.Recorded(ctx, id)
+		if err != nil {
+			return err
+		}
+		if found {
+			logger.Debug("dead letter already written for this message; not written again",
+				"kind", string(d.kind), "topic", d.msg.Topic, "partition", d.msg.Partition, "offset", d.msg.Offset)
+			return nil
+		}
+		if err := dl.DeadLetter(ctx, d.msg, d.kind, d.reason); err != nil {
+			return err
+		}
+		met.DeadLetter(metrics.DeadLetterKind(d.kind))
+		o.remember(id)
+	}
+	// The dead letter is written: record it even when ctx ends now.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+	defer cancel()
+	if err := recs.Record(rctx, recordOf(id, d)); err != nil {
+		return fmt.Errorf("%w: %w", ErrDeadLetterNotRecorded, err)
+	}
+	o.forget(id)
+	return nil
+}
+
+// recordOf is the record of dead letter id: its event fields as far as
+// the message decoded.
+func recordOf(id deadletters.ID, d deadLetterWrite) deadletters.Record {
+	r := deadletters.Record{ID: id, Error: d.reason}
+	ev := d.ev
+	if ev.TenantID > 0 {
+		r.TenantID = ev.TenantID
+	}
+	if ev.Channel.Valid() {
+		r.Channel = string(ev.Channel)
+	}
+	r.Key, r.Fingerprint, r.TradeNo = string(ev.Key), ev.Fingerprint, ev.TradeNo
+	return r
+}
+
+func (o *onceWriter) pending(id deadletters.ID) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	_, ok := o.unrecorded[id]
+	return ok
+}
+
+func (o *onceWriter) remember(id deadletters.ID) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.unrecorded == nil {
+		o.unrecorded = map[deadletters.ID]struct{}{}
+	}
+	if len(o.unrecorded) >= maxUnrecorded {
+		for old := range o.unrecorded { // forget one: at worst written twice
+			delete(o.unrecorded, old)
+			break
+		}
+	}
+	o.unrecorded[id] = struct{}{}
+}
+
+func (o *onceWriter) forget(id deadletters.ID) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	delete(o.unrecorded, id)
+}

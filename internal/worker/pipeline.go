@@ -38,19 +38,30 @@ type Decoder interface {
 // Pipeline takes a partition's messages, a batch at a time (a single
 // message is a batch of one), to durable outcomes: decode, acquire the
 // claims, settle, or dead-letter. It holds no per-partition state;
-// MessageState carries what each message's retries must remember.
+// MessageState carries what each message's retries must remember (and the
+// pipeline, which dead letters were written but not yet recorded).
 type Pipeline struct {
 	Decoder      Decoder
 	Claims       *idempotent.Store
 	Settler      Settler
 	DeadLetterer DeadLetterer
-	Metrics      *metrics.Metrics
-	Logger       *slog.Logger
+
+	// DeadLetterRecords, when set, makes each dead letter written once:
+	// one already recorded for the same message and kind (by an earlier
+	// run, a replay, another group) is not written again, and each one
+	// written is recorded. Nil writes every dead letter the pipeline
+	// decides on.
+	DeadLetterRecords DeadLetterRecords
+
+	Metrics *metrics.Metrics
+	Logger  *slog.Logger
 	// StatementTimeout bounds each database step of a batch (zero: no
 	// bound beyond the caller's context); see statementContext.
 	StatementTimeout time.Duration
 	// Fault injects failures at boundaries, for tests; nil in production.
 	Fault FaultFunc
+
+	once onceWriter
 }
 
 // MessageState is what a message's earlier attempts learnt, kept across
@@ -425,7 +436,7 @@ func (p *Pipeline) afterSettle(ctx context.Context, msg kafka.Message, ev channe
 func (p *Pipeline) deadLetterOverRefund(ctx context.Context, msg kafka.Message, ev channels.Event) error {
 	reason := fmt.Sprintf("refunds of trade %s:%s would exceed the order total %d fen; nothing was posted",
 		ev.Channel, ev.TradeNo, ev.OrderTotal)
-	if err := p.deadLetter(ctx, msg, channels.KindOverRefund, reason); err != nil {
+	if err := p.deadLetter(ctx, msg, channels.KindOverRefund, reason, ev); err != nil {
 		return err
 	}
 	if err := p.Claims.MarkDeadLettered(ctx, ev.TenantID, ev.Key); err != nil {
@@ -443,7 +454,7 @@ func (p *Pipeline) deadLetterUndecodable(ctx context.Context, msg kafka.Message,
 	if !ok {
 		kind = channels.KindMalformed
 	}
-	if err := p.deadLetter(ctx, msg, kind, decodeErr.Error()); err != nil {
+	if err := p.deadLetter(ctx, msg, kind, decodeErr.Error(), res.Event); err != nil {
 		return err
 	}
 	p.Logger.Warn("undecodable message dead-lettered", "kind", string(kind), "error", decodeErr.Error(),
@@ -452,14 +463,16 @@ func (p *Pipeline) deadLetterUndecodable(ctx context.Context, msg kafka.Message,
 	return nil
 }
 
-func (p *Pipeline) deadLetter(ctx context.Context, msg kafka.Message, kind channels.ErrorKind, reason string) error {
+// deadLetter writes msg's dead letter of kind, once (see
+// DeadLetterRecords); ev is its event as far as it decoded, for the record.
+func (p *Pipeline) deadLetter(ctx context.Context, msg kafka.Message, kind channels.ErrorKind, reason string, ev channels.Event) error {
 	if err := p.Fault.at(ctx, FaultBeforeDeadLetter); err != nil {
 		return failed(metrics.StageDeadLetter, err)
 	}
-	if err := p.DeadLetterer.DeadLetter(ctx, msg, kind, reason); err != nil {
+	d := deadLetterWrite{msg: msg, kind: kind, reason: reason, ev: ev}
+	if err := p.once.write(ctx, p.DeadLetterer, p.DeadLetterRecords, p.Metrics, p.Logger, d); err != nil {
 		return failed(metrics.StageDeadLetter, err)
 	}
-	p.Metrics.DeadLetter(metrics.DeadLetterKind(kind))
 	return nil
 }
 

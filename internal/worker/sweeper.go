@@ -34,6 +34,12 @@ type Sweeper struct {
 	OrphanAfter  time.Duration // default 2m
 	Interval     time.Duration // default 30s
 	PageSize     int           // default 100
+
+	// DeadLetterRecords, when set, records the dead letter written and
+	// skips one already recorded (see Pipeline.DeadLetterRecords).
+	DeadLetterRecords DeadLetterRecords
+
+	once onceWriter
 }
 
 // Run sweeps every Interval until ctx ends. It returns nil.
@@ -130,11 +136,16 @@ func (s *Sweeper) deadLetterOverRefund(ctx context.Context, rec idempotent.Recor
 		return
 	}
 	reason := fmt.Sprintf("refunds would exceed the order total; nothing was posted (settled by the orphan sweeper, claim %s)", rec.Key)
-	if err := s.DeadLetterer.DeadLetter(ctx, msg, channels.KindOverRefund, reason); err != nil {
-		log.Error("orphan settled as over-refund; dead letter not written", "error", err.Error())
-		return
+	ev := channels.Event{TenantID: rec.TenantID, Key: rec.Key, Fingerprint: rec.Fingerprint}
+	if err := s.once.write(ctx, s.DeadLetterer, s.DeadLetterRecords, s.Metrics, s.Logger,
+		deadLetterWrite{msg: msg, kind: channels.KindOverRefund, reason: reason, ev: ev}); err != nil {
+		if !errors.Is(err, ErrDeadLetterNotRecorded) {
+			log.Error("orphan settled as over-refund; dead letter not written", "error", err.Error())
+			return
+		}
+		// Written: the claim's mark below keeps it from being written again.
+		log.Warn("over-refund dead letter written but not recorded in ss_dead_letter", "error", err.Error())
 	}
-	s.Metrics.DeadLetter(metrics.KindOverRefund)
 	if err := s.Claims.MarkDeadLettered(ctx, rec.TenantID, rec.Key); err != nil {
 		log.Error("over-refund dead letter written but not recorded on the claim", "error", err.Error())
 		return
