@@ -526,10 +526,12 @@ func dsnProblem(dsn string) string {
 // NeedsDB reports whether the named command (the first word after
 // "consumer": "run", "migrate", "demo", ...) talks to the configured
 // database and so requires a DSN. "demo" uses an embedded database and
-// "dlq" and "replay" only Kafka; unknown commands are assumed to need it.
+// "dlq", "replay" and "status" only Kafka; "publish" uses the database only
+// when one is configured (without one it refuses unless told the tenant
+// may have claims); unknown commands are assumed to need it.
 func NeedsDB(command string) bool {
 	switch command {
-	case "demo", "dlq", "replay", "help", "version":
+	case "demo", "dlq", "replay", "status", "publish", "help", "version":
 		return false
 	default:
 		return true

@@ -97,6 +97,9 @@ func commands() []command {
 		purgeCmd(),
 		dlqCmd(),
 		refundCmd(),
+		statusCmd(),
+		tradeCmd(),
+		publishCmd(),
 		versionCmd(),
 	}
 }

@@ -1,0 +1,109 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/paycallback/paycallback/internal/ops"
+)
+
+func statusCmd() command {
+	return command{
+		name:     "status",
+		summary:  "live view of the group: members, partitions, committed/end offsets, lag, stalls",
+		synopsis: "[--json]",
+		description: `Shows the consumer group as it is now, without joining it, so it is safe
+while workers run: the group's state and members (client ID, host, admin
+address, assigned partitions), and for each partition of the input topic
+its owner, the group's committed offset, the partition's end offset, the
+lag (end minus committed, or minus the first retained offset where the group
+has committed nothing) and how long the partition has been stalled, as its
+owner reports it on its admin /metrics (paycb_partition_stalled_seconds).
+
+A worker announces its admin address in its Kafka client ID
+("paycb@HOST:PORT"; a wildcard host is replaced by the address the broker
+sees the member connect from). A stall is "unknown" when the partition has
+no owner, or its owner announces no address, cannot be reached or does not
+report the partition. Needs only the broker.`,
+		setup: statusCommand,
+	}
+}
+
+func statusCommand(fs *flag.FlagSet) runFunc {
+	asJSON := fs.Bool("json", false, "print the status as JSON (stalled_seconds is null when unknown)")
+	return func(ctx context.Context, env *environment, _ []string) error {
+		k, err := opsKafka(ctx, env)
+		if err != nil {
+			return err
+		}
+		rep, err := ops.Status(ctx, k, ops.StatusOptions{})
+		if err != nil {
+			return fmt.Errorf("status: %w", err)
+		}
+		out := newPrinter(env)
+		if *asJSON {
+			enc := json.NewEncoder(out)
+			enc.SetIndent("", "  ")
+			_ = enc.Encode(rep)
+			return out.err
+		}
+		printStatus(out, rep)
+		return out.err
+	}
+}
+
+func printStatus(out *printer, rep ops.StatusReport) {
+	out.printf("group %s on %s: %s, %d member(s), total lag %d\n", rep.Group, rep.Topic, rep.State, len(rep.Members), rep.TotalLag)
+	number := map[string]string{}
+	if len(rep.Members) > 0 {
+		out.printf("\nmembers:\n")
+		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+		_, _ = fmt.Fprintln(tw, "#\tclient id\thost\tadmin\tpartitions\tstalls\tmember id")
+		for i, m := range rep.Members {
+			n := strconv.Itoa(i + 1)
+			number[m.ID] = n
+			stalls := "reported"
+			if !m.Reachable {
+				stalls = "unknown: " + oneLine(m.Error, 60)
+			}
+			_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", n, oneLine(m.ClientID, 60), oneLine(m.Host, 40), oneLine(m.Admin, 60), joinInts(m.Partitions), stalls, m.ID)
+		}
+		out.flush(tw)
+	}
+	out.printf("\npartitions:\n")
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
+	_, _ = fmt.Fprintln(tw, "partition\tmember\tcommitted\tend\tlag\tstalled\t")
+	for _, p := range rep.Partitions {
+		committed := "none"
+		if p.Committed >= 0 {
+			committed = strconv.FormatInt(p.Committed, 10)
+		}
+		stalled := "unknown"
+		if p.StalledSeconds != nil {
+			stalled = strconv.FormatFloat(*p.StalledSeconds, 'f', 1, 64) + "s"
+		}
+		member := "-"
+		if p.Member != "" {
+			member = "#" + number[p.Member]
+		}
+		_, _ = fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%s\t\n", p.Partition, member, committed, p.End, p.Lag, stalled)
+	}
+	out.flush(tw)
+}
+
+// joinInts is ns as "0,1,2", or "-" when empty.
+func joinInts(ns []int) string {
+	if len(ns) == 0 {
+		return "-"
+	}
+	s := make([]string, len(ns))
+	for i, n := range ns {
+		s[i] = strconv.Itoa(n)
+	}
+	return strings.Join(s, ",")
+}
