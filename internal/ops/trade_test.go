@@ -36,7 +36,8 @@ func whats(h ops.TradeHistory) []string {
 // channel retry of the payment; a payment re-sent with another amount (a
 // conflict); a copy encrypted under a key the worker does not have
 // (decrypt_failed, found by its Kafka key). Another trade's events are left
-// out, and a scan that starts after the dead letters finds none of them.
+// out, and a scan that starts after the dead letters leaves only their
+// ss_dead_letter rows.
 func TestTradeHistoryThroughTheWorker(t *testing.T) {
 	ctx := context.Background()
 	k := mustKafka(t, 2)
@@ -123,6 +124,7 @@ func TestTradeHistoryThroughTheWorker(t *testing.T) {
 	assert.Equal(t, payKey, conflict.IdempotentKey)
 	assert.NotEqual(t, h.Claims[0].Fingerprint, conflict.Fingerprint, "the conflicting copy's own fingerprint")
 	assert.True(t, strings.HasPrefix(conflict.Position, k.DLQTopic+"/"), conflict.Position)
+	assert.True(t, conflict.Recorded, "the worker's ss_dead_letter row and the topic's message are one entry")
 	assert.Equal(t, "decrypt_failed", undecryptable.Kind)
 	assert.Equal(t, "key", undecryptable.MatchedBy)
 	assert.Equal(t, string(key), undecryptable.MessageKey)
@@ -139,7 +141,11 @@ func TestTradeHistoryThroughTheWorker(t *testing.T) {
 	q.Since = time.Now().Add(time.Minute)
 	later, err := ops.Trade(ctx, db, q)
 	require.NoError(t, err)
-	assert.Empty(t, later.DeadLetters, "nothing was dead-lettered after --since")
+	require.NotEmpty(t, later.DeadLetters, "the conflict's row")
+	for _, d := range later.DeadLetters {
+		assert.True(t, d.Recorded, "the scan starts after every dead letter: only ss_dead_letter rows are left")
+		assert.Empty(t, d.Position)
+	}
 	assert.Len(t, later.Claims, 3)
 }
 
