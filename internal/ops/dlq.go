@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -31,6 +33,12 @@ type DeadLetter struct {
 	Source    string // x-source-topic/x-source-partition@x-source-offset
 	// SourceTopic is x-source-topic: where the message was consumed from.
 	SourceTopic string
+	// SourcePartition and SourceOffset are x-source-partition and
+	// x-source-offset; -1 when the header is missing or not a number.
+	SourcePartition int
+	SourceOffset    int64
+	// Headers are all the dead letter's headers, in order.
+	Headers []kafka.Header
 	// ValueOmitted is set when the dead letter carries x-value-omitted: the
 	// dead-letter topic refused the message for its size, so Value is empty
 	// and the original is only at Source (while the input topic retains it).
@@ -106,34 +114,118 @@ func ReadDeadLetters(ctx context.Context, k Kafka, f DeadLetterFilter) ([]DeadLe
 	}
 	out := make([]DeadLetter, 0, len(msgs))
 	for _, m := range msgs {
-		d := DeadLetter{Partition: m.Partition, Offset: m.Offset, Time: m.Time, Key: m.Key, Value: m.Value}
-		var part, off string
-		for _, h := range m.Headers {
-			switch h.Key {
-			case worker.HeaderErrorKind:
-				d.Kind = string(h.Value)
-			case worker.HeaderError:
-				d.Error = string(h.Value)
-			case worker.HeaderSourceTopic:
-				d.SourceTopic = string(h.Value)
-			case worker.HeaderSourcePartition:
-				part = string(h.Value)
-			case worker.HeaderSourceOffset:
-				off = string(h.Value)
-			case worker.HeaderValueOmitted:
-				d.ValueOmitted = true
-				d.OmittedBytes = -1
-				if n, err := strconv.ParseInt(string(h.Value), 10, 64); err == nil && n >= 0 {
-					d.OmittedBytes = n
-				}
-			}
-		}
-		d.Source = d.SourceTopic + "/" + part + "@" + off
-		if f.match(d) {
+		if d := deadLetterOf(m); f.match(d) {
 			out = append(out, d)
 		}
 	}
 	return out, nil
+}
+
+// deadLetterOf decodes a message of the dead-letter topic.
+func deadLetterOf(m kafka.Message) DeadLetter {
+	d := DeadLetter{
+		Partition: m.Partition, Offset: m.Offset, Time: m.Time, Key: m.Key, Value: m.Value,
+		SourcePartition: -1, SourceOffset: -1, Headers: m.Headers,
+	}
+	var part, off string
+	for _, h := range m.Headers {
+		switch h.Key {
+		case worker.HeaderErrorKind:
+			d.Kind = string(h.Value)
+		case worker.HeaderError:
+			d.Error = string(h.Value)
+		case worker.HeaderSourceTopic:
+			d.SourceTopic = string(h.Value)
+		case worker.HeaderSourcePartition:
+			part = string(h.Value)
+			if n, err := strconv.Atoi(part); err == nil {
+				d.SourcePartition = n
+			}
+		case worker.HeaderSourceOffset:
+			off = string(h.Value)
+			if n, err := strconv.ParseInt(off, 10, 64); err == nil {
+				d.SourceOffset = n
+			}
+		case worker.HeaderValueOmitted:
+			d.ValueOmitted = true
+			d.OmittedBytes = -1
+			if n, err := strconv.ParseInt(string(h.Value), 10, 64); err == nil && n >= 0 {
+				d.OmittedBytes = n
+			}
+		}
+	}
+	d.Source = d.SourceTopic + "/" + part + "@" + off
+	return d
+}
+
+// Position is where the dead letter is: dlqTopic/partition@offset.
+func (d DeadLetter) Position(dlqTopic string) string {
+	return dlqTopic + "/" + strconv.Itoa(d.Partition) + "@" + strconv.FormatInt(d.Offset, 10)
+}
+
+// At is a position in a topic: a partition and an offset (P:O on the
+// command line).
+type At struct {
+	Partition int
+	Offset    int64
+}
+
+// ParseAt parses "P:O" (partition and offset, both non-negative decimal).
+func ParseAt(s string) (At, error) {
+	p, o, ok := strings.Cut(s, ":")
+	if !ok {
+		return At{}, fmt.Errorf("%q is not PARTITION:OFFSET", s)
+	}
+	part, err1 := strconv.Atoi(p)
+	off, err2 := strconv.ParseInt(o, 10, 64)
+	if err1 != nil || err2 != nil || part < 0 || off < 0 {
+		return At{}, fmt.Errorf("%q is not PARTITION:OFFSET (two non-negative numbers)", s)
+	}
+	return At{Partition: part, Offset: off}, nil
+}
+
+// String formats at as P:O.
+func (a At) String() string { return strconv.Itoa(a.Partition) + ":" + strconv.FormatInt(a.Offset, 10) }
+
+// ErrNoDeadLetter is returned (wrapped) by ReadDeadLetterAt when the
+// dead-letter topic holds no message at the position asked for.
+var ErrNoDeadLetter = errors.New("no dead letter there")
+
+// ReadDeadLetterAt reads the one dead letter at a in k.DLQTopic. The error
+// wraps ErrNoDeadLetter when the partition does not exist or the offset is
+// not retained (say which offsets are).
+func ReadDeadLetterAt(ctx context.Context, k Kafka, a At) (DeadLetter, error) {
+	parts, err := k.partitions(ctx, k.DLQTopic)
+	if err != nil {
+		return DeadLetter{}, fmt.Errorf("read dead letter %s: %w", a, err)
+	}
+	if !slices.Contains(parts, a.Partition) {
+		return DeadLetter{}, fmt.Errorf("%s: %w: %s has partitions 0..%d", a, ErrNoDeadLetter, k.DLQTopic, len(parts)-1)
+	}
+	first, err := k.listOffsets(ctx, k.DLQTopic, []int{a.Partition}, kafka.FirstOffset)
+	if err != nil {
+		return DeadLetter{}, fmt.Errorf("read dead letter %s: %w", a, err)
+	}
+	end, err := k.listOffsets(ctx, k.DLQTopic, []int{a.Partition}, kafka.LastOffset)
+	if err != nil {
+		return DeadLetter{}, fmt.Errorf("read dead letter %s: %w", a, err)
+	}
+	lo, hi := first[a.Partition], end[a.Partition]
+	if a.Offset < lo || a.Offset >= hi {
+		return DeadLetter{}, fmt.Errorf("%s: %w: partition %d of %s holds offsets [%d, %d)", a, ErrNoDeadLetter, a.Partition, k.DLQTopic, lo, hi)
+	}
+	timeout := k.Timeout
+	if timeout <= 0 {
+		timeout = 10 * time.Second
+	}
+	msgs, err := readPartition(ctx, k.Brokers, k.Conn.Dialer(), k.DLQTopic, a.Partition, a.Offset, a.Offset+1, 3*timeout)
+	if err != nil {
+		return DeadLetter{}, fmt.Errorf("read dead letter %s: %w", a, err)
+	}
+	if len(msgs) == 0 || msgs[0].Offset != a.Offset {
+		return DeadLetter{}, fmt.Errorf("%s: %w (a compacted or control record)", a, ErrNoDeadLetter)
+	}
+	return deadLetterOf(msgs[0]), nil
 }
 
 // KindSummary is the dead letters of one kind.

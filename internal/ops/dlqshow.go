@@ -1,0 +1,189 @@
+package ops
+
+import (
+	"crypto/aes"
+	"crypto/cipher"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/paycallback/paycallback/pkg/channels"
+)
+
+// DeadLetterHeader is one header of a dead letter, its value as text.
+type DeadLetterHeader struct {
+	Key   string `json:"key"`
+	Value string `json:"value"`
+}
+
+// EnvelopeView is the envelope of a dead letter's value, as far as it
+// parses.
+type EnvelopeView struct {
+	TenantID    int64     `json:"tenant_id"`
+	Channel     string    `json:"channel"`
+	ReceivedAt  time.Time `json:"received_at"`
+	ContentType string    `json:"content_type"`
+	// Valid is false when the envelope does not pass the contract's
+	// checks; Problem then says why.
+	Valid   bool   `json:"valid"`
+	Problem string `json:"problem,omitempty"`
+}
+
+// WeChatResourceView is the encrypted resource of a WeChat notification:
+// everything but its plaintext, which is personal data (the payer's
+// openid) and shown only when decrypted on request.
+type WeChatResourceView struct {
+	EventType        string `json:"event_type"`
+	Algorithm        string `json:"algorithm"`
+	AssociatedData   string `json:"associated_data"`
+	Nonce            string `json:"nonce"`
+	OriginalType     string `json:"original_type"`
+	CiphertextLength int    `json:"ciphertext_length"`
+	// Decrypted is the resource's plaintext; only with decryption asked
+	// for and a key that opens it.
+	Decrypted json.RawMessage `json:"decrypted,omitempty"`
+	// DecryptError says why decryption, asked for, failed.
+	DecryptError string `json:"decrypt_error,omitempty"`
+}
+
+// DeadLetterView is everything about one dead letter, for `consumer dlq
+// show`: where it is, its headers, key and value decoded as far as they
+// go, and its status.
+type DeadLetterView struct {
+	Position     string             `json:"position"`
+	Time         time.Time          `json:"time"`
+	Headers      []DeadLetterHeader `json:"headers"`
+	Key          string             `json:"key"`
+	Kind         string             `json:"kind"`
+	Error        string             `json:"error"`
+	Source       string             `json:"source"`
+	ValueOmitted bool               `json:"value_omitted"`
+	ValueBytes   int                `json:"value_bytes"`
+	// Envelope is nil when the value is not an envelope at all (then
+	// Value holds it as text).
+	Envelope *EnvelopeView `json:"envelope,omitempty"`
+	// Body is the callback body exactly as received. A WeChat body holds
+	// only ciphertext.
+	Body   string              `json:"body,omitempty"`
+	WeChat *WeChatResourceView `json:"wechat_resource,omitempty"`
+	// Value is the raw value when it is not an envelope.
+	Value string `json:"value,omitempty"`
+	// Status is open, resolved or closed; empty when not known (no
+	// database).
+	Status    DeadLetterStatus `json:"status,omitempty"`
+	Recorded  bool             `json:"recorded"`
+	ClosedAt  *time.Time       `json:"closed_at,omitempty"`
+	ClosedBy  string           `json:"closed_by,omitempty"`
+	CloseNote string           `json:"close_note,omitempty"`
+	SettledAt *time.Time       `json:"settled_at,omitempty"`
+	Outcome   string           `json:"settle_outcome,omitempty"`
+}
+
+// ViewDeadLetter builds the view of d. With keys not nil, a WeChat
+// resource is decrypted with the tenant's keys (current first) and its
+// plaintext included; with keys nil it never is. st, when not nil, is d's
+// status (DeadLetterStates).
+func ViewDeadLetter(dlqTopic string, d DeadLetter, st *DeadLetterState, keys channels.KeyProvider) DeadLetterView {
+	v := DeadLetterView{
+		Position: d.Position(dlqTopic), Time: d.Time.UTC(), Key: string(d.Key), Kind: d.Kind, Error: d.Error,
+		Source: d.Source, ValueOmitted: d.ValueOmitted, ValueBytes: len(d.Value), Headers: []DeadLetterHeader{},
+	}
+	for _, h := range d.Headers {
+		v.Headers = append(v.Headers, DeadLetterHeader{Key: h.Key, Value: string(h.Value)})
+	}
+	if st != nil {
+		v.Status, v.Recorded, v.SettledAt, v.Outcome = st.Status, st.Record != nil, st.SettledAt, st.Outcome
+		if r := st.Record; r != nil {
+			v.ClosedAt, v.ClosedBy, v.CloseNote = r.ClosedAt, r.ClosedBy, r.CloseNote
+		}
+	}
+	if d.ValueOmitted || len(d.Value) == 0 {
+		return v
+	}
+	var env channels.Envelope
+	if err := json.Unmarshal(d.Value, &env); err != nil {
+		v.Value = string(d.Value)
+		return v
+	}
+	v.Envelope = &EnvelopeView{TenantID: env.TenantID, Channel: env.Channel, ReceivedAt: env.ReceivedAt.UTC(), ContentType: env.ContentType, Valid: true}
+	if err := env.Validate(); err != nil {
+		v.Envelope.Valid, v.Envelope.Problem = false, err.Error()
+	}
+	v.Body = env.Body
+	if channels.Channel(env.Channel) == channels.WeChat {
+		v.WeChat = viewWeChat(env, keys)
+	}
+	return v
+}
+
+// viewWeChat reads a WeChat notification's resource, decrypting it only
+// when keys is not nil.
+func viewWeChat(env channels.Envelope, keys channels.KeyProvider) *WeChatResourceView {
+	var n struct {
+		EventType string `json:"event_type"`
+		Resource  struct {
+			Algorithm      string `json:"algorithm"`
+			Ciphertext     string `json:"ciphertext"`
+			Nonce          string `json:"nonce"`
+			AssociatedData string `json:"associated_data"`
+			OriginalType   string `json:"original_type"`
+		} `json:"resource"`
+	}
+	if json.Unmarshal([]byte(env.Body), &n) != nil {
+		return nil
+	}
+	r := n.Resource
+	v := &WeChatResourceView{
+		EventType: n.EventType, Algorithm: r.Algorithm, AssociatedData: r.AssociatedData, Nonce: r.Nonce,
+		OriginalType: r.OriginalType, CiphertextLength: len(r.Ciphertext),
+	}
+	if keys == nil {
+		return v
+	}
+	plain, err := openWeChat(keys.APIv3Keys(env.TenantID), r.Ciphertext, r.Nonce, r.AssociatedData)
+	if err != nil {
+		v.DecryptError = err.Error()
+		return v
+	}
+	if json.Valid(plain) {
+		v.Decrypted = plain
+	} else {
+		quoted, _ := json.Marshal(string(plain))
+		v.Decrypted = quoted
+	}
+	return v
+}
+
+// errNoKeyOpens is returned when none of the keys opens a resource.
+var errNoKeyOpens = errors.New("no configured APIv3 key of the tenant opens the resource")
+
+// openWeChat opens an AEAD_AES_256_GCM resource with the first of keys
+// whose tag matches.
+func openWeChat(keys [][]byte, ciphertext, nonce, associatedData string) ([]byte, error) {
+	if len(keys) == 0 {
+		return nil, errors.New("no APIv3 key configured for the tenant")
+	}
+	ct, err := base64.StdEncoding.DecodeString(ciphertext)
+	if err != nil {
+		return nil, fmt.Errorf("ciphertext is not base64: %w", err)
+	}
+	if len(nonce) != 12 {
+		return nil, fmt.Errorf("nonce is %d bytes, want 12", len(nonce))
+	}
+	for _, key := range keys {
+		block, err := aes.NewCipher(key)
+		if err != nil {
+			continue
+		}
+		gcm, err := cipher.NewGCM(block)
+		if err != nil {
+			continue
+		}
+		if plain, err := gcm.Open(nil, []byte(nonce), ct, []byte(associatedData)); err == nil {
+			return plain, nil
+		}
+	}
+	return nil, errNoKeyOpens
+}
