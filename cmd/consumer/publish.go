@@ -27,7 +27,7 @@ func publishCmd() command {
 broker and input topic, for a smoke test of a deployment: the demo's
 generator with --count trades, each paid, about half refunded in one to three
 parts, each notification delivered one to three times as the channels do.
-Every trade number starts with TEST and the seed (e.g. TEST1764725133…), so
+Every trade number starts with TEST, the seed and a dash (TEST1764725133-…), so
 test trades stand apart from real ones; nothing in the stream should be
 dead-lettered. WeChat callbacks are encrypted with the tenant's current APIv3
 key from the configuration. Once the workers have consumed it, every event

@@ -102,10 +102,10 @@ func TestPublishStatusAndTrade(t *testing.T) {
 	require.Len(t, rows, 1, "a publish is recorded")
 	assert.Equal(t, "publish", rows[0].Command)
 	assert.Equal(t, "ok", rows[0].Result)
-	assert.Contains(t, rows[0].Detail, "TEST1764725133")
+	assert.Contains(t, rows[0].Detail, "TEST1764725133-")
 	var rep publishReport
 	require.NoError(t, json.Unmarshal([]byte(out), &rep), out)
-	assert.Equal(t, "TEST1764725133", rep.Prefix)
+	assert.Equal(t, "TEST1764725133-", rep.Prefix)
 	assert.Equal(t, []string{"WECHAT", "ALIPAY", "SQB"}, rep.Channels, "the accepted channels by default")
 	assert.Equal(t, 8, rep.Trades)
 	assert.Greater(t, rep.Messages, rep.Events)

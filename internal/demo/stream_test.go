@@ -56,7 +56,7 @@ func TestTestStreamRefusals(t *testing.T) {
 	require.Error(t, err, "a tenant is required")
 	s, prefix, err := demo.TestStream(demo.TestOptions{TenantID: 5, Channels: []channels.Channel{channels.Alipay}, Seed: 12})
 	require.NoError(t, err)
-	assert.Equal(t, "TEST12", prefix)
+	assert.Equal(t, "TEST12-", prefix)
 	assert.Equal(t, 10, s.Trades, "ten trades by default")
 	assert.Zero(t, s.Conflicts+s.Malformed, "no traps")
 }

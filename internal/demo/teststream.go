@@ -10,8 +10,8 @@ import (
 )
 
 // TestTradePrefix starts the trade number of every trade TestStream
-// generates, followed by the run's seed, so that test trades are told apart
-// from real ones at a glance and runs from one another.
+// generates, followed by the run's seed and a dash, so that test trades are
+// told apart from real ones at a glance and runs from one another.
 const TestTradePrefix = "TEST"
 
 // TestOptions shape TestStream's stream: the smoke test `consumer publish`
@@ -40,7 +40,7 @@ var ErrNoWeChatKey = errors.New("no WeChat APIv3 key for the tenant")
 // should be dead-lettered): every trade paid, about half refunded in one to
 // three parts, each notification delivered one to three times as the
 // channels do, received now, every trade number starting with prefix
-// (TestTradePrefix and the seed). The error says which option is unusable.
+// (TestTradePrefix, the seed and a dash). The error says which option is unusable.
 func TestStream(o TestOptions) (s Stream, prefix string, err error) {
 	if o.TenantID <= 0 {
 		return Stream{}, "", errors.New("test stream: tenant must be positive")
@@ -63,7 +63,7 @@ func TestStream(o TestOptions) (s Stream, prefix string, err error) {
 	if o.Seed == 0 {
 		o.Seed = uint64(max(time.Now().Unix(), 1)) // the Unix time is positive
 	}
-	prefix = TestTradePrefix + strconv.FormatUint(o.Seed, 10)
+	prefix = TestTradePrefix + strconv.FormatUint(o.Seed, 10) + "-"
 	s = Generate(StreamOptions{
 		Seed: o.Seed, Trades: o.Trades, Tenants: []int64{o.TenantID}, NoTraps: true,
 		ReceivedAt: time.Now(), Channels: chans, TradePrefix: prefix,

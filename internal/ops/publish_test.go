@@ -38,7 +38,7 @@ func TestPublishSettlesThroughTheWorker(t *testing.T) {
 		WeChatKey: cfg.WeChat.KeysFor(tenant)[0].Reveal(),
 	})
 	require.NoError(t, err)
-	assert.Equal(t, "TEST1733190000", prefix)
+	assert.Equal(t, "TEST1733190000-", prefix)
 	assert.Greater(t, len(stream.Messages), stream.Events, "channel retries are published too")
 	require.NoError(t, ops.Publish(ctx, k, streamMessages(stream)))
 
