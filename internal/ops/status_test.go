@@ -3,10 +3,12 @@ package ops_test
 import (
 	"context"
 	"log/slog"
+	"net"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/segmentio/kafka-go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -18,6 +20,7 @@ import (
 	"github.com/paycallback/paycallback/internal/ops"
 	"github.com/paycallback/paycallback/internal/sqldb"
 	"github.com/paycallback/paycallback/internal/sqldb/sqldbtest"
+	"github.com/paycallback/paycallback/internal/worker"
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/channels/channelstest"
 	"github.com/paycallback/paycallback/schema"
@@ -224,6 +227,41 @@ func TestStatusShowsAStalledPartition(t *testing.T) {
 		return p.StalledSeconds != nil && *p.StalledSeconds == 0
 	})
 	assert.Zero(t, rep.TotalLag)
+}
+
+// TestStatusOfAnUnreachableMember: a member that announces an admin
+// address where nothing answers owns its partitions with their stalls
+// unknown, and says why.
+func TestStatusOfAnUnreachableMember(t *testing.T) {
+	ctx := context.Background()
+	k := mustKafka(t, 2)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	deadAddr := ln.Addr().String()
+	require.NoError(t, ln.Close()) // nothing listens there now
+	cg, err := kafka.NewConsumerGroup(kafka.ConsumerGroupConfig{
+		ID: k.Group, Brokers: k.Brokers, Topics: []string{k.Topic},
+		Dialer: worker.WithClientID(nil, worker.ClientIDPrefix+deadAddr),
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cg.Close() })
+	gctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	_, err = cg.Next(gctx)
+	require.NoError(t, err)
+
+	rep, err := ops.Status(ctx, k, ops.StatusOptions{AdminTimeout: 2 * time.Second})
+	require.NoError(t, err)
+	require.Len(t, rep.Members, 1)
+	m := rep.Members[0]
+	assert.Equal(t, deadAddr, m.Admin)
+	assert.False(t, m.Reachable)
+	assert.Contains(t, m.Error, deadAddr)
+	assert.Equal(t, []int{0, 1}, m.Partitions)
+	for _, p := range rep.Partitions {
+		assert.Equal(t, m.ID, p.Member)
+		assert.Nil(t, p.StalledSeconds, "partition %d: its owner cannot be asked", p.Partition)
+	}
 }
 
 // TestStatusOfAMissingTopic refuses rather than creating the topic.
