@@ -19,12 +19,14 @@ import (
 func dlqCmd() command {
 	return command{
 		name:    "dlq",
-		summary: "dead letters: list, redrive",
+		summary: "dead letters: list, show, redrive, close",
 		description: `The dead-letter topic (PAYCB_KAFKA_DLQ_TOPIC): messages the worker could not
 settle, with their original key and value and the reason in headers.`,
 		verbs: []command{
 			dlqListCmd(),
+			dlqShowCmd(),
 			dlqRedriveCmd(),
+			dlqCloseCmd(),
 		},
 	}
 }
@@ -32,10 +34,18 @@ settle, with their original key and value and the reason in headers.`,
 func dlqListCmd() command {
 	return command{
 		name:     "list",
-		summary:  "dead letters by kind and time range, then the most recent",
-		synopsis: "[--kind KIND] [--since TIME] [--until TIME] [--recent N]",
-		description: `Reads the dead-letter topic (never creating it) and prints the count per
-kind with the first and last time, then the most recent dead letters.`,
+		summary:  "dead letters by kind and time range, open or resolved, then the most recent",
+		synopsis: "[--kind KIND] [--since TIME] [--until TIME] [--recent N] [--json]",
+		description: `Reads the dead-letter topic (never creating it) and prints, per kind, the
+count, how many are open, resolved and closed, the age of the oldest open
+one, the first and last time; then the most recent dead letters with their
+status. A dead letter is resolved when a claim with the same key and
+fingerprint settled POSTED or NO_MONEY after it was written (e.g. redriven
+once its cause was fixed), closed when an operator closed it (dlq close),
+open otherwise: a conflict or an over_refund stays open until closed. The
+key and fingerprint come from its ss_dead_letter row or, failing that, from
+decoding it with the configured keys. Statuses need PAYCB_DB_DSN; without
+it they are not shown.`,
 		exits: []exitStatus{
 			{exitUsage, "a usage or configuration error: an unknown --kind, a malformed time, a negative --recent"},
 		},
@@ -47,15 +57,16 @@ func dlqRedriveCmd() command {
 	return command{
 		name:     "redrive",
 		summary:  "re-publish dead letters' original key and value to the input topic",
-		synopsis: "--kind KIND [--since TIME] [--until TIME] [--dry-run]",
+		synopsis: "--at P:O | [--kind KIND] [--since TIME] [--until TIME] [--dry-run]",
 		description: `Publishes the selected dead letters' original key and value to the input
 topic, for the workers to handle again (e.g. no_key after configuring the
-missing APIv3 key). A dead letter whose value was omitted for its size is
+missing APIv3 key). Select one dead letter by its position (--at), or by
+kind, time range or both (at least one of --kind, --since, --until). A dead letter whose value was omitted for its size is
 refused. --dry-run counts and publishes nothing. A redrive (not a dry run)
 is recorded in the audit trail: a log line, and an ss_operator_audit row
 when PAYCB_DB_DSN is set (without it the log line is the only record).`,
 		exits: []exitStatus{
-			{exitUsage, "a usage or configuration error: --kind missing or unknown, a malformed time"},
+			{exitUsage, "a usage or configuration error: no selection, --at with another selection, --at naming no dead letter, an unknown --kind, a malformed time"},
 			{exitRefused, "some dead letters were refused (value omitted); the others were published"},
 		},
 		setup: dlqRedriveCommand,
@@ -100,6 +111,7 @@ func kindList() string {
 func dlqListCommand(fs *flag.FlagSet) runFunc {
 	filter := dlqFilterFlags(fs, "only this kind (x-error-kind)")
 	recent := fs.Int("recent", 20, "how many of the most recent dead letters to show")
+	asJSON := fs.Bool("json", false, "print the summary and every selected dead letter as JSON")
 	return func(ctx context.Context, env *environment, _ []string) error {
 		f, err := filter()
 		if err != nil {
@@ -116,17 +128,22 @@ func dlqListCommand(fs *flag.FlagSet) runFunc {
 		if err != nil {
 			return err
 		}
+		states, err := deadLetterStates(ctx, env, ds)
+		if err != nil {
+			return err
+		}
 		out := newPrinter(env)
+		if *asJSON {
+			return printDeadLettersJSON(out, k, ds, states, time.Now())
+		}
 		out.printf("dead letters in %s: %d\n", k.DLQTopic, len(ds))
 		if len(ds) == 0 {
 			return out.err
 		}
-		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-		_, _ = fmt.Fprintln(tw, "kind\tcount\tfirst\tlast")
-		for _, s := range ops.SummarizeDeadLetters(ds) {
-			_, _ = fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", s.Kind, s.Count, s.First.UTC().Format(time.RFC3339), s.Last.UTC().Format(time.RFC3339))
+		if states == nil {
+			out.println("open or resolved: not known without PAYCB_DB_DSN")
 		}
-		out.flush(tw)
+		printDeadLetterSummary(out, ds, states, time.Now())
 		if omitted := countOmitted(ds); omitted > 0 {
 			out.printf("value omitted (too large for %s; not redrivable): %d\n", k.DLQTopic, omitted)
 		}
@@ -134,13 +151,15 @@ func dlqListCommand(fs *flag.FlagSet) runFunc {
 		if n == 0 {
 			return out.err
 		}
-		latest := append([]ops.DeadLetter(nil), ds...)
-		sortByTime(latest)
+		latest := withStatus(ds, states)
+		sort.SliceStable(latest, func(i, j int) bool { return latest[i].d.Time.Before(latest[j].d.Time) })
 		out.printf("\nmost recent %d:\n", n)
-		tw = tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-		_, _ = fmt.Fprintln(tw, "time\tkind\tkey\tsource\tvalue\terror")
-		for _, d := range latest[len(latest)-n:] {
-			_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", d.Time.UTC().Format(time.RFC3339), d.Kind, oneLine(string(d.Key), 48), d.Source, valueColumn(d), oneLine(d.Error, 80))
+		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+		_, _ = fmt.Fprintln(tw, "time\tat\tkind\tstatus\tkey\tsource\tvalue\terror")
+		for _, e := range latest[len(latest)-n:] {
+			d := e.d
+			_, _ = fmt.Fprintf(tw, "%s\t%d:%d\t%s\t%s\t%s\t%s\t%s\t%s\n", d.Time.UTC().Format(time.RFC3339), d.Partition, d.Offset, d.Kind, e.status,
+				oneLine(string(d.Key), 48), d.Source, valueColumn(d), oneLine(d.Error, 80))
 		}
 		out.flush(tw)
 		return out.err
@@ -171,34 +190,70 @@ func valueColumn(d ops.DeadLetter) string {
 	}
 }
 
-func sortByTime(ds []ops.DeadLetter) {
-	sort.SliceStable(ds, func(i, j int) bool { return ds[i].Time.Before(ds[j].Time) })
+// redriveSelection describes what dlq redrive selected.
+func redriveSelection(f ops.DeadLetterFilter, at ops.At, byAt bool) string {
+	if byAt {
+		return "at " + at.String()
+	}
+	var parts []string
+	if f.Kind != "" {
+		parts = append(parts, "kind "+f.Kind)
+	}
+	if !f.Since.IsZero() {
+		parts = append(parts, "since "+f.Since.Format(time.RFC3339))
+	}
+	if !f.Until.IsZero() {
+		parts = append(parts, "until "+f.Until.Format(time.RFC3339))
+	}
+	return strings.Join(parts, ", ")
 }
 
 func dlqRedriveCommand(fs *flag.FlagSet) runFunc {
-	filter := dlqFilterFlags(fs, "the kind to redrive (required), e.g. no_key after configuring the missing APIv3 key")
+	filter := dlqFilterFlags(fs, "the kind to redrive, e.g. no_key after configuring the missing APIv3 key")
+	atOf := atFlag(fs, "redrive only the dead letter at this position of the dead-letter topic, PARTITION:OFFSET")
 	dryRun := fs.Bool("dry-run", false, "count what would be redriven and publish nothing")
 	return func(ctx context.Context, env *environment, _ []string) error {
 		f, err := filter()
 		if err != nil {
 			return err
 		}
-		if f.Kind == "" {
-			return usagef("dlq redrive: --kind is required (%s)", kindList())
+		at, byAt, err := atOf()
+		if err != nil {
+			return err
+		}
+		ranged := f.Kind != "" || !f.Since.IsZero() || !f.Until.IsZero()
+		switch {
+		case byAt && ranged:
+			return usagef("dlq redrive: --at selects one dead letter; it takes no --kind, --since or --until")
+		case !byAt && !ranged:
+			return usagef("dlq redrive: --kind is required (%s), or --since/--until for a time range, or --at PARTITION:OFFSET for one dead letter", kindList())
 		}
 		k, err := opsKafka(ctx, env)
 		if err != nil {
 			return err
 		}
-		ds, err := ops.ReadDeadLetters(ctx, k, f)
-		if err != nil {
+		var ds []ops.DeadLetter
+		if byAt {
+			d, err := readAt(ctx, k, at)
+			if err != nil {
+				return err
+			}
+			ds = []ops.DeadLetter{d}
+		} else if ds, err = ops.ReadDeadLetters(ctx, k, f); err != nil {
 			return err
 		}
 		out := newPrinter(env)
-		out.printf("dead letters of kind %s selected: %d\n", f.Kind, len(ds))
-		switch metrics.DeadLetterKind(f.Kind) {
-		case metrics.KindConflict, metrics.KindOverRefund:
-			out.printf("note: %s messages were claimed or judged by the claim store; redriven, they are duplicates or conflicts again\n", f.Kind)
+		selection := redriveSelection(f, at, byAt)
+		out.printf("dead letters selected: %d (%s)\n", len(ds), selection)
+		judged := map[string]bool{}
+		for _, d := range ds {
+			switch metrics.DeadLetterKind(d.Kind) {
+			case metrics.KindConflict, metrics.KindOverRefund:
+				if !judged[d.Kind] {
+					judged[d.Kind] = true
+					out.printf("note: %s messages were claimed or judged by the claim store; redriven, they are duplicates or conflicts again\n", d.Kind)
+				}
+			}
 		}
 		ok, refused := ops.SplitRedrive(ds)
 		for _, r := range refused {
@@ -221,10 +276,10 @@ func dlqRedriveCommand(fs *flag.FlagSet) runFunc {
 			if err := ops.Redrive(ctx, k, ok); err != nil {
 				return env.audit(ctx, db, "", err)
 			}
-			env.logger.Info("dead letters redriven", "kind", f.Kind, "count", len(ok), "refused", len(refused), "to", k.Topic)
+			env.logger.Info("dead letters redriven", "selection", selection, "count", len(ok), "refused", len(refused), "to", k.Topic)
 			out.printf("published %d messages to %s\n", len(ok), k.Topic)
 		}
-		detail := fmt.Sprintf("kind %s: %d selected, %d published to %s, %d refused", f.Kind, len(ds), len(ok), k.Topic, len(refused))
+		detail := fmt.Sprintf("%s: %d selected, %d published to %s, %d refused", selection, len(ds), len(ok), k.Topic, len(refused))
 		return env.audit(ctx, db, detail, cmp.Or(refusal, out.err))
 	}
 }
