@@ -249,7 +249,7 @@ var ErrDeadLetterNotRecorded = errors.New("dead letter written but not recorded"
 // writer remembers (a database outage during a storm of dead letters).
 const maxUnrecorded = 4096
 
-// recordTimeout bounds the insert of one record.
+// recordTimeout bounds the look-up and the insert of one record.
 const recordTimeout = 5 * time.Second
 
 // onceWriter writes each dead letter once: before the write it looks the
@@ -289,7 +289,9 @@ func (o *onceWriter) write(ctx context.Context, dl DeadLetterer, recs DeadLetter
 	}
 	id := deadletters.NewID(d.msg.Topic, d.msg.Partition, d.msg.Offset, d.msg.Key, d.msg.Value, string(d.kind))
 	if !o.pending(id) {
-		found, err := recs.Recorded(ctx, id)
+		lctx, cancel := context.WithTimeout(ctx, recordTimeout)
+		found, err := recs.Recorded(lctx, id)
+		cancel()
 		if err != nil {
 			return err
 		}
