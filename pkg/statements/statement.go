@@ -1,0 +1,130 @@
+// Package statements parses the channels' daily statement files (对账单)
+// into one shape: a WeChat Pay trade bill (bill_type=ALL, plain or gzip,
+// current 27-column and legacy 24-column headers), an Alipay trade bill
+// (the zip, GBK), and for Shouqianba, which publishes no statement file, a
+// file of per-order query responses (one /upay/v2/query response a line).
+//
+// Parsers find columns by header name, check the file against its own
+// summary or footer and refuse it with the difference when they disagree,
+// and turn amounts into int64 fen with the same exact decimal parsing as
+// the callbacks (channels.ParseYuan), never a float. They never touch a
+// database or the network: storing and reconciling statements is the
+// caller's job. Facts and sources: the project's statements notes.
+package statements
+
+import (
+	"errors"
+	"time"
+
+	"github.com/paycallback/paycallback/pkg/channels"
+)
+
+// Kind is what one statement line records.
+type Kind string
+
+// The kinds of line.
+const (
+	// KindPayment is a payment the channel settled.
+	KindPayment Kind = "PAYMENT"
+	// KindRefund is a refund the channel accepted or completed.
+	KindRefund Kind = "REFUND"
+	// KindOrder is a Shouqianba order as its query response reports it:
+	// the payment and the refunds so far, in one line.
+	KindOrder Kind = "ORDER"
+)
+
+// Beijing is the time zone of every statement time without an offset.
+var Beijing = time.FixedZone("CST", 8*3600)
+
+// Line is one row of a statement, in the channel's own terms turned into
+// the worker's: the trade number is the one the callback's idempotency key
+// uses (WeChat transaction_id, Alipay trade_no, Shouqianba sn).
+type Line struct {
+	// LineNo is the 1-based line number in the (uncompressed) file.
+	LineNo int
+	// Channel is the statement's channel.
+	Channel channels.Channel
+	// Kind says whether the line is a payment, a refund or an order.
+	Kind Kind
+	// TradeNo is the channel's trade number (the refunded payment's for a
+	// refund).
+	TradeNo string
+	// MerchantOrderNo is the merchant's order number (out_trade_no,
+	// 商户订单号, client_sn).
+	MerchantOrderNo string
+	// RefundNo is the refund's number for refunds: WeChat out_refund_no,
+	// Alipay 退款批次号/请求号 (out_request_no); empty otherwise.
+	RefundNo string
+	// Amount is, in fen: for a payment the order total (WeChat 订单金额,
+	// Alipay 订单金额); for a refund the refund's own amount, positive
+	// (WeChat 申请退款金额, Alipay −订单金额); for a Shouqianba order its
+	// total_amount.
+	Amount int64
+	// SettledAmount is, in fen, what settles: WeChat 应结订单金额 or
+	// 退款金额, Alipay 商家实收 (positive for refunds too), Shouqianba
+	// net_amount (total less refunds).
+	SettledAmount int64
+	// FeeMicroYuan is the fee in units of 0.00001 yuan (WeChat writes fees
+	// with five decimals), signed as the file has it (WeChat returns the fee
+	// on refunds as a negative amount). Zero when the channel reports none.
+	FeeMicroYuan int64
+	// Status is the channel's status for the line: WeChat 交易状态 for
+	// payments (SUCCESS, REVOKED) and 退款状态 for refunds (SUCCESS,
+	// PROCESSING, FAIL, CHANGE: a snapshot, never updated); Alipay 交易 or
+	// 退款 (always final); Shouqianba order_status.
+	Status string
+	// Time is the channel's time for the line, in UTC: WeChat 交易时间
+	// (payment success, or refund accepted), Alipay 完成时间, Shouqianba
+	// finish_time.
+	Time time.Time
+	// Currency is the ISO 4217 code (CNY).
+	Currency string
+}
+
+// Totals are a statement's own summary: counts and sums in fen, as its
+// summary lines or footer state them.
+type Totals struct {
+	// Lines is the number of detail lines.
+	Lines int
+	// Payments and Refunds count the lines of each kind.
+	Payments, Refunds int
+	// PaymentAmount and RefundAmount sum Amount over each kind.
+	PaymentAmount, RefundAmount int64
+	// SettledPayments and SettledRefunds sum SettledAmount over each kind.
+	SettledPayments, SettledRefunds int64
+	// FeeMicroYuan sums the fees, signed.
+	FeeMicroYuan int64
+}
+
+// Statement is one parsed statement file.
+type Statement struct {
+	// Channel is the statement's channel.
+	Channel channels.Channel
+	// Format names the layout found, e.g. "wechat-tradebill-all",
+	// "wechat-tradebill-all-legacy", "alipay-trade", "sqb-query".
+	Format string
+	// From and To bound the statement's window [From, To) when the file
+	// states it (Alipay); zero otherwise.
+	From, To time.Time
+	// Lines are the detail lines in file order.
+	Lines []Line
+	// Totals are what the file's summary states (zero for Shouqianba,
+	// whose file has none).
+	Totals Totals
+	// SHA1 is the hex SHA-1 of the uncompressed bytes (WeChat's hash_value
+	// is over those).
+	SHA1 string
+}
+
+// ErrMismatch is wrapped by the error of a file whose rows disagree with
+// its own summary or footer; the message says which figure and by how much.
+var ErrMismatch = errors.New("statement rows disagree with its summary")
+
+// ErrFormat is wrapped by the error of a file that is not a statement of
+// the expected layout: an unknown header, a missing column, a malformed
+// row (the message names the line and the column), IDs mangled into
+// scientific notation by a spreadsheet.
+var ErrFormat = errors.New("not a statement of a known layout")
+
+// ErrHash is wrapped when the file's SHA-1 differs from the one given.
+var ErrHash = errors.New("statement hash mismatch")
