@@ -108,8 +108,8 @@ type Statement struct {
 	From, To time.Time
 	// Lines are the detail lines in file order.
 	Lines []Line
-	// Totals are what the file's summary states (zero for Shouqianba,
-	// whose file has none).
+	// Totals are what the file's summary states; for Shouqianba, whose
+	// file has no summary, they are computed from the lines.
 	Totals Totals
 	// SHA1 is the hex SHA-1 of the uncompressed bytes (WeChat's hash_value
 	// is over those).
