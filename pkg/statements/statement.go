@@ -70,8 +70,8 @@ type Line struct {
 	FeeMicroYuan int64
 	// Status is the channel's status for the line: WeChat 交易状态 for
 	// payments (SUCCESS, REVOKED) and 退款状态 for refunds (SUCCESS,
-	// PROCESSING, FAIL, CHANGE: a snapshot, never updated); Alipay 交易 or
-	// 退款 (always final); Shouqianba order_status.
+	// PROCESSING, FAIL, CHANGE: a snapshot, never updated); SUCCESS for
+	// Alipay, whose rows are final; Shouqianba order_status.
 	Status string
 	// Time is the channel's time for the line, in UTC: WeChat 交易时间
 	// (payment success, or refund accepted), Alipay 完成时间, Shouqianba
