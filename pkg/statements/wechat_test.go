@@ -141,6 +141,38 @@ func TestParseWeChatFixture(t *testing.T) {
 	}, got)
 }
 
+// TestParseWeChatCoupon: with a non-top-up coupon (免充值券) 订单金额 and
+// 应结订单金额 differ, and so do 申请退款金额 and 退款金额; each goes to
+// its own field and each summary figure is checked against its own sum.
+func TestParseWeChatCoupon(t *testing.T) {
+	raw := string(mustReadWeChatFixture(t, wechatFixture))
+	raw = replaceOnce(t, raw, "`CNY,`100.00,`0.00,`0,`0,", "`CNY,`95.00,`5.00,`0,`0,")
+	raw = replaceOnce(t, raw, "`TEST-REFUND-0001,`30.00,", "`TEST-REFUND-0001,`28.50,")
+	raw = replaceOnce(t, raw, "`5,`183.80,`55.00,", "`5,`178.80,`53.50,")
+
+	st, err := ParseWeChat(strings.NewReader(raw), "")
+	require.NoError(t, err)
+	assert.Equal(t, Totals{
+		Lines: 5, Payments: 3, Refunds: 2,
+		PaymentAmount: 18380, RefundAmount: 5500,
+		SettledPayments: 17880, SettledRefunds: 5350,
+		FeeMicroYuan: 77000,
+	}, st.Totals)
+	require.Len(t, st.Lines, 5)
+	assert.Equal(t, int64(10000), st.Lines[0].Amount)
+	assert.Equal(t, int64(9500), st.Lines[0].SettledAmount)
+	assert.Equal(t, int64(3000), st.Lines[3].Amount)
+	assert.Equal(t, int64(2850), st.Lines[3].SettledAmount)
+
+	// The same file with the settled figures of a file without coupons.
+	stale := replaceOnce(t, raw, "`5,`178.80,`53.50,", "`5,`183.80,`55.00,")
+	_, err = ParseWeChat(strings.NewReader(stale), "")
+	require.ErrorIs(t, err, ErrMismatch)
+	assert.Contains(t, err.Error(), "应结订单总金额 states 183.80, the rows sum to 178.80 (difference -5.00)")
+	assert.Contains(t, err.Error(), "退款总金额 states 55.00, the rows sum to 53.50 (difference -1.50)")
+	assert.NotContains(t, err.Error(), "订单总金额 states 183.80, the rows sum to 183.80")
+}
+
 func TestParseWeChatVariants(t *testing.T) {
 	raw := mustReadWeChatFixture(t, wechatFixture)
 	want, err := ParseWeChat(bytes.NewReader(raw), "")
