@@ -100,6 +100,7 @@ func commands() []command {
 		statusCmd(),
 		tradeCmd(),
 		publishCmd(),
+		statementCmd(),
 		versionCmd(),
 	}
 }
