@@ -41,7 +41,7 @@ func (p *Pipeline) acquire(ctx context.Context, leaders []moneyItem, states []Me
 	for j, it := range leaders {
 		c := idempotent.Claim{
 			TenantID: it.ev.TenantID, Key: it.ev.Key, EventType: it.ev.Type,
-			Fingerprint: it.ev.Fingerprint, Source: it.src,
+			Fingerprint: it.ev.Fingerprint, Source: it.src, OccurredAt: it.ev.OccurredAt,
 		}
 		if rec, ok := existing[it.key]; ok {
 			results[j] = idempotent.Compare(c, rec)

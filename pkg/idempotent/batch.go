@@ -232,6 +232,7 @@ func (s *Store) acquireOne(ctx context.Context, c Claim) (Result, error) {
 		SourceTopic:     src.Topic,
 		SourcePartition: src.Partition,
 		SourceOffset:    src.Offset,
+		OccurredAt:      occurredAt(c),
 		CreatedAt:       s.Now(),
 	}
 	if c.Event != nil {
@@ -240,7 +241,7 @@ func (s *Store) acquireOne(ctx context.Context, c Claim) (Result, error) {
 	}
 	_, err := s.db.NewInsert().Model(&row).
 		Column("tenant_id", "idempotent_key", "event_type", "status", "fingerprint", "event_json",
-			"source_topic", "source_partition", "source_offset", "created_at").
+			"source_topic", "source_partition", "source_offset", "occurred_at", "created_at").
 		Returning("").
 		Exec(ctx)
 	if err == nil {
@@ -290,20 +291,30 @@ func Compare(c Claim, rec Record) Result {
 	return Result{Kind: Duplicate, Existing: rec}
 }
 
+// occurredAt is c.OccurredAt for its column: nil (NULL) when unknown,
+// else UTC.
+func occurredAt(c Claim) *time.Time {
+	if c.OccurredAt.IsZero() {
+		return nil
+	}
+	t := c.OccurredAt.UTC()
+	return &t
+}
+
 // insertMany runs the multi-row upsert of the claims at idx and returns
 // its affected-row count: one per row inserted, none for a duplicate.
 func (s *Store) insertMany(ctx context.Context, claims []Claim, idx []int, token []byte) (int64, error) {
 	now := s.Now()
 	var b strings.Builder
 	b.WriteString(`INSERT INTO ss_channel_idempotent (tenant_id, idempotent_key, event_type, status, fingerprint,
-		event_json, source_topic, source_partition, source_offset, created_at, batch_token) VALUES `)
-	args := make([]any, 0, len(idx)*11)
+		event_json, source_topic, source_partition, source_offset, occurred_at, created_at, batch_token) VALUES `)
+	args := make([]any, 0, len(idx)*12)
 	for n, i := range idx {
 		c := claims[i]
 		if n > 0 {
 			b.WriteString(", ")
 		}
-		b.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+		b.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
 		src := c.Source
 		if src.Topic == "" {
 			src = NoSource
@@ -314,7 +325,7 @@ func (s *Store) insertMany(ctx context.Context, claims []Claim, idx []int, token
 			ev = &e
 		}
 		args = append(args, c.TenantID, string(c.Key), string(c.EventType), string(StatusAcquired), c.Fingerprint,
-			ev, src.Topic, src.Partition, src.Offset, now, token)
+			ev, src.Topic, src.Partition, src.Offset, occurredAt(c), now, token)
 	}
 	if s.db.Dialect().Name() == dialect.SQLite {
 		b.WriteString(" ON CONFLICT (tenant_id, idempotent_key) DO NOTHING")

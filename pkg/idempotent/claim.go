@@ -61,6 +61,11 @@ type Claim struct {
 	Fingerprint string
 	Event       []byte
 	Source      Source
+	// OccurredAt is when the channel says the payment or refund happened,
+	// stored in its own column (occurred_at) so that a statement of the
+	// channel's day can be reconciled against the claims after purge has
+	// cleared the stored event. Zero stores NULL.
+	OccurredAt time.Time
 }
 
 // MaxFingerprintLen is the longest fingerprint the column holds (a hex

@@ -102,6 +102,7 @@ type claimRow struct {
 	Attempts        int        `bun:"attempts"`
 	LastError       *string    `bun:"last_error"`
 	DeadLetteredAt  *time.Time `bun:"dead_lettered_at"`
+	OccurredAt      *time.Time `bun:"occurred_at"`
 	CreatedAt       time.Time  `bun:"created_at"`
 	SettledAt       *time.Time `bun:"settled_at"`
 }
