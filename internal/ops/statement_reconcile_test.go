@@ -1,0 +1,204 @@
+package ops_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/paycallback/paycallback/internal/ops"
+	"github.com/paycallback/paycallback/pkg/channels"
+	"github.com/paycallback/paycallback/pkg/channels/channelstest"
+	"github.com/paycallback/paycallback/pkg/statements"
+)
+
+const reconDay = "2024-06-01" // channelstest.BaseTime's day
+
+// post settles value as the worker does, the claim keeping the channel's
+// time of the event in occurred_at.
+func (w *world) post(value []byte) {
+	w.t.Helper()
+	ev, _ := w.settle(value)
+	w.exec("UPDATE ss_channel_idempotent SET occurred_at = ? WHERE tenant_id = ? AND idempotent_key = ?",
+		ev.OccurredAt.UTC(), ev.TenantID, string(ev.Key))
+}
+
+// importLines imports lines as one statement of ch for tenant.
+func (w *world) importLines(tenant int64, ch channels.Channel, lines ...statements.Line) {
+	w.t.Helper()
+	for i := range lines {
+		lines[i].LineNo, lines[i].Channel, lines[i].Currency = i+2, ch, "CNY"
+	}
+	st := statements.Statement{Channel: ch, Format: "test", SHA1: fmt.Sprintf("%d-%s-%d", tenant, ch, time.Now().UnixNano()), Lines: lines}
+	_, err := ops.ImportStatement(context.Background(), w.db, tenant, st, time.Now())
+	require.NoError(w.t, err)
+}
+
+func payLine(tr channelstest.Trade) statements.Line {
+	return statements.Line{
+		Kind: statements.KindPayment, TradeNo: tr.TradeNo, MerchantOrderNo: tr.MerchantOrderNo,
+		Amount: tr.Total, SettledAmount: tr.Total, FeeMicroYuan: tr.Total * 6, Status: "SUCCESS", Time: tr.PaidAt,
+	}
+}
+
+func refundLine(tr channelstest.Trade, no string, amount int64, status string) statements.Line {
+	return statements.Line{
+		Kind: statements.KindRefund, TradeNo: tr.TradeNo, MerchantOrderNo: tr.MerchantOrderNo, RefundNo: no,
+		Amount: amount, SettledAmount: amount, FeeMicroYuan: -amount * 6, Status: status, Time: tr.PaidAt.Add(time.Hour),
+	}
+}
+
+func trade(ch channels.Channel, tenant int64, seq int) channelstest.Trade {
+	tr := channelstest.NewTrade(ch, seq)
+	tr.TenantID = tenant
+	return tr
+}
+
+func reconcileDay(t *testing.T, w *world, tenant int64, ch channels.Channel, day string) ops.StatementReport {
+	t.Helper()
+	rep, err := ops.ReconcileStatement(context.Background(), w.db, tenant, ch, day)
+	require.NoError(t, err)
+	return rep
+}
+
+func categories(rep ops.StatementReport) []string {
+	var out []string
+	for _, it := range rep.Items {
+		out = append(out, it.Category+" "+it.TradeNo+" "+it.RefundNo)
+	}
+	return out
+}
+
+// TestReconcileStatement builds ledger history from channel callbacks and
+// statements of the same day, one tenant per scenario, and checks that
+// reconciling reports exactly the difference.
+func TestReconcileStatement(t *testing.T) {
+	w := newWorld(t)
+	wx, ali, sqb := channels.WeChat, channels.Alipay, channels.SQB
+	d := channelstest.Delivery{}
+
+	t.Run("clean day", func(t *testing.T) {
+		t1, t2 := trade(wx, 1, 1), trade(wx, 1, 2)
+		w.post(channelstest.PaymentEnvelope(t1, d))
+		w.post(channelstest.PaymentEnvelope(t2, d))
+		w.post(channelstest.RefundEnvelope(t2, channelstest.Refund{No: "R-1", Amount: 1000}, d))
+		w.importLines(1, wx, payLine(t1), payLine(t2), refundLine(t2, "R-1", 1000, "SUCCESS"))
+		rep := reconcileDay(t, w, 1, wx, reconDay)
+		assert.Empty(t, rep.Items)
+		assert.Equal(t, 3, rep.Lines)
+		assert.Equal(t, 3, rep.Postings)
+		assert.Equal(t, (2580+2580-1000)*6, int(rep.FeeMicroYuan))
+		assert.Equal(t, "0.24960", rep.Fee)
+	})
+
+	t.Run("payment withheld from the ledger", func(t *testing.T) {
+		t1, t2 := trade(wx, 2, 1), trade(wx, 2, 2)
+		w.post(channelstest.PaymentEnvelope(t1, d))
+		w.importLines(2, wx, payLine(t1), payLine(t2))
+		rep := reconcileDay(t, w, 2, wx, reconDay)
+		require.Len(t, rep.Items, 1)
+		it := rep.Items[0]
+		assert.Equal(t, ops.StatementMissingInLedger, it.Category)
+		assert.Equal(t, t2.TradeNo, it.TradeNo)
+		assert.Equal(t, int64(2580), *it.StatementAmount)
+		assert.Nil(t, it.LedgerAmount)
+		assert.Equal(t, 3, it.LineNo)
+	})
+
+	t.Run("posted payment absent from the statement", func(t *testing.T) {
+		t1, t2 := trade(wx, 3, 1), trade(wx, 3, 2)
+		t2.PaidAt = time.Date(2024, 6, 1, 23, 59, 59, 900_000_000, channelstest.Beijing)
+		w.post(channelstest.PaymentEnvelope(t1, d))
+		w.post(channelstest.PaymentEnvelope(t2, d))
+		w.importLines(3, wx, payLine(t1))
+		rep := reconcileDay(t, w, 3, wx, reconDay)
+		assert.Equal(t, []string{ops.StatementMissingInStatement + " " + t2.TradeNo + " "}, categories(rep))
+		assert.Equal(t, int64(2580), *rep.Items[0].LedgerAmount)
+
+		// The channel's clock put it in the next day's bill.
+		late := payLine(t2)
+		late.Time = time.Date(2024, 6, 2, 0, 0, 0, 100_000_000, statements.Beijing)
+		w.importLines(3, wx, late)
+		rep = reconcileDay(t, w, 3, wx, reconDay)
+		assert.Empty(t, rep.Items, "the next day's imported statement holds it")
+		assert.Equal(t, []string{"2024-06-02"}, rep.Neighbours)
+		assert.Empty(t, reconcileDay(t, w, 3, wx, "2024-06-02").Items, "found in the ledger whatever its day")
+	})
+
+	t.Run("missing in statement, claim without occurred_at", func(t *testing.T) {
+		t1, t2 := trade(wx, 4, 1), trade(wx, 4, 2)
+		w.post(channelstest.PaymentEnvelope(t1, d))
+		w.settle(channelstest.PaymentEnvelope(t2, d)) // an old claim: the time only in event_json
+		w.importLines(4, wx, payLine(t1))
+		assert.Equal(t, []string{ops.StatementMissingInStatement + " " + t2.TradeNo + " "}, categories(reconcileDay(t, w, 4, wx, reconDay)))
+	})
+
+	t.Run("amount difference", func(t *testing.T) {
+		t1 := trade(wx, 5, 1)
+		w.post(channelstest.PaymentEnvelope(t1, d))
+		l := payLine(t1)
+		l.Amount = 2590
+		w.importLines(5, wx, l)
+		rep := reconcileDay(t, w, 5, wx, reconDay)
+		require.Len(t, rep.Items, 1)
+		assert.Equal(t, ops.StatementAmountMismatch, rep.Items[0].Category)
+		assert.Equal(t, [2]int64{2590, 2580}, [2]int64{*rep.Items[0].StatementAmount, *rep.Items[0].LedgerAmount})
+	})
+
+	t.Run("WeChat refund PROCESSING that was posted, REVOKED payment that was posted", func(t *testing.T) {
+		t1, t2 := trade(wx, 6, 1), trade(wx, 6, 2)
+		w.post(channelstest.PaymentEnvelope(t1, d))
+		w.post(channelstest.RefundEnvelope(t1, channelstest.Refund{No: "R-9", Amount: 500}, d))
+		w.post(channelstest.PaymentEnvelope(t2, d))
+		revoked := payLine(t2)
+		revoked.Status = "REVOKED"
+		w.importLines(6, wx, payLine(t1), refundLine(t1, "R-9", 500, "PROCESSING"), revoked)
+		rep := reconcileDay(t, w, 6, wx, reconDay)
+		assert.Equal(t, []string{
+			ops.StatementStatusMismatch + " " + t1.TradeNo + " R-9",
+			ops.StatementStatusMismatch + " " + t2.TradeNo + " ",
+		}, categories(rep))
+		assert.Contains(t, rep.Items[0].Message, "snapshot")
+		assert.Contains(t, rep.Items[0].Message, "never updated")
+	})
+
+	t.Run("Alipay two partial refunds compare as a per-trade total", func(t *testing.T) {
+		t1 := trade(ali, 7, 1)
+		t1.Total = 10000
+		w.post(channelstest.PaymentEnvelope(t1, d))
+		w.post(channelstest.RefundEnvelope(t1, channelstest.Refund{No: "B-1", Cumulative: 3000, At: t1.PaidAt.Add(time.Hour)}, d))
+		w.post(channelstest.RefundEnvelope(t1, channelstest.Refund{No: "B-2", Cumulative: 5000, At: t1.PaidAt.Add(2 * time.Hour)}, d))
+		// The statement numbers refunds by out_request_no, not the callback's.
+		w.importLines(7, ali, payLine(t1), refundLine(t1, "REQ-1", 3000, "SUCCESS"), refundLine(t1, "REQ-2", 2000, "SUCCESS"))
+		assert.Empty(t, reconcileDay(t, w, 7, ali, reconDay).Items)
+
+		w.importLines(7, ali, payLine(t1), refundLine(t1, "REQ-1", 3000, "SUCCESS"), refundLine(t1, "REQ-2", 2500, "SUCCESS"))
+		rep := reconcileDay(t, w, 7, ali, reconDay)
+		require.Len(t, rep.Items, 1)
+		it := rep.Items[0]
+		assert.Equal(t, ops.StatementAmountMismatch, it.Category)
+		assert.Equal(t, [2]int64{5500, 5000}, [2]int64{*it.StatementAmount, *it.LedgerAmount}, "the day's totals of the trade")
+	})
+
+	t.Run("Shouqianba order: total and refunded", func(t *testing.T) {
+		t1, t2 := trade(sqb, 8, 1), trade(sqb, 8, 2)
+		w.post(channelstest.PaymentEnvelope(t1, d))
+		w.post(channelstest.RefundEnvelope(t1, channelstest.Refund{No: "S-1", Amount: 1000}, d))
+		w.post(channelstest.PaymentEnvelope(t2, d))
+		order := func(tr channelstest.Trade, net int64, status string) statements.Line {
+			return statements.Line{Kind: statements.KindOrder, TradeNo: tr.TradeNo, Amount: tr.Total, SettledAmount: net, Status: status, Time: tr.PaidAt.Add(time.Hour)}
+		}
+		w.importLines(8, sqb, order(t1, 1580, channels.SQBPartialRefunded), order(t2, 2580, channels.SQBPaid))
+		assert.Empty(t, reconcileDay(t, w, 8, sqb, reconDay).Items)
+		w.importLines(8, sqb, order(t1, 580, channels.SQBPartialRefunded), order(t2, 2580, channels.SQBPaid))
+		assert.Equal(t, []string{ops.StatementAmountMismatch + " " + t1.TradeNo + " "}, categories(reconcileDay(t, w, 8, sqb, reconDay)))
+	})
+
+	t.Run("no statement for the day", func(t *testing.T) {
+		_, err := ops.ReconcileStatement(context.Background(), w.db, 9, wx, reconDay)
+		require.ErrorIs(t, err, ops.ErrNoStatement)
+	})
+}
