@@ -24,11 +24,13 @@ const maxStatementBytes = 1 << 30
 func statementCmd() command {
 	return command{
 		name:    "statement",
-		summary: "channel statements (对账单): import",
+		summary: "channel statements (对账单): import, reconcile",
 		description: `The channels' daily statement files are the second witness of what was
-paid and refunded: import one per tenant, channel and day.`,
+paid and refunded: import one per tenant, channel and day, then reconcile
+the day against the ledger.`,
 		verbs: []command{
 			statementImportCmd(),
+			statementReconcileCmd(),
 		},
 	}
 }
