@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/segmentio/kafka-go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -21,15 +20,6 @@ import (
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/channels/channelstest"
 )
-
-// partitionOf is the partition kafkaops.Produce sends key to.
-func partitionOf(key string, partitions int) int {
-	ids := make([]int, partitions)
-	for i := range ids {
-		ids[i] = i
-	}
-	return (&kafka.Murmur2Balancer{}).Balance(kafka.Message{Key: []byte(key)}, ids...)
-}
 
 // readyz returns the worker's /readyz status and body.
 func readyz(addr string) (int, string, error) {
@@ -68,7 +58,7 @@ func TestPrometheusSeesAStalledPartition(t *testing.T) {
 	}
 
 	locked := channelstest.NewTrade(channels.Alipay, 900)
-	stuck := partitionOf(locked.TradeNo, partitions)
+	stuck := kafkaops.PartitionOf([]byte(locked.TradeNo), partitions)
 	produce(payment(locked))
 	w.waitConsumed(t)
 
@@ -95,7 +85,7 @@ func TestPrometheusSeesAStalledPartition(t *testing.T) {
 	onStuck, elsewhere := []kafkaops.Message{refund}, []kafkaops.Message{}
 	for seq := 901; len(onStuck) < 6 || len(elsewhere) < 6; seq++ {
 		tr := channelstest.NewTrade(channels.Alipay, seq)
-		if p := partitionOf(tr.TradeNo, partitions); p == stuck && len(onStuck) < 6 {
+		if p := kafkaops.PartitionOf([]byte(tr.TradeNo), partitions); p == stuck && len(onStuck) < 6 {
 			onStuck = append(onStuck, payment(tr))
 		} else if p != stuck && len(elsewhere) < 6 {
 			elsewhere = append(elsewhere, payment(tr))

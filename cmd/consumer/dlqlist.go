@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"text/tabwriter"
@@ -148,8 +147,6 @@ func printDeadLettersJSON(out *printer, k ops.Kafka, ds []ops.DeadLetter, states
 		}
 		doc.DeadLetters = append(doc.DeadLetters, j)
 	}
-	enc := json.NewEncoder(out)
-	enc.SetIndent("", "  ")
-	_ = enc.Encode(doc)
+	out.json(doc)
 	return out.err
 }

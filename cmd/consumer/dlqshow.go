@@ -135,9 +135,7 @@ func dlqShowCommand(fs *flag.FlagSet) runFunc {
 		v := ops.ViewDeadLetter(k.DLQTopic, d, st, keys)
 		out := newPrinter(env)
 		if *asJSON {
-			enc := json.NewEncoder(out)
-			enc.SetIndent("", "  ")
-			_ = enc.Encode(v)
+			out.json(v)
 			return out.err
 		}
 		printDeadLetter(out, v, *decrypt)

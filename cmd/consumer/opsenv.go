@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -86,6 +87,16 @@ func (p *printer) Write(b []byte) (int, error) {
 }
 
 func (p *printer) printf(format string, a ...any) { _, _ = fmt.Fprintf(p, format, a...) }
+
+// json writes v as indented JSON, the --json form of every report; a value
+// that does not encode fails the command like a failed write.
+func (p *printer) json(v any) {
+	enc := json.NewEncoder(p)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil && p.err == nil {
+		p.err = fmt.Errorf("write output: %w", err)
+	}
+}
 
 func (p *printer) println(a ...any) { _, _ = fmt.Fprintln(p, a...) }
 

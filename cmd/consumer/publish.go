@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -128,9 +127,7 @@ func publishCommand(fs *flag.FlagSet) runFunc {
 		}
 		out := newPrinter(env)
 		if *asJSON {
-			enc := json.NewEncoder(out)
-			enc.SetIndent("", "  ")
-			_ = enc.Encode(rep)
+			out.json(rep)
 		} else {
 			printPublish(out, rep)
 		}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"strings"
@@ -78,11 +77,7 @@ func reconcileCommand(fs *flag.FlagSet) runFunc {
 		}
 		out := newPrinter(env)
 		if *asJSON {
-			enc := json.NewEncoder(out)
-			enc.SetIndent("", "  ")
-			if err := enc.Encode(rep); err != nil {
-				return fmt.Errorf("reconcile: write report: %w", err)
-			}
+			out.json(rep)
 		} else {
 			printReconcile(out, rep)
 		}

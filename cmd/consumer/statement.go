@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -68,25 +67,9 @@ func statementImportCommand(fs *flag.FlagSet) runFunc {
 	sha := fs.String("sha1", "", "expected SHA-1 (hex) of the uncompressed file, e.g. WeChat's hash_value")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
 	return func(ctx context.Context, env *environment, _ []string) error {
-		var missing []string
-		if *channel == "" {
-			missing = append(missing, "--channel")
-		}
-		if *tenant == 0 {
-			missing = append(missing, "--tenant")
-		}
-		if *file == "" {
-			missing = append(missing, "--file")
-		}
-		if len(missing) > 0 {
-			return usagef("statement import: required: %s", strings.Join(missing, ", "))
-		}
-		ch := channels.Channel(*channel)
-		if !ch.Valid() {
-			return usagef("statement import: --channel %q is not WECHAT, ALIPAY or SQB", *channel)
-		}
-		if *tenant < 0 {
-			return usagef("statement import: --tenant %d must be positive", *tenant)
+		ch, err := statementTarget("import", *channel, *tenant, "--file", *file)
+		if err != nil {
+			return err
 		}
 		if *sha != "" && !isHexSHA1(*sha) {
 			return usagef("statement import: --sha1 %q is not 40 hex digits", *sha)
@@ -113,14 +96,38 @@ func statementImportCommand(fs *flag.FlagSet) runFunc {
 		}
 		out := newPrinter(env)
 		if *asJSON {
-			enc := json.NewEncoder(out)
-			enc.SetIndent("", "  ")
-			_ = enc.Encode(res)
+			out.json(res)
 		} else {
 			printImport(out, res)
 		}
 		return env.audit(ctx, db, importSummary(res), out.err)
 	}
+}
+
+// statementTarget checks the flags every statement verb shares, --channel
+// and --tenant, and the verb's own required flag (name, value), reporting
+// every missing one at once; the errors are usage errors.
+func statementTarget(verb, channel string, tenant int64, name, value string) (channels.Channel, error) {
+	var missing []string
+	for _, f := range []struct {
+		name string
+		set  bool
+	}{{"--channel", channel != ""}, {"--tenant", tenant != 0}, {name, value != ""}} {
+		if !f.set {
+			missing = append(missing, f.name)
+		}
+	}
+	if len(missing) > 0 {
+		return "", usagef("statement %s: required: %s", verb, strings.Join(missing, ", "))
+	}
+	ch := channels.Channel(channel)
+	if !ch.Valid() {
+		return "", usagef("statement %s: --channel %q is not WECHAT, ALIPAY or SQB", verb, channel)
+	}
+	if tenant < 0 {
+		return "", usagef("statement %s: --tenant %d must be positive", verb, tenant)
+	}
+	return ch, nil
 }
 
 // readStatementFile reads the named file, at most maxStatementBytes.

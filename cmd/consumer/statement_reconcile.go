@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -11,7 +10,6 @@ import (
 	"time"
 
 	"github.com/paycallback/paycallback/internal/ops"
-	"github.com/paycallback/paycallback/pkg/channels"
 )
 
 func statementReconcileCmd() command {
@@ -48,25 +46,9 @@ func statementReconcileCommand(fs *flag.FlagSet) runFunc {
 	date := fs.String("date", "", "the statement's day, YYYY-MM-DD, Beijing time (required)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	return func(ctx context.Context, env *environment, _ []string) error {
-		var missing []string
-		if *channel == "" {
-			missing = append(missing, "--channel")
-		}
-		if *tenant == 0 {
-			missing = append(missing, "--tenant")
-		}
-		if *date == "" {
-			missing = append(missing, "--date")
-		}
-		if len(missing) > 0 {
-			return usagef("statement reconcile: required: %s", strings.Join(missing, ", "))
-		}
-		ch := channels.Channel(*channel)
-		if !ch.Valid() {
-			return usagef("statement reconcile: --channel %q is not WECHAT, ALIPAY or SQB", *channel)
-		}
-		if *tenant < 0 {
-			return usagef("statement reconcile: --tenant %d must be positive", *tenant)
+		ch, err := statementTarget("reconcile", *channel, *tenant, "--date", *date)
+		if err != nil {
+			return err
 		}
 		if _, err := time.Parse(time.DateOnly, *date); err != nil {
 			return usagef("statement reconcile: --date %q is not YYYY-MM-DD", *date)
@@ -85,11 +67,7 @@ func statementReconcileCommand(fs *flag.FlagSet) runFunc {
 		}
 		out := newPrinter(env)
 		if *asJSON {
-			enc := json.NewEncoder(out)
-			enc.SetIndent("", "  ")
-			if err := enc.Encode(rep); err != nil {
-				return fmt.Errorf("statement reconcile: write report: %w", err)
-			}
+			out.json(rep)
 		} else {
 			printStatementReconcile(out, rep)
 		}

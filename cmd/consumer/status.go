@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"strconv"
@@ -47,9 +46,7 @@ func statusCommand(fs *flag.FlagSet) runFunc {
 		}
 		out := newPrinter(env)
 		if *asJSON {
-			enc := json.NewEncoder(out)
-			enc.SetIndent("", "  ")
-			_ = enc.Encode(rep)
+			out.json(rep)
 			return out.err
 		}
 		printStatus(out, rep)

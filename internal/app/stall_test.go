@@ -8,25 +8,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/segmentio/kafka-go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/paycallback/paycallback/internal/app"
 	"github.com/paycallback/paycallback/internal/demo"
+	"github.com/paycallback/paycallback/internal/kafkaops"
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/channels/channelstest"
 	"github.com/paycallback/paycallback/pkg/idempotent"
 )
-
-// partitionOf is the partition kafkaops.Produce sends key to.
-func partitionOf(key string, partitions int) int {
-	ids := make([]int, partitions)
-	for i := range ids {
-		ids[i] = i
-	}
-	return (&kafka.Murmur2Balancer{}).Balance(kafka.Message{Key: []byte(key)}, ids...)
-}
 
 // lockOrder holds the order row of tr with SELECT … FOR UPDATE in an open
 // transaction of a connection of its own, as an operator's session might,
@@ -64,7 +55,7 @@ func TestHeldOrderLockStallsOnlyItsPartition(t *testing.T) {
 	ctx := context.Background()
 
 	locked := channelstest.NewTrade(channels.Alipay, 700)
-	stuck := partitionOf(locked.TradeNo, partitions)
+	stuck := kafkaops.PartitionOf([]byte(locked.TradeNo), partitions)
 	// Payments of other trades: behind the refund on its partition, and on
 	// the others.
 	var behind, elsewhere []demo.Message
@@ -72,9 +63,9 @@ func TestHeldOrderLockStallsOnlyItsPartition(t *testing.T) {
 		tr := channelstest.NewTrade(channels.Alipay, seq)
 		msg := demo.Message{Key: []byte(tr.TradeNo), Value: channelstest.AlipayPayment(tr, channelstest.Delivery{Attempt: 1})}
 		switch {
-		case partitionOf(tr.TradeNo, partitions) == stuck && len(behind) < 5:
+		case kafkaops.PartitionOf([]byte(tr.TradeNo), partitions) == stuck && len(behind) < 5:
 			behind = append(behind, msg)
-		case partitionOf(tr.TradeNo, partitions) != stuck && len(elsewhere) < 6:
+		case kafkaops.PartitionOf([]byte(tr.TradeNo), partitions) != stuck && len(elsewhere) < 6:
 			elsewhere = append(elsewhere, msg)
 		}
 	}

@@ -92,6 +92,17 @@ func Produce(ctx context.Context, brokers []string, topic string, msgs []Message
 	return nil
 }
 
+// PartitionOf is the partition Produce sends key to on a topic of
+// partitions partitions (kafka-go's murmur2 hash, as the Java client's
+// default partitioner).
+func PartitionOf(key []byte, partitions int) int {
+	ids := make([]int, partitions)
+	for i := range ids {
+		ids[i] = i
+	}
+	return (&kafka.Murmur2Balancer{}).Balance(kafka.Message{Key: key}, ids...)
+}
+
 // PartitionProgress is one partition's committed offset against its end.
 type PartitionProgress struct {
 	Partition int

@@ -14,12 +14,9 @@ import (
 	"github.com/paycallback/paycallback/internal/deadletters"
 	"github.com/paycallback/paycallback/internal/kafkaops"
 	"github.com/paycallback/paycallback/internal/ops"
-	"github.com/paycallback/paycallback/internal/sqldb"
-	"github.com/paycallback/paycallback/internal/sqldb/sqldbtest"
 	"github.com/paycallback/paycallback/internal/worker"
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/channels/channelstest"
-	"github.com/paycallback/paycallback/schema"
 )
 
 // TestDeadLettersThroughTheWorker follows dead letters through the real
@@ -31,23 +28,10 @@ import (
 func TestDeadLettersThroughTheWorker(t *testing.T) {
 	ctx := context.Background()
 	k := mustKafka(t, 2)
-	dsn := sqldbtest.NewDatabase(t)
-	db, err := sqldb.OpenMySQL(dsn)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = db.Close() })
-	_, err = schema.Migrate(ctx, db)
-	require.NoError(t, err)
-
-	cfg := config.Default()
-	cfg.Kafka.Brokers, cfg.Kafka.Topic, cfg.Kafka.Group = k.Brokers, k.Topic, k.Group
-	cfg.Kafka.SessionTimeout, cfg.Kafka.HeartbeatInterval, cfg.Kafka.RebalanceTimeout = 6*time.Second, 300*time.Millisecond, 6*time.Second
-	cfg.Kafka.MaxWait = 100 * time.Millisecond
-	cfg.DB.DSN = config.DSN(dsn)
-	cfg.Admin.Addr = "127.0.0.1:0"
-	cfg.Worker.ShutdownTimeout = 10 * time.Second
+	cfg, db := migratedWorker(t, k)
 	// A key for another tenant only: the WeChat payment has none (no_key).
+	cfg.WeChat.APIv3Key = ""
 	cfg.WeChat.APIv3Keys = map[int64]config.Keys{999_999: {config.Secret(channelstest.APIv3Key)}}
-	cfg.Finalize()
 	require.NoError(t, cfg.ValidateFor("run"))
 
 	wechat := channelstest.NewTrade(channels.WeChat, 1)

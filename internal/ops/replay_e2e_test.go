@@ -2,7 +2,6 @@ package ops_test
 
 import (
 	"context"
-	"log/slog"
 	"testing"
 	"time"
 
@@ -11,48 +10,20 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/paycallback/paycallback/config"
-	"github.com/paycallback/paycallback/internal/app"
 	"github.com/paycallback/paycallback/internal/demo"
 	"github.com/paycallback/paycallback/internal/kafkaops"
-	"github.com/paycallback/paycallback/internal/metrics"
 	"github.com/paycallback/paycallback/internal/ops"
-	"github.com/paycallback/paycallback/internal/sqldb"
-	"github.com/paycallback/paycallback/internal/sqldb/sqldbtest"
-	"github.com/paycallback/paycallback/pkg/channels/channelstest"
-	"github.com/paycallback/paycallback/schema"
 )
 
 // runWorker starts the worker through app.Main and returns a function that
 // stops it gracefully and returns its registry.
 func runWorker(t *testing.T, cfg config.Config) func() *prometheus.Registry {
 	t.Helper()
-	m := &app.Main{Config: cfg, Logger: slog.New(slog.DiscardHandler), Registry: metrics.NewRegistry()}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- m.Run(ctx) }()
-	select {
-	case <-m.Ready():
-	case err := <-done:
-		cancel()
-		t.Fatalf("worker stopped at start: %v", err)
-	}
-	stopped := false
-	stop := func() *prometheus.Registry {
-		t.Helper()
-		if !stopped {
-			stopped = true
-			cancel()
-			select {
-			case err := <-done:
-				require.NoError(t, err)
-			case <-time.After(60 * time.Second):
-				t.Fatal("worker did not stop within 60s")
-			}
-		}
+	m, stop := startMain(t, cfg)
+	return func() *prometheus.Registry {
+		stop()
 		return m.Registry
 	}
-	t.Cleanup(func() { stop() })
-	return stop
 }
 
 // outcomes sums paycb_events_total by outcome.
@@ -82,23 +53,7 @@ func outcomes(t *testing.T, reg *prometheus.Registry) map[string]float64 {
 func TestReplayThroughTheWorker(t *testing.T) {
 	ctx := context.Background()
 	k := mustKafka(t, 2)
-	dsn := sqldbtest.NewDatabase(t)
-	db, err := sqldb.OpenMySQL(dsn)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = db.Close() })
-	_, err = schema.Migrate(ctx, db)
-	require.NoError(t, err)
-
-	cfg := config.Default()
-	cfg.Kafka.Brokers, cfg.Kafka.Topic, cfg.Kafka.Group = k.Brokers, k.Topic, k.Group
-	cfg.Kafka.SessionTimeout, cfg.Kafka.HeartbeatInterval, cfg.Kafka.RebalanceTimeout = 6*time.Second, 300*time.Millisecond, 6*time.Second
-	cfg.Kafka.MaxWait = 100 * time.Millisecond
-	cfg.DB.DSN = config.DSN(dsn)
-	cfg.Admin.Addr = "127.0.0.1:0"
-	cfg.WeChat.APIv3Key = config.Secret(channelstest.APIv3Key)
-	cfg.Worker.ShutdownTimeout = 10 * time.Second
-	cfg.Finalize()
-	require.NoError(t, cfg.ValidateFor("run"))
+	cfg, db := migratedWorker(t, k)
 
 	stream := demo.Generate(demo.StreamOptions{Seed: 7, Trades: 15, NoTraps: true})
 	msgs := make([]kafkaops.Message, len(stream.Messages))

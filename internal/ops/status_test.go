@@ -11,6 +11,7 @@ import (
 	"github.com/segmentio/kafka-go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/uptrace/bun"
 
 	"github.com/paycallback/paycallback/config"
 	"github.com/paycallback/paycallback/internal/app"
@@ -270,6 +271,19 @@ func TestStatusOfAMissingTopic(t *testing.T) {
 	k.Topic = "no-such-topic"
 	_, err := ops.Status(context.Background(), k, ops.StatusOptions{})
 	require.ErrorIs(t, err, ops.ErrTopicNotFound)
+}
+
+// migratedWorker is workerConfig with its database migrated and open; the
+// database closes at cleanup.
+func migratedWorker(t *testing.T, k ops.Kafka) (config.Config, *bun.DB) {
+	t.Helper()
+	cfg := workerConfig(t, k)
+	db, err := sqldb.OpenMySQL(cfg.DB.DSN.Reveal())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	_, err = schema.Migrate(context.Background(), db)
+	require.NoError(t, err)
+	return cfg, db
 }
 
 // migrateDSN migrates the database cfg names.
