@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/uptrace/bun"
@@ -241,21 +242,12 @@ func diffLines(ch channels.Channel, old []statementLine, lines []statements.Line
 			out = append(out, LineChange{Identity: id, New: &n})
 		}
 	}
-	slices.SortFunc(out, func(a, b LineChange) int {
-		if a.Identity < b.Identity {
-			return -1
-		}
-		if a.Identity > b.Identity {
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(out, func(a, b LineChange) int { return strings.Compare(a.Identity, b.Identity) })
 	return out
 }
 
 // sameLine compares what a line says, not where it sits in its file.
 func sameLine(a, b statements.Line) bool {
-	a.LineNo, b.LineNo = 0, 0
 	return a.Kind == b.Kind && a.TradeNo == b.TradeNo && a.MerchantOrderNo == b.MerchantOrderNo &&
 		a.RefundNo == b.RefundNo && a.Amount == b.Amount && a.SettledAmount == b.SettledAmount &&
 		a.FeeMicroYuan == b.FeeMicroYuan && a.Status == b.Status && a.Time.Equal(b.Time) && a.Currency == b.Currency
