@@ -5,7 +5,8 @@ FUZZTIME  ?= 30s
 GOLANGCI  ?= github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
 GOBIN     := $(shell $(GO) env GOPATH)/bin
 
-.PHONY: all build test lint bench bench-go bench-e2e bench-backlog run fuzz vet sim sim-long soak
+.PHONY: all build test lint bench bench-go bench-e2e bench-backlog run fuzz vet sim sim-long soak \
+	kafka-up kafka-down tidb-up tidb-down galera-up galera-down test-kafka test-tidb test-galera test-engines
 
 # The version and revision the binary reports (consumer version,
 # paycb_build_info, the start-up line), also when built without VCS data.
@@ -104,3 +105,40 @@ SOAK_KILLS  ?= 20
 soak:
 	$(GO) test -count=1 -timeout 90m -v -run '^TestKillNineSoak$$' ./internal/soak/ -args \
 		-soak.events=$(SOAK_EVENTS) -soak.kills=$(SOAK_KILLS)
+
+## Engines for tests (docs/contract.md, "Engines for tests"): real engines on
+## loopback, each fetched or built once into ENGINES_DIR (downloads, builds,
+## data, logs and pid files; never committed). Each *-up returns once the
+## engine answers and prints its address; each *-down stops only what its
+## *-up started. scripts/engines/<engine>.sh holds the steps.
+ENGINES_DIR ?= $(CURDIR)/.engines
+export ENGINES_DIR
+
+## kafka-up / kafka-down: one Apache Kafka broker (KRaft), 127.0.0.1:19092.
+kafka-up:
+	scripts/engines/kafka.sh up
+kafka-down:
+	scripts/engines/kafka.sh down
+
+## tidb-up / tidb-down: tidb-server on its embedded storage, 127.0.0.1:4000;
+## TIDB_TXN_MODE=optimistic or pessimistic (the default).
+tidb-up:
+	scripts/engines/tidb.sh up
+tidb-down:
+	scripts/engines/tidb.sh down
+
+## galera-up / galera-down: three MariaDB Galera nodes, 127.0.0.1:3311-3313.
+galera-up:
+	scripts/engines/galera.sh up
+galera-down:
+	scripts/engines/galera.sh down
+
+## test-kafka, test-tidb, test-galera: each engine suite, starting (and
+## afterwards stopping) what it needs; test-engines runs all three.
+test-kafka:
+	scripts/engines/kafka.sh test
+test-tidb:
+	scripts/engines/tidb.sh test
+test-galera:
+	scripts/engines/galera.sh test
+test-engines: test-kafka test-tidb test-galera
