@@ -88,7 +88,11 @@ func (d *Decoder) accepts(ch Channel) error {
 
 // Decode parses one Kafka value (the JSON envelope) and decodes its body;
 // see ParseEnvelope and DecodeEnvelope for what is checked. Each JSON
-// document (envelope, body, decrypted WeChat resource) is decoded once.
+// document (envelope, body, decrypted WeChat resource) is decoded once. A
+// body of content type ContentTypeStatement is a canonical event rebuilt
+// from a statement: it must be of the envelope's tenant and channel, a
+// payment or a WeChat refund, and carry the key and fingerprint its fields
+// build (see NewStatementEvent); it then decodes to that event.
 //
 // Every error is a *Error whose Kind is one of KindMalformed,
 // KindUnknownChannel, KindDecryptFailed, KindNoKey, KindInvalidAmount and
@@ -124,12 +128,14 @@ func (d *Decoder) decode(env Envelope) (Result, error) {
 	if err := d.accepts(Channel(env.Channel)); err != nil {
 		return partial(env), err
 	}
-	switch Channel(env.Channel) {
-	case WeChat:
+	switch ch := Channel(env.Channel); {
+	case env.FromStatement():
+		res, err = decodeStatement(env)
+	case ch == WeChat:
 		res, err = d.decodeWeChat(env)
-	case Alipay:
+	case ch == Alipay:
 		res, err = decodeAlipay(env)
-	case SQB:
+	case ch == SQB:
 		res, err = decodeSQB(env)
 	default: // Validate lets no other channel through
 		err = errorf(KindUnknownChannel, "channel %s", quote(env.Channel))

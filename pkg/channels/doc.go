@@ -9,6 +9,11 @@
 // are described in the project's channels.md; the envelope, key format and
 // dead-letter kinds in contract.md.
 //
+// A fourth content type, ContentTypeStatement, carries no callback but an
+// Event rebuilt from a channel statement, with the key and fingerprint the
+// channel's callback of the same event has; NewStatementEvent and
+// StatementEnvelope build it, the Decoder checks it like any input.
+//
 // A decoded callback is one of:
 //
 //   - a money-moving Event (PAYMENT_RECEIVED or REFUND_SUCCEEDED) with its

@@ -63,9 +63,9 @@ type Envelope struct {
 // are tolerated. It fails with KindMalformed for a value over
 // MaxEnvelopeBytes, bad JSON, a tenant_id that is not positive, a missing
 // channel or body, a received_at missing or outside [2000, 2100), or a
-// content_type that does not fit the channel; and with KindUnknownChannel
-// for a channel it does not know.
-// ReceivedAt is returned in UTC.
+// content_type that neither fits the channel nor is ContentTypeStatement;
+// and with KindUnknownChannel for a channel it does not know. ReceivedAt is
+// returned in UTC.
 func ParseEnvelope(value []byte) (Envelope, error) {
 	var env Envelope
 	if len(value) > MaxEnvelopeBytes {
@@ -109,12 +109,17 @@ func (env Envelope) Validate() error {
 	if len(env.Body) > MaxEnvelopeBytes {
 		return errorf(KindMalformed, "envelope body is %d bytes, at most %d", len(env.Body), MaxEnvelopeBytes)
 	}
-	if !mediaTypeIs(env.ContentType, ch.ContentType()) {
-		return errorf(KindMalformed, "content_type %s does not fit channel %s, want %s",
-			quote(env.ContentType), ch, ch.ContentType())
+	if !mediaTypeIs(env.ContentType, ch.ContentType()) && !env.FromStatement() {
+		return errorf(KindMalformed, "content_type %s does not fit channel %s, want %s (or %s for an event rebuilt from a statement)",
+			quote(env.ContentType), ch, ch.ContentType(), ContentTypeStatement)
 	}
 	return nil
 }
+
+// FromStatement reports whether the envelope carries an event rebuilt from
+// a channel statement (content type ContentTypeStatement) rather than a
+// callback.
+func (env Envelope) FromStatement() bool { return mediaTypeIs(env.ContentType, ContentTypeStatement) }
 
 // mediaTypeIs reports whether contentType names want, ignoring case and any
 // parameters ("application/json; charset=utf-8").

@@ -9,6 +9,7 @@ import (
 
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/channels/channelstest"
+	"github.com/paycallback/paycallback/pkg/idempotent"
 )
 
 // The fuzz targets check, for any input: no panic, every failure is a
@@ -24,6 +25,19 @@ func fixtureSeeds() [][]byte {
 			channelstest.PaymentEnvelope(tr, channelstest.Delivery{}),
 			channelstest.RefundEnvelope(tr, channelstest.Refund{No: "RF-1", Amount: 100}, channelstest.Delivery{}),
 		)
+		// The same payment rebuilt from a statement.
+		ev, err := channels.NewStatementEvent(channels.Event{
+			TenantID: tr.TenantID, Channel: ch, Type: idempotent.PaymentReceived, TradeNo: tr.TradeNo,
+			MerchantOrderNo: tr.MerchantOrderNo, OrderTotal: tr.Total, OccurredAt: tr.PaidAt, ReceivedAt: tr.PaidAt, RawStatus: "SUCCESS",
+		})
+		if err != nil {
+			panic(err)
+		}
+		v, err := channels.StatementEnvelope(ev, tr.PaidAt)
+		if err != nil {
+			panic(err)
+		}
+		out = append(out, v)
 	}
 	return out
 }
