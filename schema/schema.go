@@ -10,7 +10,6 @@ package schema
 
 import (
 	"context"
-	"database/sql"
 	"embed"
 	"errors"
 	"fmt"
@@ -70,10 +69,12 @@ func Migrations(dir string) ([]Migration, error) {
 
 // Migrate brings db's schema to the newest version and returns the versions
 // it applied (none when the schema was current). It is safe to run from
-// several processes at once: on MySQL a named lock serialises them, on SQLite
-// the write lock does. Each migration is written so that re-running it after
-// a crash halfway is harmless (MySQL DDL commits implicitly).
-func Migrate(ctx context.Context, db *bun.DB) ([]int, error) {
+// several processes at once, on one server or on several nodes of a
+// cluster: on MySQL, MariaDB, Galera and TiDB a lock row serialises them
+// (see lockMigrations; GET_LOCK would be local to one Galera node), on
+// SQLite the write lock does. Each migration is written so that re-running
+// it after a crash halfway is harmless (MySQL DDL commits implicitly).
+func Migrate(ctx context.Context, db *bun.DB) (done []int, err error) {
 	dir, err := dialectDir(db)
 	if err != nil {
 		return nil, err
@@ -89,14 +90,14 @@ func Migrate(ctx context.Context, db *bun.DB) ([]int, error) {
 	defer func() { _ = conn.Close() }()
 
 	if dir == "mysql" {
-		var got sql.NullInt64
-		if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK('paycb_migrate', 60)").Scan(&got); err != nil {
-			return nil, fmt.Errorf("migrate: take lock: %w", err)
+		lctx, lock, lerr := lockMigrations(ctx, db, conn)
+		if lerr != nil {
+			return nil, lerr
 		}
-		if !got.Valid || got.Int64 != 1 {
-			return nil, errors.New("migrate: another migration holds the lock for over 60s")
-		}
-		defer conn.ExecContext(context.WithoutCancel(ctx), "DO RELEASE_LOCK('paycb_migrate')") //nolint:errcheck // released with the connection anyway
+		ctx = lctx
+		defer func() {
+			err = errors.Join(err, lock.release(ctx))
+		}()
 	}
 
 	if _, err := conn.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS ss_schema_migration (
@@ -111,7 +112,6 @@ func Migrate(ctx context.Context, db *bun.DB) ([]int, error) {
 		return nil, err
 	}
 
-	var done []int
 	for _, m := range migs {
 		if applied[m.Version] {
 			continue

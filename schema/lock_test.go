@@ -1,0 +1,125 @@
+package schema_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/uptrace/bun"
+
+	"github.com/paycallback/paycallback/internal/sqldb"
+	"github.com/paycallback/paycallback/internal/sqldb/sqldbtest"
+	"github.com/paycallback/paycallback/schema"
+)
+
+// TestConcurrentMigrate starts many runners on one fresh database at once,
+// each with a pool of its own (as separate processes would; with
+// TEST_MYSQL_NODES each pool's connections go to different cluster nodes):
+// every runner succeeds, each migration is applied by exactly one of them,
+// and the lock is released.
+func TestConcurrentMigrate(t *testing.T) {
+	const runners = 12
+	dsn := sqldbtest.NewDatabase(t)
+	migs, err := schema.Migrations("mysql")
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	pools := make([]*bun.DB, runners)
+	for i := range pools {
+		db, err := sqldb.OpenMySQL(dsn)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = db.Close() })
+		pools[i] = db
+	}
+	var (
+		wg      sync.WaitGroup
+		start   = make(chan struct{})
+		applied = make([][]int, runners)
+		errs    = make([]error, runners)
+	)
+	for i, db := range pools {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			applied[i], errs[i] = schema.Migrate(ctx, db)
+		}()
+	}
+	close(start)
+	wg.Wait()
+
+	times := map[int]int{}
+	for i := range pools {
+		require.NoError(t, errs[i], "runner %d", i)
+		for _, v := range applied[i] {
+			times[v]++
+		}
+	}
+	for _, m := range migs {
+		assert.Equal(t, 1, times[m.Version], "migration %s applied once", m.Name)
+	}
+	db := pools[0]
+	var n int
+	require.NoError(t, db.NewRaw("SELECT COUNT(*) FROM ss_schema_migration").Scan(ctx, &n))
+	assert.Equal(t, len(migs), n)
+	require.NoError(t, db.NewRaw("SELECT COUNT(*) FROM ss_schema_lock").Scan(ctx, &n))
+	assert.Zero(t, n, "the lock is released")
+	_, err = schema.Check(ctx, db)
+	require.NoError(t, err)
+}
+
+// TestMigrateWaitsForAHeldLock: while another runner's unexpired claim is
+// in the lock table, Migrate applies nothing and gives up when its context
+// ends.
+func TestMigrateWaitsForAHeldLock(t *testing.T) {
+	db, err := sqldb.OpenMySQL(sqldbtest.NewDatabase(t))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	ctx := context.Background()
+	holdLock(t, db, "UTC_TIMESTAMP(6) + INTERVAL 1 HOUR")
+
+	wctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	done, err := schema.Migrate(wctx, db)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Empty(t, done)
+	_, err = schema.Check(ctx, db)
+	require.ErrorIs(t, err, schema.ErrNotMigrated, "nothing ran while the lock was held")
+}
+
+// TestMigrateTakesOverAnExpiredLock: a claim left by a runner that died
+// (its expiry passed) does not block the next one.
+func TestMigrateTakesOverAnExpiredLock(t *testing.T) {
+	db, err := sqldb.OpenMySQL(sqldbtest.NewDatabase(t))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	holdLock(t, db, "UTC_TIMESTAMP(6) - INTERVAL 1 SECOND")
+
+	done, err := schema.Migrate(ctx, db)
+	require.NoError(t, err)
+	assert.NotEmpty(t, done)
+	var n int
+	require.NoError(t, db.NewRaw("SELECT COUNT(*) FROM ss_schema_lock").Scan(ctx, &n))
+	assert.Zero(t, n, "the lock is released")
+}
+
+// holdLock writes another runner's claim on the migration lock, expiring at
+// the SQL expression expires.
+func holdLock(t *testing.T, db *bun.DB, expires string) {
+	t.Helper()
+	ctx := context.Background()
+	_, err := db.ExecContext(ctx, `CREATE TABLE ss_schema_lock (
+  name       VARCHAR(64) NOT NULL PRIMARY KEY,
+  owner      VARCHAR(64) NOT NULL,
+  expires_at DATETIME(6) NOT NULL
+)`)
+	require.NoError(t, err)
+	_, err = db.ExecContext(ctx, "INSERT INTO ss_schema_lock (name, owner, expires_at) VALUES ('migrate', 'someone-else', "+expires+")")
+	require.NoError(t, err)
+}
