@@ -1,0 +1,132 @@
+package statementstest
+
+import (
+	"bytes"
+	"crypto/sha1" //nolint:gosec // the parser identifies the file by SHA-1; tests compare it.
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/paycallback/paycallback/pkg/channels"
+	"github.com/paycallback/paycallback/pkg/statements"
+)
+
+// sqbResponse is one /upay/v2/query response, its fields in the order
+// Shouqianba writes them.
+type sqbResponse struct {
+	ResultCode  string `json:"result_code"`
+	BizResponse struct {
+		ResultCode string  `json:"result_code"`
+		Data       sqbData `json:"data"`
+	} `json:"biz_response"`
+}
+
+// sqbData is the order of a query response; every value a string.
+type sqbData struct {
+	SN                string `json:"sn"`
+	ClientSN          string `json:"client_sn"`
+	TradeNo           string `json:"trade_no"`
+	TerminalSN        string `json:"terminal_sn"`
+	Status            string `json:"status"`
+	OrderStatus       string `json:"order_status"`
+	Payway            string `json:"payway"`
+	SubPayway         string `json:"sub_payway"`
+	TotalAmount       string `json:"total_amount"`
+	NetAmount         string `json:"net_amount"`
+	FinishTime        string `json:"finish_time,omitempty"`
+	ChannelFinishTime string `json:"channel_finish_time,omitempty"`
+	Subject           string `json:"subject"`
+	Operator          string `json:"operator"`
+}
+
+// SQBQueryResponses writes lines as a file of Shouqianba /upay/v2/query
+// responses, one whole response a line (UTF-8, LF), in the order given:
+// result_code "200", biz_response.result_code "SUCCESS", and the order with
+// sn TradeNo, client_sn MerchantOrderNo, order_status Status, total_amount
+// Amount and net_amount SettledAmount (fen as strings), finish_time Time in
+// epoch milliseconds (left out when Time is zero, which only an order not
+// final may be), and the fields the parser does not read (trade_no,
+// terminal_sn, payway…) filled with fixed or derived values.
+//
+// The error wraps ErrUnwritable, naming the line, for a line of another
+// channel or of a kind other than KindOrder, an order_status that is not
+// documented, a final one without a time, a currency other than CNY, an
+// amount outside [0, channels.MaxAmount] (SettledAmount above Amount
+// included), the same sn twice, or an empty sn or client_sn.
+func SQBQueryResponses(lines []statements.Line) (File, error) {
+	var b bytes.Buffer
+	want := statements.Statement{Channel: channels.SQB, Format: statements.FormatSQBQuery}
+	seen := map[string]bool{}
+	for i, l := range lines {
+		if err := sqbCheck(i, l, seen); err != nil {
+			return File{}, fmt.Errorf("sqb query responses: %w", err)
+		}
+		var r sqbResponse
+		r.ResultCode = "200"
+		r.BizResponse.ResultCode = "SUCCESS"
+		r.BizResponse.Data = sqbData{
+			SN: l.TradeNo, ClientSN: l.MerchantOrderNo, TradeNo: "4200000000" + digitsOf(l.TradeNo, 18),
+			TerminalSN: "100000000000000001", Status: "SUCCESS", OrderStatus: l.Status, Payway: "3", SubPayway: "1",
+			TotalAmount: strconv.FormatInt(l.Amount, 10), NetAmount: strconv.FormatInt(l.SettledAmount, 10),
+			Subject: "门店消费", Operator: "cashier01",
+		}
+		if !l.Time.IsZero() {
+			l.Time = time.UnixMilli(l.Time.UnixMilli()).UTC()
+			r.BizResponse.Data.FinishTime = strconv.FormatInt(l.Time.UnixMilli(), 10)
+			r.BizResponse.Data.ChannelFinishTime = strconv.FormatInt(l.Time.UnixMilli()-200, 10)
+		}
+		data, err := json.Marshal(r)
+		if err != nil {
+			return File{}, fmt.Errorf("sqb query responses: line %d: %w", i+1, err)
+		}
+		b.Write(data)
+		b.WriteByte('\n')
+		l.LineNo = i + 1
+		l.RefundNo, l.FeeMicroYuan = "", 0
+		want.Lines = append(want.Lines, l)
+		t := &want.Totals
+		t.Lines++
+		t.Payments++
+		t.PaymentAmount += l.Amount
+		t.SettledPayments += l.SettledAmount
+		t.RefundAmount += l.Amount - l.SettledAmount
+	}
+	sum := sha1.Sum(b.Bytes()) //nolint:gosec // see the import.
+	want.SHA1 = hex.EncodeToString(sum[:])
+	return File{Data: b.Bytes(), Want: want}, nil
+}
+
+// sqbCheck checks one line of a query-responses file.
+func sqbCheck(i int, l statements.Line, seen map[string]bool) error {
+	if l.Channel != channels.SQB || l.Kind != statements.KindOrder {
+		return unwritable(i, "channel %q kind %q: the file holds SQB orders", l.Channel, l.Kind)
+	}
+	if l.Currency != channels.CurrencyCNY {
+		return unwritable(i, "currency %q, not CNY", l.Currency)
+	}
+	final := false
+	switch l.Status {
+	case channels.SQBPaid, channels.SQBPayCanceled, channels.SQBRefunded, channels.SQBPartialRefunded, channels.SQBCanceled:
+		final = true
+	case channels.SQBCreated, channels.SQBPayError, channels.SQBRefundError, channels.SQBCancelError,
+		channels.SQBCancelInProgress, "INVALID_STATUS_CODE":
+	default:
+		return unwritable(i, "order_status %q is not documented", l.Status)
+	}
+	if final && l.Time.IsZero() {
+		return unwritable(i, "final order_status %s without a finish_time", l.Status)
+	}
+	if err := cmpCheck(i, l); err != nil {
+		return err
+	}
+	if l.TradeNo == "" || l.MerchantOrderNo == "" {
+		return unwritable(i, "sn %q and client_sn %q must not be empty", l.TradeNo, l.MerchantOrderNo)
+	}
+	if seen[l.TradeNo] {
+		return unwritable(i, "sn %q twice", l.TradeNo)
+	}
+	seen[l.TradeNo] = true
+	return nil
+}

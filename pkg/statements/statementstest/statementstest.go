@@ -1,0 +1,286 @@
+// Package statementstest writes channel statement files for tests: a WeChat
+// Pay trade bill (bill_type=ALL), an Alipay trade bill zip (GBK, with its
+// footer) and a file of Shouqianba query responses, each exactly in the
+// layout pkg/statements parses, from the lines the file must parse into.
+// FromEvents works out those lines from decoded callbacks the way the
+// channels' statements report them.
+//
+// Every writer returns a File: the bytes and the Statement that
+// statements.Parse must return for them, so a test can state "this file
+// parses to exactly these lines and totals". The package never touches a
+// database, the network or the file system, and it is not a parser: the
+// only reader of its files that counts is pkg/statements.
+package statementstest
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/paycallback/paycallback/pkg/channels"
+	"github.com/paycallback/paycallback/pkg/idempotent"
+	"github.com/paycallback/paycallback/pkg/statements"
+)
+
+// File is a written statement file and what statements.Parse makes of it.
+type File struct {
+	// Data is the file as the channel serves it (the Alipay zip, the plain
+	// WeChat bill, the Shouqianba lines).
+	Data []byte
+	// Want is the Statement statements.Parse returns for Data: the lines
+	// given, numbered by their line in the file, their times in UTC at the
+	// precision the file writes (seconds; milliseconds for Shouqianba),
+	// the totals the summary or footer states, and the SHA-1.
+	Want statements.Statement
+}
+
+// ErrUnwritable is wrapped by a writer's error when a line cannot be
+// written in the channel's layout: another channel or kind, an amount out
+// of range, an identifier the layout cannot carry (empty, a separator, a
+// number a spreadsheet would mangle), a status the file cannot state.
+var ErrUnwritable = errors.New("line cannot be written in the statement's layout")
+
+func unwritable(i int, format string, args ...any) error {
+	return fmt.Errorf("line %d: %s: %w", i+1, fmt.Sprintf(format, args...), ErrUnwritable)
+}
+
+// WeChatFeeRate is the fee FromEvents gives WeChat lines: 0.60% of the
+// amount, rounded half up to the fen, positive on payments and negative on
+// refunds (the fee returned), as the trade bill writes 手续费.
+const WeChatFeeRate = "0.60%"
+
+// wechatFee is WeChatFeeRate of fen, rounded half up to the fen, in units
+// of 0.00001 yuan.
+func wechatFee(fen int64) int64 { return (fen*6 + 500) / 1000 * 1000 }
+
+// FromEvents returns the lines channel ch's statements report for the
+// events of ch among events (decoded callbacks; the same key twice counts
+// once, the first wins; events of other channels are skipped), sorted by
+// time, then trade number, payments before refunds, then refund number:
+//
+//   - WECHAT: a SUCCESS payment line per payment (Amount and SettledAmount
+//     the order total) and a SUCCESS refund line per refund (its own
+//     amount), each with WeChatFeeRate's fee, dated by the event's time;
+//   - ALIPAY: a payment line per payment and a refund line per refund whose
+//     amount is the refund's own, worked out from the cumulative amounts
+//     the trade's refund callbacks report, in cumulative order; no fee;
+//   - SQB: one order line per trade, as /upay/v2/query reports it once
+//     every event has happened: total_amount the order total, net_amount
+//     the total less the largest cumulative refund, order_status PAID,
+//     PARTIAL_REFUNDED or REFUNDED, finish_time the trade's last event.
+//
+// Amounts are fen; currency CNY. It fails on an event that is not valid
+// (channels.Event.Validate) and on Alipay refunds whose cumulative amounts
+// do not grow.
+func FromEvents(ch channels.Channel, events []channels.Event) ([]statements.Line, error) {
+	seen := map[string]bool{}
+	var evs []channels.Event
+	for _, e := range events {
+		if e.Channel != ch {
+			continue
+		}
+		if err := e.Validate(); err != nil {
+			return nil, fmt.Errorf("statement lines from events: %s: %w", e.Key, err)
+		}
+		id := fmt.Sprintf("%d/%s", e.TenantID, e.Key)
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
+		evs = append(evs, e)
+	}
+	var lines []statements.Line
+	var err error
+	switch ch {
+	case channels.WeChat:
+		lines = wechatLines(evs)
+	case channels.Alipay:
+		lines, err = alipayLines(evs)
+	case channels.SQB:
+		lines = sqbLines(evs)
+	default:
+		return nil, fmt.Errorf("statement lines from events: unknown channel %q", ch)
+	}
+	if err != nil {
+		return nil, err
+	}
+	slices.SortStableFunc(lines, func(a, b statements.Line) int {
+		return cmp.Or(a.Time.Compare(b.Time), strings.Compare(a.TradeNo, b.TradeNo),
+			strings.Compare(string(b.Kind), string(a.Kind)), // PAYMENT before REFUND
+			strings.Compare(a.RefundNo, b.RefundNo))
+	})
+	return lines, nil
+}
+
+func line(e channels.Event, kind statements.Kind, amount int64) statements.Line {
+	return statements.Line{
+		Channel: e.Channel, Kind: kind, TradeNo: e.TradeNo, MerchantOrderNo: e.MerchantOrderNo, RefundNo: e.RefundNo,
+		Amount: amount, SettledAmount: amount, Status: "SUCCESS", Time: e.OccurredAt, Currency: e.Currency,
+	}
+}
+
+func wechatLines(evs []channels.Event) []statements.Line {
+	lines := make([]statements.Line, 0, len(evs))
+	for _, e := range evs {
+		if e.Type == idempotent.PaymentReceived {
+			l := line(e, statements.KindPayment, e.OrderTotal)
+			l.FeeMicroYuan = wechatFee(e.OrderTotal)
+			lines = append(lines, l)
+			continue
+		}
+		l := line(e, statements.KindRefund, e.RefundAmount)
+		l.FeeMicroYuan = -wechatFee(e.RefundAmount)
+		lines = append(lines, l)
+	}
+	return lines
+}
+
+func alipayLines(evs []channels.Event) ([]statements.Line, error) {
+	var lines []statements.Line
+	refunds := map[string][]channels.Event{}
+	for _, e := range evs {
+		if e.Type == idempotent.PaymentReceived {
+			lines = append(lines, line(e, statements.KindPayment, e.OrderTotal))
+			continue
+		}
+		refunds[e.TradeNo] = append(refunds[e.TradeNo], e)
+	}
+	for trade, rs := range refunds {
+		slices.SortFunc(rs, func(a, b channels.Event) int { return cmp.Compare(a.CumulativeRefunded, b.CumulativeRefunded) })
+		var before int64
+		for _, e := range rs {
+			own := e.CumulativeRefunded - before
+			if own <= 0 {
+				return nil, fmt.Errorf("statement lines from events: alipay trade %s: refund %s reports %d refunded so far, not more than the %d before it",
+					trade, e.RefundNo, e.CumulativeRefunded, before)
+			}
+			lines = append(lines, line(e, statements.KindRefund, own))
+			before = e.CumulativeRefunded
+		}
+	}
+	return lines, nil
+}
+
+func sqbLines(evs []channels.Event) []statements.Line {
+	type order struct {
+		first    channels.Event
+		refunded int64
+		last     time.Time
+	}
+	orders := map[string]*order{}
+	var trades []string
+	for _, e := range evs {
+		o, ok := orders[e.TradeNo]
+		if !ok {
+			o = &order{first: e}
+			orders[e.TradeNo] = o
+			trades = append(trades, e.TradeNo)
+		}
+		o.refunded = max(o.refunded, e.CumulativeRefunded)
+		if e.OccurredAt.After(o.last) {
+			o.last = e.OccurredAt
+		}
+	}
+	lines := make([]statements.Line, 0, len(trades))
+	for _, trade := range trades {
+		o := orders[trade]
+		status := channels.SQBPaid
+		switch {
+		case o.refunded >= o.first.OrderTotal:
+			status = channels.SQBRefunded
+		case o.refunded > 0:
+			status = channels.SQBPartialRefunded
+		}
+		lines = append(lines, statements.Line{
+			Channel: channels.SQB, Kind: statements.KindOrder, TradeNo: trade, MerchantOrderNo: o.first.MerchantOrderNo,
+			Amount: o.first.OrderTotal, SettledAmount: max(o.first.OrderTotal-o.refunded, 0), Status: status, Time: o.last,
+			Currency: o.first.Currency,
+		})
+	}
+	return lines
+}
+
+// Days returns the Beijing-time days (YYYY-MM-DD) lines fall on, in order.
+func Days(lines []statements.Line) []string {
+	var days []string
+	for _, l := range lines {
+		days = append(days, Day(l.Time))
+	}
+	slices.Sort(days)
+	return slices.Compact(days)
+}
+
+// OnDay returns the lines whose time falls on the Beijing-time day
+// (YYYY-MM-DD), in their order.
+func OnDay(lines []statements.Line, day string) []statements.Line {
+	var out []statements.Line
+	for _, l := range lines {
+		if Day(l.Time) == day {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// Day is t's Beijing-time day, YYYY-MM-DD, as statements date their lines.
+func Day(t time.Time) string { return t.In(statements.Beijing).Format(time.DateOnly) }
+
+// yuan writes fen as signed yuan with two decimals: "25.80", "-0.01".
+func yuan(fen int64) string {
+	sign := ""
+	if fen < 0 {
+		sign, fen = "-", -fen
+	}
+	return fmt.Sprintf("%s%d.%02d", sign, fen/100, fen%100)
+}
+
+// microYuan writes 0.00001-yuan units as signed yuan with five decimals.
+func microYuan(v int64) string {
+	sign := ""
+	if v < 0 {
+		sign, v = "-", -v
+	}
+	return fmt.Sprintf("%s%d.%05d", sign, v/100000, v%100000)
+}
+
+// checkAmount refuses an amount the parsers refuse.
+func checkAmount(i int, what string, v int64) error {
+	if v < 0 || v > channels.MaxAmount {
+		return unwritable(i, "%s %d fen is outside [0, %d]", what, v, channels.MaxAmount)
+	}
+	return nil
+}
+
+// checkCell refuses a cell value that a comma-separated layout cannot
+// carry, or that a spreadsheet would have turned into scientific notation
+// (the parsers refuse those).
+func checkCell(i int, what, v string, required bool) error {
+	switch {
+	case v == "" && required:
+		return unwritable(i, "%s is empty", what)
+	case strings.ContainsAny(v, ",\"`\t\r\n"):
+		return unwritable(i, "%s %q holds a separator, quote, backtick or line break", what, v)
+	case strings.TrimSpace(v) != v:
+		return unwritable(i, "%s %q has surrounding spaces", what, v)
+	case scientific(v):
+		return unwritable(i, "%s %q reads as a number in scientific notation", what, v)
+	}
+	return nil
+}
+
+// scientific reports whether s looks like 4.2E+27.
+func scientific(s string) bool {
+	mant, exp, ok := strings.Cut(strings.ToUpper(s), "E")
+	if !ok || mant == "" || exp == "" {
+		return false
+	}
+	exp = strings.TrimLeft(exp, "+-")
+	digits := func(x string) bool {
+		return x != "" && strings.Trim(x, "0123456789") == ""
+	}
+	intPart, frac, dot := strings.Cut(mant, ".")
+	return digits(exp) && digits(intPart+frac) && (!dot || intPart != "" || frac != "")
+}
