@@ -33,7 +33,12 @@ func ServerDSN() string {
 }
 
 // NewDatabase creates an empty database with a random name on the test server
-// and returns a DSN for it; cleanup drops it.
+// and returns a DSN for it; cleanup drops it. When TEST_MYSQL_NODES lists a
+// cluster's nodes, the database is created through the server of
+// TEST_MYSQL_DSN (one of them: DDL replicates), and the DSN returned dials
+// every new connection to the next node (see NodesNet), each session with
+// wsrep_sync_wait=1, so that a read on one node sees what another node
+// committed before it.
 func NewDatabase(tb testing.TB) string {
 	tb.Helper()
 	cfg, err := mysql.ParseDSN(ServerDSN())
@@ -42,7 +47,8 @@ func NewDatabase(tb testing.TB) string {
 	_, _ = rand.Read(b[:])
 	name := "paycb_t_" + hex.EncodeToString(b[:])
 
-	admin, err := sqldb.OpenMySQL(cfg.FormatDSN())
+	adminDSN := cfg.FormatDSN()
+	admin, err := sqldb.OpenMySQL(adminDSN)
 	require.NoError(tb, err)
 	defer admin.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -50,7 +56,7 @@ func NewDatabase(tb testing.TB) string {
 	_, err = admin.ExecContext(ctx, "CREATE DATABASE "+name+" CHARACTER SET utf8mb4")
 	require.NoError(tb, err, "create test database on %s (is MariaDB running? .ci/run starts it)", cfg.Addr)
 	tb.Cleanup(func() {
-		drop, err := sqldb.OpenMySQL(cfg.FormatDSN())
+		drop, err := sqldb.OpenMySQL(adminDSN)
 		if err != nil {
 			tb.Errorf("drop test database %s: %v", name, err)
 			return
@@ -62,8 +68,36 @@ func NewDatabase(tb testing.TB) string {
 			tb.Errorf("drop test database %s: %v", name, err)
 		}
 	})
+	if len(Nodes()) > 0 {
+		waitForDatabase(tb, name)
+		spread(cfg)
+		if cfg.Params == nil {
+			cfg.Params = map[string]string{}
+		}
+		cfg.Params["wsrep_sync_wait"] = "1"
+	}
 	cfg.DBName = name
 	return cfg.FormatDSN()
+}
+
+// waitForDatabase waits until every node of TEST_MYSQL_NODES has the
+// database name: a node applies replicated DDL in its own time, and a
+// connection naming a database the node lacks yet is refused.
+func waitForDatabase(tb testing.TB, name string) {
+	tb.Helper()
+	for i := range Nodes() {
+		dsn, err := NodeDSN(ServerDSN(), i)
+		require.NoError(tb, err)
+		db, err := sqldb.OpenMySQL(dsn)
+		require.NoError(tb, err)
+		require.Eventually(tb, func() bool {
+			var n int
+			err := db.QueryRowContext(context.Background(),
+				"SELECT COUNT(*) FROM information_schema.schemata WHERE schema_name = ?", name).Scan(&n)
+			return err == nil && n == 1
+		}, 30*time.Second, 20*time.Millisecond, "database %s not on node %d", name, i)
+		_ = db.Close()
+	}
 }
 
 // MustMySQL returns a pool on a new, migrated database of its own.
