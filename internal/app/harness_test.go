@@ -21,6 +21,7 @@ import (
 	"github.com/paycallback/paycallback/internal/demo"
 	"github.com/paycallback/paycallback/internal/invariant"
 	"github.com/paycallback/paycallback/internal/kafkaops"
+	"github.com/paycallback/paycallback/internal/kafkaops/kafkaopstest"
 	"github.com/paycallback/paycallback/internal/metrics"
 	"github.com/paycallback/paycallback/internal/sqldb"
 	"github.com/paycallback/paycallback/internal/sqldb/sqldbtest"
@@ -35,36 +36,52 @@ const (
 	testDLQ   = testTopic + ".dlq"
 )
 
-// harness is one test's world: an in-process Kafka (a real protocol broker),
-// a MariaDB database of its own, and workers started through app.Main as
-// production starts them.
+// harness is one test's world: a Kafka of its own (an in-process kfake
+// cluster, or uniquely named topics and group on the real cluster
+// PAYCB_TEST_KAFKA_BROKERS names), a MariaDB database of its own, and
+// workers started through app.Main as production starts them.
 type harness struct {
 	t       *testing.T
-	cluster *kfake.Cluster
+	cluster *kfake.Cluster // nil on a real cluster
 	brokers []string
 	db      *bun.DB // the test's own view of the database
 	dsn     string
+	// kafka names the test's topics and group; nil means the package's
+	// constants on a kfake cluster of the test's own.
+	kafka *kafkaopstest.Kafka
 }
 
 func newHarness(t *testing.T, partitions int32) *harness {
 	t.Helper()
-	cluster, brokers, err := kafkaops.StartInProcess(map[string]int32{testTopic: partitions, testDLQ: 1})
-	require.NoError(t, err)
-	t.Cleanup(cluster.Close)
+	k := kafkaopstest.Start(t, map[string]int32{testTopic: partitions, testDLQ: 1})
 	dsn := sqldbtest.NewDatabase(t)
 	db, err := sqldb.OpenMySQL(dsn)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = db.Close() })
 	_, err = schema.Migrate(context.Background(), db)
 	require.NoError(t, err)
-	return &harness{t: t, cluster: cluster, brokers: brokers, db: db, dsn: dsn}
+	return &harness{t: t, cluster: k.Fake, brokers: k.Brokers, db: db, dsn: dsn, kafka: k}
 }
+
+// name is the test's name for base, one of testTopic, testGroup, testDLQ.
+func (h *harness) name(base string) string {
+	if h.kafka == nil {
+		return base
+	}
+	return h.kafka.Name(base)
+}
+
+// topic, group and dlq are the test's input topic, consumer group and
+// dead-letter topic.
+func (h *harness) topic() string { return h.name(testTopic) }
+func (h *harness) group() string { return h.name(testGroup) }
+func (h *harness) dlq() string   { return h.name(testDLQ) }
 
 func (h *harness) config() config.Config {
 	cfg := config.Default()
 	cfg.Kafka.Brokers = h.brokers
-	cfg.Kafka.Topic = testTopic
-	cfg.Kafka.Group = testGroup
+	cfg.Kafka.Topic = h.topic()
+	cfg.Kafka.Group = h.group()
 	cfg.Kafka.SessionTimeout = 6 * time.Second
 	cfg.Kafka.HeartbeatInterval = 300 * time.Millisecond
 	cfg.Kafka.RebalanceTimeout = 6 * time.Second
@@ -136,19 +153,19 @@ func (h *harness) produce(msgs []demo.Message) {
 	for i, m := range msgs {
 		out[i] = kafkaops.Message{Key: m.Key, Value: m.Value}
 	}
-	require.NoError(h.t, kafkaops.Produce(context.Background(), h.brokers, testTopic, out))
+	require.NoError(h.t, kafkaops.Produce(context.Background(), h.brokers, h.topic(), out))
 }
 
 func (h *harness) waitConsumed(timeout time.Duration) {
 	h.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	require.NoError(h.t, kafkaops.WaitConsumed(ctx, h.brokers, testGroup, testTopic, 50*time.Millisecond, nil))
+	require.NoError(h.t, kafkaops.WaitConsumed(ctx, h.brokers, h.group(), h.topic(), 50*time.Millisecond, nil))
 }
 
 func (h *harness) committed() map[int]int64 {
 	h.t.Helper()
-	ps, err := kafkaops.Progress(context.Background(), h.brokers, testGroup, testTopic)
+	ps, err := kafkaops.Progress(context.Background(), h.brokers, h.group(), h.topic())
 	require.NoError(h.t, err)
 	out := map[int]int64{}
 	for _, p := range ps {
@@ -165,7 +182,7 @@ func (h *harness) committed() map[int]int64 {
 // conflicting messages in the dead-letter topic.
 func (h *harness) checkStream(s demo.Stream) {
 	h.t.Helper()
-	rep, err := invariant.Check(context.Background(), h.db, h.brokers, testDLQ, s)
+	rep, err := invariant.Check(context.Background(), h.db, h.brokers, h.dlq(), s)
 	require.NoError(h.t, err)
 	require.NoError(h.t, rep.Err())
 	assert.Equal(h.t, s.Events, rep.Claims, "one claim per distinct event")
@@ -175,7 +192,7 @@ func (h *harness) checkStream(s demo.Stream) {
 // deadLetters reads the dead-letter topic.
 func (h *harness) deadLetters() []kafka.Message {
 	h.t.Helper()
-	msgs, err := kafkaops.ReadAll(context.Background(), h.brokers, testDLQ)
+	msgs, err := kafkaops.ReadAll(context.Background(), h.brokers, h.dlq())
 	require.NoError(h.t, err)
 	return msgs
 }
