@@ -75,7 +75,7 @@ func TestMessagesThatCanNeverSucceedAreDeadLetteredAndThePartitionMovesOn(t *tes
 		kind := worker.HeaderErrorKind
 		byKind[header(dl, kind)]++
 		assert.NotEmpty(t, header(dl, worker.HeaderError), "a readable reason")
-		assert.Equal(t, testTopic, header(dl, worker.HeaderSourceTopic))
+		assert.Equal(t, h.topic(), header(dl, worker.HeaderSourceTopic))
 		assert.Equal(t, "0", header(dl, worker.HeaderSourcePartition))
 		off, err := strconv.Atoi(header(dl, worker.HeaderSourceOffset))
 		require.NoError(t, err)

@@ -49,7 +49,7 @@ func TestDuplicateOfAnInFlightClaimHoldsOnlyTheOffset(t *testing.T) {
 	claimedAt := time.Now()
 	ar, err := store.Acquire(ctx, idempotent.Claim{
 		TenantID: held.TenantID, Key: held.Key, EventType: held.Type, Fingerprint: held.Fingerprint, Event: body,
-		Source: idempotent.Source{Topic: testTopic, Partition: 5, Offset: 1},
+		Source: idempotent.Source{Topic: h.topic(), Partition: 5, Offset: 1},
 	})
 	require.NoError(t, err)
 	require.Equal(t, idempotent.Acquired, ar.Kind)

@@ -45,7 +45,7 @@ func TestSweeperDeadLettersAnOrphanThatSettlesAsOverRefund(t *testing.T) {
 		ar, err := old.Acquire(ctx, idempotent.Claim{
 			TenantID: res.Event.TenantID, Key: res.Event.Key, EventType: res.Event.Type,
 			Fingerprint: res.Event.Fingerprint, Event: body,
-			Source: idempotent.Source{Topic: testTopic, Partition: 0, Offset: int64(offset)},
+			Source: idempotent.Source{Topic: h.topic(), Partition: 0, Offset: int64(offset)},
 		})
 		require.NoError(t, err)
 		require.Equal(t, idempotent.Acquired, ar.Kind)
@@ -55,7 +55,7 @@ func TestSweeperDeadLettersAnOrphanThatSettlesAsOverRefund(t *testing.T) {
 		}
 	}
 
-	dlq := worker.NewKafkaDeadLetterer(h.brokers, testDLQ, 0)
+	dlq := worker.NewKafkaDeadLetterer(h.brokers, h.dlq(), 0)
 	defer dlq.Close()
 	sw := &worker.Sweeper{
 		Claims: idempotent.NewStore(h.db), Settler: svc, Metrics: met, Logger: slog.New(slog.DiscardHandler),

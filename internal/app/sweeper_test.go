@@ -31,7 +31,7 @@ func TestSweeperSettlesAnOrphanWhoseMessageNeverComesBack(t *testing.T) {
 	store := idempotent.NewStore(h.db, idempotent.WithClock(func() time.Time { return time.Now().Add(-time.Hour) }))
 	ar, err := store.Acquire(ctx, idempotent.Claim{
 		TenantID: ev.TenantID, Key: ev.Key, EventType: ev.Type, Fingerprint: ev.Fingerprint, Event: body,
-		Source: idempotent.Source{Topic: testTopic, Partition: 0, Offset: 12345},
+		Source: idempotent.Source{Topic: h.topic(), Partition: 0, Offset: 12345},
 	})
 	require.NoError(t, err)
 	require.Equal(t, idempotent.Acquired, ar.Kind)
