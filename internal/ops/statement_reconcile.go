@@ -11,6 +11,7 @@ import (
 
 	"github.com/uptrace/bun"
 
+	"github.com/paycallback/paycallback/internal/sqldb"
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/settlement"
 	"github.com/paycallback/paycallback/pkg/statements"
@@ -91,7 +92,8 @@ type posting struct {
 }
 
 // ReconcileStatement compares the statement imported for tenant, channel ch
-// and Beijing-time day (YYYY-MM-DD) with the ledger, read-only. The ledger
+// and Beijing-time day (YYYY-MM-DD) with the ledger, and records the result
+// (see recordStatementResult); it changes nothing else. The ledger
 // side is the merchant_payable postings (CREDIT for a payment, DEBIT for a
 // refund), dated by their claim's occurred_at (the channel's time), or, for
 // claims made before that column, by the "occurred_at" of the stored event
@@ -116,8 +118,11 @@ type posting struct {
 // A posting dated to the day that no line of the day, nor of an imported
 // neighbouring day's statement, accounts for (same trade, same WeChat
 // refund number) is missing_in_statement. It returns an error wrapping
-// ErrNoStatement when no statement is imported for the day.
+// ErrNoStatement when no statement is imported for the day (nothing is
+// recorded then), and an error with the report when the result could not be
+// recorded.
 func ReconcileStatement(ctx context.Context, db bun.IDB, tenant int64, ch channels.Channel, day string) (StatementReport, error) {
+	ranAt := time.Now().UTC()
 	rep := StatementReport{TenantID: tenant, Channel: string(ch), Day: day, Neighbours: []string{}, Items: []StatementItem{}}
 	start, err := time.ParseInLocation(time.DateOnly, day, statements.Beijing)
 	if err != nil {
@@ -130,23 +135,23 @@ func ReconcileStatement(ctx context.Context, db bun.IDB, tenant int64, ch channe
 	if err != nil {
 		return rep, err
 	}
-	fileID, ok := files[day]
+	file, ok := files[day]
 	if !ok {
 		return rep, fmt.Errorf("reconcile statement: tenant %d %s %s: %w", tenant, ch, day, ErrNoStatement)
 	}
-	lines, err := statementLines(ctx, db, fileID)
+	lines, err := statementLines(ctx, db, file.ID)
 	if err != nil {
 		return rep, err
 	}
 	rep.Lines = len(lines)
 	var neighbourLines []statementLine
 	for _, d := range []string{prev, next} {
-		id, ok := files[d]
+		f, ok := files[d]
 		if !ok {
 			continue
 		}
 		rep.Neighbours = append(rep.Neighbours, d)
-		nl, err := statementLines(ctx, db, id)
+		nl, err := statementLines(ctx, db, f.ID)
 		if err != nil {
 			return rep, err
 		}
@@ -180,7 +185,80 @@ func ReconcileStatement(ctx context.Context, db bun.IDB, tenant int64, ch channe
 	slices.SortStableFunc(rep.Items, func(a, b StatementItem) int {
 		return strings.Compare(a.Category+" "+a.TradeNo+" "+a.RefundNo, b.Category+" "+b.TradeNo+" "+b.RefundNo)
 	})
+	if err := recordStatementResult(ctx, db, rep, file.SHA1, ranAt); err != nil {
+		return rep, err
+	}
 	return rep, nil
+}
+
+// statementResult is a row of ss_statement_reconcile: the latest
+// reconciliation of one tenant, channel and Beijing-time day.
+type statementResult struct {
+	bun.BaseModel `bun:"table:ss_statement_reconcile"`
+
+	ID                 int64     `bun:"id,pk,autoincrement"`
+	TenantID           int64     `bun:"tenant_id"`
+	ChannelCode        string    `bun:"channel_code"`
+	StatementDay       string    `bun:"statement_day"`
+	StatementSHA1      string    `bun:"statement_sha1"`
+	ReconciledAt       time.Time `bun:"reconciled_at"`
+	LineCount          int       `bun:"line_count"`
+	PostingCount       int       `bun:"posting_count"`
+	MissingInLedger    int       `bun:"missing_in_ledger"`
+	MissingInStatement int       `bun:"missing_in_statement"`
+	AmountMismatch     int       `bun:"amount_mismatch"`
+	StatusMismatch     int       `bun:"status_mismatch"`
+	FeeMicroYuan       int64     `bun:"fee_micro_yuan"`
+}
+
+// resultColumns are the columns a newer run of the day replaces, ending
+// with reconciled_at: MySQL assigns left to right, so every condition
+// before it still sees the held row's time.
+var resultColumns = []string{
+	"statement_sha1", "line_count", "posting_count", "missing_in_ledger", "missing_in_statement",
+	"amount_mismatch", "status_mismatch", "fee_micro_yuan", "reconciled_at",
+}
+
+// recordStatementResult stores what one reconciliation of rep's day found,
+// against the statement file of SHA-1 sha1, as run at ranAt: the number of
+// items per category, the lines, postings and fees. One row per tenant,
+// channel and day: the run that started last wins, whatever order the
+// runs finish in (a run older than the row held changes nothing), in one
+// statement, so concurrent runs need no lock.
+func recordStatementResult(ctx context.Context, db bun.IDB, rep StatementReport, sha1 string, ranAt time.Time) error {
+	row := statementResult{
+		TenantID: rep.TenantID, ChannelCode: rep.Channel, StatementDay: rep.Day, StatementSHA1: sha1,
+		ReconciledAt: ranAt.UTC(), LineCount: rep.Lines, PostingCount: rep.Postings, FeeMicroYuan: rep.FeeMicroYuan,
+	}
+	for _, it := range rep.Items {
+		switch it.Category {
+		case StatementMissingInLedger:
+			row.MissingInLedger++
+		case StatementMissingInStatement:
+			row.MissingInStatement++
+		case StatementAmountMismatch:
+			row.AmountMismatch++
+		case StatementStatusMismatch:
+			row.StatusMismatch++
+		}
+	}
+	q := db.NewInsert().Model(&row).ExcludeColumn("id")
+	if sqldb.IsSQLite(db) {
+		q = q.On("CONFLICT (tenant_id, channel_code, statement_day) DO UPDATE")
+		for _, c := range resultColumns {
+			q = q.Set(c + " = EXCLUDED." + c)
+		}
+		q = q.Where("EXCLUDED.reconciled_at >= ?TableAlias.reconciled_at")
+	} else {
+		q = q.On("DUPLICATE KEY UPDATE")
+		for _, c := range resultColumns {
+			q = q.Set(c + " = IF(VALUES(reconciled_at) >= reconciled_at, VALUES(" + c + "), " + c + ")")
+		}
+	}
+	if _, err := q.Exec(ctx); err != nil {
+		return fmt.Errorf("reconcile statement: record the result of tenant %d %s %s: %w", rep.TenantID, rep.Channel, rep.Day, err)
+	}
+	return nil
 }
 
 // reconciler holds one day's comparison as it is worked out.
@@ -388,22 +466,27 @@ func sqbSettled(status string) bool {
 	return false
 }
 
-func statementFiles(ctx context.Context, db bun.IDB, tenant int64, ch channels.Channel, days []string) (map[string]int64, error) {
+func statementFiles(ctx context.Context, db bun.IDB, tenant int64, ch channels.Channel, days []string) (map[string]statementFile, error) {
 	var rows []statementFile
-	if err := db.NewSelect().Model(&rows).Column("id", "statement_day").
+	if err := db.NewSelect().Model(&rows).Column("id", "statement_day", "sha1").
 		Where("tenant_id = ?", tenant).Where("channel_code = ?", string(ch)).Where("statement_day IN (?)", bun.List(days)).
 		Scan(ctx); err != nil {
 		return nil, fmt.Errorf("reconcile statement: read the statements held: %w", err)
 	}
-	out := make(map[string]int64, len(rows))
+	out := make(map[string]statementFile, len(rows))
 	for _, f := range rows {
-		day := f.StatementDay // a DATE reads back as 2024-06-01 or 2024-06-01T00:00:00Z
-		if len(day) > len(time.DateOnly) {
-			day = day[:len(time.DateOnly)]
-		}
-		out[day] = f.ID
+		out[dateOnly(f.StatementDay)] = f
 	}
 	return out, nil
+}
+
+// dateOnly cuts a DATE as read back (2024-06-01 or 2024-06-01T00:00:00Z)
+// to YYYY-MM-DD.
+func dateOnly(day string) string {
+	if len(day) > len(time.DateOnly) {
+		return day[:len(time.DateOnly)]
+	}
+	return day
 }
 
 func statementLines(ctx context.Context, db bun.IDB, fileID int64) ([]statementLine, error) {

@@ -1,0 +1,5 @@
+package ops
+
+// RecordStatementResult exposes recordStatementResult to the tests, which
+// need runs at times of their choosing.
+var RecordStatementResult = recordStatementResult

@@ -1,0 +1,131 @@
+package ops_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/uptrace/bun"
+
+	"github.com/paycallback/paycallback/internal/ops"
+	"github.com/paycallback/paycallback/internal/sqldb/sqldbtest"
+	"github.com/paycallback/paycallback/pkg/channels"
+	"github.com/paycallback/paycallback/pkg/channels/channelstest"
+)
+
+// resultRow is ss_statement_reconcile's row as a test reads it back.
+type resultRow struct {
+	SHA1               string    `bun:"statement_sha1"`
+	ReconciledAt       time.Time `bun:"reconciled_at"`
+	Lines              int       `bun:"line_count"`
+	Postings           int       `bun:"posting_count"`
+	MissingInLedger    int       `bun:"missing_in_ledger"`
+	MissingInStatement int       `bun:"missing_in_statement"`
+	AmountMismatch     int       `bun:"amount_mismatch"`
+	StatusMismatch     int       `bun:"status_mismatch"`
+	Fee                int64     `bun:"fee_micro_yuan"`
+}
+
+func readResults(t *testing.T, db bun.IDB, tenant int64, ch channels.Channel) []resultRow {
+	t.Helper()
+	var rows []resultRow
+	require.NoError(t, db.NewSelect().TableExpr("ss_statement_reconcile").
+		Column("statement_sha1", "reconciled_at", "line_count", "posting_count", "missing_in_ledger",
+			"missing_in_statement", "amount_mismatch", "status_mismatch", "fee_micro_yuan").
+		Where("tenant_id = ?", tenant).Where("channel_code = ?", string(ch)).
+		Scan(context.Background(), &rows))
+	return rows
+}
+
+// TestReconcileStatementRecordsItsResult: every run of a day leaves its
+// counts per category, and a rerun of the day replaces them.
+func TestReconcileStatementRecordsItsResult(t *testing.T) {
+	w := newWorld(t)
+	wx, d := channels.WeChat, channelstest.Delivery{}
+	t1, t2, t3 := trade(wx, 1, 1), trade(wx, 1, 2), trade(wx, 1, 3)
+	w.post(channelstest.PaymentEnvelope(t1, d))
+	w.post(channelstest.PaymentEnvelope(t3, d)) // in no statement
+	w.post(channelstest.RefundEnvelope(t1, channelstest.Refund{No: "R-1", Amount: 500}, d))
+	w.importLines(1, wx, payLine(t1), payLine(t2), refundLine(t1, "R-1", 500, "PROCESSING"))
+	var sha string
+	require.NoError(t, w.db.NewSelect().TableExpr("ss_statement_file").Column("sha1").Where("tenant_id = 1").Scan(context.Background(), &sha))
+
+	before := time.Now().UTC().Add(-time.Millisecond)
+	rep := reconcileDay(t, w, 1, wx, reconDay)
+	require.Len(t, rep.Items, 3)
+	rows := readResults(t, w.db, 1, wx)
+	require.Len(t, rows, 1)
+	first := rows[0]
+	assert.Equal(t, sha, first.SHA1)
+	assert.Equal(t, [4]int{1, 1, 0, 1}, [4]int{first.MissingInLedger, first.MissingInStatement, first.AmountMismatch, first.StatusMismatch})
+	assert.Equal(t, 3, first.Lines)
+	assert.Equal(t, 3, first.Postings)
+	assert.Equal(t, rep.FeeMicroYuan, first.Fee)
+	assert.WithinRange(t, first.ReconciledAt.UTC(), before, time.Now().UTC())
+
+	// The missing payment arrives; the rerun replaces the day's result.
+	w.post(channelstest.PaymentEnvelope(t2, d))
+	rep = reconcileDay(t, w, 1, wx, reconDay)
+	require.Len(t, rep.Items, 2)
+	rows = readResults(t, w.db, 1, wx)
+	require.Len(t, rows, 1, "one row per tenant, channel and day")
+	assert.Equal(t, [4]int{0, 1, 0, 1}, [4]int{rows[0].MissingInLedger, rows[0].MissingInStatement, rows[0].AmountMismatch, rows[0].StatusMismatch})
+	assert.Equal(t, 4, rows[0].Postings)
+	assert.True(t, rows[0].ReconciledAt.After(first.ReconciledAt), "the rerun's time")
+
+	// No statement: nothing to reconcile, nothing recorded.
+	_, err := ops.ReconcileStatement(context.Background(), w.db, 1, wx, "2024-06-05")
+	require.ErrorIs(t, err, ops.ErrNoStatement)
+	assert.Len(t, readResults(t, w.db, 1, wx), 1)
+}
+
+// TestStatementResultLatestRunWins: runs of one day that finish out of
+// order, and many at once: the row holds the run that started last.
+func TestStatementResultLatestRunWins(t *testing.T) {
+	sqldbtest.Dialects(t, func(t *testing.T, db *bun.DB) { //nolint:thelper // a test body run once per dialect
+		ctx := context.Background()
+		base := time.Date(2024, 6, 2, 3, 0, 0, 0, time.UTC)
+		report := func(missing int) ops.StatementReport {
+			rep := ops.StatementReport{TenantID: 7, Channel: "ALIPAY", Day: "2024-06-01", Lines: missing}
+			for range missing {
+				rep.Items = append(rep.Items, ops.StatementItem{Category: ops.StatementMissingInLedger})
+			}
+			return rep
+		}
+		require.NoError(t, ops.RecordStatementResult(ctx, db, report(2), "sha-b", base.Add(2*time.Minute)))
+		require.NoError(t, ops.RecordStatementResult(ctx, db, report(1), "sha-a", base.Add(time.Minute)), "an older run finishing later")
+		rows := readResults(t, db, 7, channels.Alipay)
+		require.Len(t, rows, 1)
+		assert.Equal(t, "sha-b", rows[0].SHA1, "the older run changed nothing")
+		assert.Equal(t, 2, rows[0].MissingInLedger)
+		assert.True(t, rows[0].ReconciledAt.Equal(base.Add(2*time.Minute)), "got %s", rows[0].ReconciledAt)
+
+		// Many runs at once, in a shuffled order of start times: the last
+		// started wins.
+		const n = 24
+		var wg sync.WaitGroup
+		errs := make(chan error, n)
+		for i := range n {
+			k := (i * 7) % n // a permutation of 0..n-1
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs <- ops.RecordStatementResult(ctx, db, report(k), fmt.Sprintf("sha-%02d", k), base.Add(time.Hour+time.Duration(k)*time.Second))
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			require.NoError(t, err)
+		}
+		rows = readResults(t, db, 7, channels.Alipay)
+		require.Len(t, rows, 1)
+		assert.Equal(t, fmt.Sprintf("sha-%02d", n-1), rows[0].SHA1)
+		assert.Equal(t, n-1, rows[0].MissingInLedger)
+		assert.Equal(t, n-1, rows[0].Lines)
+	})
+}
