@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/paycallback/paycallback/internal/kafkaops"
+	"github.com/paycallback/paycallback/internal/kafkaops/kafkaopstest"
 	"github.com/paycallback/paycallback/internal/ops"
 )
 
@@ -19,12 +20,13 @@ const (
 	testDLQ   = testTopic + ".dlq"
 )
 
-// mustKafka starts an in-process cluster with the input topic (parts
-// partitions) and the dead-letter topic.
+// mustKafka gives the test the input topic (parts partitions) and the
+// dead-letter topic: on an in-process cluster, or under names of the test's
+// own on the real cluster PAYCB_TEST_KAFKA_BROKERS names.
 func mustKafka(t *testing.T, parts int32) ops.Kafka {
 	t.Helper()
-	k, _ := mustCluster(t, parts)
-	return k
+	k := kafkaopstest.Start(t, map[string]int32{testTopic: parts, testDLQ: 1})
+	return ops.Kafka{Brokers: k.Brokers, Topic: k.Name(testTopic), Group: k.Name(testGroup), DLQTopic: k.Name(testDLQ), Timeout: 10 * time.Second}
 }
 
 // mustCluster is mustKafka that also returns the cluster, for tests that
