@@ -51,3 +51,35 @@ func IsDeadlock(err error) bool {
 	var my *mysql.MySQLError
 	return errors.As(err, &my) && my.Number == mysqlDeadlock
 }
+
+// TiDB's errors for a transaction that lost to a concurrent one and was
+// rolled back whole. An optimistic transaction finds out at COMMIT: its
+// SELECT … FOR UPDATE took no lock, and another transaction committed a
+// write to a row it read or wrote since it began.
+const (
+	tidbForUpdateCantRetry = 8002 // a locking read conflicted; not retried by the server
+	tidbWriteConflictStale = 8005 // write conflict, the transaction's start is stale
+	tidbTxnRetryable       = 8022 // a storage error that is safe to retry
+	tidbWriteConflict      = 9007 // "Write conflict": another transaction committed first
+)
+
+// IsRetryableConflict reports whether err says the server rolled the whole
+// transaction back because a concurrent transaction won: MySQL, MariaDB
+// and TiDB's deadlock (1213), Galera's certification failure (the same
+// 1213, at COMMIT), and TiDB's write conflicts (9007, 8005, 8002, 8022).
+// Running the whole transaction again is safe, and its reads then see what
+// the winner committed. None of them says a key is taken: where the
+// conflict was a concurrent insert of the same unique key, the retry meets
+// the unique index and only its duplicate-key error (ClassifyDuplicate)
+// says "already handled".
+func IsRetryableConflict(err error) bool {
+	var my *mysql.MySQLError
+	if !errors.As(err, &my) {
+		return false
+	}
+	switch my.Number {
+	case mysqlDeadlock, tidbWriteConflict, tidbWriteConflictStale, tidbForUpdateCantRetry, tidbTxnRetryable:
+		return true
+	}
+	return false
+}

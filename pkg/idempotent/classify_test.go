@@ -22,6 +22,15 @@ func TestClassifyDuplicate(t *testing.T) {
 		{"mysql duplicate entry", &mysql.MySQLError{Number: 1062, Message: "Duplicate entry"}, true},
 		{"wrapped mysql duplicate entry", fmt.Errorf("insert: %w", &mysql.MySQLError{Number: 1062}), true},
 		{"deadlock", &mysql.MySQLError{Number: 1213, Message: "Deadlock found"}, false},
+		// Galera reports a concurrent insert of the same key on another
+		// node as a deadlock at COMMIT, TiDB's optimistic transactions as
+		// a write conflict: the retry meets the unique index, and only its
+		// 1062 says "already handled".
+		{"galera certification failure", &mysql.MySQLError{Number: 1213, Message: "Deadlock found when trying to get lock; try restarting transaction"}, false},
+		{"tidb write conflict", &mysql.MySQLError{Number: 9007, SQLState: [5]byte{'H', 'Y', '0', '0', '0'},
+			Message: "Write conflict, txnStartTS=1, conflictStartTS=2, conflictCommitTS=3, key={tableID=1, indexID=1, indexValues={1001, CH:T:PAYMENT_RECEIVED, }} primary={tableID=1, indexID=1, indexValues={1001, CH:T:PAYMENT_RECEIVED, }}, reason=Optimistic [try again later]"}, false},
+		{"wrapped tidb write conflict at commit", fmt.Errorf("settle: commit: %w", &mysql.MySQLError{Number: 9007, Message: "Write conflict"}), false},
+		{"tidb stale write conflict", &mysql.MySQLError{Number: 8005}, false},
 		{"lock wait timeout", &mysql.MySQLError{Number: 1205}, false},
 		{"data too long", &mysql.MySQLError{Number: 1406}, false},
 		{"connection was killed", &mysql.MySQLError{Number: 1927}, false},
@@ -54,7 +63,44 @@ func TestIsDeadlock(t *testing.T) {
 	assert.False(t, idempotent.IsDeadlock(nil))
 }
 
+func TestIsRetryableConflict(t *testing.T) {
+	cases := []struct {
+		name  string
+		err   error
+		retry bool
+	}{
+		{"nil", nil, false},
+		{"deadlock", &mysql.MySQLError{Number: 1213}, true},
+		{"wrapped deadlock at commit", fmt.Errorf("settle: commit: %w", &mysql.MySQLError{Number: 1213}), true},
+		{"tidb write conflict", &mysql.MySQLError{Number: 9007, Message: "Write conflict"}, true},
+		{"wrapped tidb write conflict", fmt.Errorf("settle batch: %w", &mysql.MySQLError{Number: 9007}), true},
+		{"tidb stale write conflict", &mysql.MySQLError{Number: 8005}, true},
+		{"tidb locking read conflict", &mysql.MySQLError{Number: 8002}, true},
+		{"tidb retryable storage error", &mysql.MySQLError{Number: 8022}, true},
+		// A duplicate is a decision, never a conflict to run again blindly.
+		{"duplicate entry", &mysql.MySQLError{Number: 1062}, false},
+		// A lock wait timeout rolls back the statement only, not the
+		// transaction: running the transaction again from the start is the
+		// caller's choice, not this one's.
+		{"lock wait timeout", &mysql.MySQLError{Number: 1205}, false},
+		{"invalid connection", mysql.ErrInvalidConn, false},
+		{"message text alone", errors.New("Error 9007: Write conflict"), false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.retry, idempotent.IsRetryableConflict(tc.err))
+			if tc.retry {
+				assert.NotErrorIs(t, idempotent.ClassifyDuplicate(tc.err), idempotent.ErrDuplicateKey,
+					"a conflict is never a duplicate")
+			}
+		})
+	}
+}
+
+// isDeadlock reports the errors a concurrency test retries as the worker
+// would: a transaction rolled back for a concurrent one (a deadlock,
+// TiDB's write conflict) or a lock wait timeout.
 func isDeadlock(err error) bool {
 	var me *mysql.MySQLError
-	return errors.As(err, &me) && (me.Number == 1213 || me.Number == 1205)
+	return idempotent.IsRetryableConflict(err) || (errors.As(err, &me) && me.Number == 1205)
 }
