@@ -52,10 +52,14 @@ func compareTrades(x, y tradeKey) int {
 // trades are skipped, the rest committed, and the skipped trades' events
 // settled in a second transaction that waits for their rows. Events of one
 // trade always stay together and in order, so the results are the same.
+// On a server that does not honour FOR UPDATE SKIP LOCKED (TiDB, which
+// accepts the clause and waits), the batch's locking reads wait instead;
+// deadlocks and TiDB's write conflicts (idempotent.IsRetryableConflict)
+// run the transaction again like a lost race.
 //
 // Errors: a lost race for a new order row and a deadlock (two settlers
-// that both lost that race hold shared locks on the row) run the
-// transaction again, twice at most. Any failure of the first transaction
+// that both lost that race hold shared locks on the row) or write
+// conflict run the transaction again, twice at most. Any failure of the first transaction
 // rolls it back, writes nothing and leaves every claim ACQUIRED; the
 // caller then settles the events one at a time with Settle, whose contract
 // tells permanent errors from transient ones and which handles a ledger
@@ -84,12 +88,23 @@ func (s *Service) SettleBatch(ctx context.Context, evs []channels.Event) ([]Resu
 	// creates missing order rows inside it, as lockOrders does (a batch of
 	// one so writes nothing at all when it fails), and saves the upsert's
 	// statements and commit, which weigh most at low load.
+	skipLocked, err := s.canSkipLocked(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("settle batch of %d: %w", len(evs), err)
+	}
 	mode := skipBusyRows
+	if !s.sqlite && !skipLocked {
+		// A server that cannot skip a held row (TiDB) waits for it.
+		mode = waitForRows
+	}
 	if !s.sqlite && len(evs) >= createOrdersFrom {
 		if err := s.createOrders(ctx, evs); err != nil {
 			return nil, fmt.Errorf("settle batch of %d: %w", len(evs), err)
 		}
 		mode = skipBusyCreated
+		if !skipLocked {
+			mode = waitForCreated
+		}
 	}
 	sts := make([]settlement, len(evs))
 	lost := make([]bool, len(evs))
@@ -179,7 +194,7 @@ func (s *Service) createOrders(ctx context.Context, evs []channels.Event) error 
 	var err error
 	for attempt := 0; attempt < 3; attempt++ {
 		_, err = insertOrders(s.db, &missing).On("DUPLICATE KEY UPDATE id = id").Exec(ctx)
-		if !idempotent.IsDeadlock(err) {
+		if !idempotent.IsRetryableConflict(err) {
 			break
 		}
 	}
@@ -211,7 +226,7 @@ func (s *Service) runBatchTx(ctx context.Context, evs []channels.Event, keys []i
 			// Once, whatever the reruns before: read the claims.
 			readClaims = true
 			continue
-		case errors.Is(err, errOrderRace), idempotent.IsDeadlock(err), errors.Is(err, idempotent.ErrFenceLost):
+		case errors.Is(err, errOrderRace), idempotent.IsRetryableConflict(err), errors.Is(err, idempotent.ErrFenceLost):
 			if reruns++; reruns < 3 {
 				continue
 			}
@@ -241,6 +256,10 @@ const (
 	// them and skips those another transaction holds; a row it does not
 	// return is busy, and settled, by waitForRows, after the others.
 	skipBusyCreated
+	// waitForCreated is skipBusyCreated on a server that cannot skip a
+	// held row (TiDB): the locking read by the unique key waits for the
+	// rows other transactions hold, so no trade is left busy.
+	waitForCreated
 )
 
 // settleBatchTx is one attempt at a SettleBatch transaction; mode says
@@ -361,17 +380,26 @@ func (s *Service) lockOrders(ctx context.Context, tx bun.Tx, evs []channels.Even
 	if len(fresh) == 0 {
 		return orders, busy, nil
 	}
-	if mode == skipBusyCreated {
+	if mode == skipBusyCreated || mode == waitForCreated {
 		// Every row exists: a locking read of exactly these trades by the
 		// unique key (at READ COMMITTED it locks only the rows it returns)
 		// takes them in one statement.
-		if err := s.selectOrders(ctx, tx, fresh, firsts, orders, "UPDATE SKIP LOCKED"); err != nil {
+		lock := "UPDATE SKIP LOCKED"
+		if mode == waitForCreated {
+			lock = "UPDATE"
+		}
+		if err := s.selectOrders(ctx, tx, fresh, firsts, orders, lock); err != nil {
 			return nil, nil, err
 		}
 		for t := range firsts {
 			if orders[t] == nil {
 				busy[t] = true
 			}
+		}
+		if mode == waitForCreated && len(busy) > 0 {
+			// A row that createOrders committed cannot be missing: only a
+			// read that skips rows leaves one out.
+			return nil, nil, fmt.Errorf("lock %d orders: %d not found: %w", len(firsts), len(busy), errNoOrder)
 		}
 		return orders, busy, nil
 	}

@@ -24,6 +24,7 @@ type Service struct {
 	claims  *idempotent.Store
 	log     *slog.Logger
 	sqlite  bool
+	engine  engine
 	metrics serviceMetrics
 	// preregistered: every refund is expected to have been registered
 	// before its callback (PAYCB_REFUNDS_PREREGISTERED).

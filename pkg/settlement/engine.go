@@ -1,0 +1,57 @@
+package settlement
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/uptrace/bun"
+)
+
+// engine is what the settlement learns once about the MySQL-compatible
+// server behind its pool, from SELECT VERSION().
+type engine struct {
+	mu    sync.Mutex
+	known bool
+	// skipLocked: the server honours SELECT … FOR UPDATE SKIP LOCKED.
+	// MySQL 8 and MariaDB 10.6+ do. TiDB accepts the clause but does not
+	// skip: it waits for the lock like a plain FOR UPDATE (and, in
+	// optimistic mode, takes no lock before COMMIT at all), so on TiDB a
+	// batch waits for a busy order row instead of leaving it to a second
+	// transaction.
+	skipLocked bool
+}
+
+// isTiDB reports whether a VERSION() string is TiDB's (for example
+// "8.0.11-TiDB-v8.5.0").
+func isTiDB(version string) bool { return strings.Contains(version, "TiDB") }
+
+// canSkipLocked reports whether the server skips rows that another
+// transaction holds on SELECT … FOR UPDATE SKIP LOCKED, asking it on the
+// first call (a failed question is asked again next time). SQLite needs
+// no locking read at all: false.
+func (s *Service) canSkipLocked(ctx context.Context) (bool, error) {
+	if s.sqlite {
+		return false, nil
+	}
+	s.engine.mu.Lock()
+	defer s.engine.mu.Unlock()
+	if !s.engine.known {
+		skip, err := probeSkipLocked(ctx, s.db)
+		if err != nil {
+			return false, err
+		}
+		s.engine.skipLocked, s.engine.known = skip, true
+	}
+	return s.engine.skipLocked, nil
+}
+
+// probeSkipLocked asks db's server for its version.
+func probeSkipLocked(ctx context.Context, db bun.IDB) (bool, error) {
+	var version string
+	if err := db.QueryRowContext(ctx, "SELECT VERSION()").Scan(&version); err != nil {
+		return false, fmt.Errorf("read server version: %w", err)
+	}
+	return !isTiDB(version), nil
+}
