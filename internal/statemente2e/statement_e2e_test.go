@@ -1,0 +1,358 @@
+// Package statemente2e is the end-to-end test of the channel statements:
+// the real consumer binary, an in-process Kafka (kfake) and MariaDB. A
+// realistic stream of one tenant's two days on the three channels is
+// consumed with some callbacks withheld (and WeChat barcode payments, which
+// are never notified); the statements of the full stream are imported, and
+// their reconciliation must report exactly what the ledger never saw.
+package statemente2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/paycallback/paycallback/internal/demo"
+	"github.com/paycallback/paycallback/internal/kafkaops"
+	"github.com/paycallback/paycallback/internal/ops"
+	"github.com/paycallback/paycallback/internal/sqldb/sqldbtest"
+	"github.com/paycallback/paycallback/pkg/channels"
+	"github.com/paycallback/paycallback/pkg/channels/channelstest"
+	"github.com/paycallback/paycallback/pkg/statements/statementstest"
+)
+
+const (
+	topic = "channel-events"
+	group = "settlement-consumer"
+	dlq   = topic + ".dlq"
+	// alipayAccount is the account the Alipay bills are for.
+	alipayAccount = "20880000000000000156"
+)
+
+type quiet struct{}
+
+func (quiet) Print(...any) {}
+
+func TestMain(m *testing.M) {
+	_ = mysql.SetLogger(quiet{})
+	os.Exit(m.Run())
+}
+
+// world is what the binary runs against: a built consumer, a broker, a
+// database, and a directory for the statement files.
+type world struct {
+	t       *testing.T
+	ctx     context.Context
+	bin     string
+	dir     string
+	brokers []string
+	env     []string
+}
+
+func newWorld(ctx context.Context, t *testing.T) *world {
+	t.Helper()
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "consumer")
+	out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/paycallback/paycallback/cmd/consumer").CombinedOutput()
+	require.NoError(t, err, "build the consumer: %s", out)
+	cluster, brokers, err := kafkaops.StartInProcess(map[string]int32{topic: 4, dlq: 1})
+	require.NoError(t, err)
+	t.Cleanup(cluster.Close)
+	w := &world{t: t, ctx: ctx, bin: bin, dir: dir, brokers: brokers}
+	w.env = append(os.Environ(),
+		"PAYCB_KAFKA_BROKERS="+brokers[0], "PAYCB_KAFKA_TOPIC="+topic, "PAYCB_KAFKA_GROUP="+group,
+		"PAYCB_DB_DSN="+sqldbtest.NewDatabase(t), "PAYCB_ADMIN_ADDR=127.0.0.1:0",
+		"PAYCB_WECHAT_APIV3_KEY="+channelstest.APIv3Key, "PAYCB_LOG_FORMAT=json", "PAYCB_LOG_LEVEL=info",
+		"PAYCB_KAFKA_SESSION_TIMEOUT=6s", "PAYCB_KAFKA_HEARTBEAT_INTERVAL=300ms", "PAYCB_KAFKA_REBALANCE_TIMEOUT=6s",
+		"PAYCB_KAFKA_MAX_WAIT=100ms", "PAYCB_SHUTDOWN_TIMEOUT=10s")
+	return w
+}
+
+// consumer runs the binary with args to its end and returns its standard
+// output and exit status; the standard error is in failure messages.
+func (w *world) consumer(args ...string) (stdout string, code int) {
+	w.t.Helper()
+	cmd := exec.CommandContext(w.ctx, w.bin, args...)
+	cmd.Env = w.env
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &exit):
+		code = exit.ExitCode()
+	default:
+		require.NoError(w.t, err, "consumer %s", strings.Join(args, " "))
+	}
+	if code != 0 && code != 3 {
+		w.t.Logf("consumer %s: exit %d\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), code, out.String(), errOut.String())
+	}
+	return out.String(), code
+}
+
+// worker is a running `consumer run`.
+type worker struct {
+	cmd   *exec.Cmd
+	admin string
+	mu    sync.Mutex
+	logs  bytes.Buffer
+	done  chan struct{}
+}
+
+// startWorker starts `consumer run` and waits until its admin server
+// listens.
+func (w *world) startWorker() *worker {
+	w.t.Helper()
+	cmd := exec.CommandContext(w.ctx, w.bin, "run")
+	cmd.Env = w.env
+	stderr, err := cmd.StderrPipe()
+	require.NoError(w.t, err)
+	require.NoError(w.t, cmd.Start())
+	wk := &worker{cmd: cmd, done: make(chan struct{})}
+	listening := make(chan string, 1)
+	go func() {
+		defer close(wk.done)
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+		for sc.Scan() {
+			line := sc.Bytes()
+			wk.mu.Lock()
+			wk.logs.Write(line)
+			wk.logs.WriteByte('\n')
+			wk.mu.Unlock()
+			var rec struct {
+				Msg  string `json:"msg"`
+				Addr string `json:"addr"`
+			}
+			if json.Unmarshal(line, &rec) == nil && rec.Msg == "admin server listening" {
+				listening <- rec.Addr
+			}
+		}
+	}()
+	w.t.Cleanup(func() { wk.stop(w.t) })
+	select {
+	case wk.admin = <-listening:
+	case <-wk.done:
+		w.t.Fatalf("consumer run ended before listening:\n%s", wk.logText())
+	case <-time.After(30 * time.Second):
+		w.t.Fatalf("consumer run did not start listening in 30s:\n%s", wk.logText())
+	}
+	return wk
+}
+
+func (wk *worker) logText() string {
+	wk.mu.Lock()
+	defer wk.mu.Unlock()
+	return wk.logs.String()
+}
+
+// stop stops the worker with SIGTERM and waits for it; the worker must
+// exit 0.
+func (wk *worker) stop(t *testing.T) {
+	t.Helper()
+	if wk.cmd.ProcessState != nil {
+		return
+	}
+	_ = wk.cmd.Process.Signal(syscall.SIGTERM)
+	<-wk.done
+	err := wk.cmd.Wait()
+	assert.NoError(t, err, "consumer run exits cleanly on SIGTERM:\n%s", wk.logText())
+}
+
+// outcomeLine matches a paycb_events_total sample and captures its outcome
+// and value.
+var outcomeLine = regexp.MustCompile(`^paycb_events_total\{.*outcome="([a-z_]+)".*\} ([0-9.e+]+)$`)
+
+// outcomes scrapes the worker's paycb_events_total, summed by outcome.
+func (wk *worker) outcomes(t *testing.T) map[string]int {
+	t.Helper()
+	req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, "http://"+wk.admin+"/metrics", nil)
+	require.NoError(t, err)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", body)
+	out := map[string]int{}
+	for _, line := range strings.Split(string(body), "\n") {
+		if m := outcomeLine.FindStringSubmatch(line); m != nil {
+			v, err := strconv.ParseFloat(m[2], 64)
+			require.NoError(t, err, line)
+			if v != 0 {
+				out[m[1]] += int(v)
+			}
+		}
+	}
+	return out
+}
+
+// produce writes msgs to the input topic and waits until the group has
+// consumed the topic to its end.
+func (w *world) produce(msgs []demo.Message) {
+	w.t.Helper()
+	kms := make([]kafkaops.Message, len(msgs))
+	for i, m := range msgs {
+		kms[i] = kafkaops.Message{Key: m.Key, Value: m.Value}
+	}
+	require.NoError(w.t, kafkaops.Produce(w.ctx, w.brokers, topic, kms))
+	w.waitConsumed()
+}
+
+func (w *world) waitConsumed() {
+	w.t.Helper()
+	ctx, cancel := context.WithTimeout(w.ctx, 45*time.Second)
+	defer cancel()
+	require.NoError(w.t, kafkaops.WaitConsumed(ctx, w.brokers, group, topic, 50*time.Millisecond, nil))
+}
+
+// importStatements writes the scenario's statement files (per day for
+// WeChat and Alipay, one file of query responses for Shouqianba) and
+// imports each with `consumer statement import`.
+func (w *world) importStatements(s *scenario) {
+	w.t.Helper()
+	type file struct {
+		ch   channels.Channel
+		name string
+		f    statementstest.File
+	}
+	var files []file
+	for _, day := range s.days {
+		wf, err := statementstest.WeChatBill(statementstest.OnDay(s.lines[channels.WeChat], day),
+			statementstest.WeChatOptions{MicroPay: s.barcode})
+		require.NoError(w.t, err)
+		files = append(files, file{channels.WeChat, "wechat_tradebill_ALL_" + day + ".csv", wf})
+		af, err := statementstest.AlipayBill(alipayAccount, day, statementstest.OnDay(s.lines[channels.Alipay], day))
+		require.NoError(w.t, err)
+		files = append(files, file{channels.Alipay, alipayAccount + "_" + strings.ReplaceAll(day, "-", "") + ".csv.zip", af})
+	}
+	sf, err := statementstest.SQBQueryResponses(s.lines[channels.SQB])
+	require.NoError(w.t, err)
+	files = append(files, file{channels.SQB, "sqb_query_responses.jsonl", sf})
+
+	for _, f := range files {
+		path := filepath.Join(w.dir, f.name)
+		require.NoError(w.t, os.WriteFile(path, f.f.Data, 0o600))
+		args := []string{"statement", "import", "--channel", string(f.ch), "--tenant", strconv.Itoa(tenant), "--file", path, "--json"}
+		if f.ch == channels.WeChat {
+			args = append(args, "--sha1", f.f.Want.SHA1)
+		}
+		out, code := w.consumer(args...)
+		require.Equal(w.t, 0, code, "import %s", f.name)
+		var res ops.ImportResult
+		require.NoError(w.t, json.Unmarshal([]byte(out), &res), out)
+		lines := 0
+		for _, d := range res.Days {
+			assert.Equal(w.t, ops.ImportNew, d.Status, "%s %s", f.name, d.Day)
+			lines += d.Lines
+		}
+		assert.Equal(w.t, len(f.f.Want.Lines), lines, "%s: every line stored", f.name)
+	}
+}
+
+// reconcile runs `consumer statement reconcile --json` for every channel
+// and day and returns the items reported (as expectedItems) and each run's
+// exit status by "CHANNEL DAY".
+func (w *world) reconcile(s *scenario) ([]expectedItem, map[string]int) {
+	w.t.Helper()
+	var items []expectedItem
+	codes := map[string]int{}
+	for _, ch := range []channels.Channel{channels.WeChat, channels.Alipay, channels.SQB} {
+		for _, day := range s.days {
+			out, code := w.consumer("statement", "reconcile", "--channel", string(ch), "--tenant", strconv.Itoa(tenant),
+				"--date", day, "--json")
+			codes[string(ch)+" "+day] = code
+			var rep ops.StatementReport
+			require.NoError(w.t, json.Unmarshal([]byte(out), &rep), "%s %s: %s", ch, day, out)
+			require.Equal(w.t, code == 0, rep.OK(), "%s %s: exit %d for a report of %d items", ch, day, code, len(rep.Items))
+			for _, it := range rep.Items {
+				e := expectedItem{Channel: string(ch), Day: day, Category: it.Category, TradeNo: it.TradeNo, RefundNo: it.RefundNo, Key: it.Key}
+				if it.StatementAmount != nil {
+					e.StatementAmount = *it.StatementAmount
+				}
+				items = append(items, e)
+			}
+		}
+	}
+	sortItems(items)
+	return items, codes
+}
+
+// TestStatementsRecoverWithheldCallbacks is the statements' end-to-end
+// test; see the package comment.
+func TestStatementsRecoverWithheldCallbacks(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	t.Cleanup(cancel) // after the worker's clean-up, which stops it
+	w := newWorld(ctx, t)
+	_, code := w.consumer("migrate")
+	require.Zero(t, code, "consumer migrate")
+	s := newScenario(t)
+
+	notWithheld := func(e *event) bool { return !e.withheld }
+	unseen := func(e *event) bool { return e.withheld || e.barcode }
+	delivered := s.messages(notWithheld)
+	var deliveredEvents, withheldEvents, barcodes int
+	for _, e := range s.events {
+		switch {
+		case e.barcode:
+			barcodes++
+		case e.withheld:
+			withheldEvents++
+		default:
+			deliveredEvents++
+		}
+	}
+	kinds := map[string]bool{}
+	for _, e := range s.events {
+		if e.withheld {
+			kinds[fmt.Sprintf("%s %s", e.trade.Channel, e.decoded.Type)] = true
+		}
+	}
+	require.Len(t, kinds, 6, "payments and refunds of each channel withheld: %v", kinds)
+	t.Logf("scenario: %d money events over %v (%d barcode payments never notified, %d withheld), %d messages delivered first",
+		len(s.events), s.days, barcodes, withheldEvents, len(delivered))
+
+	// The worker consumes everything but the withheld callbacks.
+	wk := w.startWorker()
+	w.produce(delivered)
+	got := wk.outcomes(t)
+	assert.Equal(t, map[string]int{"acquired": deliveredEvents, "duplicate": len(delivered) - deliveredEvents}, got,
+		"each delivered event claimed once, its channel retries duplicates")
+
+	// The statements of the full stream, imported; their reconciliation
+	// finds exactly what the ledger never saw, and says so with exit 3.
+	w.importStatements(s)
+	items, codes := w.reconcile(s)
+	want := s.missing(unseen)
+	require.NotEmpty(t, want)
+	assert.Equal(t, want, items, "reconcile reports exactly the withheld and never-notified events, as missing_in_ledger")
+	for k, code := range codes {
+		assert.Equal(t, 3, code, "%s: discrepancies found", k)
+	}
+	assert.Len(t, codes, 6, "three channels, two days")
+}
+
+// String makes a failing comparison of items readable.
+func (e expectedItem) String() string {
+	return fmt.Sprintf("%s %s %s trade=%s refund=%q key=%q statement=%d", e.Channel, e.Day, e.Category, e.TradeNo, e.RefundNo,
+		e.Key, e.StatementAmount)
+}
