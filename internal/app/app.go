@@ -22,6 +22,7 @@ import (
 	"github.com/paycallback/paycallback/internal/admin"
 	"github.com/paycallback/paycallback/internal/kafkaconn"
 	"github.com/paycallback/paycallback/internal/metrics"
+	"github.com/paycallback/paycallback/internal/ops"
 	"github.com/paycallback/paycallback/internal/sqldb"
 	"github.com/paycallback/paycallback/internal/worker"
 	"github.com/paycallback/paycallback/pkg/channels"
@@ -109,6 +110,13 @@ func (m *Main) Run(ctx context.Context) error {
 	met, err := metrics.New(reg)
 	if err != nil {
 		return fmt.Errorf("register metrics: %w", err)
+	}
+	// The statement reconciliation metrics are read from the database at
+	// every scrape (`consumer statement reconcile` records the results).
+	if err := reg.Register(metrics.NewStatementCollector(func(ctx context.Context, now time.Time, days int) ([]metrics.StatementStanding, error) {
+		return ops.StatementStandings(ctx, db, now, days)
+	}, logger)); err != nil {
+		return fmt.Errorf("register statement metrics: %w", err)
 	}
 	keys := channels.StaticKeys{Default: cfg.WeChat.APIv3Key.Reveal(), Tenants: map[int64][]string{}}
 	for tenant, k := range cfg.WeChat.APIv3Keys {

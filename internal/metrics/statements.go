@@ -1,0 +1,189 @@
+package metrics
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/paycallback/paycallback/internal/logging"
+)
+
+// The category label values of paycb_statement_discrepancies: the
+// categories of `consumer statement reconcile`.
+const (
+	StatementMissingInLedger    = "missing_in_ledger"
+	StatementMissingInStatement = "missing_in_statement"
+	StatementAmountMismatch     = "amount_mismatch"
+	StatementStatusMismatch     = "status_mismatch"
+)
+
+// StatementCategories lists the category label values; every channel
+// exported has a series for each.
+var StatementCategories = []string{StatementMissingInLedger, StatementMissingInStatement, StatementAmountMismatch, StatementStatusMismatch}
+
+// Defaults of a StatementCollector.
+const (
+	// DefaultStatementDays is how many Beijing-time days before the
+	// current one the statement metrics look at: a tenant that imported no
+	// statement of a channel in them is left out of that channel's series.
+	DefaultStatementDays = 7
+	// DefaultStatementReadTimeout bounds one scrape's reading.
+	DefaultStatementReadTimeout = 5 * time.Second
+)
+
+// StatementStanding is where one tenant stands with one channel's
+// statements over the days the metrics look at. TenantID is for the log
+// only, never a label.
+type StatementStanding struct {
+	TenantID int64
+	Channel  string
+	// FirstImportedDay is the start (Beijing time) of the first day of the
+	// window with a statement imported.
+	FirstImportedDay time.Time
+	// LastReconciledDay is the start of the latest day of the window
+	// reconciled; zero when none is.
+	LastReconciledDay time.Time
+	// Discrepancies holds LastReconciledDay's items by category.
+	Discrepancies map[string]int
+	// UnreconciledDays counts the window's days with a statement imported
+	// and no reconciliation of the file held.
+	UnreconciledDays int
+}
+
+// StatementReader reads every tenant's standing at now, over the days
+// Beijing-time days before now's.
+type StatementReader func(ctx context.Context, now time.Time, days int) ([]StatementStanding, error)
+
+// StatementCollector exports the statement reconciliation metrics, read
+// from the database at every scrape; register it on the injected registry.
+// Build it with NewStatementCollector. A failed read is counted in
+// paycb_statement_metrics_errors_total and logged at WARN (a recurring
+// failure at most about once a minute), and leaves the statement series
+// out of that scrape; the rest of the scrape is unaffected.
+type StatementCollector struct {
+	read    StatementReader
+	log     *logging.Suppressor
+	now     func() time.Time
+	days    int
+	timeout time.Duration
+
+	lastDay, unreconciled, discrepancies *prometheus.Desc
+	errors                               prometheus.Counter
+}
+
+// StatementOption changes a StatementCollector's default.
+type StatementOption func(*StatementCollector)
+
+// WithStatementClock sets the clock that decides the current day
+// (default time.Now).
+func WithStatementClock(now func() time.Time) StatementOption {
+	return func(c *StatementCollector) { c.now = now }
+}
+
+// WithStatementDays sets how many days before the current one are looked at
+// (default DefaultStatementDays; below 1 counts as 1).
+func WithStatementDays(days int) StatementOption {
+	return func(c *StatementCollector) { c.days = max(days, 1) }
+}
+
+// NewStatementCollector returns a collector reading through read, logging to
+// logger (slog.Default() when nil).
+//
+// Per channel, over the tenants with a statement of the channel imported
+// in the window: paycb_statement_last_reconciled_day_timestamp_seconds is
+// the oldest of their latest reconciled days (a tenant that reconciled none
+// of the window's days counts as reconciled up to the day before its first
+// imported one), so one tenant left behind shows; paycb_statement_discrepancies
+// sums, per category, each tenant's latest reconciled day's items; and
+// paycb_statement_files_unreconciled sums the days imported but not
+// reconciled against the file held.
+func NewStatementCollector(read StatementReader, logger *slog.Logger, opts ...StatementOption) *StatementCollector {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	c := &StatementCollector{
+		read:    read,
+		log:     logging.NewSuppressor(logger),
+		now:     time.Now,
+		days:    DefaultStatementDays,
+		timeout: DefaultStatementReadTimeout,
+		lastDay: prometheus.NewDesc("paycb_statement_last_reconciled_day_timestamp_seconds",
+			"Start (Unix time) of the Beijing-time day up to which every tenant with a statement of the channel imported in the last days has reconciled: the oldest of their latest reconciled days.",
+			[]string{"channel"}, nil),
+		unreconciled: prometheus.NewDesc("paycb_statement_files_unreconciled",
+			"Statements of the channel imported for the last days (one per tenant and day) with no reconciliation of the file held: never reconciled, or a corrected file imported since.",
+			[]string{"channel"}, nil),
+		discrepancies: prometheus.NewDesc("paycb_statement_discrepancies",
+			"Discrepancies by category found by the latest reconciliation of each tenant's latest reconciled day of the channel, summed over tenants.",
+			[]string{"channel", "category"}, nil),
+		errors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "paycb_statement_metrics_errors_total",
+			Help: "Scrapes whose statement reconciliation metrics could not be read from the database (logged at WARN); their statement series are absent.",
+		}),
+	}
+	for _, o := range opts {
+		o(c)
+	}
+	return c
+}
+
+// Describe implements prometheus.Collector.
+func (c *StatementCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.lastDay
+	ch <- c.unreconciled
+	ch <- c.discrepancies
+	c.errors.Describe(ch)
+}
+
+// channelStanding is one channel's series as aggregated over its tenants.
+type channelStanding struct {
+	lastDay       time.Time
+	unreconciled  int
+	discrepancies map[string]int
+}
+
+// Collect implements prometheus.Collector: it reads the standings, bounded
+// by the read timeout.
+func (c *StatementCollector) Collect(ch chan<- prometheus.Metric) {
+	defer c.errors.Collect(ch)
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	defer cancel()
+	rows, err := c.read(ctx, c.now(), c.days)
+	if err != nil {
+		c.errors.Inc()
+		c.log.Log(ctx, slog.LevelWarn, "statement metrics", "statement metrics: reading the reconciliation results failed; the statement series are left out of this scrape", "err", err)
+		return
+	}
+	byChannel := map[string]*channelStanding{}
+	for _, r := range rows {
+		last := r.LastReconciledDay
+		if last.IsZero() {
+			last = r.FirstImportedDay.AddDate(0, 0, -1)
+		}
+		name := ClampChannel(r.Channel)
+		s, ok := byChannel[name]
+		if !ok {
+			s = &channelStanding{lastDay: last, discrepancies: map[string]int{}}
+			byChannel[name] = s
+		}
+		if last.Before(s.lastDay) {
+			s.lastDay = last
+		}
+		s.unreconciled += r.UnreconciledDays
+		for cat, n := range r.Discrepancies {
+			if slices.Contains(StatementCategories, cat) {
+				s.discrepancies[cat] += n
+			}
+		}
+	}
+	for name, s := range byChannel {
+		ch <- prometheus.MustNewConstMetric(c.lastDay, prometheus.GaugeValue, float64(s.lastDay.Unix()), name)
+		ch <- prometheus.MustNewConstMetric(c.unreconciled, prometheus.GaugeValue, float64(s.unreconciled), name)
+		for _, cat := range StatementCategories {
+			ch <- prometheus.MustNewConstMetric(c.discrepancies, prometheus.GaugeValue, float64(s.discrepancies[cat]), name, cat)
+		}
+	}
+}
