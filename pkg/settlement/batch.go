@@ -52,8 +52,9 @@ func compareTrades(x, y tradeKey) int {
 // trades are skipped, the rest committed, and the skipped trades' events
 // settled in a second transaction that waits for their rows. Events of one
 // trade always stay together and in order, so the results are the same.
-// On a server that does not honour FOR UPDATE SKIP LOCKED (TiDB, which
-// accepts the clause and waits), the batch's locking reads wait instead;
+// On a server that does not honour FOR UPDATE SKIP LOCKED (TiDB accepts
+// the clause, then returns held rows unlocked), the batch's locking reads
+// are plain FOR UPDATE and wait;
 // deadlocks and TiDB's write conflicts (idempotent.IsRetryableConflict)
 // run the transaction again like a lost race.
 //

@@ -15,11 +15,12 @@ type engine struct {
 	mu    sync.Mutex
 	known bool
 	// skipLocked: the server honours SELECT … FOR UPDATE SKIP LOCKED.
-	// MySQL 8 and MariaDB 10.6+ do. TiDB accepts the clause but does not
-	// skip: it waits for the lock like a plain FOR UPDATE (and, in
-	// optimistic mode, takes no lock before COMMIT at all), so on TiDB a
-	// batch waits for a busy order row instead of leaving it to a second
-	// transaction.
+	// MySQL 8 and MariaDB 10.6+ do. TiDB accepts the clause but neither
+	// skips nor waits: it returns a row another transaction holds, as
+	// last committed, without locking it, a read no decision may rest on.
+	// So on TiDB a batch's locking reads are plain FOR UPDATE, which waits
+	// for a busy order row (in optimistic mode it takes no lock before
+	// COMMIT, which then fails with a write conflict if the row changed).
 	skipLocked bool
 }
 
