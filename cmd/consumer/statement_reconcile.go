@@ -16,7 +16,7 @@ func statementReconcileCmd() command {
 	return command{
 		name:     "reconcile",
 		summary:  "reconcile one imported statement day against the ledger",
-		synopsis: "--channel CH --tenant N --date YYYY-MM-DD [--json]",
+		synopsis: "--channel CH --tenant N --date YYYY-MM-DD [--publish-missing] [--json]",
 		description: `Compares the statement imported for the tenant, channel and Beijing-time
 day with the ledger's merchant_payable postings, dated by the channel's own
 time of each event (read-only, safe while workers run), and lists:
@@ -30,11 +30,32 @@ time of each event (read-only, safe while workers run), and lists:
 Payments match by trade number, WeChat refunds by refund number; Alipay
 refunds compare as the day's per-trade totals, Shouqianba orders as
 total_amount − net_amount against all refunds posted up to the day.
-The day's fees are printed beside the result; they are not discrepancies.`,
+The day's fees are printed beside the result; they are not discrepancies.
+
+--publish-missing (--tenant is required, as always) then publishes to the
+input topic (PAYCB_KAFKA_TOPIC), for each missing_in_ledger item the
+statement describes exactly, the event the channel's callback would have
+produced, same idempotency key and fingerprint, with content type
+application/vnd.paycb.statement+json, keyed CHANNEL:trade_no: WeChat
+payments, WeChat refunds whose order total is known (a payment line of the
+trade in an imported statement, or its order row; they must agree), Alipay
+and Shouqianba payments. The worker claims it like any callback; a callback
+arriving later is a duplicate. Not published, and listed:
+  needs_query        refunds of Alipay and Shouqianba (their callbacks
+                     report the total refunded so far, the statement each
+                     refund's own amount), WeChat refunds of unknown or
+                     disagreeing order total: ask the channel's query API
+  already_published  published by an earlier run (ss_statement_publish):
+                     a second run publishes nothing
+  claimed            the worker already holds a claim for the key
+A status_mismatch is never published. The publication is recorded in the
+audit trail. The exit status is the reconciliation's: 3 while
+discrepancies remain, which they do until the worker has settled what was
+published; reconcile again afterwards.`,
 		exits: []exitStatus{
-			{exitFailure, "a runtime failure, or no statement imported for the day: nothing to reconcile"},
-			{exitUsage, "a usage or configuration error: a flag missing or invalid, no DSN"},
-			{exitFound, "discrepancies found"},
+			{exitFailure, "a runtime failure (with --publish-missing: the broker, a missing topic), or no statement imported for the day: nothing to reconcile"},
+			{exitUsage, "a usage or configuration error: a flag missing or invalid (--publish-missing without --tenant), no DSN"},
+			{exitFound, "discrepancies found (with --publish-missing: found before publishing; they remain until the worker has settled what was published)"},
 		},
 		setup: statementReconcileCommand,
 	}
@@ -44,10 +65,14 @@ func statementReconcileCommand(fs *flag.FlagSet) runFunc {
 	channel := fs.String("channel", "", "WECHAT, ALIPAY or SQB (required)")
 	tenant := fs.Int64("tenant", 0, "tenant ID (required)")
 	date := fs.String("date", "", "the statement's day, YYYY-MM-DD, Beijing time (required)")
+	publish := fs.Bool("publish-missing", false, "publish to the input topic the missing_in_ledger events the statement describes exactly")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	return func(ctx context.Context, env *environment, _ []string) error {
 		ch, err := statementTarget("reconcile", *channel, *tenant, "--date", *date)
 		if err != nil {
+			if *publish && *tenant == 0 {
+				return usagef("%w: --publish-missing publishes for one tenant, named explicitly", err)
+			}
 			return err
 		}
 		if _, err := time.Parse(time.DateOnly, *date); err != nil {
@@ -58,26 +83,121 @@ func statementReconcileCommand(fs *flag.FlagSet) runFunc {
 			return err
 		}
 		defer func() { _ = db.Close() }()
+		// finish records a publication in the audit trail; a plain
+		// reconciliation changes nothing worth auditing.
+		finish := func(detail string, err error) error {
+			if !*publish {
+				return err
+			}
+			return env.audit(ctx, db, detail, err)
+		}
 		rep, err := ops.ReconcileStatement(ctx, db, *tenant, ch, *date)
 		if errors.Is(err, ops.ErrNoStatement) {
-			return fmt.Errorf("statement reconcile: nothing to reconcile: no %s statement imported for tenant %d on %s (consumer statement import)", ch, *tenant, *date)
+			return finish("", fmt.Errorf("statement reconcile: nothing to reconcile: no %s statement imported for tenant %d on %s (consumer statement import)", ch, *tenant, *date))
 		}
 		if err != nil {
-			return err
+			return finish("", err)
+		}
+		var pub *ops.PublishReport
+		if *publish {
+			k, err := opsKafka(ctx, env)
+			if err != nil {
+				return finish("", err)
+			}
+			p, err := ops.PublishMissing(ctx, db, k, rep, time.Now())
+			if err != nil {
+				if len(p.Published) > 0 {
+					err = fmt.Errorf("%w (published before the failure: %s)", err, strings.Join(publishedKeys(p.Published), ", "))
+				}
+				return finish("", err)
+			}
+			pub = &p
 		}
 		out := newPrinter(env)
 		if *asJSON {
-			out.json(rep)
+			out.json(statementReconcileJSON{StatementReport: rep, Publish: pub})
 		} else {
 			printStatementReconcile(out, rep)
+			if pub != nil {
+				printPublishMissing(out, *pub, !rep.OK())
+			}
 		}
-		if out.err != nil {
-			return out.err
+		detail := ""
+		if pub != nil {
+			detail = publishDetail(*pub)
 		}
-		if !rep.OK() {
-			return &exitError{code: exitFound, err: fmt.Errorf("statement reconcile: %d discrepancies", len(rep.Items))}
+		err = out.err
+		if err == nil && !rep.OK() {
+			// The audit trail records the error in place of the detail:
+			// the error carries it.
+			msg := fmt.Sprintf("statement reconcile: %d discrepancies", len(rep.Items))
+			if pub != nil {
+				msg += " (found before publishing); " + detail
+			}
+			err = &exitError{code: exitFound, err: errors.New(msg)}
 		}
-		return nil
+		return finish(detail, err)
+	}
+}
+
+// maxAuditKeys bounds the keys named in the audit trail's detail.
+const maxAuditKeys = 50
+
+// publishDetail says what --publish-missing did, for the audit trail: the
+// counts and the keys published (at most maxAuditKeys of them).
+func publishDetail(p ops.PublishReport) string {
+	detail := p.Summary()
+	if len(p.Published) == 0 {
+		return detail
+	}
+	keys := publishedKeys(p.Published)
+	more := ""
+	if len(keys) > maxAuditKeys {
+		more = fmt.Sprintf(" and %d more", len(keys)-maxAuditKeys)
+		keys = keys[:maxAuditKeys]
+	}
+	return detail + "; published " + strings.Join(keys, ", ") + more
+}
+
+// statementReconcileJSON is the --json report: the reconciliation, and
+// with --publish-missing what was published.
+type statementReconcileJSON struct {
+	ops.StatementReport
+	Publish *ops.PublishReport `json:"publish,omitempty"`
+}
+
+func publishedKeys(items []ops.PublishItem) []string {
+	keys := make([]string, len(items))
+	for i, it := range items {
+		keys[i] = it.Key
+	}
+	return keys
+}
+
+// printPublishMissing prints what --publish-missing did, one item a line.
+func printPublishMissing(out *printer, p ops.PublishReport, remain bool) {
+	out.println()
+	out.printf("publish missing: published %d to %s, already published %d, claimed %d, needs the query API %d (statement sha1 %s)\n",
+		len(p.Published), p.Topic, len(p.AlreadyPublished), len(p.Claimed), len(p.NeedsQuery), dash(p.StatementSHA1))
+	if n := len(p.Published) + len(p.AlreadyPublished) + len(p.Claimed) + len(p.NeedsQuery); n > 0 {
+		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+		_, _ = fmt.Fprintln(tw, "result\ttrade\trefund\tamount\tline\tdetail")
+		for _, l := range []struct {
+			name  string
+			items []ops.PublishItem
+		}{{"published", p.Published}, {"already_published", p.AlreadyPublished}, {"claimed", p.Claimed}, {"needs_query", p.NeedsQuery}} {
+			for _, it := range l.items {
+				detail := it.Reason
+				if detail == "" && it.PublishedAt != nil {
+					detail = fmt.Sprintf("%s at %s, fingerprint %s", it.Key, it.PublishedAt.UTC().Format(time.RFC3339), it.Fingerprint)
+				}
+				_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\n", l.name, it.TradeNo, dash(it.RefundNo), it.Amount, it.LineNo, detail)
+			}
+		}
+		out.flush(tw)
+	}
+	if remain && len(p.Published) > 0 {
+		out.println("the discrepancies remain until the worker has settled what was published: reconcile the day again then")
 	}
 }
 

@@ -3,12 +3,23 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/paycallback/paycallback/config"
+	"github.com/paycallback/paycallback/internal/app"
+	"github.com/paycallback/paycallback/internal/kafkaops"
+	"github.com/paycallback/paycallback/internal/metrics"
 	"github.com/paycallback/paycallback/internal/ops"
 	"github.com/paycallback/paycallback/internal/sqldb"
 	"github.com/paycallback/paycallback/pkg/channels"
@@ -16,6 +27,7 @@ import (
 	"github.com/paycallback/paycallback/pkg/idempotent"
 	"github.com/paycallback/paycallback/pkg/settlement"
 	"github.com/paycallback/paycallback/pkg/statements"
+	"github.com/paycallback/paycallback/pkg/statements/statementstest"
 )
 
 // TestStatementReconcile runs the verb over a day whose ledger holds one
@@ -91,4 +103,395 @@ func TestStatementReconcile(t *testing.T) {
 		_, _, err := runCmd(t, lookup, append([]string{"statement", "reconcile"}, bad...)...)
 		assert.Equal(t, exitUsage, exitCode(err), "%v: %v", bad, err)
 	}
+}
+
+// testWorker is a worker started on a test's configuration, with its metrics.
+type testWorker struct {
+	reg  *prometheus.Registry
+	stop func()
+}
+
+// runWorker starts the worker on vars' configuration; stop (also run when
+// the test ends) stops it and waits for it.
+func runWorker(t *testing.T, vars map[string]string) testWorker {
+	t.Helper()
+	cfg, err := config.Load(nil, lookupIn(vars))
+	require.NoError(t, err)
+	reg := metrics.NewRegistry()
+	m := &app.Main{Config: cfg, Logger: slog.New(slog.DiscardHandler), Registry: reg}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	select {
+	case <-m.Ready():
+	case err := <-done:
+		cancel()
+		t.Fatalf("worker stopped at start: %v", err)
+	}
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("worker stopped with %v", err)
+				}
+			case <-time.After(60 * time.Second):
+				t.Error("worker did not stop within 60s")
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return testWorker{reg: reg, stop: stop}
+}
+
+// events sums paycb_events_total over the series whose labels include
+// match.
+func (w testWorker) events(t *testing.T, match map[string]string) int {
+	t.Helper()
+	mfs, err := w.reg.Gather()
+	require.NoError(t, err)
+	n := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() != "paycb_events_total" {
+			continue
+		}
+	series:
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			for k, v := range match {
+				if labels[k] != v {
+					continue series
+				}
+			}
+			n += m.GetCounter().GetValue()
+		}
+	}
+	return int(n)
+}
+
+// waitConsumed waits until the worker has counted n messages.
+func (w testWorker) waitConsumed(t *testing.T, n int) {
+	t.Helper()
+	require.Eventually(t, func() bool { return w.events(t, nil) >= n }, 60*time.Second, 50*time.Millisecond,
+		"the worker consumes %d messages", n)
+	assert.Equal(t, n, w.events(t, nil), "no more than the messages produced")
+}
+
+// statementEnv is smokeEnv with the test APIv3 key for every tenant.
+func statementEnv(t *testing.T) map[string]string {
+	t.Helper()
+	vars := smokeEnv(t)
+	vars["PAYCB_WECHAT_APIV3_KEY"] = channelstest.APIv3Key
+	return vars
+}
+
+// produce writes values to the input topic keyed CHANNEL:trade_no, as the
+// receiver keys callbacks.
+func produce(t *testing.T, vars map[string]string, tr channelstest.Trade, values ...[]byte) {
+	t.Helper()
+	msgs := make([]kafkaops.Message, len(values))
+	for i, v := range values {
+		msgs[i] = kafkaops.Message{Key: []byte(string(tr.Channel) + ":" + tr.TradeNo), Value: v}
+	}
+	require.NoError(t, kafkaops.Produce(context.Background(), []string{vars["PAYCB_KAFKA_BROKERS"]}, "channel-events", msgs))
+}
+
+// statementValue is the value --publish-missing publishes for the event the
+// callback value decodes to: rebuilt from what a statement line says.
+func statementValue(t *testing.T, callback []byte) []byte {
+	t.Helper()
+	res, err := channels.NewDecoder(channelstest.Keys()).Decode(callback)
+	require.NoError(t, err)
+	cb := res.Event
+	ev, err := channels.NewStatementEvent(channels.Event{
+		TenantID: cb.TenantID, Channel: cb.Channel, Type: cb.Type, TradeNo: cb.TradeNo, MerchantOrderNo: cb.MerchantOrderNo,
+		RefundNo: cb.RefundNo, OrderTotal: cb.OrderTotal, RefundAmount: cb.RefundAmount,
+		OccurredAt: cb.OccurredAt.Add(-2 * time.Second), ReceivedAt: time.Now(), RawStatus: "SUCCESS",
+	})
+	require.NoError(t, err)
+	v, err := channels.StatementEnvelope(ev, time.Now())
+	require.NoError(t, err)
+	return v
+}
+
+// TestStatementEventAndCallbackAreOneEvent: the worker claims an event
+// rebuilt from a statement like the callback of the same event, whichever
+// comes first: the second is a duplicate, never a conflict, and the ledger
+// posts it once. WeChat payment and refund, Alipay payment, SQB payment.
+func TestStatementEventAndCallbackAreOneEvent(t *testing.T) {
+	vars := statementEnv(t)
+	dsn := vars["PAYCB_DB_DSN"]
+	d := channelstest.Delivery{}
+	type pair struct {
+		tr                  channelstest.Trade
+		callback, statement []byte
+	}
+	var pairs []pair
+	produced := 0
+	for i, ch := range []channels.Channel{channels.WeChat, channels.Alipay, channels.SQB} {
+		for j, statementFirst := range []bool{true, false} {
+			tr := channelstest.NewTrade(ch, 800+10*i+j)
+			cb := channelstest.PaymentEnvelope(tr, d)
+			p := pair{tr, cb, statementValue(t, cb)}
+			pairs = append(pairs, p)
+			if statementFirst {
+				produce(t, vars, tr, p.statement, p.callback)
+			} else {
+				produce(t, vars, tr, p.callback, p.statement)
+			}
+			produced += 2
+		}
+	}
+	for j, statementFirst := range []bool{true, false} {
+		tr := channelstest.NewTrade(channels.WeChat, 830+j)
+		cb := channelstest.RefundEnvelope(tr, channelstest.Refund{No: fmt.Sprintf("RF-%d", j), Amount: 700}, d)
+		p := pair{tr, cb, statementValue(t, cb)}
+		pairs = append(pairs, p)
+		pay := channelstest.PaymentEnvelope(tr, d)
+		if statementFirst {
+			produce(t, vars, tr, pay, p.statement, p.callback)
+		} else {
+			produce(t, vars, tr, pay, p.callback, p.statement)
+		}
+		produced += 3
+	}
+
+	w := runWorker(t, vars)
+	w.waitConsumed(t, produced)
+	assert.Equal(t, len(pairs), w.events(t, map[string]string{"outcome": "duplicate"}))
+	assert.Equal(t, produced-len(pairs), w.events(t, map[string]string{"outcome": "acquired"}))
+	assert.Zero(t, w.events(t, map[string]string{"outcome": "conflict"}))
+	assert.Zero(t, w.events(t, map[string]string{"outcome": "dead_lettered"}))
+	for _, m := range []map[string]string{
+		{"channel": "WECHAT", "event_type": "PAYMENT_RECEIVED"},
+		{"channel": "WECHAT", "event_type": "REFUND_SUCCEEDED"},
+		{"channel": "ALIPAY", "event_type": "PAYMENT_RECEIVED"},
+		{"channel": "SQB", "event_type": "PAYMENT_RECEIVED"},
+	} {
+		m["outcome"] = "duplicate"
+		assert.Equal(t, 2, w.events(t, m), "%v: one duplicate in each order", m)
+	}
+
+	db, err := sqldb.OpenMySQL(dsn)
+	require.NoError(t, err)
+	defer func() { _ = db.Close() }()
+	for _, p := range pairs {
+		res, err := channels.NewDecoder(channelstest.Keys()).Decode(p.callback)
+		require.NoError(t, err)
+		n, err := db.NewSelect().TableExpr("ss_ledger_entry").Where("tenant_id = ?", res.Event.TenantID).
+			Where("idempotent_key = ?", string(res.Event.Key)).Count(context.Background())
+		require.NoError(t, err)
+		assert.EqualValues(t, 2, n, "%s posted once, both legs", res.Event.Key)
+	}
+}
+
+// TestStatementReconcilePublishMissing is the recovery an operator runs:
+// a day of the three channels from which some callbacks were withheld
+// (a WeChat barcode payment never had one); statements generated from the
+// whole day are imported; reconcile --publish-missing publishes what the
+// statements describe exactly, twice without publishing twice, and lists
+// the cumulative refunds for the query API; the worker settles what was
+// published; the withheld callbacks, delivered afterwards, are duplicates;
+// then every day reconciles clean. Beside it, a WeChat refund the statement
+// shows PROCESSING that the ledger posted: a status_mismatch, nothing
+// published.
+func TestStatementReconcilePublishMissing(t *testing.T) {
+	vars := statementEnv(t)
+	lookup := lookupIn(vars)
+	audits := auditRows(t, lookup)
+	d := channelstest.Delivery{}
+	dec := channels.NewDecoder(channelstest.Keys())
+	day := channelstest.BaseTime.Format(time.DateOnly)
+
+	type callback struct {
+		tr    channelstest.Trade
+		value []byte
+	}
+	var delivered, withheld []callback
+	events := map[channels.Channel][]channels.Event{}
+	add := func(list *[]callback, tr channelstest.Trade, value []byte) {
+		*list = append(*list, callback{tr, value})
+		res, err := dec.Decode(value)
+		require.NoError(t, err)
+		events[tr.Channel] = append(events[tr.Channel], res.Event)
+	}
+	trade := func(ch channels.Channel, seq int) channelstest.Trade { return channelstest.NewTrade(ch, seq) }
+
+	// WeChat: w2 paid by barcode (never a callback); w3's refund and all of
+	// w4 withheld.
+	w1, w2, w3, w4 := trade(channels.WeChat, 901), trade(channels.WeChat, 902), trade(channels.WeChat, 903), trade(channels.WeChat, 904)
+	add(&delivered, w1, channelstest.PaymentEnvelope(w1, d))
+	add(&withheld, w2, channelstest.PaymentEnvelope(w2, d)) // its event is in the statement only
+	add(&delivered, w3, channelstest.PaymentEnvelope(w3, d))
+	add(&withheld, w3, channelstest.RefundEnvelope(w3, channelstest.Refund{No: "W3-R1", Amount: 800}, d))
+	add(&withheld, w4, channelstest.PaymentEnvelope(w4, d))
+	add(&withheld, w4, channelstest.RefundEnvelope(w4, channelstest.Refund{No: "W4-R1", Amount: 500}, d))
+	// Alipay and Shouqianba: a payment withheld, a refund withheld.
+	a1, a2 := trade(channels.Alipay, 911), trade(channels.Alipay, 912)
+	add(&delivered, a1, channelstest.PaymentEnvelope(a1, d))
+	add(&withheld, a1, channelstest.RefundEnvelope(a1, channelstest.Refund{No: "A1-R1", Cumulative: 600}, d))
+	add(&withheld, a2, channelstest.PaymentEnvelope(a2, d))
+	s1, s2 := trade(channels.SQB, 921), trade(channels.SQB, 922)
+	add(&delivered, s1, channelstest.PaymentEnvelope(s1, d))
+	add(&withheld, s1, channelstest.RefundEnvelope(s1, channelstest.Refund{No: "S1-R1", Cumulative: 700}, d))
+	add(&withheld, s2, channelstest.PaymentEnvelope(s2, d))
+	// Tenant 1002: a refund the ledger posted, PROCESSING on the statement.
+	p := trade(channels.WeChat, 931)
+	p.TenantID = 1002
+	pDelivered := []callback{
+		{p, channelstest.PaymentEnvelope(p, d)},
+		{p, channelstest.RefundEnvelope(p, channelstest.Refund{No: "P-R1", Amount: 900}, d)},
+	}
+
+	w := runWorker(t, vars)
+	for _, c := range append(slices.Clone(delivered), pDelivered...) {
+		produce(t, vars, c.tr, c.value)
+	}
+	w.waitConsumed(t, len(delivered)+len(pDelivered))
+	w.stop() // no worker while publishing: what each run publishes is then certain
+
+	// The statements of the whole day, imported through the command.
+	dir := t.TempDir()
+	importFile := func(tenant int64, ch channels.Channel, f statementstest.File) {
+		t.Helper()
+		name := filepath.Join(dir, fmt.Sprintf("%d-%s", tenant, ch))
+		require.NoError(t, os.WriteFile(name, f.Data, 0o600))
+		out, errOut, err := consumerCmd(t, vars, "statement", "import", "--channel", string(ch), "--tenant", fmt.Sprint(tenant), "--file", name)
+		require.NoError(t, err, out+errOut)
+	}
+	lines, err := statementstest.FromEvents(channels.WeChat, events[channels.WeChat])
+	require.NoError(t, err)
+	f, err := statementstest.WeChatBill(lines, statementstest.WeChatOptions{MicroPay: map[string]bool{w2.TradeNo: true}})
+	require.NoError(t, err)
+	importFile(1001, channels.WeChat, f)
+	lines, err = statementstest.FromEvents(channels.Alipay, events[channels.Alipay])
+	require.NoError(t, err)
+	f, err = statementstest.AlipayBill("20880000000000000156", day, lines)
+	require.NoError(t, err)
+	importFile(1001, channels.Alipay, f)
+	lines, err = statementstest.FromEvents(channels.SQB, events[channels.SQB])
+	require.NoError(t, err)
+	f, err = statementstest.SQBQueryResponses(lines)
+	require.NoError(t, err)
+	importFile(1001, channels.SQB, f)
+	var pEvents []channels.Event
+	for _, c := range pDelivered {
+		res, err := dec.Decode(c.value)
+		require.NoError(t, err)
+		pEvents = append(pEvents, res.Event)
+	}
+	lines, err = statementstest.FromEvents(channels.WeChat, pEvents)
+	require.NoError(t, err)
+	for i := range lines {
+		if lines[i].Kind == statements.KindRefund {
+			lines[i].Status = "PROCESSING"
+		}
+	}
+	f, err = statementstest.WeChatBill(lines, statementstest.WeChatOptions{})
+	require.NoError(t, err)
+	importFile(1002, channels.WeChat, f)
+
+	reconcile := func(tenant int64, ch channels.Channel, extra ...string) (string, error) {
+		t.Helper()
+		args := append([]string{"statement", "reconcile", "--channel", string(ch), "--tenant", fmt.Sprint(tenant), "--date", day}, extra...)
+		out, errOut, err := consumerCmd(t, vars, args...)
+		return out + errOut, err
+	}
+	publishJSON := func(tenant int64, ch channels.Channel) (statementReconcileJSON, int) {
+		t.Helper()
+		out, err := reconcile(tenant, ch, "--publish-missing", "--json")
+		var rep statementReconcileJSON
+		require.NoError(t, json.Unmarshal([]byte(out), &rep), out)
+		require.NotNil(t, rep.Publish, out)
+		return rep, exitCode(err)
+	}
+	auditsBefore := len(audits())
+
+	// WeChat: the text report, then the same run again in JSON.
+	out, err := reconcile(1001, channels.WeChat, "--publish-missing")
+	assert.Equal(t, exitFound, exitCode(err), out)
+	assert.Contains(t, out, "publish missing: published 4 to channel-events, already published 0, claimed 0, needs the query API 0")
+	for _, want := range []string{
+		`published\s+` + w2.TradeNo + `\s+-\s+2580\s`, `published\s+` + w4.TradeNo + `\s+-\s+2580\s`,
+		`published\s+` + w3.TradeNo + `\s+W3-R1\s+800\s`, `published\s+` + w4.TradeNo + `\s+W4-R1\s+500\s`,
+	} {
+		assert.Regexp(t, want, out)
+	}
+	assert.Contains(t, out, "reconcile the day again")
+	rep, code := publishJSON(1001, channels.WeChat)
+	assert.Equal(t, exitFound, code)
+	assert.Empty(t, rep.Publish.Published, "a second run publishes nothing")
+	assert.Len(t, rep.Publish.AlreadyPublished, 4)
+	assert.Len(t, rep.Items, 4, "the discrepancies remain until the worker settles")
+
+	for _, c := range []struct {
+		ch         channels.Channel
+		paid, refd channelstest.Trade
+		api        string
+	}{{channels.Alipay, a2, a1, "alipay.trade.fastpay.refund.query"}, {channels.SQB, s2, s1, "/upay/v2/query"}} {
+		rep, code := publishJSON(1001, c.ch)
+		assert.Equal(t, exitFound, code, "%s", c.ch)
+		require.Len(t, rep.Publish.Published, 1, "%s", c.ch)
+		assert.Equal(t, string(c.ch)+":"+c.paid.TradeNo+":PAYMENT_RECEIVED", rep.Publish.Published[0].Key)
+		require.Len(t, rep.Publish.NeedsQuery, 1, "%s", c.ch)
+		assert.Equal(t, c.refd.TradeNo, rep.Publish.NeedsQuery[0].TradeNo)
+		assert.Contains(t, rep.Publish.NeedsQuery[0].Reason, c.api)
+	}
+
+	// The PROCESSING refund: a status_mismatch, nothing published.
+	rep, code = publishJSON(1002, channels.WeChat)
+	assert.Equal(t, exitFound, code)
+	require.Len(t, rep.Items, 1)
+	assert.Equal(t, ops.StatementStatusMismatch, rep.Items[0].Category)
+	assert.Equal(t, "P-R1", rep.Items[0].RefundNo)
+	assert.Empty(t, rep.Publish.Published)
+	assert.Empty(t, rep.Publish.NeedsQuery)
+
+	// One audit row per --publish-missing run.
+	rows := audits()
+	require.Len(t, rows, auditsBefore+5)
+	assert.Equal(t, "statement reconcile", rows[0].Command)
+	assert.Equal(t, "failed (exit 3)", rows[0].Result)
+	assert.Contains(t, rows[0].Detail, "published 0")
+	assert.Contains(t, rows[4].Detail, "published 4")
+	assert.Contains(t, rows[4].Detail, "WECHAT:"+w2.TradeNo+":PAYMENT_RECEIVED")
+
+	// The worker settles what was published; then the withheld callbacks
+	// arrive. Only the cumulative refunds are new.
+	published := 4 + 1 + 1
+	w = runWorker(t, vars)
+	w.waitConsumed(t, published)
+	assert.Equal(t, published, w.events(t, map[string]string{"outcome": "acquired"}))
+	out, err = reconcile(1001, channels.WeChat)
+	require.NoError(t, err, "the WeChat day is settled by what was published\n%s", out)
+	late := 0
+	for _, c := range withheld {
+		if c.tr == w2 {
+			continue // a barcode payment: WeChat never calls back
+		}
+		produce(t, vars, c.tr, c.value)
+		late++
+	}
+	w.waitConsumed(t, published+late)
+	assert.Equal(t, late-2, w.events(t, map[string]string{"outcome": "duplicate"}), "every withheld callback of a published event is a duplicate")
+	assert.Equal(t, published+2, w.events(t, map[string]string{"outcome": "acquired"}), "the two cumulative refunds are new")
+	assert.Zero(t, w.events(t, map[string]string{"outcome": "conflict"}))
+	assert.Zero(t, w.events(t, map[string]string{"outcome": "dead_lettered"}))
+	for _, ch := range []channels.Channel{channels.WeChat, channels.Alipay, channels.SQB} {
+		out, err := reconcile(1001, ch)
+		require.NoError(t, err, "%s\n%s", ch, out)
+		assert.Contains(t, out, "no discrepancies")
+	}
+	out, err = reconcile(1002, channels.WeChat)
+	assert.Equal(t, exitFound, exitCode(err), out)
+
+	// --publish-missing names its tenant.
+	_, _, err = consumerCmd(t, vars, "statement", "reconcile", "--channel", "WECHAT", "--date", day, "--publish-missing")
+	assert.Equal(t, exitUsage, exitCode(err))
+	assert.ErrorContains(t, err, "--publish-missing publishes for one tenant")
 }

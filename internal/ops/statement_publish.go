@@ -132,14 +132,14 @@ func PublishMissing(ctx context.Context, db *bun.DB, k Kafka, rep StatementRepor
 			missing = append(missing, it)
 		}
 	}
-	if len(missing) == 0 {
-		return out, nil
-	}
 	file, lines, err := publishLines(ctx, db, rep.TenantID, ch, rep.Day)
 	if err != nil {
 		return out, err
 	}
 	out.StatementSHA1 = file.SHA1
+	if len(missing) == 0 {
+		return out, nil
+	}
 	if file.LineCount != rep.Lines {
 		return out, fmt.Errorf("publish missing: statement %s holds %d lines, the reconciliation saw %d: %w", file.SHA1, file.LineCount, rep.Lines, ErrStatementChanged)
 	}
