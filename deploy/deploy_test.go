@@ -57,8 +57,9 @@ func TestAlertingRules(t *testing.T) {
 }
 
 // exported returns every series name the worker exports: the families
-// metrics.New and settlement.New register (with lag and stall series set,
-// since those vectors are empty until a partition is assigned), histograms
+// metrics.New, metrics.NewStatementCollector and settlement.New register
+// (with lag and stall series set, since those vectors are empty until a
+// partition is assigned, and one tenant's statements), histograms
 // with their _bucket, _sum and _count series.
 func exported(t *testing.T) map[string]bool {
 	t.Helper()
@@ -72,6 +73,10 @@ func exported(t *testing.T) map[string]bool {
 	t.Cleanup(func() { _ = db.Close() })
 	_, err = settlement.New(db, idempotent.NewStore(db), nil, reg)
 	require.NoError(t, err)
+	// The statement series exist once a tenant has imported a statement.
+	require.NoError(t, reg.Register(metrics.NewStatementCollector(func(context.Context, time.Time, int) ([]metrics.StatementStanding, error) {
+		return []metrics.StatementStanding{{TenantID: 1, Channel: metrics.ChannelWeChat, FirstImportedDay: time.Unix(0, 0)}}, nil
+	}, nil)))
 	mfs, err := reg.Gather()
 	require.NoError(t, err)
 	names := map[string]bool{}
@@ -147,6 +152,8 @@ func TestDashboardQueriesOnlyExportedMetrics(t *testing.T) {
 		"paycb_events_total", "paycb_consumer_lag", "paycb_settle_duration_seconds_bucket",
 		"paycb_orphan_claims", "paycb_dead_letters_total", "paycb_partition_stalled_seconds",
 		"paycb_ledger_duplicate_postings_total", "paycb_refund_registration_mismatch_total",
+		"paycb_statement_last_reconciled_day_timestamp_seconds", "paycb_statement_discrepancies",
+		"paycb_statement_files_unreconciled",
 	} {
 		assert.True(t, slices.Contains(used, want), "the dashboard does not show %s", want)
 	}

@@ -322,6 +322,6 @@ func TestPrometheusScrapesTheWorker(t *testing.T) {
 				n++
 			}
 		}
-		return n == 12, fmt.Sprintf("%d healthy rules", n)
+		return n == 14, fmt.Sprintf("%d healthy rules", n)
 	})
 }
