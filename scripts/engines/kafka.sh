@@ -5,6 +5,7 @@
 #
 #   kafka.sh up                 fetch the jars once (Maven), format once, start; prints the address
 #   kafka.sh down               stop the broker this script started (its pid file), wait for it to exit
+#   kafka.sh kill               SIGKILL that broker (a crash; up starts it again on the same data)
 #   kafka.sh test               up, the Kafka engine suite, then down if this run started it
 #   kafka.sh consumer-groups …  Kafka's kafka-consumer-groups tool against the broker's jars
 #
@@ -211,6 +212,16 @@ down() {
 	log "stopped (pid $pid)"
 }
 
+# crash SIGKILLs the broker this script started and waits until it is gone.
+crash() {
+	local pid
+	pid=$(our_pid) || die "not running"
+	kill -KILL "$pid"
+	while kill -0 "$pid" 2>/dev/null; do sleep 0.1; done
+	rm -f "$PIDFILE"
+	log "killed (pid $pid)"
+}
+
 # suite runs the cases that depend on the broker's behaviour against it:
 # the shared end-to-end cases (which use kfake under make test) and the
 # cases built only with the enginekafka tag.
@@ -245,13 +256,14 @@ test_suite() {
 case "${1:-}" in
 up) up ;;
 down) down ;;
+kill) crash ;;
 test) test_suite ;;
 consumer-groups)
 	shift
 	consumer_groups --bootstrap-server "$ADDR" "$@"
 	;;
 *)
-	echo "usage: $0 up|down|test|consumer-groups ARGS..." >&2
+	echo "usage: $0 up|down|kill|test|consumer-groups ARGS..." >&2
 	exit 2
 	;;
 esac
