@@ -110,6 +110,21 @@ func (s *Service) RegisterRefund(ctx context.Context, r RefundRequest) (Registra
 				ErrExceedsRefundable, r.Amount, ord.PaidAmount, ord.RefundedAmount, sums.open)
 		}
 		now := s.claims.Now()
+		// The order row was read FOR UPDATE, but a locking read locks on
+		// one server only: on a multi-primary cluster (Galera) two
+		// registrations on two nodes would both pass the check above and
+		// together exceed the refundable amount. Writing the order row puts
+		// it in the transaction's write set, so the cluster commits only
+		// one of them (the other fails at COMMIT with 1213 and is retried,
+		// then sees the first). updated_at moves forward by at least a
+		// microsecond: a row left unchanged is not written.
+		if !s.sqlite {
+			if _, err := tx.NewUpdate().Table("ss_channel_order").
+				Set("updated_at = GREATEST(updated_at + INTERVAL 1 MICROSECOND, ?)", now).
+				Where("id = ?", ord.ID).Exec(ctx); err != nil {
+				return fmt.Errorf("register refund: write order: %w", err)
+			}
+		}
 		k := string(key)
 		out = Registration{
 			TenantID: r.TenantID, Channel: r.Channel, TradeNo: r.TradeNo, RefundNo: r.RefundNo,
