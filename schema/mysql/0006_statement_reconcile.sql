@@ -23,5 +23,11 @@ CREATE TABLE IF NOT EXISTS ss_statement_reconcile (
   KEY idx_statement_reconcile_day (statement_day)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4;
 
--- Last: one ALTER, whole or nothing.
-ALTER TABLE ss_statement_file ADD KEY idx_statement_file_day (statement_day);
+-- The statements of a day across tenants, for the metrics; only when
+-- absent, so running this again after a crash is harmless (see 0002).
+SET @paycb_ddl = IF((SELECT COUNT(*) FROM information_schema.statistics
+  WHERE table_schema = DATABASE() AND table_name = 'ss_statement_file' AND index_name = 'idx_statement_file_day') = 0,
+  'ALTER TABLE ss_statement_file ADD KEY idx_statement_file_day (statement_day)', 'DO 0');
+PREPARE paycb_ddl FROM @paycb_ddl;
+EXECUTE paycb_ddl;
+DEALLOCATE PREPARE paycb_ddl;
