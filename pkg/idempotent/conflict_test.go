@@ -2,6 +2,10 @@ package idempotent_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -118,4 +122,75 @@ func TestOneKeyInsertedFromTwoSessions(t *testing.T) {
 	require.NoError(t, db.QueryRowContext(ctx,
 		"SELECT COUNT(*) FROM ss_channel_idempotent WHERE tenant_id = ? AND idempotent_key = ?", tenant, key).Scan(&n))
 	assert.Equal(t, 1, n, "one claim for the key")
+}
+
+// TestConcurrentAcquireRetriedOnConflictHasExactlyOneWinner: many
+// goroutines acquire one key at once, each retrying what the worker
+// retries. With TEST_MYSQL_NODES their connections are spread over the
+// cluster's nodes, and a loser may first fail with a commit-time conflict
+// (1213); retried, it finds the winner's claim. Exactly one acquires, every
+// other one ends Duplicate, and no conflict is ever taken for a duplicate.
+func TestConcurrentAcquireRetriedOnConflictHasExactlyOneWinner(t *testing.T) {
+	const n = 48
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	db := sqldbtest.MustMySQL(t)
+	db.SetMaxOpenConns(n + 2)
+	store := idempotent.NewStore(db)
+	c := claimFor(mustKey(t, "RACE-NODES"), 1001)
+	conns := make([]bun.Conn, n)
+	for i := range conns { // open them first, one per node in turn
+		var err error
+		conns[i], err = db.Conn(ctx)
+		require.NoError(t, err)
+	}
+	for _, conn := range conns {
+		require.NoError(t, conn.Close())
+	}
+
+	var acquired, duplicate, conflicts atomic.Int64
+	errs := make(chan error, n)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			for attempt := 0; ; attempt++ {
+				res, err := store.Acquire(ctx, c)
+				if err != nil && idempotent.IsDeadlock(err) && attempt < 50 {
+					if errors.Is(idempotent.ClassifyDuplicate(err), idempotent.ErrDuplicateKey) {
+						errs <- fmt.Errorf("a conflict classified as a duplicate: %w", err)
+						return
+					}
+					conflicts.Add(1)
+					continue
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+				switch res.Kind {
+				case idempotent.Acquired:
+					acquired.Add(1)
+				case idempotent.Duplicate:
+					duplicate.Add(1)
+				default:
+					errs <- fmt.Errorf("unexpected result %v", res.Kind)
+				}
+				return
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	t.Logf("%d commit-time conflicts retried", conflicts.Load())
+	assert.Equal(t, int64(1), acquired.Load())
+	assert.Equal(t, int64(n-1), duplicate.Load())
+	assert.Equal(t, 1, countClaims(t, db, "tenant_id = ? AND idempotent_key = ?", 1001, string(c.Key)))
 }
