@@ -9,9 +9,11 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/uptrace/bun"
 
 	"github.com/paycallback/paycallback/internal/kafkaops"
 	"github.com/paycallback/paycallback/internal/ops"
+	"github.com/paycallback/paycallback/internal/sqldb/sqldbtest"
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/channels/channelstest"
 	"github.com/paycallback/paycallback/pkg/idempotent"
@@ -243,4 +245,31 @@ func (w *world) acquireEvent(ev channels.Event) channels.Event {
 	require.Equal(w.t, idempotent.Acquired, r.Kind, "%s", ev.Key)
 	w.offset++
 	return ev
+}
+
+// TestPublishMissingOnEveryDialect: the publication record keeps a second
+// run from publishing, on MariaDB and on the embedded SQLite database.
+func TestPublishMissingOnEveryDialect(t *testing.T) {
+	sqldbtest.Dialects(t, func(t *testing.T, db *bun.DB) { //nolint:thelper // a test body run once per dialect
+		ctx := context.Background()
+		k := mustKafka(t, 1)
+		tr := trade(channels.WeChat, 71, 1)
+		line := payLine(tr)
+		line.LineNo, line.Channel, line.Currency = 2, channels.WeChat, "CNY"
+		_, err := ops.ImportStatement(ctx, db, 71, statements.Statement{Channel: channels.WeChat, Format: "test", SHA1: "sha-71", Lines: []statements.Line{line}}, time.Now())
+		require.NoError(t, err)
+		rep, err := ops.ReconcileStatement(ctx, db, 71, channels.WeChat, reconDay)
+		require.NoError(t, err)
+		require.Len(t, rep.Items, 1)
+		for run, want := range []int{1, 0} {
+			pub, err := ops.PublishMissing(ctx, db, k, rep, time.Now())
+			require.NoError(t, err)
+			assert.Len(t, pub.Published, want, "run %d", run+1)
+			assert.Len(t, pub.AlreadyPublished, 1-want, "run %d", run+1)
+			assert.Equal(t, "sha-71", pub.StatementSHA1)
+		}
+		msgs, err := kafkaops.ReadAll(ctx, k.Brokers, k.Topic)
+		require.NoError(t, err)
+		assert.Len(t, msgs, 1)
+	})
 }
