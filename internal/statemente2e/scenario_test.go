@@ -44,6 +44,12 @@ type event struct {
 
 func (e *event) key() string { return string(e.decoded.Key) }
 
+// rebuildable reports whether the statement describes the event exactly, so
+// that reconcile --publish-missing may publish it: payments, and refunds
+// of WeChat (each its own amount); not the refunds of Alipay and
+// Shouqianba, whose callbacks report cumulative amounts.
+func (e *event) rebuildable() bool { return e.refund == nil || !e.trade.Channel.Cumulative() }
+
 // scenario is the stream of one tenant over two Beijing days on the three
 // channels, the part of it withheld, and the statements of the full stream.
 type scenario struct {

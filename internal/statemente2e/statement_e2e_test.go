@@ -1,9 +1,14 @@
 // Package statemente2e is the end-to-end test of the channel statements:
 // the real consumer binary, an in-process Kafka (kfake) and MariaDB. A
 // realistic stream of one tenant's two days on the three channels is
-// consumed with some callbacks withheld (and WeChat barcode payments, which
-// are never notified); the statements of the full stream are imported, and
-// their reconciliation must report exactly what the ledger never saw.
+// consumed with some callbacks withheld, payments and refunds of every
+// channel (and WeChat barcode payments, which are never notified). The
+// statements of the full stream are imported, and their reconciliation
+// must report exactly what the ledger never saw; --publish-missing
+// publishes what the statements describe exactly and leaves the cumulative
+// channels' refunds to the query API; the withheld callbacks, delivered at
+// last, are duplicates of what was published; then every statement day
+// reconciles clean and the invariants hold.
 package statemente2e
 
 import (
@@ -19,6 +24,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,8 +37,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/paycallback/paycallback/internal/demo"
+	"github.com/paycallback/paycallback/internal/invariant"
 	"github.com/paycallback/paycallback/internal/kafkaops"
 	"github.com/paycallback/paycallback/internal/ops"
+	"github.com/paycallback/paycallback/internal/sqldb"
 	"github.com/paycallback/paycallback/internal/sqldb/sqldbtest"
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/channels/channelstest"
@@ -64,6 +72,7 @@ type world struct {
 	bin     string
 	dir     string
 	brokers []string
+	dsn     string
 	env     []string
 }
 
@@ -76,12 +85,12 @@ func newWorld(ctx context.Context, t *testing.T) *world {
 	cluster, brokers, err := kafkaops.StartInProcess(map[string]int32{topic: 4, dlq: 1})
 	require.NoError(t, err)
 	t.Cleanup(cluster.Close)
-	w := &world{t: t, ctx: ctx, bin: bin, dir: dir, brokers: brokers}
+	w := &world{t: t, ctx: ctx, bin: bin, dir: dir, brokers: brokers, dsn: sqldbtest.NewDatabase(t)}
 	w.env = append(os.Environ(),
 		"PAYCB_KAFKA_BROKERS="+brokers[0], "PAYCB_KAFKA_TOPIC="+topic, "PAYCB_KAFKA_GROUP="+group,
-		"PAYCB_DB_DSN="+sqldbtest.NewDatabase(t), "PAYCB_ADMIN_ADDR=127.0.0.1:0",
+		"PAYCB_DB_DSN="+w.dsn, "PAYCB_ADMIN_ADDR=127.0.0.1:0",
 		"PAYCB_WECHAT_APIV3_KEY="+channelstest.APIv3Key, "PAYCB_LOG_FORMAT=json", "PAYCB_LOG_LEVEL=info",
-		"PAYCB_KAFKA_SESSION_TIMEOUT=6s", "PAYCB_KAFKA_HEARTBEAT_INTERVAL=300ms", "PAYCB_KAFKA_REBALANCE_TIMEOUT=6s",
+		"PAYCB_KAFKA_SESSION_TIMEOUT=10s", "PAYCB_KAFKA_HEARTBEAT_INTERVAL=300ms", "PAYCB_KAFKA_REBALANCE_TIMEOUT=10s",
 		"PAYCB_KAFKA_MAX_WAIT=100ms", "PAYCB_SHUTDOWN_TIMEOUT=10s")
 	return w
 }
@@ -297,6 +306,43 @@ func (w *world) reconcile(s *scenario) ([]expectedItem, map[string]int) {
 	return items, codes
 }
 
+// publishMissing runs `consumer statement reconcile --publish-missing
+// --json` for every channel and day, expecting the exit status wantCodes
+// gives the day (the reconciliation's), and returns what was published
+// (keys) and what needs the query API (as items of the day). Nothing may
+// have been published before or be claimed without a posting.
+func (w *world) publishMissing(s *scenario, wantCodes map[string]int) (published []string, needsQuery []expectedItem) {
+	w.t.Helper()
+	for _, ch := range []channels.Channel{channels.WeChat, channels.Alipay, channels.SQB} {
+		for _, day := range s.days {
+			out, code := w.consumer("statement", "reconcile", "--channel", string(ch), "--tenant", strconv.Itoa(tenant),
+				"--date", day, "--publish-missing", "--json")
+			require.Equal(w.t, wantCodes[string(ch)+" "+day], code, "%s %s --publish-missing: %s", ch, day, out)
+			var rep struct {
+				ops.StatementReport
+				Publish *ops.PublishReport `json:"publish"`
+			}
+			require.NoError(w.t, json.Unmarshal([]byte(out), &rep), "%s %s: %s", ch, day, out)
+			require.NotNil(w.t, rep.Publish, "%s %s: the report says what was published", ch, day)
+			p := rep.Publish
+			assert.Empty(w.t, p.AlreadyPublished, "%s %s", ch, day)
+			assert.Empty(w.t, p.Claimed, "%s %s", ch, day)
+			for _, it := range p.Published {
+				published = append(published, it.Key)
+			}
+			for _, it := range p.NeedsQuery {
+				needsQuery = append(needsQuery, expectedItem{
+					Channel: string(ch), Day: day, Category: "missing_in_ledger",
+					TradeNo: it.TradeNo, RefundNo: it.RefundNo, Key: it.Key, StatementAmount: it.Amount,
+				})
+			}
+		}
+	}
+	slices.Sort(published)
+	sortItems(needsQuery)
+	return published, needsQuery
+}
+
 // TestStatementsRecoverWithheldCallbacks is the statements' end-to-end
 // test; see the package comment.
 func TestStatementsRecoverWithheldCallbacks(t *testing.T) {
@@ -348,7 +394,103 @@ func TestStatementsRecoverWithheldCallbacks(t *testing.T) {
 	for k, code := range codes {
 		assert.Equal(t, 3, code, "%s: discrepancies found", k)
 	}
-	assert.Len(t, codes, 6, "three channels, two days")
+	require.Len(t, codes, 6, "three channels, two days")
+
+	// --publish-missing publishes what the statements describe exactly:
+	// payments, WeChat refunds; the refunds of the cumulative channels are
+	// left for the channel's query API.
+	rebuilt := func(e *event) bool { return unseen(e) && e.rebuildable() }
+	queryAPI := func(e *event) bool { return unseen(e) && !e.rebuildable() }
+	var wantPublished []string
+	for _, e := range s.events {
+		if rebuilt(e) {
+			wantPublished = append(wantPublished, e.key())
+		}
+	}
+	slices.Sort(wantPublished)
+	wantQuery := s.missing(queryAPI)
+	require.NotEmpty(t, wantQuery)
+	published, needsQuery := w.publishMissing(s, codes)
+	assert.Equal(t, wantPublished, published, "every payment and WeChat refund missing from the ledger published, once")
+	assert.Equal(t, wantQuery, needsQuery, "the Alipay and Shouqianba refunds left for the query API")
+
+	// The worker settles what was published, as it would the callbacks.
+	w.waitConsumed()
+	before := got
+	got = wk.outcomes(t)
+	assert.Equal(t, map[string]int{"acquired": before["acquired"] + len(wantPublished), "duplicate": before["duplicate"]}, got,
+		"each published event claimed once")
+	items, codes = w.reconcile(s)
+	assert.Equal(t, wantQuery, items, "only the refunds for the query API remain")
+	for k, code := range codes {
+		assert.Equal(t, map[bool]int{true: 0, false: 3}[strings.HasPrefix(k, "WECHAT")], code, k)
+	}
+	// A second run publishes nothing: what is settled is no longer
+	// missing, what needs the query API is never published.
+	published, needsQuery = w.publishMissing(s, codes)
+	assert.Empty(t, published, "a second run publishes nothing")
+	assert.Equal(t, wantQuery, needsQuery)
+
+	// The withheld callbacks arrive at last: every one the statements
+	// settled is a duplicate; the cumulative refunds are claimed now.
+	late := s.messages(func(e *event) bool { return e.withheld })
+	var lateDuplicates, lateAcquired int
+	for _, e := range s.events {
+		switch {
+		case !e.withheld:
+		case e.rebuildable():
+			lateDuplicates += len(e.copies)
+		default:
+			lateAcquired++
+			lateDuplicates += len(e.copies) - 1
+		}
+	}
+	before = got
+	w.produce(late)
+	got = wk.outcomes(t)
+	assert.Equal(t, map[string]int{"acquired": before["acquired"] + lateAcquired, "duplicate": before["duplicate"] + lateDuplicates}, got,
+		"the late callbacks of published events are duplicates, never conflicts")
+	wk.stop(t)
+
+	// The ledger matches every statement, and the invariants hold.
+	items, codes = w.reconcile(s)
+	assert.Empty(t, items, "the ledger matches the statements")
+	for k, code := range codes {
+		assert.Zero(t, code, "%s: statement reconcile exits 0", k)
+	}
+	out, code := w.consumer("reconcile")
+	assert.Zero(t, code, "consumer reconcile finds nothing: %s", out)
+	w.checkInvariants(s, len(wantPublished))
+}
+
+// checkInvariants runs the invariant checker over everything the input
+// topic holds, callbacks and events rebuilt from statements alike: every
+// money event of the scenario posted exactly once, nothing dead-lettered,
+// the tenant's merchant_payable net of what the channels moved.
+// The topic must hold exactly published events rebuilt from statements.
+func (w *world) checkInvariants(s *scenario, published int) {
+	w.t.Helper()
+	msgs, err := kafkaops.ReadAll(w.ctx, w.brokers, topic)
+	require.NoError(w.t, err)
+	stream := demo.Stream{Events: len(s.events), Paid: map[int64]int64{tenant: s.paid}, Refunded: map[int64]int64{tenant: s.refunded}}
+	fromStatements := 0
+	for _, m := range msgs {
+		stream.Messages = append(stream.Messages, demo.Message{Key: m.Key, Value: m.Value})
+		env, err := channels.ParseEnvelope(m.Value)
+		require.NoError(w.t, err)
+		if env.FromStatement() {
+			fromStatements++
+		}
+	}
+	assert.Equal(w.t, published, fromStatements, "events rebuilt from statements on the topic")
+	db, err := sqldb.OpenMySQL(w.dsn)
+	require.NoError(w.t, err)
+	defer db.Close()
+	rep, err := invariant.Check(w.ctx, db, w.brokers, dlq, stream)
+	require.NoError(w.t, err)
+	require.NoError(w.t, rep.Err())
+	assert.Equal(w.t, map[string]int{"SETTLED/POSTED": len(s.events)}, rep.ClaimOutcomes,
+		"one claim per money event, each posted: no refund's money was carried by another's claim")
 }
 
 // String makes a failing comparison of items readable.
