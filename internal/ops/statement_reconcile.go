@@ -118,9 +118,10 @@ type posting struct {
 // A posting dated to the day that no line of the day, nor of an imported
 // neighbouring day's statement, accounts for (same trade, same WeChat
 // refund number) is missing_in_statement. It returns an error wrapping
-// ErrNoStatement when no statement is imported for the day (nothing is
-// recorded then), and an error with the report when the result could not be
-// recorded.
+// ErrNoStatement when no statement is imported for the day; a day that has
+// ended with no posting dated to it either is then recorded as reconciled
+// with nothing found (see recordQuietDay). It returns an error with the
+// report when the result could not be recorded.
 func ReconcileStatement(ctx context.Context, db bun.IDB, tenant int64, ch channels.Channel, day string) (StatementReport, error) {
 	ranAt := time.Now().UTC()
 	rep := StatementReport{TenantID: tenant, Channel: string(ch), Day: day, Neighbours: []string{}, Items: []StatementItem{}}
@@ -137,6 +138,9 @@ func ReconcileStatement(ctx context.Context, db bun.IDB, tenant int64, ch channe
 	}
 	file, ok := files[day]
 	if !ok {
+		if err := recordQuietDay(ctx, db, rep, start, end, ranAt); err != nil {
+			return rep, err
+		}
 		return rep, fmt.Errorf("reconcile statement: tenant %d %s %s: %w", tenant, ch, day, ErrNoStatement)
 	}
 	lines, err := statementLines(ctx, db, file.ID)
@@ -259,6 +263,24 @@ func recordStatementResult(ctx context.Context, db bun.IDB, rep StatementReport,
 		return fmt.Errorf("reconcile statement: record the result of tenant %d %s %s: %w", rep.TenantID, rep.Channel, rep.Day, err)
 	}
 	return nil
+}
+
+// recordQuietDay records a day that ended before ranAt, has no statement
+// imported and no posting dated to it as reconciled with nothing found (an
+// empty statement_sha1): WeChat has no bill for a day without trades
+// (NO_STATEMENT_EXIST), and a Shouqianba day without orders has no query
+// responses. A day with postings is not recorded: money moved and no
+// statement says so. A statement imported for the day later stands
+// unreconciled until the day is reconciled against it.
+func recordQuietDay(ctx context.Context, db bun.IDB, rep StatementReport, start, end, ranAt time.Time) error {
+	if end.After(ranAt) {
+		return nil
+	}
+	onDay, err := postingsOfDay(ctx, db, rep.TenantID, channels.Channel(rep.Channel), start.UTC(), end.UTC())
+	if err != nil || len(onDay) > 0 {
+		return err
+	}
+	return recordStatementResult(ctx, db, rep, "", ranAt)
 }
 
 // reconciler holds one day's comparison as it is worked out.

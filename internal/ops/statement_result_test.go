@@ -15,6 +15,7 @@ import (
 	"github.com/paycallback/paycallback/internal/sqldb/sqldbtest"
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/channels/channelstest"
+	"github.com/paycallback/paycallback/pkg/statements"
 )
 
 // resultRow is ss_statement_reconcile's row as a test reads it back.
@@ -76,11 +77,34 @@ func TestReconcileStatementRecordsItsResult(t *testing.T) {
 	assert.Equal(t, [4]int{0, 1, 0, 1}, [4]int{rows[0].MissingInLedger, rows[0].MissingInStatement, rows[0].AmountMismatch, rows[0].StatusMismatch})
 	assert.Equal(t, 4, rows[0].Postings)
 	assert.True(t, rows[0].ReconciledAt.After(first.ReconciledAt), "the rerun's time")
+}
 
-	// No statement: nothing to reconcile, nothing recorded.
-	_, err := ops.ReconcileStatement(context.Background(), w.db, 1, wx, "2024-06-05")
+// TestReconcileStatementRecordsAQuietDay: a day with no statement (WeChat
+// has no bill for a day without trades) is nothing to reconcile; when the
+// ledger has nothing dated to it either and the day is over, it is
+// recorded as reconciled with nothing found. A day with postings, or one
+// not over yet, is not recorded.
+func TestReconcileStatementRecordsAQuietDay(t *testing.T) {
+	w := newWorld(t)
+	wx, d := channels.WeChat, channelstest.Delivery{}
+	ctx := context.Background()
+	w.post(channelstest.PaymentEnvelope(trade(wx, 2, 1), d)) // on 2024-06-01
+
+	_, err := ops.ReconcileStatement(ctx, w.db, 2, wx, reconDay)
 	require.ErrorIs(t, err, ops.ErrNoStatement)
-	assert.Len(t, readResults(t, w.db, 1, wx), 1)
+	assert.Empty(t, readResults(t, w.db, 2, wx), "money moved on the day and no statement says so")
+
+	today := time.Now().In(statements.Beijing).Format(time.DateOnly)
+	_, err = ops.ReconcileStatement(ctx, w.db, 2, wx, today)
+	require.ErrorIs(t, err, ops.ErrNoStatement)
+	assert.Empty(t, readResults(t, w.db, 2, wx), "the day is not over")
+
+	_, err = ops.ReconcileStatement(ctx, w.db, 2, wx, "2024-06-02")
+	require.ErrorIs(t, err, ops.ErrNoStatement)
+	rows := readResults(t, w.db, 2, wx)
+	require.Len(t, rows, 1)
+	assert.Empty(t, rows[0].SHA1, "no statement")
+	assert.Equal(t, [6]int{}, [6]int{rows[0].Lines, rows[0].Postings, rows[0].MissingInLedger, rows[0].MissingInStatement, rows[0].AmountMismatch, rows[0].StatusMismatch})
 }
 
 // TestStatementResultLatestRunWins: runs of one day that finish out of

@@ -68,13 +68,35 @@ func TestStatementStandings(t *testing.T) {
 		imp(4, ali, 1, "a4-1")
 		rec(4, ali, 1, "a4-1")
 
+		// Tenant 5, WeChat: 06-07 reconciled, 06-08 and 06-09 without a
+		// bill (no trades) reconciled as quiet days; then a late bill for
+		// 06-09 turns up and is imported.
+		imp(5, wx, 7, "w5-7")
+		rec(5, wx, 7, "w5-7", ops.StatementMissingInLedger)
+		rec(5, wx, 8, "")
+		rec(5, wx, 9, "")
+		quiet, err := ops.StatementStandings(ctx, db, now, 7)
+		require.NoError(t, err)
+		var five []metrics.StatementStanding
+		for _, s := range quiet {
+			if s.TenantID == 5 {
+				five = append(five, s)
+			}
+		}
+		require.Len(t, five, 1)
+		assert.True(t, five[0].LastReconciledDay.Equal(day(9)), "last %s", five[0].LastReconciledDay)
+		assert.Zero(t, five[0].Discrepancies[ops.StatementMissingInLedger], "the quiet day's")
+		assert.Zero(t, five[0].UnreconciledDays)
+		imp(5, wx, 9, "w5-9")
+
 		got, err := ops.StatementStandings(ctx, db, now, 7)
 		require.NoError(t, err)
 		byKey := map[string]metrics.StatementStanding{}
 		for _, s := range got {
 			byKey[fmt.Sprint(s.TenantID, s.Channel)] = s
 		}
-		require.Len(t, byKey, 3, "%+v", got)
+		require.Len(t, byKey, 4, "%+v", got)
+		assert.Equal(t, 1, byKey["5WECHAT"].UnreconciledDays, "the bill imported after the quiet day was recorded")
 
 		s := byKey["1WECHAT"]
 		assert.True(t, s.FirstImportedDay.Equal(day(3)), "first %s", s.FirstImportedDay)
