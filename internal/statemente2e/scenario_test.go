@@ -75,10 +75,11 @@ type withheldRole struct {
 
 // withheldRoles are chosen so that each shows in its statement day's
 // reconciliation as missing_in_ledger, and as nothing else: a cumulative
-// channel's refunds are withheld from the last on (an earlier refund
-// withheld behind a later delivered one is invisible: the later callback's
-// cumulative amount carries it), and all of a trade's refunds on a
-// Shouqianba order line, which reports them together.
+// channel's refunds are withheld from the last on (the later callback's
+// cumulative amount carries an earlier refund withheld behind it: nothing
+// shows when both fall on one day, and on two days the earlier day shows
+// it missing and the later an amount_mismatch), and all of a trade's
+// refunds on a Shouqianba order line, which reports them together.
 var withheldRoles = []withheldRole{
 	{ch: channels.WeChat, day: 0, trade: 0, payment: true},                 // a payment never refunded
 	{ch: channels.WeChat, day: 0, trade: 1, refunds: "all"},                // a refund of a delivered payment
