@@ -430,6 +430,9 @@ func TestStatementsRecoverWithheldCallbacks(t *testing.T) {
 	published, needsQuery = w.publishMissing(s, codes)
 	assert.Empty(t, published, "a second run publishes nothing")
 	assert.Equal(t, wantQuery, needsQuery)
+	var audited int
+	w.query(&audited, "SELECT COUNT(*) FROM ss_operator_audit WHERE command = 'statement reconcile'")
+	assert.Equal(t, 2*len(codes), audited, "every --publish-missing run in the audit trail, no plain reconciliation")
 
 	// The withheld callbacks arrive at last: every one the statements
 	// settled is a duplicate; the cumulative refunds are claimed now.
@@ -461,6 +464,15 @@ func TestStatementsRecoverWithheldCallbacks(t *testing.T) {
 	out, code := w.consumer("reconcile")
 	assert.Zero(t, code, "consumer reconcile finds nothing: %s", out)
 	w.checkInvariants(s, len(wantPublished))
+}
+
+// query scans the one row of a query on the world's database into dest.
+func (w *world) query(dest any, q string, args ...any) {
+	w.t.Helper()
+	db, err := sqldb.OpenMySQL(w.dsn)
+	require.NoError(w.t, err)
+	defer db.Close()
+	require.NoError(w.t, db.NewRaw(q, args...).Scan(w.ctx, dest), q)
 }
 
 // checkInvariants runs the invariant checker over everything the input
