@@ -273,3 +273,52 @@ func TestPublishMissingOnEveryDialect(t *testing.T) {
 		assert.Len(t, msgs, 1)
 	})
 }
+
+// TestPublishMissingConcurrently: runs that overlap may each publish an
+// event (the worker counts the copies duplicates), but none fails, and each
+// key is recorded once.
+func TestPublishMissingConcurrently(t *testing.T) {
+	w := newWorld(t)
+	k := mustKafka(t, 2)
+	var lines []statements.Line
+	for i := range 5 {
+		lines = append(lines, payLine(trade(channels.WeChat, 72, i+1)))
+	}
+	w.importLines(72, channels.WeChat, lines...)
+	rep := reconcileDay(t, w, 72, channels.WeChat, reconDay)
+	require.Len(t, rep.Items, 5)
+
+	const runs = 8
+	errs := make(chan error, runs)
+	published := make(chan int, runs)
+	for range runs {
+		go func() {
+			pub, err := ops.PublishMissing(context.Background(), w.db, k, rep, time.Now())
+			errs <- err
+			published <- len(pub.Published)
+		}()
+	}
+	total := 0
+	for range runs {
+		require.NoError(t, <-errs)
+		total += <-published
+	}
+	assert.GreaterOrEqual(t, total, 5, "every event published at least once")
+	var rows []struct {
+		Key string `bun:"idempotent_key"`
+		N   int    `bun:"n"`
+	}
+	require.NoError(t, w.db.NewSelect().ColumnExpr("idempotent_key, COUNT(*) AS n").TableExpr("ss_statement_publish").
+		Where("tenant_id = ?", 72).GroupExpr("idempotent_key").Scan(context.Background(), &rows))
+	require.Len(t, rows, 5)
+	for _, r := range rows {
+		assert.Equal(t, 1, r.N, r.Key)
+	}
+	events, n := topicEvents(t, w, k)
+	assert.Len(t, events, 5)
+	assert.Equal(t, total, n, "what the runs say they published is on the topic")
+	pub, err := ops.PublishMissing(context.Background(), w.db, k, rep, time.Now())
+	require.NoError(t, err)
+	assert.Empty(t, pub.Published)
+	assert.Len(t, pub.AlreadyPublished, 5)
+}
