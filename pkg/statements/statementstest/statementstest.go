@@ -109,7 +109,7 @@ func FromEvents(ch channels.Channel, events []channels.Event) ([]statements.Line
 	}
 	slices.SortStableFunc(lines, func(a, b statements.Line) int {
 		return cmp.Or(a.Time.Compare(b.Time), strings.Compare(a.TradeNo, b.TradeNo),
-			strings.Compare(string(b.Kind), string(a.Kind)), // PAYMENT before REFUND
+			strings.Compare(string(a.Kind), string(b.Kind)), // PAYMENT before REFUND
 			strings.Compare(a.RefundNo, b.RefundNo))
 	})
 	return lines, nil

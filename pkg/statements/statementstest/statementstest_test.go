@@ -97,9 +97,28 @@ func TestStreamRoundTrip(t *testing.T) {
 	events := stream(t)
 	day1, day2 := channelstest.BaseTime.Format(time.DateOnly), channelstest.BaseTime.AddDate(0, 0, 1).Format(time.DateOnly)
 
+	// A refund stamped with its payment's very second comes after it.
+	instant := channelstest.NewTrade(channels.WeChat, 4)
+	dec := channels.NewDecoder(channelstest.Keys())
+	for _, env := range [][]byte{
+		channelstest.WeChatRefund(instant, channelstest.Refund{No: "RF-D1", Amount: 100, At: instant.PaidAt}, "SUCCESS", channelstest.Delivery{}),
+		channelstest.WeChatPayment(instant, channelstest.Delivery{}),
+	} {
+		res, err := dec.Decode(env)
+		require.NoError(t, err)
+		events = append(events, res.Event)
+	}
+
 	wechat, err := statementstest.FromEvents(channels.WeChat, events)
 	require.NoError(t, err)
-	require.Len(t, wechat, 6, "three payments and three refunds, the retry counted once")
+	require.Len(t, wechat, 8, "four payments and four refunds, the retry counted once")
+	var kinds []statements.Kind
+	for _, l := range wechat {
+		if l.TradeNo == instant.TradeNo {
+			kinds = append(kinds, l.Kind)
+		}
+	}
+	assert.Equal(t, []statements.Kind{statements.KindPayment, statements.KindRefund}, kinds)
 	assert.Equal(t, []string{day1, day2}, statementstest.Days(wechat))
 	micro := channelstest.NewTrade(channels.WeChat, 2).TradeNo
 	var fees int64
@@ -118,8 +137,9 @@ func TestStreamRoundTrip(t *testing.T) {
 		fees += got.Totals.FeeMicroYuan
 		assert.Equal(t, day == day1, bytes.Contains(f.Data, []byte("`"+micro+",`POS20240601000002,`oTEST0000000000000000000001,`MICROPAY,`SUCCESS")))
 	}
-	// 0.6% of 100.00 + 25.01 + 25.80, less that of 30.00 + 20.00 + 25.01.
-	assert.Equal(t, int64(60000+15000+15000-18000-12000-15000), fees)
+	// 0.6% of 100.00 + 25.01 + 25.80 + 25.80, less that of 30.00 + 20.00 +
+	// 25.01 + 1.00.
+	assert.Equal(t, int64(60000+15000+15000+15000-18000-12000-15000-1000), fees)
 
 	alipay, err := statementstest.FromEvents(channels.Alipay, events)
 	require.NoError(t, err)
