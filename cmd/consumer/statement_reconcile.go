@@ -19,7 +19,8 @@ func statementReconcileCmd() command {
 		synopsis: "--channel CH --tenant N --date YYYY-MM-DD [--publish-missing] [--json]",
 		description: `Compares the statement imported for the tenant, channel and Beijing-time
 day with the ledger's merchant_payable postings, dated by the channel's own
-time of each event (read-only, safe while workers run), and lists:
+time of each event (safe while workers run: it writes nothing but the
+day's result, ss_statement_reconcile), and lists:
   missing_in_ledger     the channel settled it, nothing is posted
   missing_in_statement  posted on the day, in neither the day's statement
                         nor an imported neighbouring day's
