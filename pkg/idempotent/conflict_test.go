@@ -194,3 +194,65 @@ func TestConcurrentAcquireRetriedOnConflictHasExactlyOneWinner(t *testing.T) {
 	assert.Equal(t, int64(n-1), duplicate.Load())
 	assert.Equal(t, 1, countClaims(t, db, "tenant_id = ? AND idempotent_key = ?", 1001, string(c.Key)))
 }
+
+// TestConcurrentSettlersRetriedOnConflictPostOnce: many settle
+// transactions of one claim at once, each with a business write of its
+// own, retried on a commit-time conflict as the worker retries. With
+// TEST_MYSQL_NODES they run on different nodes, where the fence's row lock
+// is not a cluster lock: a loser may fail at COMMIT (1213) instead of
+// waiting, and its retry then finds the fence taken. Exactly one commits
+// its business write.
+func TestConcurrentSettlersRetriedOnConflictPostOnce(t *testing.T) {
+	const settlers = 16
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	db := sqldbtest.MustMySQL(t)
+	store := idempotent.NewStore(db)
+	c := claimFor(mustKey(t, "FENCE-NODES"), 1001)
+	_, err := store.Acquire(ctx, c)
+	require.NoError(t, err)
+
+	var won, lost, conflicts atomic.Int64
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	errs := make(chan error, settlers)
+	for i := range settlers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			for attempt := 0; ; attempt++ {
+				err := db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+					if err := store.Settle(ctx, tx, c.TenantID, c.Key, idempotent.OutcomePosted); err != nil {
+						return err
+					}
+					return insertPosting(ctx, tx, c.Key, fmt.Sprintf("acct:%d", i))
+				})
+				switch {
+				case err != nil && idempotent.IsDeadlock(err) && attempt < 50:
+					conflicts.Add(1)
+					continue
+				case err == nil:
+					won.Add(1)
+				case errors.Is(err, idempotent.ErrFenceLost):
+					lost.Add(1)
+				default:
+					errs <- err
+				}
+				return
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	t.Logf("%d commit-time conflicts retried", conflicts.Load())
+	assert.Equal(t, int64(1), won.Load())
+	assert.Equal(t, int64(settlers-1), lost.Load())
+	n, err := db.NewSelect().Table("ss_ledger_entry").Where("idempotent_key = ?", string(c.Key)).Count(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), n, "business rows written once")
+}
