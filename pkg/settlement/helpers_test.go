@@ -190,10 +190,17 @@ func retry(fn func() error) error {
 // retried counts the transient errors retry met, for the logs.
 var retried atomic.Int64
 
+// transient reports the errors the worker would retry in place and a
+// test retries too: a transaction rolled back for a concurrent one (a
+// deadlock, TiDB's write conflict at COMMIT in optimistic mode), a lock
+// wait timeout, SQLite's busy database.
 func transient(err error) bool {
+	if idempotent.IsRetryableConflict(err) {
+		return true
+	}
 	var my *mysql.MySQLError
 	if errors.As(err, &my) {
-		return my.Number == 1213 || my.Number == 1205
+		return my.Number == 1205
 	}
 	var lite *sqlite.Error
 	if errors.As(err, &lite) {
