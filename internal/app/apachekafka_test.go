@@ -11,12 +11,14 @@ package app_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/segmentio/kafka-go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -192,4 +194,85 @@ func TestApacheKafkaBrokerRestartMidStream(t *testing.T) {
 	h.checkWithMetrics(s, w)
 	assert.Positive(t, counted(t, w.main, "paycb_processing_errors_total", nil),
 		"the worker met the broker's absence")
+}
+
+// TestApacheKafkaDeadLettersAreWrittenWithAcksAll: the dead-letter topic
+// gets a replica on a second broker and min.insync.replicas=2, then that
+// broker dies. An acks=all write is now refused (NOT_ENOUGH_REPLICAS) while
+// an acks=1 write would still be taken, so the worker's dead letters stay
+// unwritten and their messages unacknowledged, nothing after them on the
+// partition committed. Once min.insync.replicas is lowered, each dead
+// letter is written exactly once and the partition moves on.
+//
+// One broker alone cannot show this: Kafka caps the effective
+// min.insync.replicas at the replication factor, so a single-replica topic
+// with min.insync.replicas=2 takes acks=all writes (checked first).
+func TestApacheKafkaDeadLettersAreWrittenWithAcksAll(t *testing.T) {
+	h := apacheKafkaHarness(t, 1)
+	ctx := context.Background()
+	minISR2 := map[string]string{"min.insync.replicas": "2"}
+
+	single := h.name("single-replica")
+	require.NoError(t, kafkaopstest.CreateTopics(ctx, h.brokers, map[string]int32{single: 1}, minISR2))
+	t.Cleanup(func() { _ = kafkaopstest.DeleteTopics(context.Background(), h.brokers, single) })
+	assert.NoError(t, writeOne(ctx, h.brokers, single, kafka.RequireAll),
+		"one replica: min.insync.replicas is capped at the replication factor")
+
+	kafkaScript(t, "up-second")
+	t.Cleanup(func() { kafkaScript(t, "kill-second") })
+	probe := h.name("acks-probe")
+	t.Cleanup(func() { _ = kafkaopstest.DeleteTopics(context.Background(), h.brokers, probe) })
+	require.NoError(t, kafkaopstest.DeleteTopics(ctx, h.brokers, h.dlq()))
+	require.Eventually(t, func() bool { // the deletion completes asynchronously
+		return kafkaopstest.CreateReplicatedTopics(ctx, h.brokers, map[string]int32{h.dlq(): 1, probe: 1}, 2, minISR2) == nil
+	}, time.Minute, 200*time.Millisecond, "the dead-letter topic recreated with two replicas")
+	isr := func(topic string) []int {
+		ids, err := kafkaopstest.InSyncReplicas(ctx, h.brokers, topic, 0)
+		if err != nil {
+			return nil
+		}
+		return ids
+	}
+	require.Eventually(t, func() bool { return len(isr(h.dlq())) == 2 && len(isr(probe)) == 2 },
+		time.Minute, 50*time.Millisecond, "both replicas in sync")
+	kafkaScript(t, "kill-second")
+	require.Eventually(t, func() bool { return len(isr(h.dlq())) == 1 && len(isr(probe)) == 1 },
+		time.Minute, 50*time.Millisecond, "the dead broker leaves the ISRs")
+	err := writeOne(ctx, h.brokers, probe, kafka.RequireAll)
+	var werrs kafka.WriteErrors
+	if errors.As(err, &werrs) {
+		err = errors.Join(werrs...)
+	}
+	require.ErrorIs(t, err, kafka.NotEnoughReplicas, "acks=all is refused")
+	require.NoError(t, writeOne(ctx, h.brokers, probe, kafka.RequireOne), "acks=1 is still taken")
+
+	s := demo.Generate(demo.StreamOptions{Seed: 47, Trades: 6})
+	require.Equal(t, 1, s.Malformed)
+	require.Equal(t, 1, s.Conflicts)
+	h.produce(s.Messages)
+	w := h.start(nil)
+	require.Eventually(t, func() bool {
+		return counted(t, w.main, "paycb_processing_errors_total", map[string]string{"stage": "dead_letter"}) >= 2
+	}, 2*time.Minute, 20*time.Millisecond, "the dead-letter write is refused, twice")
+	ps, err := kafkaops.Progress(ctx, h.brokers, h.group(), h.topic())
+	require.NoError(t, err)
+	require.Len(t, ps, 1)
+	assert.Positive(t, ps[0].Lag(), "the message to dead-letter is not acknowledged")
+	assert.Empty(t, h.deadLetters(), "no dead letter was written")
+
+	require.NoError(t, kafkaopstest.SetTopicConfig(ctx, h.brokers, h.dlq(), "min.insync.replicas", "1"))
+	h.waitConsumed(2 * time.Minute)
+	h.checkWithMetrics(s, w)
+	kinds := map[string]int{}
+	for _, m := range h.deadLetters() {
+		kinds[header(m, worker.HeaderErrorKind)]++
+	}
+	assert.Equal(t, map[string]int{"malformed": 1, "conflict": 1}, kinds, "each dead letter written once")
+}
+
+// writeOne writes one message to topic with acks and no retry.
+func writeOne(ctx context.Context, brokers []string, topic string, acks kafka.RequiredAcks) error {
+	w := &kafka.Writer{Addr: kafka.TCP(brokers...), Topic: topic, RequiredAcks: acks, MaxAttempts: 1, BatchTimeout: time.Millisecond}
+	defer func() { _ = w.Close() }()
+	return w.WriteMessages(ctx, kafka.Message{Value: []byte("probe")})
 }

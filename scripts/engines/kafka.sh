@@ -6,6 +6,9 @@
 #   kafka.sh up                 fetch the jars once (Maven), format once, start; prints the address
 #   kafka.sh down               stop the broker this script started (its pid file), wait for it to exit
 #   kafka.sh kill               SIGKILL that broker (a crash; up starts it again on the same data)
+#   kafka.sh up-second          a second broker (node 2, broker only, 127.0.0.1:19094) in the same
+#                               cluster, fresh data each time, so a test can make replicated topics
+#   kafka.sh kill-second        SIGKILL the second broker (the controller fences it, shrinking ISRs)
 #   kafka.sh test               up, the Kafka engine suite, then down if this run started it
 #   kafka.sh consumer-groups …  Kafka's kafka-consumer-groups tool against the broker's jars
 #
@@ -24,11 +27,16 @@ DATA=$KAFKA_DIR/data
 LOG=$KAFKA_DIR/broker.log
 PIDFILE=$KAFKA_DIR/broker.pid
 PROPS=$KAFKA_DIR/server.properties
+DATA2=$KAFKA_DIR/data2
+LOG2=$KAFKA_DIR/broker2.log
+PIDFILE2=$KAFKA_DIR/broker2.pid
+PROPS2=$KAFKA_DIR/server2.properties
 POM=$HERE/kafka/pom.xml
 
 HOST=127.0.0.1
 PORT=${KAFKA_PORT:-19092}
 CONTROLLER_PORT=${KAFKA_CONTROLLER_PORT:-19093}
+SECOND_PORT=${KAFKA_SECOND_PORT:-19094}
 ADDR=$HOST:$PORT
 # How long up waits for the broker to answer.
 START_TIMEOUT=${KAFKA_START_TIMEOUT:-120}
@@ -101,6 +109,10 @@ transaction.state.log.min.isr=1
 share.coordinator.state.topic.replication.factor=1
 share.coordinator.state.topic.min.isr=1
 group.initial.rebalance.delay.ms=0
+# A broker that stops heartbeating is fenced (and leaves every ISR) within
+# seconds, not the default 9.
+broker.heartbeat.interval.ms=500
+broker.session.timeout.ms=3000
 # A small machine: few threads.
 num.network.threads=2
 num.io.threads=2
@@ -132,11 +144,12 @@ format() {
 # our_pid prints the pid from the pid file when that process is still the
 # broker this script started.
 our_pid() {
-	[ -f "$PIDFILE" ] || return 1
+	local pidfile=${1:-$PIDFILE} props=${2:-$PROPS}
+	[ -f "$pidfile" ] || return 1
 	local pid
-	pid=$(cat "$PIDFILE")
+	pid=$(cat "$pidfile")
 	[ -n "$pid" ] && [ -r "/proc/$pid/cmdline" ] || return 1
-	tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q "kafka.Kafka $PROPS" || return 1
+	tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q "kafka.Kafka $props" || return 1
 	echo "$pid"
 }
 
@@ -192,7 +205,72 @@ wait_answers() {
 	done
 }
 
+# up_second starts node 2, a broker only, in the cluster node 1 formed.
+up_second() {
+	local pid
+	if pid=$(our_pid "$PIDFILE2" "$PROPS2"); then
+		log "second broker already running (pid $pid)"
+		echo "$HOST:$SECOND_PORT"
+		return
+	fi
+	our_pid >/dev/null || die "the first broker is not running: kafka.sh up"
+	local id
+	id=$(sed -n 's/^cluster.id=//p' "$DATA/metadata/meta.properties")
+	[ -n "$id" ] || die "no cluster.id in $DATA/metadata/meta.properties"
+	rm -rf "$DATA2"
+	mkdir -p "$DATA2"
+	cat >"$PROPS2" <<EOF
+# Written by scripts/engines/kafka.sh: node 2, a broker only.
+process.roles=broker
+node.id=2
+controller.quorum.voters=1@$HOST:$CONTROLLER_PORT
+listeners=PLAINTEXT://$HOST:$SECOND_PORT
+advertised.listeners=PLAINTEXT://$HOST:$SECOND_PORT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=PLAINTEXT
+log.dirs=$DATA2/logs
+auto.create.topics.enable=false
+broker.heartbeat.interval.ms=500
+num.network.threads=1
+num.io.threads=1
+background.threads=1
+num.recovery.threads.per.data.dir=1
+log.cleaner.enable=false
+EOF
+	java_cp kafka.tools.StorageTool format --cluster-id "$id" --config "$PROPS2" >"$KAFKA_DIR/format2.log" 2>&1 ||
+		die "kafka-storage format of the second broker failed (log: $KAFKA_DIR/format2.log)"
+	: >"$LOG2"
+	setsid java -Xms64m -Xmx256m -XX:+UseSerialGC -XX:ActiveProcessorCount=1 \
+		-Djava.awt.headless=true -Dorg.slf4j.simpleLogger.defaultLogLevel=info \
+		-Dorg.slf4j.simpleLogger.showDateTime=true -cp "$LIBS/*" \
+		kafka.Kafka "$PROPS2" >>"$LOG2" 2>&1 </dev/null &
+	pid=$!
+	echo "$pid" >"$PIDFILE2"
+	local deadline=$((SECONDS + START_TIMEOUT))
+	until grep -q "Kafka Server started" "$LOG2" 2>/dev/null && port_open "$SECOND_PORT"; do
+		if ! kill -0 "$pid" 2>/dev/null || [ "$SECONDS" -ge "$deadline" ]; then
+			tail -n 40 "$LOG2" >&2
+			die "the second broker did not start (log above, $LOG2)"
+		fi
+		sleep 0.5
+	done
+	log "second broker up (pid $pid, log $LOG2)"
+	echo "$HOST:$SECOND_PORT"
+}
+
+kill_second() {
+	local pid
+	if pid=$(our_pid "$PIDFILE2" "$PROPS2"); then
+		kill -KILL "$pid"
+		while kill -0 "$pid" 2>/dev/null; do sleep 0.1; done
+		log "second broker killed (pid $pid)"
+	fi
+	rm -f "$PIDFILE2"
+}
+
 down() {
+	kill_second
 	local pid
 	if ! pid=$(our_pid); then
 		rm -f "$PIDFILE"
@@ -257,13 +335,15 @@ case "${1:-}" in
 up) up ;;
 down) down ;;
 kill) crash ;;
+up-second) up_second ;;
+kill-second) kill_second ;;
 test) test_suite ;;
 consumer-groups)
 	shift
 	consumer_groups --bootstrap-server "$ADDR" "$@"
 	;;
 *)
-	echo "usage: $0 up|down|kill|test|consumer-groups ARGS..." >&2
+	echo "usage: $0 up|down|kill|up-second|kill-second|test|consumer-groups ARGS..." >&2
 	exit 2
 	;;
 esac

@@ -134,6 +134,12 @@ func client(brokers []string) *kafka.Client {
 // the metadata shows a leader for every partition: a real broker creates
 // topics asynchronously.
 func CreateTopics(ctx context.Context, brokers []string, topics map[string]int32, configs map[string]string) error {
+	return CreateReplicatedTopics(ctx, brokers, topics, 1, configs)
+}
+
+// CreateReplicatedTopics is CreateTopics with replicas copies of every
+// partition (the cluster needs that many brokers).
+func CreateReplicatedTopics(ctx context.Context, brokers []string, topics map[string]int32, replicas int, configs map[string]string) error {
 	req := &kafka.CreateTopicsRequest{}
 	var entries []kafka.ConfigEntry
 	for k, v := range configs {
@@ -143,7 +149,7 @@ func CreateTopics(ctx context.Context, brokers []string, topics map[string]int32
 	for name, parts := range topics {
 		names = append(names, name)
 		req.Topics = append(req.Topics, kafka.TopicConfig{
-			Topic: name, NumPartitions: int(parts), ReplicationFactor: 1, ConfigEntries: entries,
+			Topic: name, NumPartitions: int(parts), ReplicationFactor: replicas, ConfigEntries: entries,
 		})
 	}
 	resp, err := client(brokers).CreateTopics(ctx, req)
@@ -240,4 +246,31 @@ func SetTopicConfig(ctx context.Context, brokers []string, topic, name, value st
 		}
 	}
 	return nil
+}
+
+// InSyncReplicas returns the broker IDs in the ISR of topic's partition.
+func InSyncReplicas(ctx context.Context, brokers []string, topic string, partition int) ([]int, error) {
+	meta, err := client(brokers).Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
+	if err != nil {
+		return nil, fmt.Errorf("read metadata of %s: %w", topic, err)
+	}
+	for _, t := range meta.Topics {
+		if t.Name != topic {
+			continue
+		}
+		if t.Error != nil {
+			return nil, fmt.Errorf("read metadata of %s: %w", topic, t.Error)
+		}
+		for _, p := range t.Partitions {
+			if p.ID != partition {
+				continue
+			}
+			out := make([]int, 0, len(p.Isr))
+			for _, b := range p.Isr {
+				out = append(out, b.ID)
+			}
+			return out, nil
+		}
+	}
+	return nil, fmt.Errorf("read metadata of %s: no partition %d", topic, partition)
 }
