@@ -1,7 +1,8 @@
 // Package soak is the kill -9 soak: the real consumer binary as a
-// subprocess, kfake as a process of its own and MariaDB, with the consumer
-// SIGKILLed at random moments and restarted, then the invariants. The
-// default size is the short CI version; `make soak` runs the full one.
+// subprocess, kfake as a process of its own (or the Apache Kafka broker
+// PAYCB_TEST_KAFKA_BROKERS names) and MariaDB, with the consumer SIGKILLed
+// at random moments and restarted, then the invariants. The default size
+// is the short CI version; `make soak` runs the full one.
 package soak
 
 import (
@@ -24,6 +25,7 @@ import (
 	"github.com/paycallback/paycallback/internal/demo"
 	"github.com/paycallback/paycallback/internal/invariant"
 	"github.com/paycallback/paycallback/internal/kafkaops"
+	"github.com/paycallback/paycallback/internal/kafkaops/kafkaopstest"
 	"github.com/paycallback/paycallback/internal/sqldb"
 	"github.com/paycallback/paycallback/internal/sqldb/sqldbtest"
 	"github.com/paycallback/paycallback/pkg/channels"
@@ -38,10 +40,34 @@ var (
 )
 
 const (
-	topic = "channel-events"
-	group = "settlement-consumer"
-	dlq   = topic + ".dlq"
+	baseTopic = "channel-events"
+	baseGroup = "settlement-consumer"
+	baseDLQ   = baseTopic + ".dlq"
 )
+
+// startBroker starts kfake-broker as a process of its own, or, when
+// PAYCB_TEST_KAFKA_BROKERS names a real cluster, creates the soak's own
+// topics there. It returns the brokers and the topic, group and dead-letter
+// topic names.
+func startBroker(ctx context.Context, t *testing.T, dir string) (brokers []string, topic, group, dlq string) {
+	t.Helper()
+	if kafkaopstest.ExternalBrokers() != nil {
+		k := kafkaopstest.Start(t, map[string]int32{baseTopic: 8, baseDLQ: 1})
+		return k.Brokers, k.Name(baseTopic), k.Name(baseGroup), k.Name(baseDLQ)
+	}
+	broker := filepath.Join(dir, "kfake-broker")
+	out, err := exec.CommandContext(ctx, "go", "build", "-o", broker, "github.com/paycallback/paycallback/cmd/kfake-broker").CombinedOutput()
+	require.NoError(t, err, "build kfake-broker: %s", out)
+	bk := exec.CommandContext(ctx, broker, "--topic", baseTopic+":8", "--topic", baseDLQ+":1")
+	stdout, err := bk.StdoutPipe()
+	require.NoError(t, err)
+	bk.Stderr = os.Stderr
+	require.NoError(t, bk.Start())
+	t.Cleanup(func() { _ = bk.Process.Signal(syscall.SIGTERM); _ = bk.Wait() })
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	require.NoError(t, err, "broker address")
+	return []string{strings.TrimSpace(line)}, baseTopic, baseGroup, baseDLQ
+}
 
 type quiet struct{}
 
@@ -60,22 +86,12 @@ func TestKillNineSoak(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
-	consumer, broker := filepath.Join(dir, "consumer"), filepath.Join(dir, "kfake-broker")
-	for bin, pkg := range map[string]string{consumer: "github.com/paycallback/paycallback/cmd/consumer", broker: "github.com/paycallback/paycallback/cmd/kfake-broker"} {
-		out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, pkg).CombinedOutput()
-		require.NoError(t, err, "build %s: %s", pkg, out)
-	}
+	consumer := filepath.Join(dir, "consumer")
+	out, err := exec.CommandContext(ctx, "go", "build", "-o", consumer, "github.com/paycallback/paycallback/cmd/consumer").CombinedOutput()
+	require.NoError(t, err, "build the consumer: %s", out)
 	rng := rand.New(rand.NewPCG(*seedFlag, *seedFlag^0xabcdef))
 
-	bk := exec.CommandContext(ctx, broker, "--topic", topic+":8", "--topic", dlq+":1")
-	stdout, err := bk.StdoutPipe()
-	require.NoError(t, err)
-	bk.Stderr = os.Stderr
-	require.NoError(t, bk.Start())
-	t.Cleanup(func() { _ = bk.Process.Signal(syscall.SIGTERM); _ = bk.Wait() })
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	require.NoError(t, err, "broker address")
-	brokers := []string{strings.TrimSpace(line)}
+	brokers, topic, group, dlq := startBroker(ctx, t, dir)
 
 	// A private MariaDB instance, so the soak can restart it under the
 	// running consumer; on a cluster (TEST_MYSQL_NODES) a database of the
