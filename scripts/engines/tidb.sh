@@ -135,8 +135,11 @@ down() {
 	log "stopped (pid $pid)"
 }
 
-# The cases whose guarantees rest on the engine's behaviour (TIDB_TEST_RUN
-# may narrow them; each package's regex is anchored).
+# The cases whose guarantees rest on the engine's behaviour: claims and
+# the fence, settlement under concurrency (a held order row, cumulative
+# refunds), migrations, and end to end on kfake: the mixed stream with
+# exact outcomes, duplicates racing across partitions, crashes between
+# claim and settle, a rebalance, dead letters, replay, orphans.
 suite() {
 	local mode=$1
 	log "suite, $mode mode"
@@ -144,18 +147,23 @@ suite() {
 	export TEST_MYSQL_DSN=$DSN
 	cd "$ROOT"
 	go test -race -count=1 -timeout 20m \
-		-run '^(TestClassifyDuplicate|TestIsDeadlock|TestIsRetryableConflict|TestAcquire|TestAcquireMany|TestAcquireManyAndLookupMany|TestConcurrentAcquireHasExactlyOneWinner|TestConcurrentOverlappingBatchesClaimEachKeyOnce|TestSettleFence|TestOrphans|TestKeyColumnComparesByteForByte|TestOverLongValuesAreErrorsNotDuplicates)$' \
+		-run '^(TestClassifyDuplicate|TestIsDeadlock|TestIsRetryableConflict|TestAcquire|TestAcquireMany|TestAcquireManyAndLookupMany|TestConcurrentAcquireHasExactlyOneWinner|TestConcurrentOverlappingBatchesClaimEachKeyOnce|TestSettleFence|TestOrphans|TestKeyColumnComparesByteForByte|TestOverLongValuesAreErrorsNotDuplicates|TestAcquireReadsBackTheLatestCommittedClaim|TestFailureBookkeeping)$' \
 		./pkg/idempotent/
 	go test -race -count=1 -timeout 20m \
-		-run '^(TestSettle|TestSettleBatch|TestConcurrentSettles|TestConcurrentBatchesCreateTrades|TestConcurrentArrival|TestLedgerBypass|TestSettleBatchReportsAPartlySettledBatch|TestBusyOrderRows)$' \
+		-run '^(TestIsTiDB|TestSkipLockedFollowsTheServer|TestSettle|TestSettleBatch|TestConcurrentSettles|TestConcurrentBatchesCreateTrades|TestConcurrentArrival|TestSettleBatchNeverDecidesOnAHeldOrderRow)$' \
 		./pkg/settlement/
+	# A ledger row that a bug wrote without its claim must be met by the
+	# INSERT, not at COMMIT: optimistic transactions check unique keys at
+	# COMMIT unless tidb_constraint_check_in_place is on (docs/operations.md).
+	local bypass=$DSN
+	[[ $mode == optimistic ]] && bypass="$DSN?tidb_constraint_check_in_place=1"
+	TEST_MYSQL_DSN=$bypass go test -race -count=1 -timeout 10m -run '^TestLedgerBypass$' ./pkg/settlement/
 	go test -race -count=1 -timeout 10m -run '^(TestMigrateIsIdempotent|TestCheckComparesAppliedWithEmbeddedMigrations)$' ./schema/
 	go test -race -count=1 -timeout 20m \
-		-run '^(TestMixedStreamIsSettledExactlyOnce|TestRestartAfterDyingBetweenClaimAndSettle|TestTwoWorkersJoiningAndLeavingSettleEveryEventOnce|TestDuplicateOfAnInFlightClaimHoldsOnlyTheOffset|TestMessagesThatCanNeverSucceedAreDeadLetteredAndThePartitionMovesOn|TestSweeperSettlesAnOrphanWhoseMessageNeverComesBack|TestSweeperDeadLettersAnOrphanThatSettlesAsOverRefund|TestConcurrentCumulativeRefunds.*)$' \
+		-run '^(TestMixedStreamIsSettledExactlyOnce|TestRestartAfterDyingBetweenClaimAndSettle|TestTwoWorkersJoiningAndLeavingSettleEveryEventOnce|TestDuplicateOfAnInFlightClaimHoldsOnlyTheOffset|TestMessagesThatCanNeverSucceedAreDeadLetteredAndThePartitionMovesOn|TestSweeperSettlesAnOrphanWhoseMessageNeverComesBack|TestSweeperDeadLettersAnOrphanThatSettlesAsOverRefund|TestConcurrentCumulativeRefundsOfOneTradeFromTwoPartitions)$' \
 		./internal/app/
 	go test -race -count=1 -timeout 20m \
 		-run '^(TestReplayThroughTheWorker|TestOrphans|TestDeadLettersThroughTheWorker)$' ./internal/ops/
-	go test -count=1 -timeout 30m -run '^TestKillNineSoak$' ./internal/soak/ -args -soak.events=1000 -soak.kills=3
 }
 
 test_suite() {
