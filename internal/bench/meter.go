@@ -84,6 +84,33 @@ func serverProcess(ctx context.Context, conn *sql.Conn, addr string) int {
 	return found
 }
 
+// tidbProcess finds the one process named tidb-server in /proc when addr
+// is on this machine; 0 when there is none or several.
+func tidbProcess(addr string) int {
+	if !localAddr(addr) {
+		return 0
+	}
+	dirs, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0
+	}
+	found := 0
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		if b, err := os.ReadFile(filepath.Join("/proc", d.Name(), "comm")); err != nil || strings.TrimSpace(string(b)) != "tidb-server" {
+			continue
+		}
+		if found != 0 {
+			return 0
+		}
+		found = pid
+	}
+	return found
+}
+
 // isServer reports whether pid is a process named mariadbd or mysqld.
 func isServer(pid int) bool {
 	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "comm"))
@@ -140,6 +167,9 @@ type meter struct {
 	serverPID int
 	// perRead is what one read of Questions adds to it (the SHOW itself).
 	perRead int64
+	// tidb: the server is TiDB, which has no Questions counter; its
+	// statement summary's execution counts stand in for it.
+	tidb bool
 }
 
 // reading is one snapshot of the counters. A field below zero is unknown.
@@ -172,7 +202,13 @@ func newMeter(ctx context.Context, serverDSN string) (*meter, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("meter connection to %s: %w", cfg.Addr, err)
 	}
-	m := &meter{conn: conn, db: db.DB, serverPID: serverProcess(ctx, conn, cfg.Addr)}
+	m := &meter{conn: conn, db: db.DB}
+	var version string
+	if err := conn.QueryRowContext(ctx, "SELECT VERSION()").Scan(&version); err == nil && strings.Contains(version, "TiDB") {
+		m.tidb, m.serverPID = true, tidbProcess(cfg.Addr)
+	} else {
+		m.serverPID = serverProcess(ctx, conn, cfg.Addr)
+	}
 	a, err := m.questions(ctx)
 	if err != nil {
 		m.close()
@@ -195,6 +231,15 @@ func (m *meter) close() {
 func (m *meter) questions(ctx context.Context) (int64, error) {
 	var name string
 	var n int64
+	if m.tidb {
+		// Every window of the statement summary, the current one
+		// included: a total that only grows (for its 24 windows' time).
+		if err := m.conn.QueryRowContext(ctx,
+			"SELECT CAST(COALESCE(SUM(exec_count), 0) AS SIGNED) FROM information_schema.statements_summary_history").Scan(&n); err != nil {
+			return 0, fmt.Errorf("read the server's statement summary: %w", err)
+		}
+		return n, nil
+	}
 	if err := m.conn.QueryRowContext(ctx, "SHOW GLOBAL STATUS LIKE 'Questions'").Scan(&name, &n); err != nil {
 		return 0, fmt.Errorf("read the server's Questions: %w", err)
 	}
