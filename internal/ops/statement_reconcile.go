@@ -42,7 +42,10 @@ var ErrNoStatement = errors.New("no statement imported for the day")
 // StatementItem is one discrepancy between a day's statement and the
 // ledger. StatementAmount and LedgerAmount are in fen, nil for the side
 // that has nothing; for the per-trade refund totals of Alipay and
-// Shouqianba they are the totals compared (see ReconcileStatement).
+// Shouqianba they are the totals compared (see ReconcileStatement): for an
+// Alipay amount_mismatch the running totals up to the end of the day, for
+// an Alipay missing_in_ledger or missing_in_statement what the difference
+// of the running totals grew by on the day.
 type StatementItem struct {
 	Category        string `json:"category"`
 	TradeNo         string `json:"trade_no"`
@@ -109,18 +112,27 @@ type posting struct {
 //   - WeChat refunds by refund number: the row's own Amount (申请退款金额)
 //     with the refund's posting; a row not SUCCESS that the ledger posted is
 //     a status_mismatch (the row's status is a snapshot, never updated);
-//   - Alipay refunds per trade: the sum of the day's refund rows of the
-//     trade with the sum of the trade's refund postings dated to the day
-//     (which refund key carries which part depends on arrival order);
+//   - Alipay refunds per trade, as running totals (which refund key
+//     carries which part of a cumulative refund depends on arrival order,
+//     so a posting may carry an earlier day's refund): the trade's refund
+//     rows in the statements up to the end of the day with the trade's
+//     refund postings dated up to the end of the day, both counted from the
+//     first of the consecutive days around the day whose statements are
+//     imported (earlier days are left out on both sides); a difference is
+//     reported on the day it appears or grows, not again while it stays,
+//     and not at all once the totals agree (or the difference reverses)
+//     at the end of a later imported day (see compareAlipayRefunds);
 //   - Shouqianba orders: total_amount − net_amount with the sum of all the
 //     trade's refund postings dated up to the end of the day.
 //
 // A posting dated to the day that no line of the day, nor of an imported
 // neighbouring day's statement, accounts for (same trade, same WeChat
-// refund number) is missing_in_statement. It returns an error wrapping
-// ErrNoStatement when no statement is imported for the day; a day that has
-// ended with no posting dated to it either is then recorded as reconciled
-// with nothing found (see recordQuietDay). It returns an error with the
+// refund number) is missing_in_statement; Alipay refund postings are when
+// the ledger's running total moves ahead on a day without a refund row of
+// the trade. It returns an error wrapping ErrNoStatement when no statement
+// is imported for the day; a day that has ended with no posting dated to
+// it either is then recorded as reconciled with nothing found (see
+// recordQuietDay). It returns an error with the
 // report when the result could not be recorded.
 func ReconcileStatement(ctx context.Context, db bun.IDB, tenant int64, ch channels.Channel, day string) (StatementReport, error) {
 	ranAt := time.Now().UTC()
@@ -166,24 +178,32 @@ func ReconcileStatement(ctx context.Context, db bun.IDB, tenant int64, ch channe
 	}
 	rep.Fee = microYuan(rep.FeeMicroYuan)
 
-	trades := make([]string, 0, len(lines))
-	for _, l := range lines {
-		trades = append(trades, l.TradeNo)
-	}
-	byTrade, err := postingsOfTrades(ctx, db, tenant, ch, trades)
-	if err != nil {
-		return rep, err
-	}
 	onDay, err := postingsOfDay(ctx, db, tenant, ch, start.UTC(), end.UTC())
 	if err != nil {
 		return rep, err
 	}
 	rep.Postings = len(onDay)
+	trades := make([]string, 0, len(lines))
+	for _, l := range lines {
+		trades = append(trades, l.TradeNo)
+	}
+	refundTrades := alipayRefundTrades(ch, lines, onDay)
+	byTrade, err := postingsOfTrades(ctx, db, tenant, ch, slices.Concat(trades, refundTrades))
+	if err != nil {
+		return rep, err
+	}
 	for k, p := range onDay {
 		byTrade[k] = p
 	}
 	r := reconciler{ch: ch, start: start.UTC(), end: end.UTC(), postings: byTrade}
 	r.compare(lines)
+	if len(refundTrades) > 0 {
+		win, err := readRefundWindow(ctx, db, tenant, ch, day, refundTrades)
+		if err != nil {
+			return rep, err
+		}
+		r.compareAlipayRefunds(win, refundTrades)
+	}
 	r.unaccounted(onDay, lines, neighbourLines)
 	rep.Items = append(rep.Items, r.items...)
 	slices.SortStableFunc(rep.Items, func(a, b StatementItem) int {
@@ -299,23 +319,17 @@ func (r *reconciler) payment(trade string) (posting, bool) {
 }
 
 // refunds sums the trade's refund postings for which keep is true.
-func (r *reconciler) refunds(trade string, keep func(posting) bool) (sum int64, n int) {
+func (r *reconciler) refunds(trade string, keep func(posting) bool) int64 {
+	var sum int64
 	for _, p := range r.postings {
 		if p.TradeNo == trade && p.RefundNo != "" && keep(p) {
 			sum += p.Amount
-			n++
 		}
 	}
-	return sum, n
+	return sum
 }
 
 func (r *reconciler) compare(lines []statementLine) {
-	type refundTotal struct {
-		sum    int64
-		lineNo int
-	}
-	perTrade := map[string]*refundTotal{}
-	var order []string
 	for _, l := range lines {
 		switch statements.Kind(l.Kind) {
 		case statements.KindPayment:
@@ -328,37 +342,9 @@ func (r *reconciler) compare(lines []statementLine) {
 		case statements.KindRefund:
 			if r.ch == channels.WeChat {
 				r.compareWeChatRefund(l)
-				continue
-			}
-			t, ok := perTrade[l.TradeNo]
-			if !ok {
-				t = &refundTotal{lineNo: l.LineNo}
-				perTrade[l.TradeNo] = t
-				order = append(order, l.TradeNo)
-			}
-			t.sum += l.Amount
+			} // Alipay refunds: compareAlipayRefunds
 		}
 	}
-	for _, trade := range order {
-		t := perTrade[trade]
-		ledger, n := r.refunds(trade, r.onDay)
-		switch {
-		case n == 0:
-			r.add(StatementItem{
-				Category: StatementMissingInLedger, TradeNo: trade, StatementAmount: ptr(t.sum), LineNo: t.lineNo,
-				Message: "the day's statement refunds of the trade, nothing posted for refunds of the trade dated to the day",
-			})
-		case ledger != t.sum:
-			r.add(StatementItem{
-				Category: StatementAmountMismatch, TradeNo: trade, StatementAmount: ptr(t.sum), LedgerAmount: ptr(ledger), LineNo: t.lineNo,
-				Message: fmt.Sprintf("the trade's refunds of the day: statement total vs the total of %d refund postings dated to the day", n),
-			})
-		}
-	}
-}
-
-func (r *reconciler) onDay(p posting) bool {
-	return !p.OccurredAt.IsZero() && !p.OccurredAt.Before(r.start) && p.OccurredAt.Before(r.end)
 }
 
 func (r *reconciler) comparePayment(l statementLine, settled bool) {
@@ -415,7 +401,7 @@ func (r *reconciler) compareWeChatRefund(l statementLine) {
 // the end of the day.
 func (r *reconciler) compareSQBRefunds(l statementLine) {
 	want := l.Amount - l.SettledAmount
-	got, _ := r.refunds(l.TradeNo, func(p posting) bool { return p.OccurredAt.Before(r.end) })
+	got := r.refunds(l.TradeNo, func(p posting) bool { return p.OccurredAt.Before(r.end) })
 	if want == got {
 		return
 	}
@@ -429,8 +415,237 @@ func (r *reconciler) compareSQBRefunds(l statementLine) {
 	})
 }
 
+// alipayRefundTrades returns, for Alipay, the trades whose refunds are
+// compared on the day: those with a refund line in the day's statement, in
+// line order, then those with a refund posting dated to the day, each once;
+// nil for the other channels.
+func alipayRefundTrades(ch channels.Channel, lines []statementLine, onDay map[string]posting) []string {
+	if ch != channels.Alipay {
+		return nil
+	}
+	seen := map[string]bool{}
+	var out []string
+	for _, l := range lines {
+		if statements.Kind(l.Kind) == statements.KindRefund && !seen[l.TradeNo] {
+			seen[l.TradeNo] = true
+			out = append(out, l.TradeNo)
+		}
+	}
+	var posted []string
+	for _, p := range onDay {
+		if p.RefundNo != "" && !seen[p.TradeNo] {
+			seen[p.TradeNo] = true
+			posted = append(posted, p.TradeNo)
+		}
+	}
+	slices.Sort(posted)
+	return append(out, posted...)
+}
+
+// refundWindow is the span over which Alipay refunds are compared as
+// running totals: the run of consecutive Beijing-time days around the
+// reconciled day whose statements are all imported. It stops at the first
+// day without an imported statement on either side: a gap would leave the
+// statement side short of that day's refunds while the ledger side has
+// them.
+type refundWindow struct {
+	days  []string  // YYYY-MM-DD, consecutive
+	start time.Time // the first day's start
+	day   int       // the reconciled day's index in days
+	// lines are the compared trades' refund lines in the window's
+	// statements, by trade.
+	lines map[string][]windowLine
+}
+
+// windowLine is a refund line of one of a window's statements.
+type windowLine struct {
+	day    int // the index of its statement's day in the window
+	lineNo int
+	amount int64
+}
+
+// dayOf returns the index in the window of t's Beijing-time day (a day is
+// 24 hours there), -1 when t is outside the window.
+func (w refundWindow) dayOf(t time.Time) int {
+	if t.Before(w.start) {
+		return -1
+	}
+	if i := int(t.Sub(w.start) / (24 * time.Hour)); i < len(w.days) {
+		return i
+	}
+	return -1
+}
+
+// readRefundWindow reads the window of consecutive days around day whose
+// statements of tenant and ch are imported, and the refund lines of trades
+// in those statements.
+func readRefundWindow(ctx context.Context, db bun.IDB, tenant int64, ch channels.Channel, day string, trades []string) (refundWindow, error) {
+	var files []statementFile
+	if err := db.NewSelect().Model(&files).Column("id", "statement_day").
+		Where("tenant_id = ?", tenant).Where("channel_code = ?", string(ch)).OrderExpr("statement_day").
+		Scan(ctx); err != nil {
+		return refundWindow{}, fmt.Errorf("reconcile statement: read the days whose statements are imported: %w", err)
+	}
+	days := make([]string, len(files))
+	for i, f := range files {
+		days[i] = dateOnly(f.StatementDay)
+	}
+	k := slices.Index(days, day)
+	if k < 0 {
+		return refundWindow{}, fmt.Errorf("reconcile statement: the statement of %s is no longer imported: %w", day, ErrNoStatement)
+	}
+	follows := func(a, b string) bool { // b is the day after a
+		t, err := time.Parse(time.DateOnly, a)
+		return err == nil && t.AddDate(0, 0, 1).Format(time.DateOnly) == b
+	}
+	first, last := k, k
+	for first > 0 && follows(days[first-1], days[first]) {
+		first--
+	}
+	for last+1 < len(days) && follows(days[last], days[last+1]) {
+		last++
+	}
+	start, err := time.ParseInLocation(time.DateOnly, days[first], statements.Beijing)
+	if err != nil {
+		return refundWindow{}, fmt.Errorf("reconcile statement: statement day %q: %w", days[first], err)
+	}
+	w := refundWindow{days: days[first : last+1], start: start.UTC(), day: k - first, lines: map[string][]windowLine{}}
+	ids := make([]int64, 0, len(w.days))
+	dayOfFile := map[int64]int{}
+	for i, f := range files[first : last+1] {
+		ids = append(ids, f.ID)
+		dayOfFile[f.ID] = i
+	}
+	for chunk := range slices.Chunk(trades, 500) {
+		var rows []statementLine
+		if err := db.NewSelect().Model(&rows).Column("file_id", "line_no", "channel_trade_no", "amount").
+			Where("file_id IN (?)", bun.List(ids)).Where("kind = ?", string(statements.KindRefund)).
+			Where("channel_trade_no IN (?)", bun.List(chunk)).
+			Scan(ctx); err != nil {
+			return refundWindow{}, fmt.Errorf("reconcile statement: read the trades' refund lines from %s to %s: %w", w.days[0], w.days[len(w.days)-1], err)
+		}
+		for _, l := range rows {
+			w.lines[l.TradeNo] = append(w.lines[l.TradeNo], windowLine{day: dayOfFile[l.FileID], lineNo: l.LineNo, amount: l.Amount})
+		}
+	}
+	return w, nil
+}
+
+// compareAlipayRefunds compares each trade's refunds as running totals
+// over the window: at the end of each of its days, the trade's refund
+// lines in the window's statements up to that day against the trade's
+// refund postings dated from the window's first day to the end of that
+// day. An Alipay refund callback reports the total refunded so far, so a
+// refund whose callback was lost or overtaken is carried by a later
+// refund's posting, dated to that later refund's day; the channel's and
+// the ledger's clocks may also put one refund on neighbouring days. Only
+// the running totals are the same on both sides once both hold the money.
+//
+// The difference of the running totals is reported on the day it appears
+// or grows (it was nil, of the other sign or smaller at the end of the day
+// before), and only while it keeps its sign at the end of every later day
+// of the window: a difference that is nil or reversed on a later day has
+// been caught up (the ledger, or the statement, holds the money since), so
+// the earlier day is clean; one that stays as it was is not reported
+// again. On the day: with the statement ahead and no refund of the trade
+// posted dated to the day, a missing_in_ledger of what the difference grew
+// by (the day's refund lines the ledger lacks); with the ledger ahead and
+// no refund line of the trade on the day, a missing_in_statement of what
+// it grew by; otherwise an amount_mismatch of the two running totals.
+func (r *reconciler) compareAlipayRefunds(w refundWindow, trades []string) {
+	n, k := len(w.days), w.day
+	for _, trade := range trades {
+		stmt, ledger := make([]int64, n), make([]int64, n)
+		lineNo := 0
+		for _, l := range w.lines[trade] {
+			stmt[l.day] += l.amount
+			if l.day == k && (lineNo == 0 || l.lineNo < lineNo) {
+				lineNo = l.lineNo
+			}
+		}
+		var posted []posting // the trade's refund postings dated to the day
+		for _, p := range r.postings {
+			if p.TradeNo != trade || p.RefundNo == "" || p.OccurredAt.IsZero() {
+				continue
+			}
+			if i := w.dayOf(p.OccurredAt); i >= 0 {
+				ledger[i] += p.Amount
+				if i == k {
+					posted = append(posted, p)
+				}
+			}
+		}
+		// diff is the statement's running total less the ledger's at the
+		// end of each day; sum and led the running totals.
+		diff, sum, led := make([]int64, n), make([]int64, n), make([]int64, n)
+		var sTotal, lTotal int64
+		for i := range n {
+			sTotal, lTotal = sTotal+stmt[i], lTotal+ledger[i]
+			sum[i], led[i], diff[i] = sTotal, lTotal, sTotal-lTotal
+		}
+		var before int64 // the difference at the end of the day before
+		if k > 0 {
+			before = diff[k-1]
+		}
+		grew := sameSign(diff[k], before) && abs(diff[k]) > abs(before)
+		appeared := before == 0 || !sameSign(diff[k], before)
+		if diff[k] == 0 || (!appeared && !grew) {
+			continue // none, or as it was at the end of the day before
+		}
+		if slices.ContainsFunc(diff[k+1:], func(d int64) bool { return !sameSign(d, diff[k]) }) {
+			continue // caught up since
+		}
+		added := abs(diff[k])
+		if grew {
+			added -= abs(before)
+		}
+		span := fmt.Sprintf("running totals since %s, the first of the consecutive days whose statements are imported", w.days[0])
+		if k < n-1 {
+			span += fmt.Sprintf("; at the end of %s: statement %d, ledger %d", w.days[n-1], sum[n-1], led[n-1])
+		}
+		switch {
+		case diff[k] > 0 && ledger[k] == 0:
+			r.add(StatementItem{
+				Category: StatementMissingInLedger, TradeNo: trade, StatementAmount: ptr(added), LineNo: lineNo,
+				Message: "the day's statement refunds of the trade that the ledger lacks: nothing posted for refunds of the trade " +
+					"dated to the day, and the ledger's total has not caught up with the statement's since (" + span + ")",
+			})
+		case diff[k] < 0 && stmt[k] == 0:
+			it := StatementItem{
+				Category: StatementMissingInStatement, TradeNo: trade, LedgerAmount: ptr(added),
+				Message: fmt.Sprintf("refunds of the trade posted dated to the day (%d), no refund line of the trade on the day, and the "+
+					"statement's total has not caught up with the ledger's since (%s)", len(posted), span),
+			}
+			if len(posted) == 1 {
+				it.RefundNo, it.Key = posted[0].RefundNo, posted[0].Key
+				it.Message = fmt.Sprintf("refund posted with the channel's time %s, no refund line of the trade on the day, and the "+
+					"statement's total has not caught up with the ledger's since (%s)",
+					posted[0].OccurredAt.In(statements.Beijing).Format("2006-01-02 15:04:05.000"), span)
+			}
+			r.add(it)
+		default:
+			r.add(StatementItem{
+				Category: StatementAmountMismatch, TradeNo: trade, StatementAmount: ptr(sum[k]), LedgerAmount: ptr(led[k]), LineNo: lineNo,
+				Message: fmt.Sprintf("the trade's refunds up to the end of the day: the statement's total vs the total of the "+
+					"trade's refund postings (%s)", span),
+			})
+		}
+	}
+}
+
+// sameSign reports whether a and b are both positive or both negative.
+func sameSign(a, b int64) bool { return (a > 0 && b > 0) || (a < 0 && b < 0) }
+
+func abs(v int64) int64 {
+	if v < 0 {
+		return -v
+	}
+	return v
+}
+
 // unaccounted reports the day's postings that no line of the day or of an
-// imported neighbouring day accounts for.
+// imported neighbouring day accounts for. Alipay refund postings are left
+// to compareAlipayRefunds.
 func (r *reconciler) unaccounted(onDay map[string]posting, lines, neighbours []statementLine) {
 	trades := map[string]bool{} // trades with a payment or order line
 	refundTrades := map[string]bool{}
@@ -460,6 +675,8 @@ func (r *reconciler) unaccounted(onDay map[string]posting, lines, neighbours []s
 			found = trades[p.TradeNo]
 		case r.ch == channels.WeChat:
 			found = refundNos[p.TradeNo+"\x00"+p.RefundNo]
+		case r.ch == channels.Alipay:
+			found = true // compared as running totals: compareAlipayRefunds
 		default:
 			found = refundTrades[p.TradeNo]
 		}

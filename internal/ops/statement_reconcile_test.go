@@ -202,3 +202,162 @@ func TestReconcileStatement(t *testing.T) {
 		require.ErrorIs(t, err, ops.ErrNoStatement)
 	})
 }
+
+// aliRefund is the Alipay refund of tr numbered no reporting cumulative fen
+// refunded so far, accepted at at.
+func aliRefund(tr channelstest.Trade, no string, cumulative int64, at time.Time) []byte {
+	return channelstest.RefundEnvelope(tr, channelstest.Refund{No: no, Cumulative: cumulative, At: at}, channelstest.Delivery{})
+}
+
+// aliRefundLine is the Alipay statement's row of a refund of amount fen
+// (its own, not cumulative) at at.
+func aliRefundLine(tr channelstest.Trade, no string, amount int64, at time.Time) statements.Line {
+	l := refundLine(tr, no, amount, "SUCCESS")
+	l.Time, l.FeeMicroYuan = at, 0
+	return l
+}
+
+// TestReconcileStatementAlipayRunningTotals: an Alipay trade's refunds
+// compare as running totals over the consecutive days imported, so a
+// refund carried by a later refund's cumulative callback, or dated to a
+// neighbouring day by one side, shows only until both sides hold the
+// money, and a difference shows once, on the day it starts.
+func TestReconcileStatementAlipayRunningTotals(t *testing.T) {
+	w := newWorld(t)
+	ali := channels.Alipay
+	d1, d2, d3 := "2024-06-01", "2024-06-02", "2024-06-03"
+	at := func(day string, hour, minute int) time.Time {
+		t0, err := time.ParseInLocation(time.DateOnly, day, statements.Beijing)
+		require.NoError(t, err)
+		return t0.Add(time.Duration(hour)*time.Hour + time.Duration(minute)*time.Minute)
+	}
+	paid := func(tenant int64, seq int) channelstest.Trade {
+		tr := trade(ali, tenant, seq)
+		tr.Total = 10000
+		w.post(channelstest.PaymentEnvelope(tr, channelstest.Delivery{}))
+		return tr
+	}
+	// filler is a payment line that gives a day a statement of its own.
+	filler := func(tenant int64, seq int, day string) statements.Line {
+		tr := trade(ali, tenant, seq)
+		tr.PaidAt = at(day, 9, 0)
+		w.post(channelstest.PaymentEnvelope(tr, channelstest.Delivery{}))
+		return payLine(tr)
+	}
+
+	t.Run("a refund whose callback was lost and carried by the next day's cumulative one", func(t *testing.T) {
+		const tenant = 21
+		tr := paid(tenant, 1)
+		w.post(aliRefund(tr, "B-2", 5000, at(d2, 10, 0))) // carries B-1's 3000: 5000 dated d2
+		w.importLines(tenant, ali, payLine(tr), aliRefundLine(tr, "REQ-1", 3000, at(d1, 14, 0)))
+
+		rep := reconcileDay(t, w, tenant, ali, d1)
+		require.Equal(t, []string{ops.StatementMissingInLedger + " " + tr.TradeNo + " "}, categories(rep),
+			"with only the first day imported, the refund is missing at the end of it")
+		assert.Equal(t, int64(3000), *rep.Items[0].StatementAmount)
+		assert.Nil(t, rep.Items[0].LedgerAmount)
+		assert.Equal(t, 3, rep.Items[0].LineNo)
+
+		w.importLines(tenant, ali, aliRefundLine(tr, "REQ-2", 2000, at(d2, 10, 0)))
+		assert.Empty(t, reconcileDay(t, w, tenant, ali, d2).Items, "5000 refunded by the end of the second day on both sides")
+		assert.Empty(t, reconcileDay(t, w, tenant, ali, d1).Items, "the ledger caught up on the second day")
+
+		// The first refund's callback arrives at last: no money moves.
+		_, res := w.settle(aliRefund(tr, "B-1", 3000, at(d1, 14, 0)))
+		assert.Equal(t, "NO_MONEY", string(res.Outcome))
+		assert.Empty(t, reconcileDay(t, w, tenant, ali, d1).Items)
+		assert.Empty(t, reconcileDay(t, w, tenant, ali, d2).Items)
+	})
+
+	t.Run("a refund posted late on a day, in the next day's statement", func(t *testing.T) {
+		const tenant = 22
+		tr := paid(tenant, 1)
+		w.post(aliRefund(tr, "B-1", 1000, time.Date(2024, 6, 1, 23, 59, 59, 900_000_000, statements.Beijing)))
+		w.importLines(tenant, ali, payLine(tr))
+		rep := reconcileDay(t, w, tenant, ali, d1)
+		require.Equal(t, []string{ops.StatementMissingInStatement + " " + tr.TradeNo + " B-1"}, categories(rep),
+			"without the next day's statement the refund is in none")
+		assert.Equal(t, int64(1000), *rep.Items[0].LedgerAmount)
+		assert.Equal(t, "ALIPAY:"+tr.TradeNo+":REFUND_SUCCEEDED:B-1", rep.Items[0].Key)
+
+		w.importLines(tenant, ali, aliRefundLine(tr, "REQ-1", 1000, at(d2, 0, 0)))
+		assert.Empty(t, reconcileDay(t, w, tenant, ali, d2).Items, "the refund the ledger dated to the day before")
+		assert.Empty(t, reconcileDay(t, w, tenant, ali, d1).Items, "the next day's statement holds it")
+	})
+
+	t.Run("a difference shows on the day it starts, and clears when the ledger catches up", func(t *testing.T) {
+		const tenant = 23
+		tr := paid(tenant, 1)
+		w.post(aliRefund(tr, "B-1", 1000, at(d1, 14, 0)))
+		// B-2 (2000 on d2) and B-3 (500 on d3) are not posted yet.
+		w.importLines(tenant, ali, payLine(tr), aliRefundLine(tr, "REQ-1", 1000, at(d1, 14, 0)),
+			aliRefundLine(tr, "REQ-2", 2000, at(d2, 11, 0)), aliRefundLine(tr, "REQ-3", 500, at(d3, 9, 30)))
+		assert.Empty(t, reconcileDay(t, w, tenant, ali, d1).Items)
+		rep := reconcileDay(t, w, tenant, ali, d2)
+		require.Equal(t, []string{ops.StatementMissingInLedger + " " + tr.TradeNo + " "}, categories(rep))
+		assert.Equal(t, int64(2000), *rep.Items[0].StatementAmount, "the day's refunds the ledger lacks")
+		assert.Contains(t, rep.Items[0].Message, "at the end of 2024-06-03: statement 3500, ledger 1000")
+		rep = reconcileDay(t, w, tenant, ali, d3)
+		require.Equal(t, []string{ops.StatementMissingInLedger + " " + tr.TradeNo + " "}, categories(rep))
+		assert.Equal(t, int64(500), *rep.Items[0].StatementAmount, "what the difference grew by, not the 2000 reported the day before")
+
+		w.post(aliRefund(tr, "B-3", 3500, at(d3, 9, 30))) // carries B-2's 2000
+		for _, day := range []string{d1, d2, d3} {
+			assert.Empty(t, reconcileDay(t, w, tenant, ali, day).Items, day)
+		}
+
+		// A refund the ledger posted that the channel never made shows as
+		// an amount_mismatch of the running totals.
+		w.post(aliRefund(tr, "B-4", 4000, at(d3, 15, 0)))
+		rep = reconcileDay(t, w, tenant, ali, d3)
+		require.Equal(t, []string{ops.StatementAmountMismatch + " " + tr.TradeNo + " "}, categories(rep))
+		assert.Equal(t, [2]int64{3500, 4000}, [2]int64{*rep.Items[0].StatementAmount, *rep.Items[0].LedgerAmount})
+		assert.Empty(t, reconcileDay(t, w, tenant, ali, d2).Items, "the ledger went past the day's total since")
+	})
+
+	t.Run("a difference that stays is reported once", func(t *testing.T) {
+		const tenant = 26
+		tr := paid(tenant, 1)
+		w.post(aliRefund(tr, "B-1", 1000, at(d1, 14, 0)))
+		w.post(aliRefund(tr, "B-2", 2000, at(d2, 14, 0)))
+		// The statement has 1500 on the first day, then the same 1000 more.
+		w.importLines(tenant, ali, payLine(tr), aliRefundLine(tr, "REQ-1", 1500, at(d1, 14, 0)),
+			aliRefundLine(tr, "REQ-2", 1000, at(d2, 14, 0)))
+		rep := reconcileDay(t, w, tenant, ali, d1)
+		require.Equal(t, []string{ops.StatementAmountMismatch + " " + tr.TradeNo + " "}, categories(rep))
+		assert.Equal(t, [2]int64{1500, 1000}, [2]int64{*rep.Items[0].StatementAmount, *rep.Items[0].LedgerAmount})
+		assert.Contains(t, rep.Items[0].Message, "at the end of 2024-06-02: statement 2500, ledger 2000")
+		assert.Empty(t, reconcileDay(t, w, tenant, ali, d2).Items, "the same 500 apart: not reported again")
+	})
+
+	t.Run("the running totals start with the first of the consecutive days imported", func(t *testing.T) {
+		const tenant = 24
+		tr := paid(tenant, 1)
+		w.post(aliRefund(tr, "B-2", 1500, at(d2, 10, 0))) // carries B-1's 1000 of d1
+		// d1's statement is not imported; d3's has nothing of the trade.
+		w.importLines(tenant, ali, aliRefundLine(tr, "REQ-2", 500, at(d2, 10, 0)), filler(tenant, 2, d3))
+		rep := reconcileDay(t, w, tenant, ali, d2)
+		require.Equal(t, []string{ops.StatementAmountMismatch + " " + tr.TradeNo + " "}, categories(rep))
+		assert.Equal(t, [2]int64{500, 1500}, [2]int64{*rep.Items[0].StatementAmount, *rep.Items[0].LedgerAmount})
+		assert.Contains(t, rep.Items[0].Message, "since 2024-06-02")
+		assert.Empty(t, reconcileDay(t, w, tenant, ali, d3).Items)
+
+		w.importLines(tenant, ali, payLine(tr), aliRefundLine(tr, "REQ-1", 1000, at(d1, 14, 0)))
+		for _, day := range []string{d1, d2, d3} {
+			assert.Empty(t, reconcileDay(t, w, tenant, ali, day).Items, "%s: with the first day's statement imported", day)
+		}
+	})
+
+	t.Run("a day without a statement ends the running totals", func(t *testing.T) {
+		const tenant = 25
+		tr := paid(tenant, 1)
+		w.post(aliRefund(tr, "B-1", 1000, at(d1, 14, 0)))
+		w.post(aliRefund(tr, "B-2", 3000, at(d2, 14, 0)))
+		w.post(aliRefund(tr, "B-3", 3500, at(d3, 14, 0)))
+		// d2's statement is missing: d3 compares its own refunds only.
+		w.importLines(tenant, ali, payLine(tr), aliRefundLine(tr, "REQ-1", 1000, at(d1, 14, 0)),
+			aliRefundLine(tr, "REQ-3", 500, at(d3, 14, 0)))
+		assert.Empty(t, reconcileDay(t, w, tenant, ali, d1).Items)
+		assert.Empty(t, reconcileDay(t, w, tenant, ali, d3).Items)
+	})
+}
