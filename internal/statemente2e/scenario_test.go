@@ -76,10 +76,11 @@ type withheldRole struct {
 // withheldRoles are chosen so that each shows in its statement day's
 // reconciliation as missing_in_ledger, and as nothing else: a cumulative
 // channel's refunds are withheld from the last on (the later callback's
-// cumulative amount carries an earlier refund withheld behind it: nothing
-// shows when both fall on one day, and on two days the earlier day shows
-// it missing and the later an amount_mismatch), and all of a trade's
-// refunds on a Shouqianba order line, which reports them together.
+// cumulative amount would carry an earlier refund withheld behind it, so
+// nothing would show for it once both statements are imported, and its
+// late callback would settle NO_MONEY; TestAlipayRefundLostThenOvertakenAcrossDays
+// covers that), and all of a trade's refunds on a Shouqianba order line,
+// which reports them together.
 var withheldRoles = []withheldRole{
 	{ch: channels.WeChat, day: 0, trade: 0, payment: true},                 // a payment never refunded
 	{ch: channels.WeChat, day: 0, trade: 1, refunds: "all"},                // a refund of a delivered payment
@@ -122,8 +123,9 @@ func newScenario(t *testing.T) *scenario {
 		key := []byte(fmt.Sprintf("%s:%s", e.trade.Channel, e.trade.TradeNo))
 		// A cumulative refund's retries keep their key: one that overtook an
 		// earlier refund of its trade on another partition would carry that
-		// refund's money too, and on its own day (the statement's per-day
-		// totals would then differ on both days, rightly).
+		// refund's money too, and the earlier refund's claim would settle
+		// NO_MONEY, which checkInvariants counts as a failure here. The
+		// reconciliation of that case is TestAlipayRefundLostThenOvertakenAcrossDays.
 		cumulative := e.refund != nil && e.trade.Channel.Cumulative()
 		for a := range 1 + rng.IntN(3) {
 			k := key
