@@ -146,9 +146,11 @@ suite() {
 	set_mode "$mode"
 	export TEST_MYSQL_DSN=$DSN
 	cd "$ROOT"
-	go test -race -count=1 -timeout 20m \
-		-run '^(TestClassifyDuplicate|TestIsDeadlock|TestIsRetryableConflict|TestAcquire|TestAcquireMany|TestAcquireManyAndLookupMany|TestConcurrentAcquireHasExactlyOneWinner|TestConcurrentOverlappingBatchesClaimEachKeyOnce|TestSettleFence|TestOrphans|TestKeyColumnComparesByteForByte|TestOverLongValuesAreErrorsNotDuplicates|TestAcquireReadsBackTheLatestCommittedClaim|TestFailureBookkeeping)$' \
-		./pkg/idempotent/
+	local claims='TestClassifyDuplicate|TestIsDeadlock|TestIsRetryableConflict|TestAcquire|TestAcquireMany|TestAcquireManyAndLookupMany|TestConcurrentAcquireHasExactlyOneWinner|TestConcurrentOverlappingBatchesClaimEachKeyOnce|TestSettleFence|TestOrphans|TestKeyColumnComparesByteForByte|TestOverLongValuesAreErrorsNotDuplicates|TestFailureBookkeeping'
+	# An INSERT inside an old snapshot meets the committed key at once in
+	# pessimistic mode; an optimistic transaction meets it only at COMMIT.
+	[[ $mode == pessimistic ]] && claims="$claims|TestAcquireReadsBackTheLatestCommittedClaim"
+	go test -race -count=1 -timeout 20m -run "^($claims)\$" ./pkg/idempotent/
 	go test -race -count=1 -timeout 20m \
 		-run '^(TestIsTiDB|TestSkipLockedFollowsTheServer|TestSettle|TestSettleBatch|TestConcurrentSettles|TestConcurrentBatchesCreateTrades|TestConcurrentArrival|TestSettleBatchNeverDecidesOnAHeldOrderRow)$' \
 		./pkg/settlement/
