@@ -8,8 +8,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/uptrace/bun"
 
 	"github.com/paycallback/paycallback/internal/ops"
+	"github.com/paycallback/paycallback/internal/sqldb/sqldbtest"
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/channels/channelstest"
 	"github.com/paycallback/paycallback/pkg/statements"
@@ -221,9 +223,15 @@ func aliRefundLine(tr channelstest.Trade, no string, amount int64, at time.Time)
 // compare as running totals over the consecutive days imported, so a
 // refund carried by a later refund's cumulative callback, or dated to a
 // neighbouring day by one side, shows only until both sides hold the
-// money, and a difference shows once, on the day it starts.
+// money, and a difference shows on the day it appears or grows, once. On
+// MariaDB and on the embedded SQLite database.
 func TestReconcileStatementAlipayRunningTotals(t *testing.T) {
-	w := newWorld(t)
+	sqldbtest.Dialects(t, testAlipayRunningTotals)
+}
+
+func testAlipayRunningTotals(t *testing.T, db *bun.DB) {
+	t.Helper()
+	w := newWorldOn(t, db)
 	ali := channels.Alipay
 	d1, d2, d3 := "2024-06-01", "2024-06-02", "2024-06-03"
 	at := func(day string, hour, minute int) time.Time {
@@ -285,7 +293,7 @@ func TestReconcileStatementAlipayRunningTotals(t *testing.T) {
 		assert.Empty(t, reconcileDay(t, w, tenant, ali, d1).Items, "the next day's statement holds it")
 	})
 
-	t.Run("a difference shows on the day it starts, and clears when the ledger catches up", func(t *testing.T) {
+	t.Run("a difference shows on the day it appears or grows, and clears when the ledger catches up", func(t *testing.T) {
 		const tenant = 23
 		tr := paid(tenant, 1)
 		w.post(aliRefund(tr, "B-1", 1000, at(d1, 14, 0)))
