@@ -83,11 +83,6 @@ func TestApacheKafkaRebalanceWhileAPartitionIsMidBatch(t *testing.T) {
 			holding := make(chan struct{})
 			release := make(chan struct{})
 			var released bool
-			t.Cleanup(func() {
-				if !released {
-					close(release)
-				}
-			})
 			var first atomic.Bool
 			a := h.start(func(m *app.Main) {
 				m.Config.Worker.BatchMax = 16
@@ -113,21 +108,28 @@ func TestApacheKafkaRebalanceWhileAPartitionIsMidBatch(t *testing.T) {
 					return nil
 				}
 			})
+			// Registered after a's shutdown, so run before it: a test that
+			// fails here must not leave a's batch held.
+			t.Cleanup(func() {
+				if !released {
+					close(release)
+				}
+			})
 			select {
 			case <-holding:
 			case <-time.After(time.Minute):
 				t.Fatal("no batch reached its commit")
 			}
-			require.Zero(t, committedTotal(h), "the held batch is the first to commit")
 			b := h.start(nil) // returns once b is a member of a generation
 			close(release)
 			released = true
 			h.waitConsumed(2 * time.Minute)
 
 			h.checkWithMetrics(s, a, b)
-			redelivered := counted(t, a.main, "paycb_events_total", map[string]string{"outcome": "redelivered"}) +
-				counted(t, b.main, "paycb_events_total", map[string]string{"outcome": "redelivered"})
-			assert.GreaterOrEqual(t, redelivered, 1.0, "the held batch came back to the partition's next owner")
+			// The held batch was counted once by a, and again by whoever read
+			// it after the rebalance.
+			handled := counted(t, a.main, "paycb_events_total", nil) + counted(t, b.main, "paycb_events_total", nil)
+			assert.Greater(t, handled, float64(len(s.Messages)), "the held batch came back to the partition's next owner")
 		})
 	}
 }
@@ -219,7 +221,15 @@ func TestApacheKafkaDeadLettersAreWrittenWithAcksAll(t *testing.T) {
 		"one replica: min.insync.replicas is capped at the replication factor")
 
 	kafkaScript(t, "up-second")
-	t.Cleanup(func() { kafkaScript(t, "kill-second") })
+	t.Cleanup(func() {
+		kafkaScript(t, "kill-second")
+		// Until the controller fences the dead broker, it could be given
+		// the next test's partitions.
+		assert.Eventually(t, func() bool {
+			meta, err := (&kafka.Client{Addr: kafka.TCP(h.brokers...)}).Metadata(context.Background(), &kafka.MetadataRequest{})
+			return err == nil && len(meta.Brokers) == 1
+		}, time.Minute, 50*time.Millisecond, "the second broker fenced")
+	})
 	probe := h.name("acks-probe")
 	t.Cleanup(func() { _ = kafkaopstest.DeleteTopics(context.Background(), h.brokers, probe) })
 	require.NoError(t, kafkaopstest.DeleteTopics(ctx, h.brokers, h.dlq()))
