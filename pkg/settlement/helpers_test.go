@@ -193,14 +193,17 @@ var retried atomic.Int64
 // transient reports the errors the worker would retry in place and a
 // test retries too: a transaction rolled back for a concurrent one (a
 // deadlock, TiDB's write conflict at COMMIT in optimistic mode), a lock
-// wait timeout, SQLite's busy database.
+// wait timeout, TiDB's given-up locking read, SQLite's busy database.
 func transient(err error) bool {
 	if idempotent.IsRetryableConflict(err) {
 		return true
 	}
 	var my *mysql.MySQLError
 	if errors.As(err, &my) {
-		return my.Number == 1205
+		// 1105: TiDB's locking read that gave up after its statement
+		// retries under heavy contention ("pessimistic lock retry limit
+		// reached"); the worker retries it like any error but a duplicate.
+		return my.Number == 1205 || my.Number == 1105
 	}
 	var lite *sqlite.Error
 	if errors.As(err, &lite) {
