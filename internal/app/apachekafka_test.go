@@ -217,7 +217,7 @@ func TestApacheKafkaDeadLettersAreWrittenWithAcksAll(t *testing.T) {
 	single := h.name("single-replica")
 	require.NoError(t, kafkaopstest.CreateTopics(ctx, h.brokers, map[string]int32{single: 1}, minISR2))
 	t.Cleanup(func() { _ = kafkaopstest.DeleteTopics(context.Background(), h.brokers, single) })
-	assert.NoError(t, writeOne(ctx, h.brokers, single, kafka.RequireAll),
+	require.NoError(t, writeOne(ctx, h.brokers, single, kafka.RequireAll),
 		"one replica: min.insync.replicas is capped at the replication factor")
 
 	kafkaScript(t, "up-second")

@@ -70,8 +70,10 @@ func offsetCol(t *testing.T, s string) int64 {
 // them, each stamped at.
 func produceStamped(t *testing.T, k ops.Kafka, s demo.Stream, at time.Time) {
 	t.Helper()
-	w := &kafka.Writer{Addr: kafka.TCP(k.Brokers...), Topic: k.Topic, Balancer: &kafka.Murmur2Balancer{},
-		RequiredAcks: kafka.RequireAll, BatchTimeout: time.Millisecond}
+	w := &kafka.Writer{
+		Addr: kafka.TCP(k.Brokers...), Topic: k.Topic, Balancer: &kafka.Murmur2Balancer{},
+		RequiredAcks: kafka.RequireAll, BatchTimeout: time.Millisecond,
+	}
 	defer func() { _ = w.Close() }()
 	msgs := make([]kafka.Message, len(s.Messages))
 	for i, m := range s.Messages {
