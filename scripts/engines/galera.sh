@@ -210,7 +210,8 @@ down() {
 
 # suite: the tests whose guarantees depend on the engine, with the test
 # connections spread over the three nodes (sqldbtest's round-robin dialer,
-# wsrep_sync_wait=1), kfake for Kafka. GALERA_RUN narrows every step to one
+# wsrep_sync_wait=1 unless TEST_WSREP_SYNC_WAIT says otherwise), kfake for
+# Kafka. GALERA_RUN narrows every step to one
 # -run pattern.
 suite() {
 	cd "$repo"
@@ -228,7 +229,9 @@ suite() {
 	# The claim store and settlement. Left out: tests whose premise is one
 	# server's row locks (a lock held, or a session killed, on one node is
 	# invisible to another; the cluster fails the loser at COMMIT with 1213
-	# instead of making it wait). Their cluster counterparts run here:
+	# instead of making it wait) or one server's instant visibility (an
+	# insert meets a row another node committed only once its own node has
+	# applied it). Their cluster counterparts run here:
 	# TestOneKeyInsertedFromTwoSessions, TestConcurrentAcquireRetriedOn…,
 	# TestConcurrentSettlersRetriedOn… and TestAnOrderRowHeldElsewhere…
 	gotest . 'TestConcurrentAcquireHasExactlyOneWinner/mysql|TestAcquireOnAKilledConnectionIsAnError|TestAcquireReadsBackTheLatestCommittedClaim|TestSettleFence/mysql/concurrent_settlers' ./pkg/idempotent/
