@@ -22,9 +22,12 @@ import (
 // runners on two nodes would both hold it) and on TiDB. The row carries an
 // expiry that its holder pushes forward while it migrates, so a runner
 // that died holding it stops blocking the others once the expiry passes.
-const (
-	lockName = "migrate"
-	// lockTTL is how long a claim lasts without being renewed.
+const lockName = "migrate"
+
+// The lock's timing (variables for the tests' sake).
+var (
+	// lockTTL is how long a claim lasts without being renewed, in whole
+	// seconds.
 	lockTTL = 30 * time.Second
 	// lockRenew is how often the holder renews it.
 	lockRenew = lockTTL / 3

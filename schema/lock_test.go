@@ -123,3 +123,56 @@ func holdLock(t *testing.T, db *bun.DB, expires string) {
 	_, err = db.ExecContext(ctx, "INSERT INTO ss_schema_lock (name, owner, expires_at) VALUES ('migrate', 'someone-else', "+expires+")")
 	require.NoError(t, err)
 }
+
+// TestMigrationLockIsRenewedWhileHeld: the holder pushes its claim's
+// expiry forward, so a claim held longer than its lifetime never looks
+// expired to another runner.
+func TestMigrationLockIsRenewedWhileHeld(t *testing.T) {
+	db, err := sqldb.OpenMySQL(sqldbtest.NewDatabase(t))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	lctx, release, restore, err := schema.LockForTest(ctx, db, 2*time.Second, 100*time.Millisecond)
+	defer restore()
+	require.NoError(t, err)
+
+	var first time.Time
+	require.NoError(t, db.QueryRowContext(ctx, "SELECT expires_at FROM ss_schema_lock").Scan(&first))
+	require.Eventually(t, func() bool {
+		var now time.Time
+		return db.QueryRowContext(ctx, "SELECT expires_at FROM ss_schema_lock").Scan(&now) == nil && now.After(first)
+	}, 20*time.Second, 50*time.Millisecond, "the expiry moves forward")
+	require.NoError(t, lctx.Err(), "a renewed claim is not lost")
+	require.NoError(t, release(ctx))
+	var n int
+	require.NoError(t, db.QueryRowContext(ctx, "SELECT COUNT(*) FROM ss_schema_lock").Scan(&n))
+	assert.Zero(t, n, "the lock is released")
+}
+
+// TestMigrationLockLostCancelsTheMigration: when the claim is no longer
+// the holder's (it expired and another runner took it over), the renewal
+// cancels the holder's context, and the release says the lock was lost
+// and leaves the other runner's claim alone.
+func TestMigrationLockLostCancelsTheMigration(t *testing.T) {
+	db, err := sqldb.OpenMySQL(sqldbtest.NewDatabase(t))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	lctx, release, restore, err := schema.LockForTest(ctx, db, 2*time.Second, 100*time.Millisecond)
+	defer restore()
+	require.NoError(t, err)
+
+	_, err = db.ExecContext(ctx, "UPDATE ss_schema_lock SET owner = 'someone-else'")
+	require.NoError(t, err)
+	select {
+	case <-lctx.Done():
+	case <-time.After(20 * time.Second):
+		t.Fatal("the holder's context outlived its claim")
+	}
+	require.ErrorContains(t, release(ctx), "expired while migrating")
+	var owner string
+	require.NoError(t, db.QueryRowContext(ctx, "SELECT owner FROM ss_schema_lock").Scan(&owner))
+	assert.Equal(t, "someone-else", owner)
+}
