@@ -27,8 +27,11 @@ func TestClassifyDuplicate(t *testing.T) {
 		// a write conflict: the retry meets the unique index, and only its
 		// 1062 says "already handled".
 		{"galera certification failure", &mysql.MySQLError{Number: 1213, Message: "Deadlock found when trying to get lock; try restarting transaction"}, false},
-		{"tidb write conflict", &mysql.MySQLError{Number: 9007, SQLState: [5]byte{'H', 'Y', '0', '0', '0'},
-			Message: "Write conflict, txnStartTS=1, conflictStartTS=2, conflictCommitTS=3, key={tableID=1, indexID=1, indexValues={1001, CH:T:PAYMENT_RECEIVED, }} primary={tableID=1, indexID=1, indexValues={1001, CH:T:PAYMENT_RECEIVED, }}, reason=Optimistic [try again later]"}, false},
+		{"tidb write conflict", &mysql.MySQLError{
+			Number: 9007, SQLState: [5]byte{'H', 'Y', '0', '0', '0'},
+			Message: "Write conflict, txnStartTS=1, conflictStartTS=2, conflictCommitTS=3, key={tableID=1, indexID=1, " +
+				"indexValues={1001, CH:T:PAYMENT_RECEIVED, }}, reason=Optimistic [try again later]",
+		}, false},
 		{"wrapped tidb write conflict at commit", fmt.Errorf("settle: commit: %w", &mysql.MySQLError{Number: 9007, Message: "Write conflict"}), false},
 		{"tidb stale write conflict", &mysql.MySQLError{Number: 8005}, false},
 		{"lock wait timeout", &mysql.MySQLError{Number: 1205}, false},
