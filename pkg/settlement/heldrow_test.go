@@ -23,7 +23,8 @@ import (
 // the holder; TiDB, whose SKIP LOCKED returns a held row without locking
 // it, gets a plain FOR UPDATE that waits (pessimistic mode) or a COMMIT
 // that checks for conflicts (optimistic mode, where the holder takes no
-// lock). Once the holder is gone, every event is settled exactly.
+// lock, and the holder loses at its COMMIT instead). Every event is
+// settled on the row as last committed.
 func TestSettleBatchNeverDecidesOnAHeldOrderRow(t *testing.T) {
 	db := sqldbtest.MustMySQL(t)
 	ctx := context.Background()
@@ -49,6 +50,9 @@ func TestSettleBatchNeverDecidesOnAHeldOrderRow(t *testing.T) {
 		h.acquire(t, ev, int64(10+i))
 	}
 
+	// The holder is another settler of the busy trade: it has locked the
+	// order row and recorded a cumulative refund of 1200 there, not yet
+	// committed.
 	id := order(t, db, busyTrade).ID
 	holder, err := db.BeginTx(ctx, nil)
 	require.NoError(t, err)
@@ -56,6 +60,9 @@ func TestSettleBatchNeverDecidesOnAHeldOrderRow(t *testing.T) {
 	var locked int64
 	require.NoError(t, holder.NewSelect().Table("ss_channel_order").Column("id").
 		Where("id = ?", id).For("UPDATE").Scan(ctx, &locked))
+	_, err = holder.NewRaw("UPDATE ss_channel_order SET refunded_amount = 1200, max_cumulative_refund = 1200, "+
+		"status = 'PARTIALLY_REFUNDED' WHERE id = ?", id).Exec(ctx)
+	require.NoError(t, err)
 
 	type outcome struct {
 		res []settlement.Result
@@ -69,9 +76,21 @@ func TestSettleBatchNeverDecidesOnAHeldOrderRow(t *testing.T) {
 	var o outcome
 	switch {
 	case optimistic:
-		// The holder took no lock: the batch commits at once, and the
-		// holder, had it written the row, would fail at its COMMIT.
+		// The holder took no lock: the batch decides on the committed row
+		// and commits at once; the holder then loses at its COMMIT.
 		o = <-done
+		require.NoError(t, o.err)
+		err := holder.Commit()
+		require.Error(t, err, "the holder's write conflicts with the batch's commit")
+		assert.True(t, idempotent.IsRetryableConflict(err), "a write conflict, run again by its owner: %v", err)
+		assert.NotErrorIs(t, idempotent.ClassifyDuplicate(err), idempotent.ErrDuplicateKey)
+		require.Len(t, o.res, 3)
+		assert.Equal(t, settlement.Result{Outcome: idempotent.OutcomePosted, Amount: 1000, SettledAt: o.res[0].SettledAt}, o.res[0])
+		assert.Equal(t, settlement.Result{Outcome: idempotent.OutcomePosted, Amount: 500, SettledAt: o.res[2].SettledAt}, o.res[2])
+		assert.Equal(t, idempotent.OutcomePosted, o.res[1].Outcome)
+		assert.Equal(t, int64(1500), order(t, db, busyTrade).RefundedAmount)
+		mustCheck(t, db)
+		return
 	case tidb:
 		// The batch waits for the row, with the free trade too: nothing
 		// commits while the row is held.
@@ -83,26 +102,24 @@ func TestSettleBatchNeverDecidesOnAHeldOrderRow(t *testing.T) {
 		for _, ev := range evs {
 			assert.Equal(t, idempotent.StatusAcquired, mustClaim(t, h, ev).Status, ev.Key)
 		}
-		require.NoError(t, holder.Rollback())
-		o = <-done
 	default:
 		require.Eventually(t, func() bool { return mustClaim(t, h, evs[1]).Status == idempotent.StatusSettled },
 			time.Minute, 5*time.Millisecond, "the free trade is settled while the other row is held")
 		assert.Equal(t, idempotent.StatusAcquired, mustClaim(t, h, evs[0]).Status)
 		assert.Equal(t, idempotent.StatusAcquired, mustClaim(t, h, evs[2]).Status)
-		require.NoError(t, holder.Rollback())
-		o = <-done
 	}
+	require.NoError(t, holder.Commit())
+	o = <-done
 	require.NoError(t, o.err)
-	require.Len(t, o.res, len(evs))
-	for i := 3; i < len(evs); i++ {
-		assert.Equal(t, idempotent.OutcomePosted, o.res[i].Outcome, evs[i].Key)
-	}
-	assert.Equal(t, settlement.Result{Outcome: idempotent.OutcomePosted, Amount: 1000, SettledAt: o.res[0].SettledAt}, o.res[0])
+	require.Len(t, o.res, 3)
+	// Decided on the row as the holder committed it: cumulative 1000 moves
+	// nothing past 1200, 1500 moves 300.
+	assert.Equal(t, settlement.Result{Outcome: idempotent.OutcomeNoMoney, SettledAt: o.res[0].SettledAt}, o.res[0])
 	assert.Equal(t, idempotent.OutcomePosted, o.res[1].Outcome)
-	assert.Equal(t, settlement.Result{Outcome: idempotent.OutcomePosted, Amount: 500, SettledAt: o.res[2].SettledAt}, o.res[2])
-	assert.Equal(t, int64(1500), order(t, db, busyTrade).RefundedAmount, "the busy trade's refunds, in order")
-	mustCheck(t, db)
+	assert.Equal(t, settlement.Result{Outcome: idempotent.OutcomePosted, Amount: 300, SettledAt: o.res[2].SettledAt}, o.res[2])
+	ord := order(t, db, busyTrade)
+	assert.Equal(t, int64(1500), ord.RefundedAmount)
+	assert.Equal(t, int64(1500), ord.MaxCumulativeRefund)
 }
 
 // retryResults is retry for a call that returns results.
