@@ -83,7 +83,7 @@ func TestSettleBatchNeverDecidesOnAHeldOrderRow(t *testing.T) {
 		err := holder.Commit()
 		require.Error(t, err, "the holder's write conflicts with the batch's commit")
 		assert.True(t, idempotent.IsRetryableConflict(err), "a write conflict, run again by its owner: %v", err)
-		assert.NotErrorIs(t, idempotent.ClassifyDuplicate(err), idempotent.ErrDuplicateKey)
+		require.NotErrorIs(t, idempotent.ClassifyDuplicate(err), idempotent.ErrDuplicateKey)
 		require.Len(t, o.res, 3)
 		assert.Equal(t, settlement.Result{Outcome: idempotent.OutcomePosted, Amount: 1000, SettledAt: o.res[0].SettledAt}, o.res[0])
 		assert.Equal(t, settlement.Result{Outcome: idempotent.OutcomePosted, Amount: 500, SettledAt: o.res[2].SettledAt}, o.res[2])
