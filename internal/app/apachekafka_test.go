@@ -262,12 +262,7 @@ func TestApacheKafkaDeadLettersAreWrittenWithAcksAll(t *testing.T) {
 	kafkaScript(t, "kill-second")
 	require.Eventually(t, func() bool { return len(isr(h.dlq())) == 1 && len(isr(probe)) == 1 },
 		time.Minute, 50*time.Millisecond, "the dead broker leaves the ISRs")
-	err := writeOne(ctx, h.brokers, probe, kafka.RequireAll)
-	var werrs kafka.WriteErrors
-	if errors.As(err, &werrs) {
-		err = errors.Join(werrs...)
-	}
-	require.ErrorIs(t, err, kafka.NotEnoughReplicas, "acks=all is refused")
+	require.ErrorIs(t, writeOne(ctx, h.brokers, probe, kafka.RequireAll), kafka.NotEnoughReplicas, "acks=all is refused")
 	require.NoError(t, writeOne(ctx, h.brokers, probe, kafka.RequireOne), "acks=1 is still taken")
 
 	s := demo.Generate(demo.StreamOptions{Seed: 47, Trades: 6})
@@ -294,9 +289,24 @@ func TestApacheKafkaDeadLettersAreWrittenWithAcksAll(t *testing.T) {
 	assert.Equal(t, map[string]int{"malformed": 1, "conflict": 1}, kinds, "each dead letter written once")
 }
 
-// writeOne writes one message to topic with acks and no retry.
+// writeOne writes one message to topic with acks, retrying only while the
+// partition's leadership settles (a new topic, a broker just restarted),
+// and returns the broker's answer: nil or the partition's error.
 func writeOne(ctx context.Context, brokers []string, topic string, acks kafka.RequiredAcks) error {
 	w := &kafka.Writer{Addr: kafka.TCP(brokers...), Topic: topic, RequiredAcks: acks, MaxAttempts: 1, BatchTimeout: time.Millisecond}
 	defer func() { _ = w.Close() }()
-	return w.WriteMessages(ctx, kafka.Message{Value: []byte("probe")})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := w.WriteMessages(ctx, kafka.Message{Value: []byte("probe")})
+		var werrs kafka.WriteErrors
+		if errors.As(err, &werrs) {
+			err = errors.Join(werrs...)
+		}
+		settling := errors.Is(err, kafka.NotLeaderForPartition) || errors.Is(err, kafka.LeaderNotAvailable) ||
+			errors.Is(err, kafka.UnknownTopicOrPartition)
+		if !settling || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(100 * time.Millisecond) // a retry backoff, as a producer's
+	}
 }
