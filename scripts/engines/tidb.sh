@@ -89,7 +89,7 @@ up() {
 		mkdir -p "$DIR/data"
 		# setsid: the server outlives the make that started it.
 		setsid "$BIN" -store=unistore -path "$DIR/data" -host "$HOST" -P "$PORT" \
-			-status "$STATUS_PORT" -status-host "$HOST" -log-file "$LOG" \
+			-status "$STATUS_PORT" -status-host "$HOST" -log-file "$LOG" -log-slow-query "$DIR/tidb-slow.log" \
 			</dev/null >>"$DIR/tidb.out" 2>&1 &
 		echo $! >"$PIDFILE"
 		local deadline=$((SECONDS + 120))
