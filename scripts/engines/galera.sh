@@ -234,7 +234,7 @@ suite() {
 	# applied it). Their cluster counterparts run here:
 	# TestOneKeyInsertedFromTwoSessions, TestConcurrentAcquireRetriedOn…,
 	# TestConcurrentSettlersRetriedOn… and TestAnOrderRowHeldElsewhere…
-	gotest . 'TestConcurrentAcquireHasExactlyOneWinner/mysql|TestAcquireOnAKilledConnectionIsAnError|TestAcquireReadsBackTheLatestCommittedClaim|TestSettleFence/mysql/concurrent_settlers' ./pkg/idempotent/
+	gotest . 'TestConcurrentAcquireHasExactlyOneWinner/mysql|TestAcquireOnAKilledConnectionIsAnError|TestAcquireReadsBackTheLatestCommittedClaim' ./pkg/idempotent/
 	gotest . 'TestSettleBatchLeavesBusyOrdersToASecondTransaction|TestSettleBatchReportsAPartlySettledBatch|TestSettleBatchNeverDecidesOnAHeldOrderRow' ./pkg/settlement/
 	# End to end on kfake: the mixed stream with exact outcomes, every event
 	# raced from two partitions, deaths between claim and settle, two
