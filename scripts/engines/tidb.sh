@@ -166,6 +166,11 @@ suite() {
 		./internal/app/
 	go test -race -count=1 -timeout 20m \
 		-run '^(TestReplayThroughTheWorker|TestOrphans|TestDeadLettersThroughTheWorker)$' ./internal/ops/
+	# kill -9 restarts of the real binary, short size: the soak reaches an
+	# outside server through TEST_MYSQL_NODES (here the one TiDB server),
+	# with no Galera session variable (TiDB refuses wsrep_sync_wait).
+	TEST_MYSQL_NODES="$HOST:$PORT" TEST_WSREP_SYNC_WAIT=off \
+		go test -count=1 -timeout 20m -run '^TestKillNineSoak$' ./internal/soak/
 }
 
 test_suite() {
