@@ -642,7 +642,25 @@ func (s *Service) writeOrders(ctx context.Context, tx bun.Tx, orders map[tradeKe
 		b.WriteString(" WHERE id IN (?)")
 		args = append(args, bun.List(ids))
 	} else {
-		b.WriteString("UPDATE ss_channel_order o JOIN (")
+		// InnoDB (MySQL, MariaDB) locks every row a multi-table UPDATE
+		// reads, with no semi-consistent read to pass over a row another
+		// transaction holds, and the optimizer, which guesses two rows for
+		// the derived table whatever its size, reads a small order table
+		// whole (a full scan joined to the derived table) rather than by
+		// primary key: the update would wait for any order row another
+		// settler holds, the very row the batch skipped. The index hint and
+		// the id list confine it to the batch's own rows, by primary key,
+		// whatever the table's size and statistics. TiDB locks only the
+		// rows it writes and keeps the plain form.
+		innodb, err := s.canSkipLocked(ctx)
+		if err != nil {
+			return fmt.Errorf("update %d orders: %w", len(rows), err)
+		}
+		b.WriteString("UPDATE ss_channel_order o ")
+		if innodb {
+			b.WriteString("FORCE INDEX (PRIMARY) ")
+		}
+		b.WriteString("JOIN (")
 		for i, o := range rows {
 			if i == 0 {
 				b.WriteString("SELECT ? AS id")
@@ -663,6 +681,14 @@ func (s *Service) writeOrders(ctx context.Context, tx bun.Tx, orders map[tradeKe
 				b.WriteString(", ")
 			}
 			b.WriteString("o." + col.name + " = v." + col.name)
+		}
+		if innodb {
+			ids := make([]int64, len(rows))
+			for i, o := range rows {
+				ids[i] = o.ID
+			}
+			b.WriteString(" WHERE o.id IN (?)")
+			args = append(args, bun.List(ids))
 		}
 	}
 	res, err := tx.NewRaw(b.String(), args...).Exec(ctx)
