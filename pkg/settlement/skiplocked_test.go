@@ -246,6 +246,10 @@ func logLockWaits(tb testing.TB, db *bun.DB, holderThread int64) {
 			}
 			b.WriteString("  " + strings.Join(parts, " | ") + "\n")
 		}
+		if err := rows.Err(); err != nil {
+			tb.Logf("%s: %v", title, err)
+			return
+		}
 		tb.Log(b.String())
 	}
 	tb.Logf("holder thread %d", holderThread)
