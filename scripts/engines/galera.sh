@@ -235,7 +235,7 @@ suite() {
 	# TestOneKeyInsertedFromTwoSessions, TestConcurrentAcquireRetriedOn…,
 	# TestConcurrentSettlersRetriedOn… and TestAnOrderRowHeldElsewhere…
 	gotest . 'TestConcurrentAcquireHasExactlyOneWinner/mysql|TestAcquireOnAKilledConnectionIsAnError|TestAcquireReadsBackTheLatestCommittedClaim' ./pkg/idempotent/
-	gotest . 'TestSettleBatchLeavesBusyOrdersToASecondTransaction|TestSettleBatchReportsAPartlySettledBatch|TestSettleBatchNeverDecidesOnAHeldOrderRow' ./pkg/settlement/
+	gotest . 'TestSettleBatchLeavesBusyOrdersToASecondTransaction|TestSettleBatchReportsAPartlySettledBatch|TestSettleBatchNeverDecidesOnAHeldOrderRow|TestSettleBatchSkipsAHeldOrderRowAtEverySize' ./pkg/settlement/
 	# End to end on kfake: the mixed stream with exact outcomes, every event
 	# raced from two partitions, deaths between claim and settle, two
 	# workers joining and leaving, the dead-letter kinds, orphans.
