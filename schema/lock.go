@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
 	"github.com/uptrace/bun"
 
 	"github.com/paycallback/paycallback/pkg/idempotent"
@@ -43,10 +42,6 @@ const lockTable = `CREATE TABLE IF NOT EXISTS ss_schema_lock (
   owner      VARCHAR(64) NOT NULL,
   expires_at DATETIME(6) NOT NULL
 )`
-
-// tidbWriteConflict is TiDB's 9007 "Write conflict": in optimistic mode
-// the transaction that commits second fails at COMMIT.
-const tidbWriteConflict = 9007
 
 // ErrLockTimeout is wrapped by Migrate's error when another runner held the
 // migration lock for longer than Migrate waits.
@@ -112,7 +107,7 @@ func lockMigrations(ctx context.Context, db *bun.DB, conn execer) (context.Conte
 func claimLock(ctx context.Context, db execer, owner string) (bool, error) {
 	if _, err := db.ExecContext(ctx,
 		"DELETE FROM ss_schema_lock WHERE name = ? AND expires_at < UTC_TIMESTAMP(6)", lockName); err != nil &&
-		!commitConflict(err) {
+		!idempotent.IsRetryableConflict(err) {
 		return false, fmt.Errorf("migrate: clear an expired lock: %w", err)
 	}
 	_, err := db.ExecContext(ctx,
@@ -121,19 +116,11 @@ func claimLock(ctx context.Context, db execer, owner string) (bool, error) {
 	switch {
 	case err == nil:
 		return true, nil
-	case errors.Is(idempotent.ClassifyDuplicate(err), idempotent.ErrDuplicateKey), commitConflict(err):
+	case errors.Is(idempotent.ClassifyDuplicate(err), idempotent.ErrDuplicateKey), idempotent.IsRetryableConflict(err):
 		return false, nil
 	default:
 		return false, fmt.Errorf("migrate: take lock: %w", err)
 	}
-}
-
-// commitConflict reports whether err is a conflict with a concurrent
-// transaction that rolled the statement back whole: a deadlock (also
-// Galera's certification failure) or TiDB's write conflict.
-func commitConflict(err error) bool {
-	var my *mysql.MySQLError
-	return idempotent.IsDeadlock(err) || errors.As(err, &my) && my.Number == tidbWriteConflict
 }
 
 // renew pushes the claim's expiry forward every lockRenew until ctx ends;

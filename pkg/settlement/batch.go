@@ -89,13 +89,13 @@ func (s *Service) SettleBatch(ctx context.Context, evs []channels.Event) ([]Resu
 	// creates missing order rows inside it, as lockOrders does (a batch of
 	// one so writes nothing at all when it fails), and saves the upsert's
 	// statements and commit, which weigh most at low load.
-	skipLocked, err := s.canSkipLocked(ctx)
+	tidb, err := s.onTiDB(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("settle batch of %d: %w", len(evs), err)
 	}
 	mode := skipBusyRows
-	if !s.sqlite && !skipLocked {
-		// A server that cannot skip a held row (TiDB) waits for it.
+	if tidb {
+		// A server that cannot skip a held row waits for it.
 		mode = waitForRows
 	}
 	if !s.sqlite && len(evs) >= createOrdersFrom {
@@ -103,7 +103,7 @@ func (s *Service) SettleBatch(ctx context.Context, evs []channels.Event) ([]Resu
 			return nil, fmt.Errorf("settle batch of %d: %w", len(evs), err)
 		}
 		mode = skipBusyCreated
-		if !skipLocked {
+		if tidb {
 			mode = waitForCreated
 		}
 	}
@@ -608,6 +608,10 @@ func (s *Service) writeOrders(ctx context.Context, tx bun.Tx, orders map[tradeKe
 		rows = append(rows, orders[t])
 	}
 	slices.SortFunc(rows, func(a, b *Order) int { return cmp.Compare(a.ID, b.ID) })
+	ids := make([]int64, len(rows))
+	for i, o := range rows {
+		ids[i] = o.ID
+	}
 	cols := []struct {
 		name string
 		val  func(o *Order) any
@@ -635,10 +639,6 @@ func (s *Service) writeOrders(ctx context.Context, tx bun.Tx, orders map[tradeKe
 			}
 			b.WriteString(" END")
 		}
-		ids := make([]int64, len(rows))
-		for i, o := range rows {
-			ids[i] = o.ID
-		}
 		b.WriteString(" WHERE id IN (?)")
 		args = append(args, bun.List(ids))
 	} else {
@@ -652,12 +652,12 @@ func (s *Service) writeOrders(ctx context.Context, tx bun.Tx, orders map[tradeKe
 		// the id list confine it to the batch's own rows, by primary key,
 		// whatever the table's size and statistics. TiDB locks only the
 		// rows it writes and keeps the plain form.
-		innodb, err := s.canSkipLocked(ctx)
+		tidb, err := s.onTiDB(ctx)
 		if err != nil {
 			return fmt.Errorf("update %d orders: %w", len(rows), err)
 		}
 		b.WriteString("UPDATE ss_channel_order o ")
-		if innodb {
+		if !tidb {
 			b.WriteString("FORCE INDEX (PRIMARY) ")
 		}
 		b.WriteString("JOIN (")
@@ -682,11 +682,7 @@ func (s *Service) writeOrders(ctx context.Context, tx bun.Tx, orders map[tradeKe
 			}
 			b.WriteString("o." + col.name + " = v." + col.name)
 		}
-		if innodb {
-			ids := make([]int64, len(rows))
-			for i, o := range rows {
-				ids[i] = o.ID
-			}
+		if !tidb {
 			b.WriteString(" WHERE o.id IN (?)")
 			args = append(args, bun.List(ids))
 		}

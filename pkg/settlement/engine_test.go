@@ -25,9 +25,10 @@ func TestIsTiDB(t *testing.T) {
 	}
 }
 
-// TestSkipLockedFollowsTheServer: the batch's locking reads skip held rows
-// on MySQL and MariaDB, and wait on TiDB (which accepts SKIP LOCKED and
-// waits); the answer is asked once and kept.
+// TestSkipLockedFollowsTheServer: the server is asked once whether it is
+// TiDB (whose batches' locking reads wait, since it accepts SKIP LOCKED but
+// returns held rows unlocked; MySQL and MariaDB skip held rows), and the
+// answer is kept.
 func TestSkipLockedFollowsTheServer(t *testing.T) {
 	ctx := context.Background()
 	db := sqldbtest.MustMySQL(t)
@@ -35,21 +36,21 @@ func TestSkipLockedFollowsTheServer(t *testing.T) {
 	require.NoError(t, err)
 	var version string
 	require.NoError(t, db.QueryRowContext(ctx, "SELECT VERSION()").Scan(&version))
-	skip, err := svc.canSkipLocked(ctx)
+	tidb, err := svc.onTiDB(ctx)
 	require.NoError(t, err)
-	assert.Equal(t, !isTiDB(version), skip, "server %s", version)
+	assert.Equal(t, isTiDB(version), tidb, "server %s", version)
 	assert.True(t, svc.engine.known)
 
 	// Asked once: a closed pool is not asked again.
 	require.NoError(t, db.Close())
-	again, err := svc.canSkipLocked(ctx)
+	again, err := svc.onTiDB(ctx)
 	require.NoError(t, err)
-	assert.Equal(t, skip, again)
+	assert.Equal(t, tidb, again)
 
 	lite := sqldbtest.MustSQLite(t)
 	liteSvc, err := New(lite, idempotent.NewStore(lite), nil, nil)
 	require.NoError(t, err)
-	skip, err = liteSvc.canSkipLocked(ctx)
+	tidb, err = liteSvc.onTiDB(ctx)
 	require.NoError(t, err)
-	assert.False(t, skip, "SQLite takes no row locks")
+	assert.False(t, tidb, "SQLite is not TiDB")
 }
