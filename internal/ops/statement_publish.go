@@ -140,8 +140,8 @@ func PublishMissing(ctx context.Context, db *bun.DB, k Kafka, rep StatementRepor
 	if len(missing) == 0 {
 		return out, nil
 	}
-	if file.LineCount != rep.Lines {
-		return out, fmt.Errorf("publish missing: statement %s holds %d lines, the reconciliation saw %d: %w", file.SHA1, file.LineCount, rep.Lines, ErrStatementChanged)
+	if file.SHA1 != rep.StatementSHA1 {
+		return out, fmt.Errorf("publish missing: the statement held is %s, the reconciliation compared %s: %w", file.SHA1, rep.StatementSHA1, ErrStatementChanged)
 	}
 
 	totals, err := orderTotals(ctx, db, rep.TenantID, ch, missing, lines)

@@ -206,6 +206,21 @@ func TestPublishMissing(t *testing.T) {
 		assert.Equal(t, 1, n)
 	})
 
+	t.Run("a statement corrected between reconciling and publishing", func(t *testing.T) {
+		k := mustKafka(t, 2)
+		tr := trade(channels.WeChat, 67, 1)
+		w.importLines(67, channels.WeChat, payLine(tr))
+		rep := reconcileDay(t, w, 67, channels.WeChat, reconDay)
+		require.Len(t, rep.Items, 1)
+		corrected := payLine(tr) // as many lines, another amount
+		corrected.Amount = tr.Total + 1
+		w.importLines(67, channels.WeChat, corrected)
+		_, err := ops.PublishMissing(ctx, w.db, k, rep, time.Now())
+		require.ErrorIs(t, err, ops.ErrStatementChanged)
+		_, n := topicEvents(t, w, k)
+		assert.Equal(t, 0, n, "nothing published from a report of another file")
+	})
+
 	t.Run("a refund whose order row and payment line disagree", func(t *testing.T) {
 		k := mustKafka(t, 2)
 		tr := trade(channels.WeChat, 65, 1)

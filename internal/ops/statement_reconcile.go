@@ -68,6 +68,8 @@ type StatementReport struct {
 	TenantID int64  `json:"tenant_id"`
 	Channel  string `json:"channel"`
 	Day      string `json:"day"`
+	// StatementSHA1 is the SHA-1 of the statement file compared.
+	StatementSHA1 string `json:"statement_sha1"`
 	// Neighbours are the neighbouring days whose imported statements were
 	// consulted for missing_in_statement.
 	Neighbours []string `json:"neighbours"`
@@ -155,6 +157,7 @@ func ReconcileStatement(ctx context.Context, db bun.IDB, tenant int64, ch channe
 		}
 		return rep, fmt.Errorf("reconcile statement: tenant %d %s %s: %w", tenant, ch, day, ErrNoStatement)
 	}
+	rep.StatementSHA1 = file.SHA1
 	lines, err := statementLines(ctx, db, file.ID)
 	if err != nil {
 		return rep, err
@@ -195,7 +198,7 @@ func ReconcileStatement(ctx context.Context, db bun.IDB, tenant int64, ch channe
 	for k, p := range onDay {
 		byTrade[k] = p
 	}
-	r := reconciler{ch: ch, start: start.UTC(), end: end.UTC(), postings: byTrade}
+	r := reconciler{ch: ch, end: end.UTC(), postings: byTrade}
 	r.compare(lines)
 	if len(refundTrades) > 0 {
 		win, err := readRefundWindow(ctx, db, tenant, ch, day, refundTrades)
@@ -305,10 +308,10 @@ func recordQuietDay(ctx context.Context, db bun.IDB, rep StatementReport, start,
 
 // reconciler holds one day's comparison as it is worked out.
 type reconciler struct {
-	ch         channels.Channel
-	start, end time.Time
-	postings   map[string]posting // by key
-	items      []StatementItem
+	ch       channels.Channel
+	end      time.Time          // the day's end: postings before it count for the day
+	postings map[string]posting // by key
+	items    []StatementItem
 }
 
 func (r *reconciler) add(it StatementItem) { r.items = append(r.items, it) }
