@@ -129,25 +129,34 @@ func (l *migrationLock) renew(ctx context.Context, cancel context.CancelFunc) {
 	defer close(l.done)
 	t := time.NewTicker(lockRenew)
 	defer t.Stop()
+	lastOK := time.Now() // the claim lasts lockTTL from at least here
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
+		at := time.Now()
 		res, err := l.db.ExecContext(ctx,
 			"UPDATE ss_schema_lock SET expires_at = UTC_TIMESTAMP(6) + INTERVAL ? SECOND WHERE name = ? AND owner = ?",
 			int(lockTTL/time.Second), lockName, l.owner)
 		if err != nil {
-			// A failed renewal is tried again next tick; the claim lasts
-			// lockTTL, three renewals.
-			continue
+			// A failed renewal is tried again next tick, as long as the
+			// claim surely lasts until the tick after: past that, another
+			// runner may take it over, so this one gives it up.
+			if time.Since(lastOK) < lockTTL-lockRenew {
+				continue
+			}
+			close(l.lost)
+			cancel()
+			return
 		}
 		if n, err := res.RowsAffected(); err == nil && n == 0 {
 			close(l.lost)
 			cancel()
 			return
 		}
+		lastOK = at
 	}
 }
 
@@ -161,7 +170,11 @@ func (l *migrationLock) release(ctx context.Context) error {
 		return errors.New("migrate: the lock expired while migrating (renewals failed for over " + lockTTL.String() + ")")
 	default:
 	}
-	if _, err := l.db.ExecContext(context.WithoutCancel(ctx),
+	// Released even when ctx has ended, but not waited for longer than the
+	// claim lasts anyway.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lockTTL)
+	defer cancel()
+	if _, err := l.db.ExecContext(rctx,
 		"DELETE FROM ss_schema_lock WHERE name = ? AND owner = ?", lockName, l.owner); err != nil {
 		return fmt.Errorf("migrate: release lock: %w", err)
 	}

@@ -176,3 +176,25 @@ func TestMigrationLockLostCancelsTheMigration(t *testing.T) {
 	require.NoError(t, db.QueryRowContext(ctx, "SELECT owner FROM ss_schema_lock").Scan(&owner))
 	assert.Equal(t, "someone-else", owner)
 }
+
+// TestMigrationLockGivenUpWhenRenewalsFail: a holder whose renewals keep
+// failing gives its claim up before the claim can expire, cancelling the
+// migration, rather than migrating on beside a runner that took the
+// expired claim over.
+func TestMigrationLockGivenUpWhenRenewalsFail(t *testing.T) {
+	db, err := sqldb.OpenMySQL(sqldbtest.NewDatabase(t))
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	lctx, release, restore, err := schema.LockForTest(ctx, db, 2*time.Second, 100*time.Millisecond)
+	defer restore()
+	require.NoError(t, err)
+
+	require.NoError(t, db.Close()) // every renewal fails from now on
+	select {
+	case <-lctx.Done():
+	case <-time.After(20 * time.Second):
+		t.Fatal("the holder kept a claim it could not renew")
+	}
+	require.ErrorContains(t, release(ctx), "expired while migrating")
+}

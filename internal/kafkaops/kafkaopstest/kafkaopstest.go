@@ -53,9 +53,6 @@ type Kafka struct {
 	prefix string
 }
 
-// External reports whether k is a real cluster named by EnvBrokers.
-func (k *Kafka) External() bool { return k.Fake == nil }
-
 // Name is the name the test uses for base, a topic or a group name: base
 // itself on kfake (the cluster is the test's own), base under the test's
 // unique prefix on a real cluster. Name(t) + ".dlq" equals Name(t + ".dlq").
