@@ -301,6 +301,15 @@ type Worker struct {
 	// false it is neither (paycb_refund_unregistered_total still counts
 	// it). Env PAYCB_REFUNDS_PREREGISTERED. Default false.
 	RefundsPreregistered bool `yaml:"refunds_preregistered"`
+	// TenantMerchantsFile is the merchant binding (see MerchantBinding):
+	// lines TENANT_ID CHANNEL MERCHANT_ID. When set, a callback whose
+	// merchant is not bound to its envelope's tenant is dead-lettered
+	// tenant_mismatch, and statement import refuses a file of a merchant not
+	// bound to --tenant; the worker re-reads it when it changes. When empty,
+	// callbacks are not checked against merchants, and statement import and
+	// reconcile --publish-missing refuse to run. Validate reads it. Env
+	// PAYCB_TENANT_MERCHANTS_FILE. No default.
+	TenantMerchantsFile string `yaml:"tenant_merchants_file"`
 }
 
 // MaxBatch is the largest accepted Worker.BatchMax.
@@ -441,6 +450,11 @@ func (c Config) Validate() error {
 	}
 	if len(slices.Compact(slices.Sorted(slices.Values(w.Channels)))) != len(w.Channels) {
 		bad("worker.channels", "names a channel twice: %s", strings.Join(w.Channels, ","))
+	}
+	if w.TenantMerchantsFile != "" {
+		if _, err := LoadMerchantBinding(w.TenantMerchantsFile); err != nil {
+			bad("worker.tenant_merchants_file", "%v", err)
+		}
 	}
 
 	if len(errs) == 0 {

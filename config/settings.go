@@ -202,6 +202,11 @@ var settings = []setting{
 		path: "worker.refunds_preregistered", env: "PAYCB_REFUNDS_PREREGISTERED", usage: "whether every refund is expected to be registered before the channel reports it; when true an unregistered refund is a WARN and a reconciliation discrepancy",
 		def: "false", field: func(c *Config) any { return &c.Worker.RefundsPreregistered },
 	},
+	{
+		path: "worker.tenant_merchants_file", env: "PAYCB_TENANT_MERCHANTS_FILE",
+		usage: "merchant binding, lines TENANT_ID CHANNEL MERCHANT_ID; re-read when it changes; empty: callbacks unchecked, statement import refused",
+		field: func(c *Config) any { return &c.Worker.TenantMerchantsFile },
+	},
 }
 
 var settingByPath = func() map[string]*setting {

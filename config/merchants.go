@@ -1,0 +1,151 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode"
+
+	"github.com/paycallback/paycallback/internal/watchfile"
+	"github.com/paycallback/paycallback/pkg/channels"
+)
+
+// MaxMerchantIDLen caps a merchant ID in the merchant binding file, in
+// bytes: WeChat mchid and Alipay PIDs are 10 to 16 digits, Shouqianba
+// terminal numbers about 20 characters.
+const MaxMerchantIDLen = 64
+
+// MerchantBinding says which tenant each merchant belongs to, per channel:
+// the contents of Worker.TenantMerchantsFile. A merchant ID is WeChat mchid
+// (sub_mchid for a service provider's sub-merchant), Alipay seller_id (the
+// PID) or Shouqianba terminal_sn. The zero value binds nothing. It is
+// immutable once parsed and safe for concurrent use.
+type MerchantBinding struct {
+	owner map[channels.Channel]map[string]int64
+	lines int
+}
+
+// ParseMerchantBinding parses a merchant binding file: one binding a line,
+// TENANT_ID CHANNEL MERCHANT_ID separated by spaces or tabs; blank lines
+// and everything from a # to the end of a line are skipped; a tenant may
+// have several merchants of a channel. CHANNEL is WECHAT, ALIPAY or SQB. A
+// merchant bound to two tenants is an error naming both lines: one merchant
+// belongs to one tenant. Every problem is reported at once, each naming its
+// line.
+func ParseMerchantBinding(data []byte) (MerchantBinding, error) {
+	b := MerchantBinding{owner: map[channels.Channel]map[string]int64{}}
+	type at struct {
+		tenant int64
+		line   int
+	}
+	first := map[channels.Channel]map[string]at{}
+	var errs []error
+	for i, line := range strings.Split(string(data), "\n") {
+		n := i + 1
+		line, _, _ = strings.Cut(line, "#")
+		fields := strings.Fields(line)
+		if len(fields) == 0 {
+			continue
+		}
+		if len(fields) != 3 {
+			errs = append(errs, fmt.Errorf("line %d: want TENANT_ID CHANNEL MERCHANT_ID, got %d fields", n, len(fields)))
+			continue
+		}
+		tenant, err := strconv.ParseInt(fields[0], 10, 64)
+		if err != nil || tenant <= 0 {
+			errs = append(errs, fmt.Errorf("line %d: tenant ID %q is not a positive integer", n, fields[0]))
+			continue
+		}
+		ch := channels.Channel(fields[1])
+		if !ch.Valid() {
+			errs = append(errs, fmt.Errorf("line %d: channel %q is not WECHAT, ALIPAY or SQB", n, fields[1]))
+			continue
+		}
+		merchant := fields[2]
+		if msg := checkMerchantID(merchant); msg != "" {
+			errs = append(errs, fmt.Errorf("line %d: merchant ID %s", n, msg))
+			continue
+		}
+		if first[ch] == nil {
+			first[ch], b.owner[ch] = map[string]at{}, map[string]int64{}
+		}
+		if prev, ok := first[ch][merchant]; ok {
+			if prev.tenant != tenant {
+				errs = append(errs, fmt.Errorf("line %d: %s merchant %s is bound to tenant %d, but line %d binds it to tenant %d: a merchant belongs to one tenant",
+					n, ch, merchant, tenant, prev.line, prev.tenant))
+			}
+			continue
+		}
+		first[ch][merchant] = at{tenant: tenant, line: n}
+		b.owner[ch][merchant] = tenant
+		b.lines++
+	}
+	if len(errs) > 0 {
+		return MerchantBinding{}, errors.Join(errs...)
+	}
+	return b, nil
+}
+
+// checkMerchantID says what is wrong with a merchant ID, or "" when it is
+// fine: at most MaxMerchantIDLen bytes of printable characters.
+func checkMerchantID(id string) string {
+	if len(id) > MaxMerchantIDLen {
+		return fmt.Sprintf("is %d bytes, at most %d", len(id), MaxMerchantIDLen)
+	}
+	for _, r := range id {
+		if !unicode.IsPrint(r) || r == '[' || r == ']' {
+			return fmt.Sprintf("%q has a character a merchant ID never has", id)
+		}
+	}
+	return ""
+}
+
+// TenantOf returns the tenant the binding gives merchant of channel ch, and
+// false when it binds that merchant to none.
+func (b MerchantBinding) TenantOf(ch channels.Channel, merchant string) (int64, bool) {
+	t, ok := b.owner[ch][merchant]
+	return t, ok
+}
+
+// Merchants returns the merchants of channel ch bound to tenant, sorted.
+func (b MerchantBinding) Merchants(tenant int64, ch channels.Channel) []string {
+	var out []string
+	for m, t := range b.owner[ch] {
+		if t == tenant {
+			out = append(out, m)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Len is the number of distinct bindings.
+func (b MerchantBinding) Len() int { return b.lines }
+
+// Tenants returns the tenants the binding names, sorted.
+func (b MerchantBinding) Tenants() []int64 {
+	seen := map[int64]bool{}
+	for _, m := range b.owner {
+		for _, t := range m {
+			seen[t] = true
+		}
+	}
+	return slices.Sorted(maps.Keys(seen))
+}
+
+// MerchantBindingFile is the merchant binding file kept current while the
+// worker runs (see internal/watchfile).
+type MerchantBindingFile = watchfile.File[MerchantBinding]
+
+// LoadMerchantBinding reads and parses the merchant binding file at path;
+// the error names the file and every bad line.
+func LoadMerchantBinding(path string) (*MerchantBindingFile, error) {
+	f, err := watchfile.Load(path, ParseMerchantBinding)
+	if err != nil {
+		return nil, fmt.Errorf("load merchant binding: %w", err)
+	}
+	return f, nil
+}

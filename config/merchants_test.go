@@ -1,0 +1,84 @@
+package config
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/paycallback/paycallback/pkg/channels"
+)
+
+func TestParseMerchantBinding(t *testing.T) {
+	t.Run("several merchants per tenant and channel", func(t *testing.T) {
+		b, err := ParseMerchantBinding([]byte("# tenant 1001: two terminals and a sub-merchant\n" +
+			"1001 SQB 100000000000000001\n1001\tSQB  100000000000000002 # the second till\n\n" +
+			"1001 WECHAT 1900000109\r\n2002 ALIPAY 2088000000000000\n1001 SQB 100000000000000001\n"))
+		require.NoError(t, err)
+		assert.Equal(t, 4, b.Len(), "a repeated line binds once")
+		for _, tt := range []struct {
+			ch       channels.Channel
+			merchant string
+			tenant   int64
+			ok       bool
+		}{
+			{channels.SQB, "100000000000000001", 1001, true},
+			{channels.SQB, "100000000000000002", 1001, true},
+			{channels.WeChat, "1900000109", 1001, true},
+			{channels.Alipay, "2088000000000000", 2002, true},
+			{channels.WeChat, "2088000000000000", 0, false}, // bound for another channel only
+			{channels.SQB, "100000000000000003", 0, false},
+		} {
+			tenant, ok := b.TenantOf(tt.ch, tt.merchant)
+			assert.Equal(t, tt.ok, ok, "%s %s", tt.ch, tt.merchant)
+			assert.Equal(t, tt.tenant, tenant, "%s %s", tt.ch, tt.merchant)
+		}
+		assert.Equal(t, []string{"100000000000000001", "100000000000000002"}, b.Merchants(1001, channels.SQB))
+		assert.Equal(t, []int64{1001, 2002}, b.Tenants())
+	})
+	t.Run("bad lines are named", func(t *testing.T) {
+		_, err := ParseMerchantBinding([]byte("1001 WECHAT\nx WECHAT 1\n1001 PAYPAL 1\n1001 WECHAT 1900000109\n" +
+			"2002 WECHAT 1900000109\n1001 ALIPAY [2088]\n"))
+		require.Error(t, err)
+		for _, want := range []string{
+			"line 1: want TENANT_ID CHANNEL MERCHANT_ID, got 2 fields",
+			`line 2: tenant ID "x" is not a positive integer`,
+			`line 3: channel "PAYPAL" is not WECHAT, ALIPAY or SQB`,
+			"line 5: WECHAT merchant 1900000109 is bound to tenant 2002, but line 4 binds it to tenant 1001: a merchant belongs to one tenant",
+			"line 6: merchant ID",
+		} {
+			assert.Contains(t, err.Error(), want)
+		}
+	})
+	t.Run("one merchant ID in two channels is two merchants", func(t *testing.T) {
+		b, err := ParseMerchantBinding([]byte("1001 WECHAT 123\n2002 SQB 123\n"))
+		require.NoError(t, err)
+		tenant, ok := b.TenantOf(channels.SQB, "123")
+		require.True(t, ok)
+		assert.Equal(t, int64(2002), tenant)
+	})
+}
+
+func TestTenantMerchantsFileSetting(t *testing.T) {
+	dir := t.TempDir()
+	good := writeFile(t, dir, "good", "1001 WECHAT 1900000109\n")
+	bad := writeFile(t, dir, "bad", "1001 WECHAT 1900000109\n2002 WECHAT 1900000109\n")
+
+	c, err := Load(nil, envMap(map[string]string{"PAYCB_TENANT_MERCHANTS_FILE": good}))
+	require.NoError(t, err)
+	require.NoError(t, c.Validate())
+	assert.Equal(t, good, c.Worker.TenantMerchantsFile)
+	assert.Contains(t, c.String(), "worker.tenant_merchants_file="+good, "a path, printed as it is")
+
+	cfgFile := writeFile(t, dir, "c.yaml", "worker:\n  tenant_merchants_file: "+bad+"\n")
+	c, err = Load(parseFlags(t, "--config", cfgFile), nil)
+	require.NoError(t, err)
+	err = c.Validate()
+	require.ErrorIs(t, err, ErrInvalid)
+	assert.Contains(t, err.Error(), "PAYCB_TENANT_MERCHANTS_FILE")
+	assert.Contains(t, err.Error(), "line 2: WECHAT merchant 1900000109 is bound to tenant 2002, but line 1 binds it to tenant 1001")
+
+	c, err = Load(nil, envMap(map[string]string{"PAYCB_TENANT_MERCHANTS_FILE": dir + "/missing"}))
+	require.NoError(t, err)
+	require.ErrorIs(t, c.Validate(), ErrInvalid)
+}
