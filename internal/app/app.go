@@ -47,11 +47,14 @@ type Main struct {
 	Registry *prometheus.Registry
 	// Fault injects failures at message boundaries, for tests; nil in
 	// production.
-	Fault  worker.FaultFunc
-	mu     sync.Mutex
-	worker *worker.Worker
-	admin  *admin.Server
-	ready  chan struct{}
+	Fault worker.FaultFunc
+	// MerchantsInterval is how often the merchant binding file is looked
+	// at for changes; zero is watchfile.DefaultInterval.
+	MerchantsInterval time.Duration
+	mu                sync.Mutex
+	worker            *worker.Worker
+	admin             *admin.Server
+	ready             chan struct{}
 }
 
 // Run starts every part and blocks until ctx ends, then shuts down in order:
@@ -129,6 +132,10 @@ func (m *Main) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("%w: worker.channels: %w", config.ErrInvalid, err)
 	}
+	merchants, err := loadMerchants(cfg, logger)
+	if err != nil {
+		return err
+	}
 	claims := idempotent.NewStore(db)
 	settler, err := settlement.New(db, claims, logger, reg)
 	if err != nil {
@@ -151,6 +158,7 @@ func (m *Main) Run(ctx context.Context) error {
 
 		StatementTimeout:  cfg.DB.StatementTimeout,
 		DeadLetterRecords: records,
+		Merchants:         merchants,
 	}
 	w := worker.New(worker.Config{
 		Brokers:           cfg.Kafka.Brokers,
@@ -208,6 +216,11 @@ func (m *Main) Run(ctx context.Context) error {
 	errs := make(chan error, 2)
 	wg.Add(2)
 	go func() { defer wg.Done(); _ = sweeper.Run(bg) }()
+	if merchants != nil {
+		// A new terminal or sub-merchant needs no restart; a bad edit is
+		// logged and the last good binding stays in force.
+		wg.Go(func() { merchants.Watch(bg, m.MerchantsInterval, logger, nil) })
+	}
 	go func() {
 		defer wg.Done()
 		if err := srv.Serve(bg, adminLn); err != nil {
@@ -225,6 +238,24 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	logger.Info("worker stopped")
 	return runErr
+}
+
+// loadMerchants reads the merchant binding when one is configured, and
+// otherwise says, once, that callbacks are not checked against merchants.
+func loadMerchants(cfg config.Config, logger *slog.Logger) (*config.MerchantBindingFile, error) {
+	path := cfg.Worker.TenantMerchantsFile
+	if path == "" {
+		logger.Warn("PAYCB_TENANT_MERCHANTS_FILE is not set: callbacks are not checked against merchants " +
+			"(a callback of any merchant is posted to the tenant its envelope names)")
+		return nil, nil
+	}
+	f, err := config.LoadMerchantBinding(path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: worker.tenant_merchants_file (PAYCB_TENANT_MERCHANTS_FILE): %w", config.ErrInvalid, err)
+	}
+	logger.Info("callbacks are checked against the merchant binding", "file", path,
+		"bindings", f.Current().Len(), "tenants", len(f.Current().Tenants()))
+	return f, nil
 }
 
 // Worker returns the running worker (nil before Run has wired it).

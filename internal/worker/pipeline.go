@@ -9,6 +9,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"github.com/paycallback/paycallback/config"
 	"github.com/paycallback/paycallback/internal/metrics"
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/idempotent"
@@ -45,6 +46,15 @@ type Pipeline struct {
 	Claims       *idempotent.Store
 	Settler      Settler
 	DeadLetterer DeadLetterer
+
+	// Merchants, when set, binds merchants to tenants: a callback whose
+	// merchant (channels.Result.MerchantID) the binding does not give to
+	// its envelope's tenant, or that names none, is dead-lettered
+	// tenant_mismatch before anything is claimed (see checkMerchant).
+	// Statement events are not checked. Nil checks nothing. The file's
+	// current contents are read for each message, so an edit picked up by
+	// its Watch applies to the next message.
+	Merchants *config.MerchantBindingFile
 
 	// DeadLetterRecords, when set, makes each dead letter written once:
 	// one already recorded for the same message and kind (by an earlier
@@ -162,6 +172,14 @@ func (p *Pipeline) Handle(ctx context.Context, msgs []kafka.Message, states []Me
 		}
 		if err != nil {
 			if err := p.deadLetterUndecodable(ctx, msg, res, err); err != nil {
+				return err
+			}
+			states[i].done = true
+			continue
+		}
+		if reason := p.checkMerchant(res); reason != "" {
+			// Nothing of it is claimed, as for an undecodable message.
+			if err := p.deadLetterTenantMismatch(ctx, msg, res, reason); err != nil {
 				return err
 			}
 			states[i].done = true
@@ -444,6 +462,58 @@ func (p *Pipeline) deadLetterOverRefund(ctx context.Context, msg kafka.Message, 
 	}
 	p.Logger.Error("over-refund dead-lettered", "tenant", ev.TenantID, "key", string(ev.Key),
 		"cumulative_refunded", ev.CumulativeRefunded, "refund_amount", ev.RefundAmount, "order_total", ev.OrderTotal)
+	return nil
+}
+
+// checkMerchant returns why res's merchant is not bound to its envelope's
+// tenant, or "" when it is (or when nothing is checked: no binding, or a
+// statement event, whose tenant was bound when its statement was
+// imported).
+func (p *Pipeline) checkMerchant(res channels.Result) string {
+	if p.Merchants == nil || res.FromStatement {
+		return ""
+	}
+	ev := res.Event
+	if res.MerchantID == "" {
+		return fmt.Sprintf("the %s callback of tenant %d names no merchant (%s); %s binds merchants to tenants, so it is not posted",
+			ev.Channel, ev.TenantID, merchantField(ev.Channel), p.Merchants.Path())
+	}
+	owner, ok := p.Merchants.Current().TenantOf(ev.Channel, res.MerchantID)
+	switch {
+	case !ok:
+		return fmt.Sprintf("%s merchant %s is not bound to tenant %d: %s binds it to no tenant",
+			ev.Channel, res.MerchantID, ev.TenantID, p.Merchants.Path())
+	case owner != ev.TenantID:
+		return fmt.Sprintf("%s merchant %s is not bound to tenant %d: %s binds it to tenant %d",
+			ev.Channel, res.MerchantID, ev.TenantID, p.Merchants.Path(), owner)
+	}
+	return ""
+}
+
+// merchantField names the field a channel's callback names its merchant
+// by.
+func merchantField(ch channels.Channel) string {
+	switch ch {
+	case channels.WeChat:
+		return "mchid or sub_mchid"
+	case channels.Alipay:
+		return "seller_id"
+	default:
+		return "terminal_sn"
+	}
+}
+
+// deadLetterTenantMismatch dead-letters a decoded callback whose merchant
+// is not its tenant's; nothing was claimed.
+func (p *Pipeline) deadLetterTenantMismatch(ctx context.Context, msg kafka.Message, res channels.Result, reason string) error {
+	if err := p.deadLetter(ctx, msg, channels.KindTenantMismatch, reason, res.Event); err != nil {
+		return err
+	}
+	ev := res.Event
+	p.Logger.Error("callback of a merchant not bound to its tenant dead-lettered", "kind", string(channels.KindTenantMismatch),
+		"tenant", ev.TenantID, "channel", string(ev.Channel), "merchant", res.MerchantID, "trade_no", ev.TradeNo,
+		"topic", msg.Topic, "partition", msg.Partition, "offset", msg.Offset)
+	p.Metrics.Event(string(ev.Channel), string(ev.Type), metrics.OutcomeDeadLettered)
 	return nil
 }
 

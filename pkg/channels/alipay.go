@@ -39,7 +39,7 @@ var shanghai = func() *time.Location {
 var alipayFields = [...]string{
 	"notify_type", "trade_no", "out_trade_no", "out_biz_no", "trade_status",
 	"total_amount", "refund_fee", "gmt_create", "gmt_payment", "gmt_refund",
-	"notify_time", "trans_currency",
+	"notify_time", "trans_currency", "seller_id",
 }
 
 // alipayForm holds the values of alipayFields read from one body.
@@ -119,11 +119,12 @@ func isHex(c byte) bool {
 	return isDigit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F')
 }
 
-func decodeAlipay(env Envelope) (Result, error) {
+func decodeAlipay(env Envelope) (res Result, err error) {
 	form, err := parseAlipayForm(env.Body)
 	if err != nil {
 		return Result{}, errorf(KindMalformed, "decode alipay form: %w", err)
 	}
+	defer func() { res.MerchantID = form.get("seller_id") }()
 	get := form.get
 	if nt := get("notify_type"); nt != "" && nt != AlipayNotifyType {
 		return Result{}, errorf(KindUnsupported, "alipay notify_type %s", quote(nt))

@@ -142,6 +142,7 @@ func (d *Decoder) decode(env Envelope) (Result, error) {
 	}
 	res.Event.TenantID = env.TenantID
 	res.Event.Channel = Channel(env.Channel)
+	res.FromStatement = env.FromStatement()
 	if err != nil {
 		p := partial(env)
 		p.APIv3Key = res.APIv3Key // a resource decrypted, then refused

@@ -11,7 +11,8 @@ import (
 type ErrorKind string
 
 // The dead-letter kinds. The decoder only ever returns the first six; the
-// worker uses KindConflict and KindOverRefund for the same header.
+// worker uses KindConflict, KindOverRefund and KindTenantMismatch for the
+// same header.
 const (
 	// KindMalformed: the envelope or body does not have the documented
 	// shape (bad JSON or form, a required field missing, an identifier too
@@ -40,13 +41,18 @@ const (
 	// KindOverRefund: a refund would take more than was paid. Never
 	// returned by the decoder.
 	KindOverRefund ErrorKind = "over_refund"
+	// KindTenantMismatch: the merchant the callback names (see
+	// Result.MerchantID) is not bound to the envelope's tenant by the
+	// merchant binding, or the callback names none. Never returned by the
+	// decoder; the worker checks it before the claim.
+	KindTenantMismatch ErrorKind = "tenant_mismatch"
 )
 
 // Valid reports whether k is one of the contract's dead-letter kinds.
 func (k ErrorKind) Valid() bool {
 	switch k {
 	case KindMalformed, KindUnknownChannel, KindDecryptFailed, KindNoKey,
-		KindInvalidAmount, KindUnsupported, KindConflict, KindOverRefund:
+		KindInvalidAmount, KindUnsupported, KindConflict, KindOverRefund, KindTenantMismatch:
 		return true
 	}
 	return false

@@ -224,12 +224,22 @@ const (
 //
 // APIv3Key is set whenever a WeChat resource was decrypted, even when its
 // content was then refused: which of the tenant's keys opened it.
+//
+// MerchantID is the merchant the callback names, on money-moving and
+// ignored results alike: WeChat sub_mchid when present (partner mode),
+// else mchid, from the decrypted resource; Alipay seller_id; Shouqianba
+// terminal_sn (inside biz_response.data for a forwarded API response).
+// It is empty when the callback names none, and on statement events,
+// whose FromStatement is true instead (their tenant was bound at import).
+// Neither is part of the event stored with the claim.
 type Result struct {
-	Event        Event
-	Ignored      bool
-	IgnoreReason string
-	RefundStatus RefundStatus
-	APIv3Key     KeyUse
+	Event         Event
+	Ignored       bool
+	IgnoreReason  string
+	RefundStatus  RefundStatus
+	APIv3Key      KeyUse
+	MerchantID    string
+	FromStatement bool
 }
 
 // checkID validates an identifier read from a body: non-empty, at most

@@ -108,7 +108,7 @@ func TestKindOf(t *testing.T) {
 	require.False(t, ok)
 	_, ok = channels.KindOf(nil)
 	require.False(t, ok)
-	for _, k := range []channels.ErrorKind{"malformed", "unknown_channel", "decrypt_failed", "no_key", "conflict", "over_refund", "invalid_amount", "unsupported"} {
+	for _, k := range []channels.ErrorKind{"malformed", "unknown_channel", "decrypt_failed", "no_key", "conflict", "over_refund", "invalid_amount", "unsupported", "tenant_mismatch"} {
 		require.True(t, k.Valid(), k)
 	}
 	require.False(t, channels.ErrorKind("timeout").Valid())

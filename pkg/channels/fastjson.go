@@ -474,17 +474,17 @@ func fastWeChatRefund(data []byte, rf *wechatRefund) bool {
 var (
 	sqbOrderKeys = []string{
 		"sn", "client_sn", "client_tsn", "refund_request_no", "status", "order_status",
-		"total_amount", "net_amount", "finish_time", "channel_finish_time",
+		"total_amount", "net_amount", "finish_time", "channel_finish_time", "terminal_sn",
 	}
 	sqbBodyKeys = append(append([]string(nil), sqbOrderKeys...), "biz_response")
 	sqbBizKeys  = []string{"data"}
 )
 
 // sqbFields returns o's fields in the order of sqbOrderKeys.
-func sqbFields(o *sqbOrder) [10]*string {
+func sqbFields(o *sqbOrder) [11]*string {
 	return [...]*string{
 		&o.SN, &o.ClientSN, &o.ClientTSN, &o.RefundRequestNo, &o.Status, &o.OrderStatus,
-		&o.TotalAmount, &o.NetAmount, &o.FinishTime, &o.ChannelFinishTime,
+		&o.TotalAmount, &o.NetAmount, &o.FinishTime, &o.ChannelFinishTime, &o.TerminalSN,
 	}
 }
 

@@ -39,6 +39,7 @@ type sqbOrder struct {
 	NetAmount         string `json:"net_amount"`
 	FinishTime        string `json:"finish_time"`
 	ChannelFinishTime string `json:"channel_finish_time"`
+	TerminalSN        string `json:"terminal_sn"`
 }
 
 // sqbBody accepts both the callback (fields at the top level) and the
@@ -55,8 +56,9 @@ type sqbBizResponse struct {
 	Data *sqbOrder `json:"data"`
 }
 
-func decodeSQB(env Envelope) (Result, error) {
+func decodeSQB(env Envelope) (res Result, err error) {
 	var body sqbBody
+	defer func() { res.MerchantID = body.merchant() }()
 	if !fastSQB([]byte(env.Body), &body) {
 		body = sqbBody{}
 		if err := unmarshal([]byte(env.Body), &body, "sqb body"); err != nil {
@@ -135,6 +137,15 @@ func decodeSQB(env Envelope) (Result, error) {
 		return Result{}, err
 	}
 	return Result{Event: ev, RefundStatus: RefundSuccess}, nil
+}
+
+// merchant is the terminal the body names: biz_response.data's of a
+// forwarded API response, else the callback's own.
+func (b *sqbBody) merchant() string {
+	if b.BizResponse != nil && b.BizResponse.Data != nil {
+		return b.BizResponse.Data.TerminalSN
+	}
+	return b.TerminalSN
 }
 
 // sqbRefundNo is refund_request_no, else the suffix of client_tsn

@@ -177,8 +177,9 @@ func (d *Decoder) decryptWeChat(tenantID int64, r *wechatResource) ([]byte, KeyU
 		"wechat resource for tenant %d failed authentication with each of its %d keys (wrong keys or associated data)", tenantID, len(keys))
 }
 
-func decodeWeChatTransaction(plain []byte, n *wechatNotification) (Result, error) {
+func decodeWeChatTransaction(plain []byte, n *wechatNotification) (res Result, err error) {
 	var tx wechatTransaction
+	defer func() { res.MerchantID = wechatMerchant(tx.MchID, tx.SubMchID) }()
 	if !fastWeChatTransaction(plain, &tx) {
 		tx = wechatTransaction{}
 		if err := unmarshal(plain, &tx, "wechat transaction"); err != nil {
@@ -214,8 +215,9 @@ func decodeWeChatTransaction(plain []byte, n *wechatNotification) (Result, error
 	return Result{Event: ev}, nil
 }
 
-func decodeWeChatRefund(plain []byte, n *wechatNotification) (Result, error) {
+func decodeWeChatRefund(plain []byte, n *wechatNotification) (res Result, err error) {
 	var rf wechatRefund
+	defer func() { res.MerchantID = wechatMerchant(rf.MchID, rf.SubMchID) }()
 	if !fastWeChatRefund(plain, &rf) {
 		rf = wechatRefund{}
 		if err := unmarshal(plain, &rf, "wechat refund"); err != nil {
@@ -273,6 +275,16 @@ func decodeWeChatRefund(plain []byte, n *wechatNotification) (Result, error) {
 		return Result{}, err
 	}
 	return Result{Event: ev, RefundStatus: RefundSuccess}, nil
+}
+
+// wechatMerchant is the merchant a decrypted resource names: the
+// sub-merchant in partner mode (sp_mchid is the service provider, which
+// serves many tenants), else mchid.
+func wechatMerchant(mchID, subMchID string) string {
+	if subMchID != "" {
+		return subMchID
+	}
+	return mchID
 }
 
 // wechatTime parses success_time, else the notification's create_time
