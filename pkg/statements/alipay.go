@@ -311,6 +311,8 @@ func parseAlipayDetail(text string) (Statement, error) {
 				state = header
 			case state == rows:
 				return Statement{}, fmt.Errorf("alipay bill line %d: comment inside the detail rows: %w", lineNo, ErrFormat)
+			case strings.HasPrefix(line, alipayAccountHeader):
+				st.Merchants = appendDistinct(st.Merchants, alipayAccount(line))
 			case strings.Contains(line, "起始日期"):
 				if haveWindow {
 					return Statement{}, fmt.Errorf("alipay bill line %d: second 起始日期 line: %w", lineNo, ErrFormat)

@@ -131,6 +131,7 @@ func ParseSQB(r io.Reader) (Statement, error) {
 		raw    []byte
 	}
 	seen := make(map[string]seenLine)
+	var merchants merchantSet
 	rest := bytes.TrimPrefix(data, []byte("\ufeff"))
 	for lineNo := 1; len(rest) > 0; lineNo++ {
 		var raw []byte
@@ -155,7 +156,9 @@ func ParseSQB(r io.Reader) (Statement, error) {
 			return Statement{}, fmt.Errorf("sqb query line %d: %w", lineNo, err)
 		}
 		st.Lines = append(st.Lines, line)
+		merchants.add(sqbTerminal(raw))
 	}
+	st.Merchants = merchants.ids
 	return st, nil
 }
 

@@ -117,6 +117,14 @@ type Statement struct {
 	// SHA1 is the hex SHA-1 of the uncompressed bytes (WeChat's hash_value
 	// is over those).
 	SHA1 string
+
+	// Merchants are the distinct merchants the file names, in order of
+	// first appearance, as the file writes them: each WeChat row's
+	// 特约商户号 when not 0, else its 商户号; the Alipay #账号 header's
+	// account (PID + 0156); each Shouqianba response's terminal_sn; "" for
+	// a row or response that names none. MerchantIDs gives them in the
+	// merchant binding's terms.
+	Merchants []string
 }
 
 // ErrMismatch is wrapped by the error of a file whose rows disagree with

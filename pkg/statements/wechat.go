@@ -240,6 +240,8 @@ type wechatParser struct {
 	pos    map[string]int
 	lines  []Line
 	sums   Totals
+	// merchants are the rows' merchants (see Statement.MerchantIDs).
+	merchants merchantSet
 }
 
 func parseWeChatText(data []byte) (Statement, error) {
@@ -295,6 +297,8 @@ func parseWeChatText(data []byte) (Statement, error) {
 		Format:  p.layout.format,
 		Lines:   p.lines,
 		Totals:  totals,
+
+		Merchants: p.merchants.ids,
 	}, nil
 }
 
@@ -366,6 +370,7 @@ func (p *wechatParser) readRow(lineNo int, line string) error {
 	get := func(name string) string { s, _ := p.cell(lineNo, cells, name); return s }
 	legacy := p.layout.format == FormatWeChatAllLegacy
 
+	p.merchants.add(wechatMerchant(get("商户号"), get("特约商户号")))
 	ln := Line{
 		LineNo:          lineNo,
 		Channel:         channels.WeChat,

@@ -56,6 +56,14 @@ type sqbData struct {
 // amount outside [0, channels.MaxAmount] (SettledAmount above Amount
 // included), the same sn twice, or an empty sn or client_sn.
 func SQBQueryResponses(lines []statements.Line) (File, error) {
+	return SQBQueryResponsesOf(SQBTerminalSN, lines)
+}
+
+// SQBTerminalSN is the terminal_sn of SQBQueryResponses' responses.
+const SQBTerminalSN = "100000000000000001"
+
+// SQBQueryResponsesOf is SQBQueryResponses of the terminal terminal.
+func SQBQueryResponsesOf(terminal string, lines []statements.Line) (File, error) {
 	var b bytes.Buffer
 	want := statements.Statement{Channel: channels.SQB, Format: statements.FormatSQBQuery}
 	seen := map[string]bool{}
@@ -68,7 +76,7 @@ func SQBQueryResponses(lines []statements.Line) (File, error) {
 		r.BizResponse.ResultCode = "SUCCESS"
 		r.BizResponse.Data = sqbData{
 			SN: l.TradeNo, ClientSN: l.MerchantOrderNo, TradeNo: "4200000000" + digitsOf(l.TradeNo, 18),
-			TerminalSN: "100000000000000001", Status: "SUCCESS", OrderStatus: l.Status, Payway: "3", SubPayway: "1",
+			TerminalSN: terminal, Status: "SUCCESS", OrderStatus: l.Status, Payway: "3", SubPayway: "1",
 			TotalAmount: strconv.FormatInt(l.Amount, 10), NetAmount: strconv.FormatInt(l.SettledAmount, 10),
 			Subject: "门店消费", Operator: "cashier01",
 		}
@@ -86,6 +94,7 @@ func SQBQueryResponses(lines []statements.Line) (File, error) {
 		l.LineNo = i + 1
 		l.RefundNo, l.FeeMicroYuan = "", 0
 		want.Lines = append(want.Lines, l)
+		want.Merchants = []string{terminal}
 		t := &want.Totals
 		t.Lines++
 		t.Payments++

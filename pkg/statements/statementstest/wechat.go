@@ -2,9 +2,11 @@ package statementstest
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/sha1" //nolint:gosec // WeChat states the bill's hash as SHA-1; tests compare it, nothing is protected by it.
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -23,15 +25,24 @@ const wechatSummaryHeader = "总交易单数,应结订单总金额,退款总金�
 // The cells of a bill that pkg/statements does not read, fixed here.
 const (
 	wechatAppID    = "wx00000000000000f0"
-	wechatMchID    = "1900000000"
 	wechatOpenID   = "oTEST0000000000000000000001"
 	wechatBank     = "OTHERS"
 	wechatProduct  = "门店消费"
 	wechatTimeForm = "2006-01-02 15:04:05"
 )
 
+// WeChatMchID is the 商户号 of WeChatBill's rows unless WeChatOptions
+// names another.
+const WeChatMchID = "1900000000"
+
 // WeChatOptions shape WeChatBill's file beyond its lines.
 type WeChatOptions struct {
+	// MchID is every row's 商户号; WeChatMchID when empty.
+	MchID string
+	// SubMchID maps a trade number to its row's 特约商户号, a service
+	// provider's sub-merchant; the rows of other trades say 0 (a normal
+	// merchant's bill).
+	SubMchID map[string]string
 	// MicroPay holds the trade numbers paid by barcode (付款码): their rows
 	// say 交易类型 MICROPAY, the everyday POS payment, which WeChat never
 	// notifies. Every other row says JSAPI.
@@ -77,6 +88,9 @@ func WeChatBill(lines []statements.Line, o WeChatOptions) (File, error) {
 		}
 		l.Time = l.Time.Truncate(time.Second).UTC()
 		want.Lines = append(want.Lines, l)
+		if m := cmp.Or(o.SubMchID[l.TradeNo], cmp.Or(o.MchID, WeChatMchID)); !slices.Contains(want.Merchants, m) {
+			want.Merchants = append(want.Merchants, m)
+		}
 		t.Lines++
 		if l.Kind == statements.KindPayment {
 			t.Payments++
@@ -145,7 +159,7 @@ func wechatRow(i int, l statements.Line, o WeChatOptions) ([]string, error) {
 		return nil, unwritable(i, "kind %q: a WeChat bill holds payments and refunds", l.Kind)
 	}
 	return []string{
-		"`" + l.Time.In(statements.Beijing).Format(wechatTimeForm), "`" + wechatAppID, "`" + wechatMchID, "`0", "`",
+		"`" + l.Time.In(statements.Beijing).Format(wechatTimeForm), "`" + wechatAppID, "`" + cmp.Or(o.MchID, WeChatMchID), "`" + cmp.Or(o.SubMchID[l.TradeNo], "0"), "`",
 		"`" + l.TradeNo, "`" + l.MerchantOrderNo, "`" + wechatOpenID, "`" + tradeType, "`" + status, "`" + wechatBank,
 		"`" + l.Currency, "`" + settled, "`" + coupon, "`" + refundID, "`" + refundNo, "`" + refundSettled, "`" + zero,
 		"`" + refundType, "`" + refundStatus, "`" + wechatProduct, "`", "`" + microYuan(l.FeeMicroYuan),
