@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/paycallback/paycallback/config"
 	"github.com/paycallback/paycallback/internal/ops"
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/statements"
@@ -51,10 +52,18 @@ A file whose rows disagree with its own summary or footer, an unknown
 layout, or a hash that differs is refused with the reason. Importing the
 same file again changes nothing; another file for a day already imported
 is compared with it line by line, the differences printed, and then
-replaces it. Recorded in the audit trail.`,
+replaces it. Recorded in the audit trail.
+
+Every merchant the file names must be bound to --tenant in
+PAYCB_TENANT_MERCHANTS_FILE (WeChat 商户号, or 特约商户号 when it is not 0;
+the Alipay #账号, which is a bound PID followed by 0156; Shouqianba
+terminal_sn): a service provider's bill downloaded without sub_mchid holds
+every sub-merchant, and is refused unless all of them are the tenant's.
+Without the variable, import refuses.`,
 		exits: []exitStatus{
-			{exitUsage, "a usage or configuration error: a flag missing or invalid, no DSN"},
-			{exitRefused, "refused: the file is not a statement of the channel's layout, disagrees with its own summary, or its hash differs"},
+			{exitUsage, "a usage or configuration error: a flag missing or invalid, no DSN, a bad PAYCB_TENANT_MERCHANTS_FILE"},
+			{exitRefused, "refused: the file is not a statement of the channel's layout, disagrees with its own summary, or its hash differs; " +
+				"it names a merchant not bound to --tenant in PAYCB_TENANT_MERCHANTS_FILE, or that variable is not set"},
 		},
 		setup: statementImportCommand,
 	}
@@ -78,12 +87,19 @@ func statementImportCommand(fs *flag.FlagSet) runFunc {
 		if err != nil {
 			return err
 		}
+		binding, err := merchantBinding(env, "statement import")
+		if err != nil {
+			return err
+		}
 		st, err := statements.Parse(ch, data, *sha)
 		if err != nil {
 			if errors.Is(err, statements.ErrFormat) || errors.Is(err, statements.ErrMismatch) || errors.Is(err, statements.ErrHash) {
 				return &exitError{code: exitRefused, err: fmt.Errorf("statement import refused %s: %w", *file, err)}
 			}
 			return fmt.Errorf("statement import %s: %w", *file, err)
+		}
+		if err := ops.CheckStatementMerchants(binding, env.cfg.Worker.TenantMerchantsFile, *tenant, st); err != nil {
+			return &exitError{code: exitRefused, err: fmt.Errorf("statement import refused %s: %w", *file, err)}
 		}
 		db, err := openDB(ctx, env)
 		if err != nil {
@@ -102,6 +118,24 @@ func statementImportCommand(fs *flag.FlagSet) runFunc {
 		}
 		return env.audit(ctx, db, importSummary(res), out.err)
 	}
+}
+
+// merchantBinding reads the merchant binding (PAYCB_TENANT_MERCHANTS_FILE)
+// for a command that must not run without one: without it the command is
+// refused (exit 4), since nothing would tell one merchant's statement from
+// another's. The file itself was checked with the configuration.
+func merchantBinding(env *environment, what string) (config.MerchantBinding, error) {
+	path := env.cfg.Worker.TenantMerchantsFile
+	if path == "" {
+		return config.MerchantBinding{}, &exitError{code: exitRefused, err: fmt.Errorf(
+			"%s refused: set PAYCB_TENANT_MERCHANTS_FILE (worker.tenant_merchants_file), the file that binds each merchant "+
+				"to its tenant, so that a statement is only ever taken for its own merchant's tenant", what)}
+	}
+	f, err := config.LoadMerchantBinding(path)
+	if err != nil {
+		return config.MerchantBinding{}, usagef("%s: worker.tenant_merchants_file (PAYCB_TENANT_MERCHANTS_FILE): %v", what, err)
+	}
+	return f.Current(), nil
 }
 
 // statementTarget checks the flags every statement verb shares, --channel

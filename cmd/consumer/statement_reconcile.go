@@ -57,6 +57,7 @@ published; reconcile again afterwards.`,
 			{exitFailure, "a runtime failure (with --publish-missing: the broker, a missing topic), or no statement imported for the day: nothing to reconcile"},
 			{exitUsage, "a usage or configuration error: a flag missing or invalid (--publish-missing without --tenant), no DSN"},
 			{exitFound, "discrepancies found (with --publish-missing: found before publishing; they remain until the worker has settled what was published)"},
+			{exitRefused, "refused: --publish-missing without PAYCB_TENANT_MERCHANTS_FILE"},
 		},
 		setup: statementReconcileCommand,
 	}
@@ -78,6 +79,13 @@ func statementReconcileCommand(fs *flag.FlagSet) runFunc {
 		}
 		if _, err := time.Parse(time.DateOnly, *date); err != nil {
 			return usagef("statement reconcile: --date %q is not YYYY-MM-DD", *date)
+		}
+		if *publish {
+			// The day's statement was bound to the tenant at import; without
+			// a binding nothing says it was.
+			if _, err := merchantBinding(env, "statement reconcile --publish-missing"); err != nil {
+				return err
+			}
 		}
 		db, err := openDB(ctx, env)
 		if err != nil {

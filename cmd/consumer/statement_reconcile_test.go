@@ -187,7 +187,34 @@ func statementEnv(t *testing.T) map[string]string {
 	t.Helper()
 	vars := smokeEnv(t)
 	vars["PAYCB_WECHAT_APIV3_KEY"] = channelstest.APIv3Key
+	vars["PAYCB_TENANT_MERCHANTS_FILE"] = writeMerchants(t, testMerchants)
 	return vars
+}
+
+// testMerchants binds to tenant 1001 the merchants channelstest's
+// callbacks and statementstest's files name, and to tenant 1002 the WeChat
+// merchant tenant1002 names.
+const testMerchants = `# tenant 1001: the callbacks' merchants, then the statement files'
+1001 WECHAT 1230000109
+1001 ALIPAY 2088101117955611
+1001 SQB    01939202039923029
+1001 WECHAT 1900000000
+1001 ALIPAY 2088000000000000
+1001 SQB    100000000000000001
+# tenant 1002: a WeChat merchant of its own
+1002 WECHAT 1230000102
+1002 WECHAT 1900000002
+`
+
+// tenant1002 makes a WeChat callback name tenant 1002's merchant.
+var tenant1002 = channelstest.Delivery{Edit: func(m map[string]any) { m["mchid"] = "1230000102" }}
+
+// writeMerchants writes a merchant binding file for the test.
+func writeMerchants(t *testing.T, contents string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "merchants")
+	require.NoError(t, os.WriteFile(path, []byte(contents), 0o600))
+	return path
 }
 
 // produce writes values to the input topic keyed CHANNEL:trade_no, as the
@@ -344,8 +371,8 @@ func TestStatementReconcilePublishMissing(t *testing.T) {
 	p := trade(channels.WeChat, 931)
 	p.TenantID = 1002
 	pDelivered := []callback{
-		{p, channelstest.PaymentEnvelope(p, d)},
-		{p, channelstest.RefundEnvelope(p, channelstest.Refund{No: "P-R1", Amount: 900}, d)},
+		{p, channelstest.PaymentEnvelope(p, tenant1002)},
+		{p, channelstest.RefundEnvelope(p, channelstest.Refund{No: "P-R1", Amount: 900}, tenant1002)},
 	}
 
 	w := runWorker(t, vars)
@@ -392,7 +419,7 @@ func TestStatementReconcilePublishMissing(t *testing.T) {
 			lines[i].Status = "PROCESSING"
 		}
 	}
-	f, err = statementstest.WeChatBill(lines, statementstest.WeChatOptions{})
+	f, err = statementstest.WeChatBill(lines, statementstest.WeChatOptions{MchID: "1900000002"})
 	require.NoError(t, err)
 	importFile(1002, channels.WeChat, f)
 

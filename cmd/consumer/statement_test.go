@@ -12,6 +12,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/paycallback/paycallback/internal/sqldb"
+	"github.com/paycallback/paycallback/pkg/channels"
+	"github.com/paycallback/paycallback/pkg/statements"
+	"github.com/paycallback/paycallback/pkg/statements/statementstest"
 )
 
 // TestStatementImport imports each channel's fixture through the command:
@@ -19,7 +22,7 @@ import (
 // and replacing the old one, broken files refused with exit 4, and every
 // import in the audit trail.
 func TestStatementImport(t *testing.T) {
-	lookup, _ := opsEnv(t)
+	lookup := withMerchants(t, testMerchants)
 	fixture := func(name string) string { return filepath.Join("..", "..", "pkg", "statements", "testdata", name) }
 	wechat := fixture("wechat_tradebill_ALL_2024-03-15.csv")
 
@@ -101,4 +104,135 @@ func TestStatementImport(t *testing.T) {
 	assert.Equal(t, 5, audited, "every import that ran is in the audit trail")
 	require.NoError(t, db.NewRaw("SELECT COUNT(*) FROM ss_operator_audit WHERE command = 'statement import' AND result <> 'ok'").Scan(context.Background(), &refusedAudited))
 	assert.Zero(t, refusedAudited, "a refused file changed nothing")
+}
+
+// withMerchants is opsEnv's lookup with PAYCB_TENANT_MERCHANTS_FILE set to
+// a file of contents ("" leaves it unset).
+func withMerchants(t *testing.T, contents string) func(string) (string, bool) {
+	t.Helper()
+	base, _ := opsEnv(t)
+	if contents == "" {
+		return base
+	}
+	path := writeMerchants(t, contents)
+	return func(k string) (string, bool) {
+		if k == "PAYCB_TENANT_MERCHANTS_FILE" {
+			return path, true
+		}
+		return base(k)
+	}
+}
+
+// TestStatementImportIsBoundToTheTenant: a file is imported only for the
+// tenant its merchants are bound to. The bound merchant's file imports
+// (a WeChat 特约商户号 of 0 meaning the 商户号); another tenant's merchant,
+// a service provider's bill holding a sub-merchant not bound to the tenant,
+// an Alipay account that is not a bound PID followed by 0156, and another
+// terminal's responses are refused with exit 4 naming the merchant, and
+// nothing is stored. Without the binding, import and --publish-missing
+// refuse.
+func TestStatementImportIsBoundToTheTenant(t *testing.T) {
+	fixture := func(name string) string { return filepath.Join("..", "..", "pkg", "statements", "testdata", name) }
+	wechat := fixture("wechat_tradebill_ALL_2024-03-15.csv")
+	data, err := os.ReadFile(wechat)
+	require.NoError(t, err)
+	st, err := statements.Parse(channels.WeChat, data, "")
+	require.NoError(t, err)
+	dir := t.TempDir()
+	must := func(f statementstest.File, err error) statementstest.File {
+		t.Helper()
+		require.NoError(t, err)
+		return f
+	}
+	write := func(name string, f statementstest.File) string {
+		t.Helper()
+		path := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(path, f.Data, 0o600))
+		return path
+	}
+	// A service provider's bill: its own 商户号, and a sub-merchant on two
+	// of the trades.
+	sub := map[string]string{st.Lines[1].TradeNo: "1900000109"}
+	partner := write("partner.csv", must(statementstest.WeChatBill(st.Lines, statementstest.WeChatOptions{MchID: "1900000100", SubMchID: sub})))
+	alipay, err := statements.Parse(channels.Alipay, mustRead(t, fixture("alipay_20880000000000000156_20240315.csv.zip")), "")
+	require.NoError(t, err)
+	noSuffix := write("nosuffix.zip", must(statementstest.AlipayBill("2088000000000000", "2024-03-15", alipay.Lines)))
+	sqb, err := statements.Parse(channels.SQB, mustRead(t, fixture("sqb_query_responses_SYNTHETIC.jsonl")), "")
+	require.NoError(t, err)
+	otherTerminal := write("other.jsonl", must(statementstest.SQBQueryResponsesOf("100000000000000009", sqb.Lines)))
+
+	const binding = "1001 WECHAT 1900000000\n1001 ALIPAY 2088000000000000\n1001 SQB 100000000000000001\n" +
+		"2002 WECHAT 1900000109\n1001 WECHAT 1900000100\n2002 SQB 100000000000000009\n"
+	lookup := withMerchants(t, binding)
+	imp := func(ch, tenant, file string) (string, error) {
+		t.Helper()
+		out, stderr, err := runCmd(t, lookup, "statement", "import", "--channel", ch, "--tenant", tenant, "--file", file)
+		return out + stderr, err
+	}
+
+	for _, tt := range []struct {
+		name, ch, tenant, file string
+		want                   string // "" imports
+	}{
+		{"a bill of another tenant's merchant", "WECHAT", "2002", wechat, "names merchant 1900000000 (bound to tenant 1001), not bound to tenant 2002"},
+		{"a service provider's bill holding another tenant's sub-merchant", "WECHAT", "1001", partner, "names merchant 1900000109 (bound to tenant 2002), not bound to tenant 1001"},
+		{"an Alipay account without 0156", "ALIPAY", "1001", noSuffix, "account 2088000000000000, which is not a PID followed by 0156"},
+		{"another terminal's responses", "SQB", "1001", otherTerminal, "names merchant 100000000000000009 (bound to tenant 2002), not bound to tenant 1001"},
+		{"a bill of a merchant bound to no tenant", "WECHAT", "3003", partner, "merchant 1900000100 (bound to tenant 1001), merchant 1900000109 (bound to tenant 2002), not bound to tenant 3003"},
+		{"the bound merchant's bill, 特约商户号 0", "WECHAT", "1001", wechat, ""},
+		{"the bound PID's account", "ALIPAY", "1001", fixture("alipay_20880000000000000156_20240315.csv.zip"), ""},
+		{"the bound terminal's responses", "SQB", "1001", fixture("sqb_query_responses_SYNTHETIC.jsonl"), ""},
+		{"the other tenant's terminal, for it", "SQB", "2002", otherTerminal, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			out, err := imp(tt.ch, tt.tenant, tt.file)
+			if tt.want == "" {
+				require.NoError(t, err, out)
+				assert.Contains(t, out, "2024-03-15: new")
+				return
+			}
+			require.Error(t, err)
+			assert.Equal(t, exitRefused, exitCode(err), "%v", err)
+			assert.ErrorContains(t, err, tt.want)
+		})
+	}
+	dsn, _ := lookup("PAYCB_DB_DSN")
+	db, err := sqldb.OpenMySQL(dsn)
+	require.NoError(t, err)
+	defer func() { _ = db.Close() }()
+	var files int
+	require.NoError(t, db.NewRaw("SELECT COUNT(*) FROM ss_statement_file").Scan(context.Background(), &files))
+	assert.Equal(t, 4, files, "only the four files of bound merchants are stored")
+
+	// The sub-merchant becomes tenant 1001's: the service provider's bill
+	// imports.
+	lookup = withMerchants(t, "1001 WECHAT 1900000100\n1001 WECHAT 1900000109\n")
+	out, stderr, err := runCmd(t, lookup, "statement", "import", "--channel", "WECHAT", "--tenant", "1001", "--file", partner)
+	require.NoError(t, err, out+stderr)
+
+	// Without the binding nothing is imported or published.
+	lookup = withMerchants(t, "")
+	_, _, err = runCmd(t, lookup, "statement", "import", "--channel", "WECHAT", "--tenant", "1001", "--file", wechat)
+	require.Error(t, err)
+	assert.Equal(t, exitRefused, exitCode(err))
+	assert.ErrorContains(t, err, "set PAYCB_TENANT_MERCHANTS_FILE")
+	_, _, err = runCmd(t, lookup, "statement", "reconcile", "--channel", "WECHAT", "--tenant", "1001", "--date", "2024-03-15", "--publish-missing")
+	require.Error(t, err)
+	assert.Equal(t, exitRefused, exitCode(err))
+	assert.ErrorContains(t, err, "set PAYCB_TENANT_MERCHANTS_FILE")
+
+	// A binding that gives one merchant to two tenants is a configuration
+	// error, naming the lines.
+	lookup = withMerchants(t, "1001 WECHAT 1900000000\n2002 WECHAT 1900000000\n")
+	_, _, err = runCmd(t, lookup, "statement", "import", "--channel", "WECHAT", "--tenant", "1001", "--file", wechat)
+	require.Error(t, err)
+	assert.Equal(t, exitUsage, exitCode(err))
+	assert.ErrorContains(t, err, "line 2: WECHAT merchant 1900000000 is bound to tenant 2002, but line 1 binds it to tenant 1001")
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	return data
 }
