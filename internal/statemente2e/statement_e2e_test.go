@@ -74,7 +74,22 @@ type world struct {
 	brokers []string
 	dsn     string
 	env     []string
+	// merchants is the merchant binding file (PAYCB_TENANT_MERCHANTS_FILE),
+	// testMerchants unless the test rewrites it.
+	merchants string
 }
+
+// testMerchants binds to the scenario's tenant the merchants the
+// channelstest callbacks and the statementstest files name.
+const testMerchants = `# the callbacks' merchants
+1001 WECHAT 1230000109
+1001 ALIPAY 2088101117955611
+1001 SQB 01939202039923029
+# the statement files' merchants (the Alipay PID is the account less 0156)
+1001 WECHAT 1900000000
+1001 ALIPAY 2088000000000000
+1001 SQB 100000000000000001
+`
 
 func newWorld(ctx context.Context, t *testing.T) *world {
 	t.Helper()
@@ -86,7 +101,9 @@ func newWorld(ctx context.Context, t *testing.T) *world {
 	require.NoError(t, err)
 	t.Cleanup(cluster.Close)
 	w := &world{t: t, ctx: ctx, bin: bin, dir: dir, brokers: brokers, dsn: sqldbtest.NewDatabase(t)}
-	w.env = append(os.Environ(),
+	w.merchants = filepath.Join(dir, "merchants")
+	require.NoError(t, os.WriteFile(w.merchants, []byte(testMerchants), 0o600))
+	w.env = append(os.Environ(), "PAYCB_TENANT_MERCHANTS_FILE="+w.merchants,
 		"PAYCB_KAFKA_BROKERS="+brokers[0], "PAYCB_KAFKA_TOPIC="+topic, "PAYCB_KAFKA_GROUP="+group,
 		"PAYCB_DB_DSN="+w.dsn, "PAYCB_ADMIN_ADDR=127.0.0.1:0",
 		"PAYCB_WECHAT_APIV3_KEY="+channelstest.APIv3Key, "PAYCB_LOG_FORMAT=json", "PAYCB_LOG_LEVEL=info",
