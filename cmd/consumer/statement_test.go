@@ -215,11 +215,11 @@ func TestStatementImportIsBoundToTheTenant(t *testing.T) {
 	_, _, err = runCmd(t, lookup, "statement", "import", "--channel", "WECHAT", "--tenant", "1001", "--file", wechat)
 	require.Error(t, err)
 	assert.Equal(t, exitRefused, exitCode(err))
-	assert.ErrorContains(t, err, "set PAYCB_TENANT_MERCHANTS_FILE")
+	require.ErrorContains(t, err, "set PAYCB_TENANT_MERCHANTS_FILE")
 	_, _, err = runCmd(t, lookup, "statement", "reconcile", "--channel", "WECHAT", "--tenant", "1001", "--date", "2024-03-15", "--publish-missing")
 	require.Error(t, err)
 	assert.Equal(t, exitRefused, exitCode(err))
-	assert.ErrorContains(t, err, "set PAYCB_TENANT_MERCHANTS_FILE")
+	require.ErrorContains(t, err, "set PAYCB_TENANT_MERCHANTS_FILE")
 
 	// A binding that gives one merchant to two tenants is a configuration
 	// error, naming the lines.
