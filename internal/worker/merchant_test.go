@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"testing"
 
@@ -150,4 +151,47 @@ func counterValue(t *testing.T, reg *prometheus.Registry, name, label, value str
 	}
 	t.Fatalf("no %s{%s=%q}", name, label, value)
 	return 0
+}
+
+// TestMerchantBindingReReadWhileHandling: the binding swapped under the
+// pipeline (as Watch does) while a batch is handled: every message is
+// judged by a whole binding, never half of one. Run with -race.
+func TestMerchantBindingReReadWhileHandling(t *testing.T) {
+	e := newPipelineEnv(t)
+	path := filepath.Join(t.TempDir(), "merchants")
+	const binding = "1001 WECHAT 1230000109\n1001 SQB 01939202039923029\n1001 ALIPAY 2088101117955611\n"
+	writeBinding(t, path, binding)
+	f, err := config.LoadMerchantBinding(path)
+	require.NoError(t, err)
+	e.p.Merchants = f
+
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		// The same binding in other words: each write is a change.
+		for i := 0; ctx.Err() == nil; i++ {
+			tmp := path + ".new"
+			if err := os.WriteFile(tmp, []byte(binding+"# edit "+strconv.Itoa(i)+"\n"), 0o600); err != nil {
+				return
+			}
+			if err := os.Rename(tmp, path); err != nil {
+				return
+			}
+			_, _ = f.Refresh()
+		}
+	})
+	var values [][]byte
+	for i := range 60 {
+		tr := channelstest.NewTrade([]channels.Channel{channels.WeChat, channels.Alipay, channels.SQB}[i%3], 900+i)
+		values = append(values, channelstest.PaymentEnvelope(tr, channelstest.Delivery{}))
+	}
+	for i := 0; i < len(values); i += 6 {
+		e.handle(t, values[i:i+6]...)
+	}
+	cancel()
+	wg.Wait()
+	var claims int
+	require.NoError(t, e.db.NewRaw("SELECT COUNT(*) FROM ss_channel_idempotent WHERE status = 'SETTLED'").Scan(context.Background(), &claims))
+	assert.Equal(t, len(values), claims, "every bound merchant's payment settled")
+	assert.Empty(t, e.dl.letters())
 }
