@@ -96,6 +96,8 @@ func FuzzFastSQB(f *testing.F) {
 	f.Add([]byte(`{"biz_response":{}}`))
 	f.Add([]byte(`{"SN":"x","sn":"y"}`))
 	f.Add([]byte(`{"total_amount":2580}`))
+	f.Add([]byte(`{"terminal_sn":"01939202039923029","sn":"1","biz_response":{"data":{"terminal_sn":"100000000000000001"}}}`))
+	f.Add([]byte(`{"TERMINAL_SN":"x","terminal_sn":"y"}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var fast sqbBody
 		if !fastSQB(data, &fast) {
