@@ -24,6 +24,7 @@ import (
 	"github.com/paycallback/paycallback/internal/metrics"
 	"github.com/paycallback/paycallback/internal/ops"
 	"github.com/paycallback/paycallback/internal/sqldb"
+	"github.com/paycallback/paycallback/internal/watchfile"
 	"github.com/paycallback/paycallback/internal/worker"
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/idempotent"
@@ -47,14 +48,11 @@ type Main struct {
 	Registry *prometheus.Registry
 	// Fault injects failures at message boundaries, for tests; nil in
 	// production.
-	Fault worker.FaultFunc
-	// MerchantsInterval is how often the merchant binding file is looked
-	// at for changes; zero is watchfile.DefaultInterval.
-	MerchantsInterval time.Duration
-	mu                sync.Mutex
-	worker            *worker.Worker
-	admin             *admin.Server
-	ready             chan struct{}
+	Fault  worker.FaultFunc
+	mu     sync.Mutex
+	worker *worker.Worker
+	admin  *admin.Server
+	ready  chan struct{}
 }
 
 // Run starts every part and blocks until ctx ends, then shuts down in order:
@@ -219,7 +217,7 @@ func (m *Main) Run(ctx context.Context) error {
 	if merchants != nil {
 		// A new terminal or sub-merchant needs no restart; a bad edit is
 		// logged and the last good binding stays in force.
-		wg.Go(func() { merchants.Watch(bg, m.MerchantsInterval, logger, nil) })
+		wg.Go(func() { merchants.Watch(bg, watchfile.DefaultInterval, logger, nil) })
 	}
 	go func() {
 		defer wg.Done()
