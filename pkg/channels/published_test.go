@@ -29,11 +29,13 @@ const (
 	// wechatpay-apiv3/wechatpay-java, core/src/test/.../cipher/AeadAesCipherTest.java
 	// with the API_V3_KEY of core/src/test/.../model/TestConfig.java: the only
 	// published vector under a 32-byte APIv3 key found.
-	javaAPIv3Key     = "a7cde1ZJB1kG2e7VfTs3jQzaWizur8Gb"
-	javaNonce        = "uluk4a9R25RW"
-	javaAAD          = "associatedData"
-	javaCiphertext   = "ulwSiIajGClcvcOYvOQ7+l+0PAbzzwI="
-	javaPlaintext    = "message"
+	javaAPIv3Key   = "a7cde1ZJB1kG2e7VfTs3jQzaWizur8Gb"
+	javaNonce      = "uluk4a9R25RW"
+	javaAAD        = "associatedData"
+	javaCiphertext = "ulwSiIajGClcvcOYvOQ7+l+0PAbzzwI="
+	javaPlaintext  = "message"
+	// github.com/gunsluo/wechatpay-go client_test.go, mockNewClient.
+	gunsluoAPIv3Key  = "AES256Key-32Characters1234567890"
 	goPayscoreKey    = "testMchAPIv3Key0" // wechatpay-apiv3/wechatpay-go core/notify/notify_test.go: 16 bytes, AES-128
 	goPayscorePlain  = `{"mchid":"1234567890","appid":"054aa7d7a2a54ab5898df65bd96f001c","create_time":"2020-06-30T12:12:00+08:00","out_contract_code":"21640bdbd08e473e828f3206a2741c6e"}`
 	publishedTenant  = 1001
@@ -128,6 +130,20 @@ func TestPublishedWeChatResources(t *testing.T) {
 		// currency, as every channel refuses a currency other than CNY.
 		{"skit_global_transaction_resource.json", channels.WeChatTransactionSuccess, publishedWant{kind: channels.KindUnsupported}},
 		{"skit_global_refund_resource.json", channels.WeChatRefundSuccess, publishedWant{kind: channels.KindUnsupported}},
+		// API responses sealed as the resource of a notification: the
+		// transaction query, the refund query (which calls the status
+		// "status") and a refund request's answer, still PROCESSING.
+		{"gunsluo_transaction_query_response.json", channels.WeChatTransactionSuccess, publishedWant{
+			typ: idempotent.PaymentReceived, key: "WECHAT:4200000914202101195554393855:PAYMENT_RECEIVED",
+			tradeNo: "4200000914202101195554393855", orderNo: "S20210119074247105778399200",
+			total: 1, raw: "SUCCESS", at: time.Date(2021, 1, 19, 7, 43, 1, 0, time.UTC),
+		}},
+		{"gunsluo_refund_query_response.json", channels.WeChatRefundSuccess, publishedWant{
+			typ: idempotent.RefundSucceeded, key: "WECHAT:" + publishedWxTrade + ":REFUND_SUCCEEDED:" + publishedWxTrade,
+			tradeNo: publishedWxTrade, orderNo: publishedWxTrade, refundNo: publishedWxTrade,
+			total: 100, refund: 100, raw: "SUCCESS", at: time.Date(2020, 12, 1, 8, 18, 12, 0, time.UTC),
+		}},
+		{"gunsluo_refund_create_response.json", channels.WeChatRefundSuccess, publishedWant{kind: channels.KindUnsupported}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
@@ -187,6 +203,44 @@ func TestPublishedWeChatCrossBorderIsUnsupported(t *testing.T) {
 	})
 }
 
+// TestPublishedWeChatRealNotifications decodes the notifications of
+// github.com/gunsluo/wechatpay-go's tests as they are: real v3
+// notifications of one 0.01-yuan NATIVE payment and its refund, sealed
+// under the SDK's published test key, and the SDK's own tampered copy.
+func TestPublishedWeChatRealNotifications(t *testing.T) {
+	d := channels.NewDecoder(channels.StaticKeys{Default: gunsluoAPIv3Key})
+	tests := []struct {
+		file string
+		want publishedWant
+	}{
+		{"gunsluo_transaction_notification.json", publishedWant{
+			typ: idempotent.PaymentReceived, key: "WECHAT:4200000925202101284997714292:PAYMENT_RECEIVED",
+			tradeNo: "4200000925202101284997714292", orderNo: "S20210128170702357723",
+			total: 1, raw: "SUCCESS", at: time.Date(2021, 1, 28, 9, 7, 11, 0, time.UTC),
+		}},
+		{"gunsluo_refund_notification.json", publishedWant{
+			typ: idempotent.RefundSucceeded, key: "WECHAT:4200000925202101284997714292:REFUND_SUCCEEDED:S20210201151309277501",
+			tradeNo: "4200000925202101284997714292", orderNo: "S20210128170702357723", refundNo: "S20210201151309277501",
+			total: 1, refund: 1, raw: "SUCCESS", at: time.Date(2021, 2, 1, 7, 13, 13, 0, time.UTC),
+		}},
+		{"gunsluo_transaction_notification_tampered.json", publishedWant{kind: channels.KindDecryptFailed}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.file, func(t *testing.T) {
+			value := envelope(channels.WeChat, readPublished(t, filepath.Join("wechat", tt.file)))
+			res, err := d.Decode(value)
+			checkPublished(t, res, err, tt.want)
+			if tt.want.kind == "" {
+				require.Equal(t, channels.KeyUse{Position: 1, Keys: 1}, res.APIv3Key)
+			}
+			// Under any other key it does not open.
+			_, err = testDecoder().Decode(value)
+			kind, _ := channels.KindOf(err)
+			require.Equal(t, channels.KindDecryptFailed, kind, "error: %v", err)
+		})
+	}
+}
+
 func TestPublishedWeChatNotifications(t *testing.T) {
 	t.Run("wechatpay-java AES-256-GCM vector", func(t *testing.T) {
 		// Our encryption helper reproduces the SDK's ciphertext, so the
@@ -239,6 +293,11 @@ func TestPublishedAlipayNotifications(t *testing.T) {
 			typ: idempotent.PaymentReceived, key: "ALIPAY:2019081522001468450512505578:PAYMENT_RECEIVED",
 			tradeNo: "2019081522001468450512505578", orderNo: "20190815155618536-564-57",
 			total: 10, raw: "TRADE_SUCCESS", at: beijing("2019-08-15 15:56:24.000"),
+		}},
+		{"pay-web-server_sandbox_payment.form", publishedWant{
+			typ: idempotent.PaymentReceived, key: "ALIPAY:962018042021001004610236969008:PAYMENT_RECEIVED",
+			tradeNo: "962018042021001004610236969008", orderNo: "tradeprecreate15242084564057922493",
+			total: 1, raw: "TRADE_SUCCESS", at: beijing("2018-04-20 15:25:41.000"),
 		}},
 		{"nodejs-sdk_verify_fail_payment.form", publishedWant{
 			typ: idempotent.PaymentReceived, key: "ALIPAY:111111112019052322001426431037869358:PAYMENT_RECEIVED",
