@@ -88,6 +88,27 @@ func TestMerchantID(t *testing.T) {
 			assert.Equal(t, want, res.MerchantID, file)
 		}
 	})
+	t.Run("published samples", func(t *testing.T) {
+		for _, tt := range []struct {
+			name, merchant string
+			value          []byte
+		}{
+			{"wechat direct transaction: mchid", "1230000109", sealed(channels.WeChatTransactionSuccess, "transaction", readPublished(t, "wechat/skit_transaction_resource.json"))},
+			{"wechat partner transaction: sub_mchid, not sp_mchid", "1900000109", sealed(channels.WeChatTransactionSuccess, "transaction", readPublished(t, "wechat/skit_partner_transaction_resource.json"))},
+			{"wechat partner refund: sub_mchid", "1900000109", sealed(channels.WeChatRefundSuccess, "refund", readPublished(t, "wechat/skit_partner_refund_resource.json"))},
+			{"alipay: seller_id", "2088531891668739", envelope(channels.Alipay, strings.TrimSuffix(readPublished(t, "alipay/nodejs-sdk_yuque_payment.form"), "\n"))},
+			// Shouqianba's published API answers carry no terminal_sn (the
+			// terminal is in the request's Authorization header): forwarded
+			// as they are, they name no merchant.
+			{"sqb refund API answer: none", "", envelope(channels.SQB, readPublished(t, "sqb/core_refund_success_response.json"))},
+		} {
+			t.Run(tt.name, func(t *testing.T) {
+				res, err := testDecoder().Decode(tt.value)
+				require.NoError(t, err)
+				assert.Equal(t, tt.merchant, res.MerchantID)
+			})
+		}
+	})
 	t.Run("seller_id twice is refused", func(t *testing.T) {
 		mustFail(t, channelstest.Envelope(1001, channels.Alipay, alipayRealPayment+"&seller_id=2088000000000000&seller_id=2088000000000001", alipay.PaidAt), channels.KindMalformed)
 	})
