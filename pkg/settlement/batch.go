@@ -269,7 +269,7 @@ const (
 func (s *Service) settleBatchTx(ctx context.Context, evs []channels.Event, keys []idempotent.TenantKey, sts []settlement, lost, busy []bool, mode lockMode, readClaims bool) error {
 	return s.db.RunInTx(ctx, s.txOptions(), func(ctx context.Context, tx bun.Tx) error {
 		for i := range evs {
-			sts[i], lost[i], busy[i] = settlement{ev: evs[i]}, false, false
+			sts[i], lost[i], busy[i] = settlement{ev: evs[i], index: i, cancelIndex: -1}, false, false
 		}
 		// (1) The claims, when asked, read (not locked: the fence at the
 		// end decides between concurrent settlers, and rolls this batch
@@ -310,11 +310,16 @@ func (s *Service) settleBatchTx(ctx context.Context, evs []channels.Event, keys 
 		if err != nil {
 			return err
 		}
+		// The Shouqianba cancels settled before the payments of the batch.
+		if err := s.readPendingCancels(ctx, tx, evs, skip, orders); err != nil {
+			return err
+		}
 
 		// (3) Decide each event in order on its (locked, in-memory) order.
 		touched := map[tradeKey]bool{}
 		var ledger []ledgerRow
 		fence := make(map[idempotent.TenantKey]idempotent.Settlement, len(evs))
+		var moved []idempotent.TenantKey // settled cancels whose reversal this batch posts
 		for i, ev := range evs {
 			if skip[i] {
 				continue
@@ -334,6 +339,28 @@ func (s *Service) settleBatchTx(ctx context.Context, evs []channels.Event, keys 
 					return err
 				}
 				ledger = append(ledger, rows...)
+			}
+			if sts[i].reversal > 0 {
+				// The payment of a cancelled trade: its reversal, under the
+				// cancel's key, whose claim moves from NO_MONEY to POSTED
+				// (in this batch's fence when the cancel is one of its
+				// events, else by MarkMoved after the fence).
+				rev, err := cancelReversal(ev)
+				if err != nil {
+					return err
+				}
+				rows, err := postingRows(rev, sts[i].reversal, now)
+				if err != nil {
+					return err
+				}
+				ledger = append(ledger, rows...)
+				if j := sts[i].cancelIndex; j >= 0 {
+					f := fence[keys[j]]
+					f.Outcome = idempotent.OutcomePosted
+					fence[keys[j]] = f
+				} else {
+					moved = append(moved, idempotent.TenantKey{TenantID: rev.TenantID, Key: rev.Key})
+				}
 			}
 			if ev.Type == idempotent.RefundSucceeded && sts[i].outcome != idempotent.OutcomeOverRefund {
 				trade := regs[t]
@@ -364,8 +391,65 @@ func (s *Service) settleBatchTx(ctx context.Context, evs []channels.Event, keys 
 		if err := s.claims.SettleMany(ctx, tx, fence); err != nil {
 			return fmt.Errorf("fence: %w", err)
 		}
+		for _, k := range moved {
+			if err := s.claims.MarkMoved(ctx, tx, k.TenantID, k.Key); err != nil {
+				return fmt.Errorf("cancel reversal: %w", err)
+			}
+		}
 		return nil
 	})
+}
+
+// readPendingCancels marks, on the locked order rows, the trades of the
+// batch's Shouqianba payments whose cancel was settled before with nothing
+// to reverse (its claim SETTLED, NO_MONEY, and no payment posted): the
+// payment is then reversed at once. Read after the order rows are locked,
+// so it sees every cancel committed before (settling a cancel locks the
+// order row first, and at READ COMMITTED each statement reads the latest
+// commit); a cancel claimed but not settled yet finds the payment posted
+// when it is settled, and reverses it then.
+func (s *Service) readPendingCancels(ctx context.Context, tx bun.Tx, evs []channels.Event, skip []bool, orders map[tradeKey]*Order) error {
+	var keys []idempotent.TenantKey
+	trades := map[idempotent.TenantKey]tradeKey{}
+	for i, ev := range evs {
+		if skip[i] || ev.Channel != channels.SQB || ev.Type != idempotent.PaymentReceived || orders[tradeOf(ev)].PaidAmount > 0 {
+			continue
+		}
+		k, err := channels.SQBCancelKey(ev.TradeNo)
+		if err != nil {
+			return fmt.Errorf("%s: %w", ev.Key, err)
+		}
+		tk := idempotent.TenantKey{TenantID: ev.TenantID, Key: k}
+		if _, ok := trades[tk]; !ok {
+			keys = append(keys, tk)
+			trades[tk] = tradeOf(ev)
+		}
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	recs, err := s.claims.ReadMany(ctx, tx, keys)
+	if err != nil {
+		return fmt.Errorf("read the cancels of %d trades: %w", len(keys), err)
+	}
+	for tk, t := range trades {
+		if rec, ok := recs[tk]; ok && rec.Status == idempotent.StatusSettled && rec.Outcome == idempotent.OutcomeNoMoney {
+			orders[t].cancel = pendingCancel{pending: true, batchIndex: -1}
+		}
+	}
+	return nil
+}
+
+// cancelReversal is the event whose posting reverses the payment ev of a
+// cancelled Shouqianba trade: a refund under the cancel's key.
+func cancelReversal(ev channels.Event) (channels.Event, error) {
+	k, err := channels.SQBCancelKey(ev.TradeNo)
+	if err != nil {
+		return channels.Event{}, fmt.Errorf("%s: cancel key: %w", ev.Key, err)
+	}
+	rev := ev
+	rev.Type, rev.Key, rev.RefundNo = idempotent.RefundSucceeded, k, channels.SQBCancelRefundNo
+	return rev, nil
 }
 
 // lockOrders locks the order rows of the batch's trades, creating those
