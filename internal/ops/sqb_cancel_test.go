@@ -95,4 +95,45 @@ func TestReconcileSQBUnpaidCancel(t *testing.T) {
 	assert.Equal(t, []string{refundedOnly.TradeNo}, trades)
 }
 
+// TestTradeShowsTheCancel: consumer trade shows a Shouqianba cancel and its
+// effect, before and after a late payment.
+func TestTradeShowsTheCancel(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	tr := trade(channels.SQB, 83, 1)
+	q := ops.TradeQuery{TenantID: tr.TenantID, Channel: channels.SQB, TradeNo: tr.TradeNo}
+	w.settle(channelstest.SQBCancel(tr, channelstest.Delivery{}))
+	h, err := ops.Trade(ctx, w.db, q)
+	require.NoError(t, err)
+	require.NotNil(t, h.Cancel)
+	assert.True(t, h.Cancel.PendingPayment)
+	assert.Zero(t, h.Cancel.Reversed)
+	assert.Contains(t, h.Cancel.Effect, "moved nothing, pending a payment")
+	assert.True(t, hasTimeline(h, "cancel", "pending a payment"), "%v", h.Timeline)
+
+	w.settle(channelstest.SQBPayment(tr, channelstest.Delivery{}))
+	h, err = ops.Trade(ctx, w.db, q)
+	require.NoError(t, err)
+	require.NotNil(t, h.Cancel)
+	assert.False(t, h.Cancel.PendingPayment)
+	assert.Equal(t, tr.Total, h.Cancel.Reversed)
+	assert.Equal(t, "POSTED", h.Cancel.Outcome)
+	assert.Contains(t, h.Cancel.Effect, "reversed 2580 fen")
+
+	other := trade(channels.SQB, 83, 2)
+	w.settle(channelstest.SQBPayment(other, channelstest.Delivery{}))
+	h, err = ops.Trade(ctx, w.db, ops.TradeQuery{TenantID: other.TenantID, Channel: channels.SQB, TradeNo: other.TradeNo})
+	require.NoError(t, err)
+	assert.Nil(t, h.Cancel, "no cancel, none shown")
+}
+
+func hasTimeline(h ops.TradeHistory, what, substr string) bool {
+	for _, e := range h.Timeline {
+		if e.What == what && strings.Contains(e.Summary, substr) {
+			return true
+		}
+	}
+	return false
+}
+
 func ptr(v int64) *int64 { return &v }
