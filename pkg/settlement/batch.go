@@ -40,8 +40,12 @@ func compareTrades(x, y tradeKey) int {
 // order rows (an insert, and a round more, only for a trade whose row is
 // still missing), one write of the changed orders, one insert of every
 // ledger row and one fence UPDATE per tenant, whatever the batch size;
-// only refunds with registrations add statements of their own. The claims
-// are not read: the fence checks that each is still ACQUIRED with the
+// only refunds with registrations add statements of their own, and
+// Shouqianba payments one read of their trades' cancel claims (after the
+// order rows are locked) and, for a cancel settled before with nothing to
+// reverse, the reversal's rows in the same ledger insert and one
+// conditional update of that cancel's claim (MarkMoved). The batch's own
+// claims are not read: the fence checks that each is still ACQUIRED with the
 // event's fingerprint, and only a transaction whose fence did not hold
 // runs again after reading them. The decisions are Settle's own (decide), made in memory on the
 // locked rows. Locks are taken order rows first (by id), then
