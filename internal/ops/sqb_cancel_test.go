@@ -50,7 +50,7 @@ func TestReconcileStatementSQBCancel(t *testing.T) {
 	assert.Equal(t, []string{ops.StatementAmountMismatch + " " + unreversed.TradeNo + " "}, categories(rep),
 		"the unpaid cancelled order is not missing_in_ledger; only the trade that does not net to zero is reported")
 	if assert.Len(t, rep.Items, 1) {
-		assert.Equal(t, int64(unreversed.Total), *rep.Items[0].LedgerAmount)
+		assert.Equal(t, unreversed.Total, *rep.Items[0].LedgerAmount)
 		assert.Zero(t, *rep.Items[0].StatementAmount)
 	}
 	assert.Empty(t, pub.Published)
@@ -66,7 +66,7 @@ func TestReconcileStatementSQBCancel(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, pub.Published, "no payment is ever published for a CANCELED order")
 	require.Len(t, pub.NeedsQuery, 1)
-	assert.True(t, strings.Contains(pub.NeedsQuery[0].Reason, "CANCELED"), pub.NeedsQuery[0].Reason)
+	assert.Contains(t, pub.NeedsQuery[0].Reason, "CANCELED")
 	_, n := topicEvents(t, w, k)
 	assert.Zero(t, n, "nothing reached the topic")
 }

@@ -324,6 +324,7 @@ func (s *Service) settleBatchTx(ctx context.Context, evs []channels.Event, keys 
 		var ledger []ledgerRow
 		fence := make(map[idempotent.TenantKey]idempotent.Settlement, len(evs))
 		var moved []idempotent.TenantKey // settled cancels whose reversal this batch posts
+		var reversals []ledgerRow        // their rows, and those of cancels in the batch
 		for i, ev := range evs {
 			if skip[i] {
 				continue
@@ -357,7 +358,7 @@ func (s *Service) settleBatchTx(ctx context.Context, evs []channels.Event, keys 
 				if err != nil {
 					return err
 				}
-				ledger = append(ledger, rows...)
+				reversals = append(reversals, rows...)
 				if j := sts[i].cancelIndex; j >= 0 {
 					f := fence[keys[j]]
 					f.Outcome = idempotent.OutcomePosted
@@ -390,6 +391,18 @@ func (s *Service) settleBatchTx(ctx context.Context, evs []channels.Event, keys 
 		if len(ledger) > 0 {
 			if err := insertLedger(ctx, tx, ledger); err != nil {
 				return fmt.Errorf("post %d rows: %w", len(ledger), err)
+			}
+		}
+		if len(reversals) > 0 {
+			// Apart from the events' own rows: a reversal already in the
+			// ledger says nothing about whether the payment is posted, so
+			// it must not pass for the event's own duplicate posting
+			// (errAlreadyPosted), which settles the claim without posting.
+			if err := insertLedger(ctx, tx, reversals); err != nil {
+				if errors.Is(err, errAlreadyPosted) {
+					return fmt.Errorf("post %d cancel reversal rows: the ledger already holds a reversal whose cancel claim says NO_MONEY: %s", len(reversals), err.Error())
+				}
+				return fmt.Errorf("post %d cancel reversal rows: %w", len(reversals), err)
 			}
 		}
 		if err := s.claims.SettleMany(ctx, tx, fence); err != nil {

@@ -245,6 +245,37 @@ func TestSQBCancelScenarios(t *testing.T) {
 				})
 			})
 		}
+		t.Run("a reversal already in the ledger is not the payment's", func(t *testing.T) {
+			// A bug that posted under the cancel's key without its claim:
+			// the payment must not be settled as already posted.
+			ctx := context.Background()
+			o := next(batchMode{name: "one"}, 700)
+			h.deliver(t, o.cancel(0), 0)
+			for _, side := range [][2]string{
+				{settlement.AccountMerchantPayable, string(settlement.Debit)},
+				{settlement.ReceivableAccount(channels.SQB), string(settlement.Credit)},
+			} {
+				_, err := db.NewRaw("INSERT INTO ss_ledger_entry (tenant_id, idempotent_key, channel_code, channel_trade_no, "+
+					"account, direction, amount, currency, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+					o.trade.TenantID, string(o.cancelKey(t)), "SQB", o.trade.TradeNo, side[0], side[1], 700, "CNY",
+					time.Now().UTC()).Exec(ctx)
+				require.NoError(t, err)
+			}
+			ev := h.decode(t, o.paid(0))
+			require.Equal(t, idempotent.Acquired, h.acquire(t, ev, 1).Kind)
+			_, err := h.svc.Settle(ctx, ev)
+			require.Error(t, err)
+			assert.NotErrorIs(t, err, idempotent.ErrDuplicateKey, "not a duplicate of the payment")
+			assert.Equal(t, idempotent.StatusAcquired, mustClaim(t, h, ev).Status, "the payment stays to be settled")
+			assert.Zero(t, ledgerRows(t, db, ev.Key), "nothing posted")
+			// Undo the bug's rows so the database checks clean.
+			_, err = db.NewDelete().Table("ss_ledger_entry").Where("tenant_id = ?", o.trade.TenantID).Exec(ctx)
+			require.NoError(t, err)
+			res, err := h.svc.Settle(ctx, ev)
+			require.NoError(t, err)
+			assert.Equal(t, int64(700), res.Amount)
+			assert.Zero(t, netPayable(t, h, o.trade))
+		})
 		mustCheck(t, db)
 	})
 }
