@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -276,6 +277,46 @@ func TestSQBCancelScenarios(t *testing.T) {
 			assert.Equal(t, int64(700), res.Amount)
 			assert.Zero(t, netPayable(t, h, o.trade))
 		})
+		mustCheck(t, db)
+	})
+}
+
+// TestSQBCancelAndPaymentConcurrently delivers a trade's cancel and its
+// payment, each twice, and another trade's cancel twice, from goroutines
+// at once: whichever commits first, the order row's lock and the cancel's
+// claim make the first trade net to zero with one payment and one
+// reversal, and the unpaid one post nothing.
+func TestSQBCancelAndPaymentConcurrently(t *testing.T) {
+	sqldbtest.Dialects(t, func(t *testing.T, db *bun.DB) { //nolint:thelper // a test body run once per dialect
+		ctx := context.Background()
+		h := newHarness(t, db)
+		for i := range 10 {
+			o := newSQBOrder(int64(500_000+i), 950_000+i, 1234)
+			unpaid := newSQBOrder(int64(500_000+i), 960_000+i, 4321) // cancelled, never paid
+			bodies := [][]byte{o.cancel(0), o.paid(0), o.cancel(1), o.paid(1), unpaid.cancel(0), unpaid.cancel(1)}
+			errs := make([]error, len(bodies))
+			var start, done sync.WaitGroup
+			start.Add(1)
+			for j, b := range bodies {
+				done.Add(1)
+				go func() {
+					defer done.Done()
+					start.Wait()
+					_, errs[j] = h.tryDeliver(ctx, b, int64(j))
+				}()
+			}
+			start.Done()
+			done.Wait()
+			for _, err := range errs {
+				require.NoError(t, err)
+			}
+			assert.Zero(t, netPayable(t, h, o.trade), "trade %d", i)
+			assert.Equal(t, int64(1234), keyAmount(t, h, o.trade.TenantID, o.cancelKey(t)), "trade %d: one reversal", i)
+			assert.Equal(t, idempotent.OutcomePosted, claimOutcome(t, h, o.trade.TenantID, o.cancelKey(t)), "trade %d", i)
+			got := order(t, db, o.trade)
+			assert.Equal(t, [2]int64{1234, 1234}, [2]int64{got.PaidAmount, got.RefundedAmount}, "trade %d", i)
+			assert.Zero(t, ledgerRows(t, db, unpaid.cancelKey(t)), "trade %d: an unpaid cancel posts nothing", i)
+		}
 		mustCheck(t, db)
 	})
 }
