@@ -266,7 +266,7 @@ func TestSQBCancelScenarios(t *testing.T) {
 			require.Equal(t, idempotent.Acquired, h.acquire(t, ev, 1).Kind)
 			_, err := h.svc.Settle(ctx, ev)
 			require.Error(t, err)
-			assert.NotErrorIs(t, err, idempotent.ErrDuplicateKey, "not a duplicate of the payment")
+			require.NotErrorIs(t, err, idempotent.ErrDuplicateKey, "not a duplicate of the payment")
 			assert.Equal(t, idempotent.StatusAcquired, mustClaim(t, h, ev).Status, "the payment stays to be settled")
 			assert.Zero(t, ledgerRows(t, db, ev.Key), "nothing posted")
 			// Undo the bug's rows so the database checks clean.
