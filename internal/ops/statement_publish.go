@@ -263,6 +263,12 @@ func rebuild(ch channels.Channel, tenant int64, it StatementItem, lines map[int]
 	}
 	switch statements.Kind(l.Kind) {
 	case statements.KindPayment, statements.KindOrder:
+		if ch == channels.SQB && l.Status == channels.SQBCanceled {
+			// A cancelled order says nothing about whether it was paid, and
+			// nets to zero either way: there is no payment to publish.
+			return channels.Event{}, "the order is CANCELED: it nets the trade to zero whether or not it was paid, " +
+				"so no payment is published for it; query the order (/upay/v2/query) if its trade is in doubt"
+		}
 		ev.Type, ev.OrderTotal = idempotent.PaymentReceived, l.Amount
 	case statements.KindRefund:
 		if ch.Cumulative() {

@@ -108,9 +108,9 @@ type posting struct {
 //   - payments by trade number: the statement line's Amount (WeChat 订单金额,
 //     Alipay 订单金额, Shouqianba total_amount) with the payment posting,
 //     wherever its day; a WeChat payment line that is not SUCCESS (REVOKED),
-//     or a Shouqianba order neither PAID, PARTIAL_REFUNDED, REFUNDED nor
-//     CANCELED, is money the channel did not settle: posted, it is a
-//     status_mismatch;
+//     or a Shouqianba order neither PAID, PARTIAL_REFUNDED nor REFUNDED
+//     (nor CANCELED, below), is money the channel did not settle: posted,
+//     it is a status_mismatch;
 //   - WeChat refunds by refund number: the row's own Amount (申请退款金额)
 //     with the refund's posting; a row not SUCCESS that the ledger posted is
 //     a status_mismatch (the row's status is a snapshot, never updated);
@@ -125,7 +125,11 @@ type posting struct {
 //     and not at all once the totals agree (or the difference reverses)
 //     at the end of a later imported day (see compareAlipayRefunds);
 //   - Shouqianba orders: total_amount − net_amount with the sum of all the
-//     trade's refund postings dated up to the end of the day.
+//     trade's refund postings dated up to the end of the day; a CANCELED
+//     order, which says nothing about whether its payment had gone through,
+//     is never missing_in_ledger: the trade's postings must net to zero
+//     (the payment posted, if any, minus every refund of the trade dated up
+//     to the end of the day), else amount_mismatch (see compareSQBCancel).
 //
 // A posting dated to the day that no line of the day, nor of an imported
 // neighbouring day's statement, accounts for (same trade, same WeChat
@@ -338,6 +342,10 @@ func (r *reconciler) compare(lines []statementLine) {
 		case statements.KindPayment:
 			r.comparePayment(l, r.ch != channels.WeChat || l.Status == "SUCCESS")
 		case statements.KindOrder:
+			if l.Status == channels.SQBCanceled {
+				r.compareSQBCancel(l)
+				continue
+			}
 			r.comparePayment(l, sqbSettled(l.Status))
 			if sqbSettled(l.Status) {
 				r.compareSQBRefunds(l)
@@ -415,6 +423,28 @@ func (r *reconciler) compareSQBRefunds(l statementLine) {
 	r.add(StatementItem{
 		Category: cat, TradeNo: l.TradeNo, StatementAmount: ptr(want), LedgerAmount: ptr(got), LineNo: l.LineNo,
 		Message: "the order's refunds: total_amount − net_amount vs all refunds of the trade posted up to the end of the day",
+	})
+}
+
+// compareSQBCancel checks a Shouqianba CANCELED order: a cancel nets the
+// trade to zero whether or not its payment had gone through (an unpaid
+// order's cancel moves nothing, a paid one's reverses the payment), so the
+// payment posted for the trade, if any, minus every refund of the trade
+// posted up to the end of the day must be zero. Nothing posted at all is
+// what an unpaid cancelled order leaves: not missing_in_ledger.
+func (r *reconciler) compareSQBCancel(l statementLine) {
+	var paid int64
+	if p, ok := r.payment(l.TradeNo); ok {
+		paid = p.Amount
+	}
+	refunded := r.refunds(l.TradeNo, func(p posting) bool { return p.OccurredAt.Before(r.end) })
+	if paid == refunded {
+		return
+	}
+	r.add(StatementItem{
+		Category: StatementAmountMismatch, TradeNo: l.TradeNo, StatementAmount: ptr(0), LedgerAmount: ptr(paid - refunded), LineNo: l.LineNo,
+		Message: fmt.Sprintf("the order is CANCELED, which nets the trade to zero; the ledger holds payment %d minus refunds %d "+
+			"(refunds dated up to the end of the day)", paid, refunded),
 	})
 }
 
@@ -699,10 +729,11 @@ func (r *reconciler) unaccounted(onDay map[string]posting, lines, neighbours []s
 }
 
 // sqbSettled reports whether a Shouqianba order_status means the payment
-// was settled (possibly refunded or reversed since).
+// was settled (possibly refunded since). CANCELED does not tell (see
+// compareSQBCancel), and compare never asks it about one.
 func sqbSettled(status string) bool {
 	switch status {
-	case channels.SQBPaid, channels.SQBPartialRefunded, channels.SQBRefunded, channels.SQBCanceled:
+	case channels.SQBPaid, channels.SQBPartialRefunded, channels.SQBRefunded:
 		return true
 	}
 	return false
