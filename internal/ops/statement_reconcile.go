@@ -32,11 +32,16 @@ const (
 	// settle what the ledger posted (a WeChat refund row PROCESSING or
 	// FAIL, a REVOKED WeChat payment, a Shouqianba order not paid).
 	StatementStatusMismatch = "status_mismatch"
+	// StatementNoStatement: nothing is imported for the day and it is not
+	// declared empty (DeclareEmptyStatements): a failed download and a
+	// lost day of callbacks look the same, so the day is never clean.
+	StatementNoStatement = "no_statement"
 )
 
 // ErrNoStatement is wrapped by ReconcileStatement's error when no statement
-// is imported for the tenant, channel and day: there is nothing to
-// reconcile.
+// is imported for the tenant, channel and day and the day is not declared
+// empty: there is nothing to reconcile, and the report holds one
+// no_statement item.
 var ErrNoStatement = errors.New("no statement imported for the day")
 
 // StatementItem is one discrepancy between a day's statement and the
@@ -68,8 +73,14 @@ type StatementReport struct {
 	TenantID int64  `json:"tenant_id"`
 	Channel  string `json:"channel"`
 	Day      string `json:"day"`
-	// StatementSHA1 is the SHA-1 of the statement file compared.
+	// StatementSHA1 is the SHA-1 of the file last imported that changed
+	// the day (empty for a day declared empty); kept for the readers of
+	// the report before StatementVersion.
 	StatementSHA1 string `json:"statement_sha1"`
+	// StatementVersion is the version of the day's lines compared (see
+	// DayVersion): a day may be built from several files, so this, not a
+	// file's SHA-1, says which statement the report is of.
+	StatementVersion string `json:"statement_version"`
 	// Neighbours are the neighbouring days whose imported statements were
 	// consulted for missing_in_statement.
 	Neighbours []string `json:"neighbours"`
@@ -135,11 +146,13 @@ type posting struct {
 // neighbouring day's statement, accounts for (same trade, same WeChat
 // refund number) is missing_in_statement; Alipay refund postings are when
 // the ledger's running total moves ahead on a day without a refund row of
-// the trade. It returns an error wrapping ErrNoStatement when no statement
-// is imported for the day; a day that has ended with no posting dated to
-// it either is then recorded as reconciled with nothing found (see
-// recordQuietDay). It returns an error with the
-// report when the result could not be recorded.
+// the trade. A day declared empty (DeclareEmptyStatements) is a statement
+// without lines: every posting dated to it is missing_in_statement. It
+// returns an error wrapping ErrNoStatement, with a report holding one
+// no_statement item and recording nothing, when nothing is imported for
+// the day and it is not declared empty, postings or not: such a day is
+// never recorded clean. It returns an error with the report when the
+// result could not be recorded.
 func ReconcileStatement(ctx context.Context, db bun.IDB, tenant int64, ch channels.Channel, day string) (StatementReport, error) {
 	ranAt := time.Now().UTC()
 	rep := StatementReport{TenantID: tenant, Channel: string(ch), Day: day, Neighbours: []string{}, Items: []StatementItem{}}
@@ -156,10 +169,7 @@ func ReconcileStatement(ctx context.Context, db bun.IDB, tenant int64, ch channe
 	}
 	file, ok := files[day]
 	if !ok {
-		if err := recordQuietDay(ctx, db, rep, start, end, ranAt); err != nil {
-			return rep, err
-		}
-		return rep, fmt.Errorf("reconcile statement: tenant %d %s %s: %w", tenant, ch, day, ErrNoStatement)
+		return noStatement(rep, start, end, ranAt)
 	}
 	rep.StatementSHA1 = file.SHA1
 	lines, err := statementLines(ctx, db, file.ID)
@@ -167,6 +177,7 @@ func ReconcileStatement(ctx context.Context, db bun.IDB, tenant int64, ch channe
 		return rep, err
 	}
 	rep.Lines = len(lines)
+	rep.StatementVersion = dayVersion(lines)
 	var neighbourLines []statementLine
 	for _, d := range []string{prev, next} {
 		f, ok := files[d]
@@ -222,6 +233,18 @@ func ReconcileStatement(ctx context.Context, db bun.IDB, tenant int64, ch channe
 	return rep, nil
 }
 
+// noStatement is the report and error of a day with nothing imported and
+// not declared empty.
+func noStatement(rep StatementReport, start, end, ranAt time.Time) (StatementReport, error) {
+	msg := "nothing is imported for the day and it is not declared empty: check the statement's download and import it " +
+		"(consumer statement import), or record the channel's answer that there is none (consumer statement empty)"
+	if end.After(ranAt) {
+		msg = fmt.Sprintf("the day has not ended (it ends at %s): its statement does not exist yet", end.Format(time.RFC3339))
+	}
+	rep.Items = append(rep.Items, StatementItem{Category: StatementNoStatement, Message: msg})
+	return rep, fmt.Errorf("reconcile statement: tenant %d %s %s: %w", rep.TenantID, rep.Channel, start.Format(time.DateOnly), ErrNoStatement)
+}
+
 // statementResult is a row of ss_statement_reconcile: the latest
 // reconciliation of one tenant, channel and Beijing-time day.
 type statementResult struct {
@@ -232,6 +255,7 @@ type statementResult struct {
 	ChannelCode        string    `bun:"channel_code"`
 	StatementDay       string    `bun:"statement_day"`
 	StatementSHA1      string    `bun:"statement_sha1"`
+	StatementVersion   string    `bun:"statement_version"`
 	ReconciledAt       time.Time `bun:"reconciled_at"`
 	LineCount          int       `bun:"line_count"`
 	PostingCount       int       `bun:"posting_count"`
@@ -246,12 +270,13 @@ type statementResult struct {
 // with reconciled_at: MySQL assigns left to right, so every condition
 // before it still sees the held row's time.
 var resultColumns = []string{
-	"statement_sha1", "line_count", "posting_count", "missing_in_ledger", "missing_in_statement",
+	"statement_sha1", "statement_version", "line_count", "posting_count", "missing_in_ledger", "missing_in_statement",
 	"amount_mismatch", "status_mismatch", "fee_micro_yuan", "reconciled_at",
 }
 
 // recordStatementResult stores what one reconciliation of rep's day found,
-// against the statement file of SHA-1 sha1, as run at ranAt: the number of
+// against the statement held of SHA-1 sha1 and version
+// rep.StatementVersion, as run at ranAt: the number of
 // items per category, the lines, postings and fees. One row per tenant,
 // channel and day: the run that started last wins, whatever order the
 // runs finish in (a run older than the row held changes nothing), in one
@@ -259,7 +284,7 @@ var resultColumns = []string{
 func recordStatementResult(ctx context.Context, db bun.IDB, rep StatementReport, sha1 string, ranAt time.Time) error {
 	row := statementResult{
 		TenantID: rep.TenantID, ChannelCode: rep.Channel, StatementDay: rep.Day, StatementSHA1: sha1,
-		ReconciledAt: ranAt.UTC(), LineCount: rep.Lines, PostingCount: rep.Postings, FeeMicroYuan: rep.FeeMicroYuan,
+		StatementVersion: rep.StatementVersion, ReconciledAt: ranAt.UTC(), LineCount: rep.Lines, PostingCount: rep.Postings, FeeMicroYuan: rep.FeeMicroYuan,
 	}
 	for _, it := range rep.Items {
 		switch it.Category {
@@ -290,24 +315,6 @@ func recordStatementResult(ctx context.Context, db bun.IDB, rep StatementReport,
 		return fmt.Errorf("reconcile statement: record the result of tenant %d %s %s: %w", rep.TenantID, rep.Channel, rep.Day, err)
 	}
 	return nil
-}
-
-// recordQuietDay records a day that ended before ranAt, has no statement
-// imported and no posting dated to it as reconciled with nothing found (an
-// empty statement_sha1): WeChat has no bill for a day without trades
-// (NO_STATEMENT_EXIST), and a Shouqianba day without orders has no query
-// responses. A day with postings is not recorded: money moved and no
-// statement says so. A statement imported for the day later stands
-// unreconciled until the day is reconciled against it.
-func recordQuietDay(ctx context.Context, db bun.IDB, rep StatementReport, start, end, ranAt time.Time) error {
-	if end.After(ranAt) {
-		return nil
-	}
-	onDay, err := postingsOfDay(ctx, db, rep.TenantID, channels.Channel(rep.Channel), start.UTC(), end.UTC())
-	if err != nil || len(onDay) > 0 {
-		return err
-	}
-	return recordStatementResult(ctx, db, rep, "", ranAt)
 }
 
 // reconciler holds one day's comparison as it is worked out.
@@ -764,7 +771,7 @@ func dateOnly(day string) string {
 
 func statementLines(ctx context.Context, db bun.IDB, fileID int64) ([]statementLine, error) {
 	var rows []statementLine
-	if err := db.NewSelect().Model(&rows).Where("file_id = ?", fileID).OrderExpr("line_no").Scan(ctx); err != nil {
+	if err := db.NewSelect().Model(&rows).Where("file_id = ?", fileID).OrderExpr("line_no, source_sha1").Scan(ctx); err != nil {
 		return nil, fmt.Errorf("reconcile statement: read the statement's lines: %w", err)
 	}
 	return rows, nil
