@@ -150,16 +150,20 @@ func TestStatementImportIsBoundToTheTenant(t *testing.T) {
 		require.NoError(t, os.WriteFile(path, f.Data, 0o600))
 		return path
 	}
-	// A service provider's bill: its own 商户号, and a sub-merchant on two
-	// of the trades.
-	sub := map[string]string{st.Lines[1].TradeNo: "1900000109"}
-	partner := write("partner.csv", must(statementstest.WeChatBill(st.Lines, statementstest.WeChatOptions{MchID: "1900000100", SubMchID: sub})))
+	// A service provider's bill downloaded without sub_mchid: a
+	// sub-merchant's rows, and one row of its own (特约商户号 0).
+	bill := must(statementstest.WeChatBill(st.Lines, statementstest.WeChatOptions{MchID: "1900000100", SubMchID: "1900000109"}))
+	bill.Data = []byte(strings.Replace(string(bill.Data), "`1900000109,", "`0,", 1))
+	partner := write("partner.csv", bill)
 	alipay, err := statements.Parse(channels.Alipay, mustRead(t, fixture("alipay_20880000000000000156_20240315.csv.zip")), "")
 	require.NoError(t, err)
 	noSuffix := write("nosuffix.zip", must(statementstest.AlipayBill("2088000000000000", "2024-03-15", alipay.Lines)))
 	sqb, err := statements.Parse(channels.SQB, mustRead(t, fixture("sqb_query_responses_SYNTHETIC.jsonl")), "")
 	require.NoError(t, err)
-	otherTerminal := write("other.jsonl", must(statementstest.SQBQueryResponsesOf("100000000000000009", sqb.Lines)))
+	for i := range sqb.Lines {
+		sqb.Lines[i].MerchantID = "100000000000000009"
+	}
+	otherTerminal := write("other.jsonl", must(statementstest.SQBQueryResponses(sqb.Lines)))
 
 	const binding = "1001 WECHAT 1900000000\n1001 ALIPAY 2088000000000000\n1001 SQB 100000000000000001\n" +
 		"2002 WECHAT 1900000109\n1001 WECHAT 1900000100\n2002 SQB 100000000000000009\n"

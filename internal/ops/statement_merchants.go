@@ -16,7 +16,7 @@ import (
 var ErrMerchantNotBound = errors.New("the statement names a merchant not bound to the tenant")
 
 // CheckStatementMerchants checks that every merchant st names
-// (statements.Statement.MerchantIDs) is bound to tenant by b, the merchant
+// (statements.Statement.BindingMerchantIDs) is bound to tenant by b, the merchant
 // binding (PAYCB_TENANT_MERCHANTS_FILE): a statement imported under
 // another merchant's tenant would make reconcile --publish-missing post
 // that merchant's trades into this tenant. A service provider's WeChat bill
@@ -25,7 +25,7 @@ var ErrMerchantNotBound = errors.New("the statement names a merchant not bound t
 // merchant refused, with the tenant the binding gives it, if any; source
 // names the binding in it.
 func CheckStatementMerchants(b config.MerchantBinding, source string, tenant int64, st statements.Statement) error {
-	ids := st.MerchantIDs()
+	ids := st.BindingMerchantIDs()
 	if len(ids) == 0 {
 		return fmt.Errorf("%w: the %s statement names no merchant (%s), so it cannot be bound to tenant %d",
 			ErrMerchantNotBound, st.Channel, statementMerchantField(st.Channel), tenant)

@@ -240,8 +240,6 @@ type wechatParser struct {
 	pos    map[string]int
 	lines  []Line
 	sums   Totals
-	// merchants are the rows' merchants (see Statement.MerchantIDs).
-	merchants merchantSet
 }
 
 func parseWeChatText(data []byte) (Statement, error) {
@@ -297,8 +295,6 @@ func parseWeChatText(data []byte) (Statement, error) {
 		Format:  p.layout.format,
 		Lines:   p.lines,
 		Totals:  totals,
-
-		Merchants: p.merchants.ids,
 	}, nil
 }
 
@@ -370,13 +366,16 @@ func (p *wechatParser) readRow(lineNo int, line string) error {
 	get := func(name string) string { s, _ := p.cell(lineNo, cells, name); return s }
 	legacy := p.layout.format == FormatWeChatAllLegacy
 
-	p.merchants.add(wechatMerchant(get("商户号"), get("特约商户号")))
 	ln := Line{
 		LineNo:          lineNo,
 		Channel:         channels.WeChat,
 		TradeNo:         get("微信订单号"),
 		MerchantOrderNo: get("商户订单号"),
 		Currency:        get("货币种类"),
+		MerchantID:      get("商户号"),
+	}
+	if sub := get("特约商户号"); sub != "" && sub != "0" {
+		ln.MerchantID = sub // a service provider's sub-merchant
 	}
 	if ln.TradeNo == "" {
 		return fmt.Errorf("line %d: column 微信订单号 (%d): empty: %w", lineNo, p.pos["微信订单号"]+1, ErrFormat)

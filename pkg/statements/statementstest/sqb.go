@@ -41,6 +41,9 @@ type sqbData struct {
 	Operator          string `json:"operator"`
 }
 
+// sqbTerminalSN is the terminal_sn of a line that names no merchant.
+const sqbTerminalSN = "100000000000000001"
+
 // SQBQueryResponses writes lines as a file of Shouqianba /upay/v2/query
 // responses, one whole response a line (UTF-8, LF), in the order given:
 // result_code "200", biz_response.result_code "SUCCESS", and the order with
@@ -48,7 +51,8 @@ type sqbData struct {
 // Amount and net_amount SettledAmount (fen as strings), finish_time Time in
 // epoch milliseconds (left out when Time is zero, which only an order not
 // final may be), and the fields the parser does not read (trade_no,
-// terminal_sn, payway…) filled with fixed or derived values.
+// payway…) filled with fixed or derived values; terminal_sn is MerchantID,
+// or 100000000000000001 when that is empty (the lines returned name it).
 //
 // The error wraps ErrUnwritable, naming the line, for a line of another
 // channel or of a kind other than KindOrder, an order_status that is not
@@ -56,14 +60,6 @@ type sqbData struct {
 // amount outside [0, channels.MaxAmount] (SettledAmount above Amount
 // included), the same sn twice, or an empty sn or client_sn.
 func SQBQueryResponses(lines []statements.Line) (File, error) {
-	return SQBQueryResponsesOf(SQBTerminalSN, lines)
-}
-
-// SQBTerminalSN is the terminal_sn of SQBQueryResponses' responses.
-const SQBTerminalSN = "100000000000000001"
-
-// SQBQueryResponsesOf is SQBQueryResponses of the terminal terminal.
-func SQBQueryResponsesOf(terminal string, lines []statements.Line) (File, error) {
 	var b bytes.Buffer
 	want := statements.Statement{Channel: channels.SQB, Format: statements.FormatSQBQuery}
 	seen := map[string]bool{}
@@ -71,12 +67,15 @@ func SQBQueryResponsesOf(terminal string, lines []statements.Line) (File, error)
 		if err := sqbCheck(i, l, seen); err != nil {
 			return File{}, fmt.Errorf("sqb query responses: %w", err)
 		}
+		if l.MerchantID == "" {
+			l.MerchantID = sqbTerminalSN
+		}
 		var r sqbResponse
 		r.ResultCode = "200"
 		r.BizResponse.ResultCode = "SUCCESS"
 		r.BizResponse.Data = sqbData{
 			SN: l.TradeNo, ClientSN: l.MerchantOrderNo, TradeNo: "4200000000" + digitsOf(l.TradeNo, 18),
-			TerminalSN: terminal, Status: "SUCCESS", OrderStatus: l.Status, Payway: "3", SubPayway: "1",
+			TerminalSN: l.MerchantID, Status: "SUCCESS", OrderStatus: l.Status, Payway: "3", SubPayway: "1",
 			TotalAmount: strconv.FormatInt(l.Amount, 10), NetAmount: strconv.FormatInt(l.SettledAmount, 10),
 			Subject: "门店消费", Operator: "cashier01",
 		}
@@ -94,7 +93,6 @@ func SQBQueryResponsesOf(terminal string, lines []statements.Line) (File, error)
 		l.LineNo = i + 1
 		l.RefundNo, l.FeeMicroYuan = "", 0
 		want.Lines = append(want.Lines, l)
-		want.Merchants = []string{terminal}
 		t := &want.Totals
 		t.Lines++
 		t.Payments++

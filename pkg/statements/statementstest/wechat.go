@@ -2,11 +2,9 @@ package statementstest
 
 import (
 	"bytes"
-	"cmp"
 	"crypto/sha1" //nolint:gosec // WeChat states the bill's hash as SHA-1; tests compare it, nothing is protected by it.
 	"encoding/hex"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -25,28 +23,40 @@ const wechatSummaryHeader = "总交易单数,应结订单总金额,退款总金�
 // The cells of a bill that pkg/statements does not read, fixed here.
 const (
 	wechatAppID    = "wx00000000000000f0"
+	wechatMchID    = "1900000000"
 	wechatOpenID   = "oTEST0000000000000000000001"
 	wechatBank     = "OTHERS"
 	wechatProduct  = "门店消费"
 	wechatTimeForm = "2006-01-02 15:04:05"
 )
 
-// WeChatMchID is the 商户号 of WeChatBill's rows unless WeChatOptions
-// names another.
-const WeChatMchID = "1900000000"
-
 // WeChatOptions shape WeChatBill's file beyond its lines.
 type WeChatOptions struct {
-	// MchID is every row's 商户号; WeChatMchID when empty.
-	MchID string
-	// SubMchID maps a trade number to its row's 特约商户号, a service
-	// provider's sub-merchant; the rows of other trades say 0 (a normal
-	// merchant's bill).
-	SubMchID map[string]string
 	// MicroPay holds the trade numbers paid by barcode (付款码): their rows
 	// say 交易类型 MICROPAY, the everyday POS payment, which WeChat never
 	// notifies. Every other row says JSAPI.
 	MicroPay map[string]bool
+	// MchID is every row's 商户号 (default 1900000000) and SubMchID its
+	// 特约商户号 (default 0: a normal merchant); the lines parsed back name
+	// SubMchID as their MerchantID, or MchID when SubMchID is 0.
+	MchID, SubMchID string
+}
+
+// merchants returns the 商户号 and 特约商户号 of o's rows and the
+// MerchantID they parse to.
+func (o WeChatOptions) merchants() (mch, sub, id string) {
+	mch, sub = o.MchID, o.SubMchID
+	if mch == "" {
+		mch = wechatMchID
+	}
+	if sub == "" {
+		sub = "0"
+	}
+	id = sub
+	if sub == "0" {
+		id = mch
+	}
+	return mch, sub, id
 }
 
 // WeChatBill writes lines as a WeChat Pay trade bill of bill_type=ALL, as
@@ -83,14 +93,12 @@ func WeChatBill(lines []statements.Line, o WeChatOptions) (File, error) {
 		}
 		b.WriteString(strings.Join(cells, ",") + "\n")
 		l.LineNo = i + 2
+		_, _, l.MerchantID = o.merchants()
 		if l.Kind == statements.KindPayment {
 			l.RefundNo = ""
 		}
 		l.Time = l.Time.Truncate(time.Second).UTC()
 		want.Lines = append(want.Lines, l)
-		if m := cmp.Or(o.SubMchID[l.TradeNo], cmp.Or(o.MchID, WeChatMchID)); !slices.Contains(want.Merchants, m) {
-			want.Merchants = append(want.Merchants, m)
-		}
 		t.Lines++
 		if l.Kind == statements.KindPayment {
 			t.Payments++
@@ -132,6 +140,7 @@ func wechatRow(i int, l statements.Line, o WeChatOptions) ([]string, error) {
 		tradeType = "MICROPAY"
 	}
 	zero := yuan(0)
+	mch, sub, _ := o.merchants()
 	// Payment-row defaults; a refund row overrides its columns below.
 	status, settled, coupon, refundID, refundNo, refundSettled, refundType, refundStatus, amount, refundAmount :=
 		l.Status, yuan(l.SettledAmount), yuan(l.Amount-l.SettledAmount), "0", "0", zero, "", "", yuan(l.Amount), zero
@@ -159,7 +168,7 @@ func wechatRow(i int, l statements.Line, o WeChatOptions) ([]string, error) {
 		return nil, unwritable(i, "kind %q: a WeChat bill holds payments and refunds", l.Kind)
 	}
 	return []string{
-		"`" + l.Time.In(statements.Beijing).Format(wechatTimeForm), "`" + wechatAppID, "`" + cmp.Or(o.MchID, WeChatMchID), "`" + cmp.Or(o.SubMchID[l.TradeNo], "0"), "`",
+		"`" + l.Time.In(statements.Beijing).Format(wechatTimeForm), "`" + wechatAppID, "`" + mch, "`" + sub, "`",
 		"`" + l.TradeNo, "`" + l.MerchantOrderNo, "`" + wechatOpenID, "`" + tradeType, "`" + status, "`" + wechatBank,
 		"`" + l.Currency, "`" + settled, "`" + coupon, "`" + refundID, "`" + refundNo, "`" + refundSettled, "`" + zero,
 		"`" + refundType, "`" + refundStatus, "`" + wechatProduct, "`", "`" + microYuan(l.FeeMicroYuan),
