@@ -30,8 +30,8 @@ type Info struct {
 	Engine Engine
 	// Version is the engine's version: VERSION() on MySQL and MariaDB
 	// (e.g. "10.11.6-MariaDB-0+deb12u1"), and on TiDB the release version
-	// of @@tidb_version (e.g. "v8.5.0"), since TiDB's VERSION() is its
-	// server-version setting.
+	// that TIDB_VERSION() states (e.g. "v8.5.0"), since TiDB's VERSION()
+	// is its server-version setting.
 	Version string
 }
 
@@ -52,18 +52,24 @@ type Querier interface {
 // MariaDB and TiDB).
 const errUnknownSystemVariable = 1193
 
-// Detect asks db's server what it is: a server that has @@tidb_version is
-// TiDB; one that has @@aria_block_size (the Aria storage engine, part of
-// every MariaDB) is MariaDB; one that has neither is MySQL. Only the
-// server's own "unknown system variable" error (1193) means "not this
-// engine": any other failure (the connection, a timeout, a cancelled ctx)
-// is returned, wrapped, with no guess. It does not work on SQLite.
+// Detect asks db's server what it is: a server that has the system
+// variable @@tidb_txn_mode (TiDB's transaction mode; TiDB has no
+// @@tidb_version variable, only the TIDB_VERSION() function) is TiDB; one
+// that has @@aria_block_size (the Aria storage engine, part of every
+// MariaDB) is MariaDB; one that has neither is MySQL. Only the server's
+// own "unknown system variable" error (1193) means "not this engine": any
+// other failure (the connection, a timeout, a cancelled ctx) is returned,
+// wrapped, with no guess. It does not work on SQLite.
 func Detect(ctx context.Context, db Querier) (Info, error) {
-	tidb, ok, err := variable(ctx, db, "tidb_version")
+	_, ok, err := variable(ctx, db, "tidb_txn_mode")
 	if err != nil {
 		return Info{}, err
 	}
 	if ok {
+		var tidb string
+		if err := db.QueryRowContext(ctx, "SELECT TIDB_VERSION()").Scan(&tidb); err != nil {
+			return Info{}, fmt.Errorf("detect the database engine: read the tidb version: %w", err)
+		}
 		return Info{Engine: TiDB, Version: tidbRelease(tidb)}, nil
 	}
 	_, ok, err = variable(ctx, db, "aria_block_size")
@@ -103,7 +109,7 @@ func unknownVariable(err error) bool {
 	return errors.As(err, &me) && me.Number == errUnknownSystemVariable
 }
 
-// tidbRelease returns the release version that @@tidb_version's first
+// tidbRelease returns the release version that TIDB_VERSION()'s first
 // line states ("Release Version: v8.5.0"), or the whole first line when it
 // has no such label.
 func tidbRelease(tidbVersion string) string {

@@ -18,11 +18,11 @@ func TestOnlyTheServersUnknownVariableErrorMeansNotThisEngine(t *testing.T) {
 		err     error
 		unknown bool
 	}{
-		{"unknown system variable", &mysql.MySQLError{Number: 1193, SQLState: [5]byte{'H', 'Y', '0', '0', '0'}, Message: "Unknown system variable 'tidb_version'"}, true},
+		{"unknown system variable", &mysql.MySQLError{Number: 1193, SQLState: [5]byte{'H', 'Y', '0', '0', '0'}, Message: "Unknown system variable 'tidb_txn_mode'"}, true},
 		{"wrapped", fmt.Errorf("read: %w", &mysql.MySQLError{Number: 1193}), true},
 		{"another server error", &mysql.MySQLError{Number: 1064, Message: "You have an error in your SQL syntax"}, false},
 		{"access denied", &mysql.MySQLError{Number: 1045, Message: "Access denied"}, false},
-		{"the message without the server's error", errors.New("Error 1193 (HY000): Unknown system variable 'tidb_version'"), false},
+		{"the message without the server's error", errors.New("Error 1193 (HY000): Unknown system variable 'tidb_txn_mode'"), false},
 		{"a broken connection", mysql.ErrInvalidConn, false},
 		{"nil", nil, false},
 	} {

@@ -21,8 +21,8 @@ import (
 // TestDetectTellsTheEngineByWhatTheServerIs: on the test server (MariaDB
 // unless TEST_MYSQL_ENGINE says otherwise) Detect names its engine and the
 // engine's own version: VERSION() on MariaDB and MySQL; on TiDB the release
-// of @@tidb_version, whatever its server-version setting makes VERSION()
-// say. tidb.sh runs it on a TiDB whose VERSION() is set to look like MySQL's
+// TIDB_VERSION() states, whatever its server-version setting makes
+// VERSION() say. tidb.sh runs it on a TiDB whose VERSION() is set to look like MySQL's
 // (TEST_TIDB_SERVER_VERSION), where it must still say tidb.
 func TestDetectTellsTheEngineByWhatTheServerIs(t *testing.T) {
 	db, err := sqldb.OpenMySQL(sqldbtest.NewDatabase(t))
@@ -36,7 +36,7 @@ func TestDetectTellsTheEngineByWhatTheServerIs(t *testing.T) {
 	switch info.Engine {
 	case dbengine.TiDB:
 		var tidb string
-		require.NoError(t, db.QueryRowContext(ctx, "SELECT @@tidb_version").Scan(&tidb))
+		require.NoError(t, db.QueryRowContext(ctx, "SELECT TIDB_VERSION()").Scan(&tidb))
 		first, _, _ := strings.Cut(tidb, "\n")
 		assert.Equal(t, "Release Version: "+info.Version, strings.TrimSpace(first))
 		if configured := os.Getenv("TEST_TIDB_SERVER_VERSION"); configured != "" {
@@ -67,7 +67,7 @@ func TestDetectTellsTheEngineByWhatTheServerIs(t *testing.T) {
 }
 
 // split sends the engine questions (system variables) to one pool and
-// every other statement to another.
+// every other statement (VERSION(), TIDB_VERSION()) to another.
 type split struct{ questions, rest *sql.DB }
 
 func (s split) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
