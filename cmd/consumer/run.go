@@ -42,6 +42,7 @@ has not had yet, in order, and prints them ("schema is current" when none).
 It prints first the engine it found, "engine=mysql|mariadb|tidb version=…",
 told by what the server is, never by its configurable version string.`,
 		exits: []exitStatus{
+			{exitFailure, "a runtime failure: the database unreachable or refusing the DSN's credentials, database or grants (at once, naming PAYCB_DB_DSN), a migration failing"},
 			{exitUsage, "a usage or configuration error: no DSN"},
 		},
 		setup: func(*flag.FlagSet) runFunc { return cmdMigrate },
@@ -68,7 +69,12 @@ func cmdMigrate(ctx context.Context, env *environment, _ []string) error {
 	defer db.Close()
 	engine, err := dbengine.Detect(ctx, db)
 	if err != nil {
-		return err
+		// Nothing is retried here: every failure exits 1 at once, named
+		// with the setting to check (its password masked).
+		if _, permanent := sqldb.Permanent(err); permanent {
+			return sqldb.PermanentError(env.cfg.DB.DSN, err)
+		}
+		return fmt.Errorf("PAYCB_DB_DSN (%s): %w", env.cfg.DB.DSN, err)
 	}
 	fmt.Fprintln(env.stdout, engine)
 	applied, err := schema.Migrate(ctx, db)

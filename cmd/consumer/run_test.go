@@ -443,3 +443,22 @@ func TestMigratePrintsTheEngineFirst(t *testing.T) {
 		assert.True(t, strings.HasPrefix(lines[1], then), out.String())
 	}
 }
+
+// TestMigrateGivesUpAtOnceOnAWrongPassword: migrate retries nothing; a
+// refused password exits 1 at once, naming PAYCB_DB_DSN without the
+// password.
+func TestMigrateGivesUpAtOnceOnAWrongPassword(t *testing.T) {
+	w := newRunWorld(t, worldOptions{unmigrated: true})
+	cfg, err := mysql.ParseDSN(w.dsn)
+	require.NoError(t, err)
+	cfg.Passwd = "not-the-password"
+	var out, errOut bytes.Buffer
+	start := time.Now()
+	err = run(context.Background(), []string{"migrate"}, &out, &errOut, w.env(map[string]string{"PAYCB_DB_DSN": cfg.FormatDSN()}))
+	require.Error(t, err)
+	assert.Equal(t, 1, exitCode(err), "%v", err)
+	assert.Less(t, time.Since(start), 10*time.Second)
+	assert.Contains(t, err.Error(), "access denied")
+	assert.Contains(t, err.Error(), "fix PAYCB_DB_DSN (root:***@tcp(")
+	assert.NotContains(t, err.Error()+out.String()+errOut.String(), "not-the-password")
+}
