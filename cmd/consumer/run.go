@@ -9,6 +9,7 @@ import (
 	"github.com/paycallback/paycallback/config"
 	"github.com/paycallback/paycallback/internal/app"
 	"github.com/paycallback/paycallback/internal/sqldb"
+	"github.com/paycallback/paycallback/pkg/dbengine"
 	"github.com/paycallback/paycallback/schema"
 )
 
@@ -37,8 +38,11 @@ func migrateCmd() command {
 		name:    "migrate",
 		summary: "create or upgrade the database schema, then exit",
 		description: `Applies the migrations this binary embeds that the database (PAYCB_DB_DSN)
-has not had yet, in order, and prints them ("schema is current" when none).`,
+has not had yet, in order, and prints them ("schema is current" when none).
+It prints first the engine it found, "engine=mysql|mariadb|tidb version=…",
+told by what the server is, never by its configurable version string.`,
 		exits: []exitStatus{
+			{exitFailure, "a runtime failure: the database unreachable or refusing the DSN's credentials, database or grants (at once, naming PAYCB_DB_DSN), a migration failing"},
 			{exitUsage, "a usage or configuration error: no DSN"},
 		},
 		setup: func(*flag.FlagSet) runFunc { return cmdMigrate },
@@ -63,6 +67,16 @@ func cmdMigrate(ctx context.Context, env *environment, _ []string) error {
 		return err
 	}
 	defer db.Close()
+	engine, err := dbengine.Detect(ctx, db)
+	if err != nil {
+		// Nothing is retried here: every failure exits 1 at once, named
+		// with the setting to check (its password masked).
+		if _, permanent := sqldb.Permanent(err); permanent {
+			return sqldb.PermanentError(env.cfg.DB.DSN, err)
+		}
+		return fmt.Errorf("PAYCB_DB_DSN (%s): %w", env.cfg.DB.DSN, err)
+	}
+	fmt.Fprintln(env.stdout, engine)
 	applied, err := schema.Migrate(ctx, db)
 	if err != nil {
 		return err
