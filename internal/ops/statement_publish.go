@@ -9,9 +9,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/segmentio/kafka-go"
 	"github.com/uptrace/bun"
 
 	"github.com/paycallback/paycallback/internal/kafkaops"
+	"github.com/paycallback/paycallback/internal/statementauth"
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/idempotent"
 	"github.com/paycallback/paycallback/pkg/statements"
@@ -113,6 +115,12 @@ var ErrStatementChanged = errors.New("the day's statement changed since it was r
 // query API and never published: their callbacks report the total refunded
 // so far.
 //
+// Each event is signed with the current key of signing: its message carries
+// the header x-paycb-statement-signature (statementauth.HeaderSignature),
+// the key id and the HMAC-SHA256 of the whole message value, without which
+// the worker dead-letters it unauthenticated. With no key it fails at
+// once, wrapping statementauth.ErrNoKeys, publishing nothing.
+//
 // It is idempotent per item: a key published before (ss_statement_publish)
 // is not published again, nor is a key that already has a claim. A row is
 // written for each event once the broker acknowledged it; should writing it
@@ -120,11 +128,14 @@ var ErrStatementChanged = errors.New("the day's statement changed since it was r
 // duplicate. The events carry the statement line's time as occurred_at and
 // now as received_at. It fails, publishing nothing, when the topic is
 // missing or the statement held for the day is no longer rep's.
-func PublishMissing(ctx context.Context, db *bun.DB, k Kafka, rep StatementReport, now time.Time) (PublishReport, error) {
+func PublishMissing(ctx context.Context, db *bun.DB, k Kafka, rep StatementReport, signing statementauth.Keys, now time.Time) (PublishReport, error) {
 	ch := channels.Channel(rep.Channel)
 	out := PublishReport{
 		TenantID: rep.TenantID, Channel: rep.Channel, Day: rep.Day, Topic: k.Topic,
 		Published: []PublishItem{}, AlreadyPublished: []PublishItem{}, Claimed: []PublishItem{}, NeedsQuery: []PublishItem{},
+	}
+	if signing.Len() == 0 {
+		return out, fmt.Errorf("publish missing: %w: the events would be dead-lettered unauthenticated; set PAYCB_STATEMENT_KEY_FILE", statementauth.ErrNoKeys)
 	}
 	var missing []StatementItem
 	for _, it := range rep.Items {
@@ -217,7 +228,14 @@ func PublishMissing(ctx context.Context, db *bun.DB, k Kafka, rep StatementRepor
 			if err != nil {
 				return out, fmt.Errorf("publish missing: %s: %w", c.ev.Key, err)
 			}
-			msgs[i] = kafkaops.Message{Key: []byte(string(ch) + ":" + c.ev.TradeNo), Value: value}
+			sig, err := signing.Sign(value)
+			if err != nil {
+				return out, fmt.Errorf("publish missing: sign %s: %w", c.ev.Key, err)
+			}
+			msgs[i] = kafkaops.Message{
+				Key: []byte(string(ch) + ":" + c.ev.TradeNo), Value: value,
+				Headers: []kafka.Header{{Key: statementauth.HeaderSignature, Value: []byte(sig)}},
+			}
 		}
 		if err := Publish(ctx, k, msgs); err != nil {
 			return out, fmt.Errorf("publish missing: %w", err)
