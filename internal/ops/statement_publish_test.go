@@ -82,6 +82,17 @@ func topicEvents(t *testing.T, w *world, k ops.Kafka) (map[string]channels.Event
 	return out, len(msgs)
 }
 
+// topicEventsByTrade is topicEvents by trade number.
+func topicEventsByTrade(t *testing.T, w *world, k ops.Kafka) map[string]channels.Event {
+	t.Helper()
+	events, _ := topicEvents(t, w, k)
+	out := map[string]channels.Event{}
+	for _, ev := range events {
+		out[ev.TradeNo] = ev
+	}
+	return out
+}
+
 // decoded is the event a callback decodes to.
 func decoded(t *testing.T, w *world, value []byte) channels.Event {
 	t.Helper()
@@ -254,6 +265,37 @@ func TestPublishMissing(t *testing.T) {
 		assert.Empty(t, pub.Published)
 		require.Len(t, pub.NeedsQuery, 1)
 		assert.Contains(t, pub.NeedsQuery[0].Reason, fmt.Sprintf("%d fen on the statement's payment line, %d fen on the order row", tr.Total-80, tr.Total))
+	})
+
+	t.Run("an event published unsigned before signing is published again, signed", func(t *testing.T) {
+		k := mustKafka(t, 1)
+		tr, claimedTr := trade(channels.WeChat, 69, 1), trade(channels.WeChat, 69, 2)
+		w.importLines(69, channels.WeChat, payLine(tr), payLine(claimedTr))
+		_, pub := publishDay(t, w, k, 69, channels.WeChat)
+		require.Len(t, pub.Published, 2)
+		// As an earlier version recorded them: no signature.
+		_, err := w.db.NewUpdate().TableExpr("ss_statement_publish").Set("signature_key_id = NULL").Where("tenant_id = ?", 69).Exec(ctx)
+		require.NoError(t, err)
+		// One of them reached the worker before the upgrade and was claimed.
+		w.acquireEvent(topicEventsByTrade(t, w, k)[claimedTr.TradeNo])
+
+		again := mustKafka(t, 1)
+		_, pub = publishDay(t, w, again, 69, channels.WeChat)
+		require.Len(t, pub.Published, 1, "the unclaimed one, signed now")
+		assert.Equal(t, tr.TradeNo, pub.Published[0].TradeNo)
+		require.Len(t, pub.AlreadyPublished, 1, "the claimed one is not published again")
+		assert.Equal(t, claimedTr.TradeNo, pub.AlreadyPublished[0].TradeNo)
+		events, n := topicEvents(t, w, again) // verifies the signature
+		assert.Equal(t, 1, n)
+		assert.Contains(t, events, pub.Published[0].Key)
+		var keyID string
+		require.NoError(t, w.db.NewSelect().ColumnExpr("signature_key_id").TableExpr("ss_statement_publish").
+			Where("tenant_id = ?", 69).Where("idempotent_key = ?", pub.Published[0].Key).Scan(ctx, &keyID))
+		assert.Equal(t, "ops-test", keyID)
+
+		_, pub = publishDay(t, w, mustKafka(t, 1), 69, channels.WeChat)
+		assert.Empty(t, pub.Published, "signed once: not again")
+		assert.Len(t, pub.AlreadyPublished, 2)
 	})
 
 	t.Run("no statement key publishes nothing and records nothing", func(t *testing.T) {
