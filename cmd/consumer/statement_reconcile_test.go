@@ -554,7 +554,7 @@ func TestStatementReconcilePublishMissingRefusesWithoutAKey(t *testing.T) {
 	delete(none, "PAYCB_STATEMENT_KEY_FILE")
 	out, errOut, err := consumerCmd(t, none, append(reconcileArgs, "--publish-missing")...)
 	require.Equal(t, exitRefused, exitCode(err), out+errOut)
-	assert.ErrorContains(t, err, "PAYCB_STATEMENT_KEY_FILE")
+	require.ErrorContains(t, err, "PAYCB_STATEMENT_KEY_FILE")
 	msgs, err := kafkaops.ReadAll(context.Background(), []string{vars["PAYCB_KAFKA_BROKERS"]}, "channel-events")
 	require.NoError(t, err)
 	assert.Empty(t, msgs, "nothing published")
@@ -563,7 +563,7 @@ func TestStatementReconcilePublishMissingRefusesWithoutAKey(t *testing.T) {
 	short["PAYCB_STATEMENT_KEY_FILE"] = writeStatementKeys(t, "# a key too short\nk1=short-secret-xyz\n")
 	out, errOut, err = consumerCmd(t, short, append(reconcileArgs, "--publish-missing")...)
 	require.Equal(t, exitUsage, exitCode(err), out+errOut)
-	assert.ErrorContains(t, err, "line 2")
+	require.ErrorContains(t, err, "line 2")
 	assert.NotContains(t, out+errOut+err.Error(), "short-secret-xyz")
 
 	out, errOut, err = consumerCmd(t, none, reconcileArgs...)

@@ -90,8 +90,10 @@ const (
 )
 
 // DeadLetterKinds lists the contract's dead-letter kinds, without KindOther.
-var DeadLetterKinds = []DeadLetterKind{KindMalformed, KindUnknownChannel, KindDecryptFailed, KindNoKey, KindConflict, KindOverRefund, KindInvalidAmount, KindUnsupported,
-	KindUnauthenticated}
+var DeadLetterKinds = []DeadLetterKind{
+	KindMalformed, KindUnknownChannel, KindDecryptFailed, KindNoKey, KindConflict, KindOverRefund, KindInvalidAmount, KindUnsupported,
+	KindUnauthenticated,
+}
 
 // SettleOutcome is the outcome label of paycb_settle_total.
 type SettleOutcome string
