@@ -89,7 +89,7 @@ func newWorld(ctx context.Context, t *testing.T) *world {
 	// The statement keys --publish-missing signs with (the first) and the
 	// worker verifies with (both).
 	keys := filepath.Join(dir, "statement-keys")
-	require.NoError(t, os.WriteFile(keys, []byte("e2e-2=fedcba9876543210fedcba9876543210\ne2e-1=0123456789abcdef0123456789abcdef\n"), 0o600))
+	require.NoError(t, os.WriteFile(keys, []byte(statementKeys), 0o600))
 	w.env = append(os.Environ(), "PAYCB_STATEMENT_KEY_FILE="+keys,
 		"PAYCB_KAFKA_BROKERS="+brokers[0], "PAYCB_KAFKA_TOPIC="+topic, "PAYCB_KAFKA_GROUP="+group,
 		"PAYCB_DB_DSN="+w.dsn, "PAYCB_ADMIN_ADDR=127.0.0.1:0",
