@@ -300,8 +300,13 @@ type Worker struct {
 	// RetryBackoffMax caps the retry delay. Env PAYCB_RETRY_BACKOFF_MAX.
 	// Default 30s.
 	RetryBackoffMax time.Duration `yaml:"retry_backoff_max"`
-	// ShutdownTimeout caps the whole graceful shutdown. Env
-	// PAYCB_SHUTDOWN_TIMEOUT, flag --shutdown-timeout. Default 30s.
+	// ShutdownTimeout caps finishing the in-flight messages at shutdown;
+	// leaving the group and closing the connections follow it and take a
+	// few seconds more. A failing message is not retried once stopping
+	// (it is left uncommitted for redelivery), so the cap matters only for
+	// attempts still under way. Env PAYCB_SHUTDOWN_TIMEOUT, flag
+	// --shutdown-timeout. Default 20s: with what follows, inside
+	// Kubernetes' default terminationGracePeriodSeconds of 30.
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
 	// StartupTimeout is how long run keeps trying to reach the database and
 	// the broker at start before it exits 1. Env PAYCB_STARTUP_TIMEOUT.

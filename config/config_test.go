@@ -62,7 +62,7 @@ func TestDefault(t *testing.T) {
 	assert.Equal(t, "info", c.Log.Level)
 	assert.Equal(t, 2*time.Minute, c.Worker.OrphanAfter)
 	assert.Equal(t, 256, c.Worker.BatchMax)
-	assert.Equal(t, 30*time.Second, c.Worker.ShutdownTimeout)
+	assert.Equal(t, 20*time.Second, c.Worker.ShutdownTimeout)
 	assert.Equal(t, 10*time.Millisecond, c.Worker.RetryBackoffMin)
 	assert.Equal(t, 30*time.Second, c.Worker.RetryBackoffMax)
 	assert.Equal(t, time.Minute, c.Worker.StallThreshold)
@@ -204,7 +204,7 @@ wechat:
 				assert.Equal(t, 10, c.Worker.BatchMax)
 				assert.Equal(t, 3*time.Minute, c.Worker.OrphanAfter)
 				assert.Equal(t, "settlement-consumer", Default().Kafka.Group) // untouched defaults stay
-				assert.Equal(t, 30*time.Second, c.Worker.ShutdownTimeout)
+				assert.Equal(t, 20*time.Second, c.Worker.ShutdownTimeout)
 				assert.Equal(t, []string{tenantKey}, c.WeChat.KeysFor(1001).Reveal())
 			},
 		},

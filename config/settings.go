@@ -192,8 +192,8 @@ var settings = []setting{
 		def: "30s", min: "10ms", max: "10m", field: func(c *Config) any { return &c.Worker.RetryBackoffMax },
 	},
 	{
-		path: "worker.shutdown_timeout", env: "PAYCB_SHUTDOWN_TIMEOUT", flag: "shutdown-timeout", usage: "cap on the whole graceful shutdown",
-		def: "30s", min: "100ms", max: "10m", field: func(c *Config) any { return &c.Worker.ShutdownTimeout },
+		path: "worker.shutdown_timeout", env: "PAYCB_SHUTDOWN_TIMEOUT", flag: "shutdown-timeout", usage: "cap on finishing in-flight messages at shutdown; leaving the group and closing take a few seconds more, so the default leaves margin under Kubernetes' default 30s grace period",
+		def: "20s", min: "100ms", max: "10m", field: func(c *Config) any { return &c.Worker.ShutdownTimeout },
 	},
 	{
 		path: "worker.startup_timeout", env: "PAYCB_STARTUP_TIMEOUT", usage: "how long run keeps trying to reach the database and the broker at start",

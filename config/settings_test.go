@@ -355,7 +355,7 @@ func TestLogValueDurationsAreStrings(t *testing.T) {
 	var text, js bytes.Buffer
 	slog.New(slog.NewTextHandler(&text, nil)).Info("start", "config", c)
 	slog.New(slog.NewJSONHandler(&js, nil)).Info("start", "config", c)
-	assert.Contains(t, text.String(), "config.worker.shutdown_timeout=30s")
+	assert.Contains(t, text.String(), "config.worker.shutdown_timeout=20s")
 	assert.Contains(t, text.String(), "config.kafka.tls.enabled=false")
 	assert.Contains(t, js.String(), `"max_wait":"500ms"`)
 	assert.Contains(t, js.String(), `"batch_max":256`)

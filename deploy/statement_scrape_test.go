@@ -143,13 +143,15 @@ func TestWorkerExportsStatementReconciliation(t *testing.T) {
 	}
 
 	// Read at each scrape: reconciling tenant 1002's yesterday moves
-	// WeChat's day and clears its unreconciled statement at once.
+	// WeChat's day and clears its unreconciled statement at once; its one
+	// discrepancy adds to those of the days still open (1001's yesterday,
+	// 1002's day before).
 	reconcile(1002, channels.WeChat, yesterday, 1)
 	got, err = scrapeStatements(w.addr)
 	require.NoError(t, err)
 	assert.Equal(t, float64(yesterday.Unix()), got[`paycb_statement_last_reconciled_day_timestamp_seconds{channel="WECHAT"}`]) //nolint:testifylint // whole seconds
 	assert.Zero(t, got[`paycb_statement_files_unreconciled{channel="WECHAT"}`])
-	assert.Equal(t, 3.0, got[`paycb_statement_discrepancies{category="missing_in_ledger",channel="WECHAT"}`]) //nolint:testifylint // a count
+	assert.Equal(t, 4.0, got[`paycb_statement_discrepancies{category="missing_in_ledger",channel="WECHAT"}`]) //nolint:testifylint // a count
 	poll(t, 30*time.Second, "PaycbStatementUnreconciled to clear", func() (bool, string) {
 		got, ok, err := query(base, `count(ALERTS{alertname="PaycbStatementUnreconciled"}) or vector(0)`)
 		if err != nil || !ok {

@@ -172,7 +172,10 @@ func parseError(err error, c command, path []string, stdout, stderr io.Writer) e
 }
 
 // help prints `consumer help [command [verb]]` or `consumer help config`.
+// A --help (or -h, -help) among args asks for what help prints anyway: it is
+// dropped, so `consumer help config --help` prints and exits 0.
 func help(stdout, stderr io.Writer, args []string) error {
+	args = slices.DeleteFunc(slices.Clone(args), func(a string) bool { return a == "-h" || a == "-help" || a == "--help" })
 	if len(args) == 0 {
 		usage(stdout)
 		return nil

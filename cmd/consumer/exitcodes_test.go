@@ -68,6 +68,8 @@ VALUES (1001, 'WECHAT:T1:PAYMENT_RECEIVED', 'PAYMENT_RECEIVED', 'ACQUIRED', REPE
 		{"replay to an unknown partition", lookup, []string{"replay", "--to-offset", "9:0", "--dry-run"}, 2, "invalid replay target"},
 		{"replay with a malformed time", noDB, []string{"replay", "--to-datetime", "yesterday"}, 2, "RFC 3339"},
 		{"refund register without flags", lookup, []string{"refund", "register"}, 2, "--amount, --channel, --refund-no, --tenant, --trade-no"},
+		{"refund register of nothing", lookup, []string{"refund", "register", "--tenant", "1", "--channel", "WECHAT", "--trade-no", "T", "--refund-no", "R", "--amount", "0"}, 2, "a refund registers a positive amount in fen"},
+		{"refund register of a negative amount", lookup, []string{"refund", "register", "--tenant", "1", "--channel", "WECHAT", "--trade-no", "T", "--refund-no", "R", "--amount=-5"}, 2, "amount -5 fen: a refund registers a positive amount"},
 		{"refund register with a bad channel", lookup, []string{"refund", "register", "--tenant", "1", "--channel", "PAYPAL", "--trade-no", "T", "--refund-no", "R", "--amount", "1"}, 2, "PAYPAL"},
 		{"purge without --older-than", lookup, []string{"purge"}, 2, "--older-than is required"},
 		{"purge with a negative duration", lookup, []string{"purge", "--older-than", "-5h"}, 2, "negative"},

@@ -104,10 +104,16 @@ func TestHelpListsCommandsAndExitStatuses(t *testing.T) {
 			assert.Contains(t, out.String(), fmt.Sprintf("\n  %d  ", code))
 		}
 	}
+	for _, args := range [][]string{{"help", "config"}, {"help", "config", "--help"}, {"help", "config", "-h"}, {"help", "--help", "config"}} {
+		var out, errOut bytes.Buffer
+		require.NoError(t, run(context.Background(), args, &out, &errOut, noEnv), "%v: %s", args, errOut.String())
+		assert.Contains(t, out.String(), "--db-dsn", "%v", args)
+		assert.Contains(t, out.String(), "PAYCB_KAFKA_BROKERS", "%v", args)
+		assert.Empty(t, errOut.String(), "%v", args)
+	}
 	var out, errOut bytes.Buffer
-	require.NoError(t, run(context.Background(), []string{"help", "config"}, &out, &errOut, noEnv))
-	assert.Contains(t, out.String(), "--db-dsn")
-	assert.Contains(t, out.String(), "PAYCB_KAFKA_BROKERS")
+	require.NoError(t, run(context.Background(), []string{"help", "run", "--help"}, &out, &errOut, noEnv))
+	assert.True(t, strings.HasPrefix(out.String(), "consumer run: "), out.String())
 }
 
 // TestEverySummaryAndUsageIsDescribed: no command is registered without a

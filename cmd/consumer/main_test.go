@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"regexp"
 	"testing"
 	"time"
 
@@ -21,6 +22,12 @@ func TestDemoRunsAndItsInvariantsHold(t *testing.T) {
 	assert.Contains(t, out.String(), "invariants: all hold")
 	assert.Contains(t, out.String(), "dead letters by kind: conflict=1 malformed=1")
 	assert.Contains(t, out.String(), "demo: done")
+	// The last progress line says everything was committed, however short
+	// the run (60 trades take less than the progress interval).
+	progress := regexp.MustCompile(`demo: +(\d+) of (\d+) messages committed\n`).FindAllStringSubmatch(out.String(), -1)
+	require.NotEmpty(t, progress, out.String())
+	lastLine := progress[len(progress)-1]
+	assert.Equal(t, lastLine[2], lastLine[1], "the last progress line: %q", lastLine[0])
 }
 
 func TestUsageAndConfigurationErrors(t *testing.T) {

@@ -47,11 +47,11 @@ func refundRegisterCommand(fs *flag.FlagSet) runFunc {
 	channel := fs.String("channel", "", "WECHAT, ALIPAY or SQB (required)")
 	tradeNo := fs.String("trade-no", "", "the channel's trade number (required)")
 	refundNo := fs.String("refund-no", "", "the refund number the channel will be given and report back; case-sensitive (required)")
-	amount := fs.Int64("amount", 0, "refund amount in fen (required)")
+	amount := fs.Int64("amount", 0, "refund amount in fen, positive: 1 is ¥0.01 (required)")
 	return func(ctx context.Context, env *environment, _ []string) error {
 		req := settlement.RefundRequest{TenantID: *tenant, Channel: channels.Channel(*channel), TradeNo: *tradeNo, RefundNo: *refundNo, Amount: *amount}
 		var missing []string
-		for name, set := range map[string]bool{"tenant": *tenant != 0, "channel": *channel != "", "trade-no": *tradeNo != "", "refund-no": *refundNo != "", "amount": *amount != 0} {
+		for name, set := range map[string]bool{"tenant": *tenant != 0, "channel": *channel != "", "trade-no": *tradeNo != "", "refund-no": *refundNo != "", "amount": given(fs, "amount")} {
 			if !set {
 				missing = append(missing, "--"+name)
 			}
@@ -89,4 +89,12 @@ func refundRegisterCommand(fs *flag.FlagSet) runFunc {
 		out.println(line)
 		return env.audit(ctx, db, line, out.err)
 	}
+}
+
+// given reports whether the flag name was set on the command line (an
+// explicit --amount 0 is given, and then explained, not "required").
+func given(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }

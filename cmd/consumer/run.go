@@ -19,10 +19,12 @@ func workerCmd() command {
 		description: `Joins the consumer group and settles each channel event exactly once, until
 interrupted (SIGINT or SIGTERM: a graceful shutdown). Before joining it
 checks the keys, the admin address, the database and its schema, the broker
-and the topics, retrying a dependency for up to PAYCB_STARTUP_TIMEOUT.
+and the topics, retrying a dependency for up to PAYCB_STARTUP_TIMEOUT; a
+database answer that waiting will not heal (access denied, unknown
+database, a missing privilege) exits 1 at once, naming PAYCB_DB_DSN.
 Serves /metrics, /healthz and /readyz on PAYCB_ADMIN_ADDR.`,
 		exits: []exitStatus{
-			{exitFailure, "a runtime failure, or a start-up check still failing after PAYCB_STARTUP_TIMEOUT"},
+			{exitFailure, "a runtime failure, a start-up check still failing after PAYCB_STARTUP_TIMEOUT, or a database refusing the DSN's credentials, database or grants"},
 			{exitUsage, "a usage or configuration error, including one a start-up check finds (a key, a TLS file, a missing topic setting)"},
 		},
 		config: configListed,

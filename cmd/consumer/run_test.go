@@ -146,18 +146,52 @@ func TestRunFailsFastBeforeJoiningTheGroup(t *testing.T) {
 		message []string
 		// absent are topics that must still not exist afterwards.
 		absent []string
+		// within, when set, bounds how long the command may take.
+		within time.Duration
 	}{
 		{
+			// Waiting will not heal a wrong password: with a minute to
+			// wait, run still gives up at once, naming the setting.
 			name: "wrong database password",
 			prepare: func(t *testing.T, w *runWorld) map[string]string {
 				t.Helper()
 				cfg, err := mysql.ParseDSN(w.dsn)
 				require.NoError(t, err)
 				cfg.Passwd = "not-the-password"
+				return map[string]string{"PAYCB_DB_DSN": cfg.FormatDSN(), "PAYCB_STARTUP_TIMEOUT": "1m"}
+			},
+			code: 1,
+			message: []string{
+				"start-up check failed: database: access denied", "fix PAYCB_DB_DSN (root:***@tcp(",
+				"waiting will not heal it", "Access denied for user",
+			},
+			within: 10 * time.Second,
+		},
+		{
+			name: "unknown database",
+			prepare: func(t *testing.T, w *runWorld) map[string]string {
+				t.Helper()
+				cfg, err := mysql.ParseDSN(w.dsn)
+				require.NoError(t, err)
+				cfg.DBName = "paycb_no_such_database"
+				return map[string]string{"PAYCB_DB_DSN": cfg.FormatDSN(), "PAYCB_STARTUP_TIMEOUT": "1m"}
+			},
+			code:    1,
+			message: []string{"start-up check failed: database: unknown database: fix PAYCB_DB_DSN (", "/paycb_no_such_database", "Error 1049"},
+			within:  10 * time.Second,
+		},
+		{
+			// A server that is not there yet may come: retried.
+			name: "database unreachable",
+			prepare: func(t *testing.T, w *runWorld) map[string]string {
+				t.Helper()
+				cfg, err := mysql.ParseDSN(w.dsn)
+				require.NoError(t, err)
+				cfg.Addr = closedPort(t)
 				return map[string]string{"PAYCB_DB_DSN": cfg.FormatDSN()}
 			},
 			code:    1,
-			message: []string{"start-up check failed: database: still failing after 2s (PAYCB_STARTUP_TIMEOUT)", "Access denied"},
+			message: []string{"start-up check failed: database: still failing after 2s (PAYCB_STARTUP_TIMEOUT)", "PAYCB_DB_DSN (root@tcp(127.0.0.1:", "connection refused"},
 		},
 		{
 			name:    "schema not migrated",
@@ -263,6 +297,9 @@ func TestRunFailsFastBeforeJoiningTheGroup(t *testing.T) {
 			assert.NotContains(t, err.Error()+stderr, "not-the-password", "the password is never printed")
 			assert.Zero(t, w.joins.Load(), "the instance never joined the group")
 			assert.Less(t, time.Since(start), 20*time.Second, "no shutdown cap is spent")
+			if tc.within > 0 {
+				assert.Less(t, time.Since(start), tc.within, "gave up at once")
+			}
 			for _, topic := range tc.absent {
 				assert.False(t, w.topicExists(t, topic), "topic %s was created", topic)
 			}
@@ -300,7 +337,10 @@ func TestRunStopsAtOnceWhenSignalledDuringTheStartupChecks(t *testing.T) {
 	w := newRunWorld(t, worldOptions{})
 	cfg, err := mysql.ParseDSN(w.dsn)
 	require.NoError(t, err)
-	cfg.Passwd = "not-the-password"
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	cfg.Addr = l.Addr().String() // refuses connections once closed: retried
+	require.NoError(t, l.Close())
 	lookup := w.env(map[string]string{"PAYCB_DB_DSN": cfg.FormatDSN(), "PAYCB_STARTUP_TIMEOUT": "1m"})
 
 	logs := &signalWriter{want: "attempt=2", seen: make(chan struct{})}

@@ -23,13 +23,14 @@ const maxStatementBytes = 1 << 30
 func statementCmd() command {
 	return command{
 		name:    "statement",
-		summary: "channel statements (对账单): import, reconcile",
+		summary: "channel statements (对账单): import, reconcile, declare a day empty",
 		description: `The channels' daily statement files are the second witness of what was
 paid and refunded: import one per tenant, channel and day, then reconcile
 the day against the ledger.`,
 		verbs: []command{
 			statementImportCmd(),
 			statementReconcileCmd(),
+			statementEmptyCmd(),
 		},
 	}
 }
@@ -48,10 +49,19 @@ one statement per Beijing-time day:
   SQB     per-order /upay/v2/query responses, one whole response a line
           (Shouqianba publishes no statement file)
 A file whose rows disagree with its own summary or footer, an unknown
-layout, or a hash that differs is refused with the reason. Importing the
-same file again changes nothing; another file for a day already imported
-is compared with it line by line, the differences printed, and then
-replaces it. Recorded in the audit trail.`,
+layout, or a hash that differs is refused with the reason. A day's
+statement is built from every file imported for it:
+  WECHAT, ALIPAY  a bill is its merchant's whole day (WeChat 特约商户号, or
+          商户号 when that is 0; Alipay's #账号): it replaces the lines
+          that merchant held for the day, after the differences are
+          printed; another merchant's bill of the day stays. The same file
+          again changes nothing.
+  SQB     files merge per order (sn), whatever day holds it: a response
+          supersedes the one held when its finish_time is later, or the
+          same and it says something else; an older one changes nothing
+          (listed as older). No other line is removed.
+Each day's version (a hash of its lines held) is printed; reconcile reports
+the version it compared. Recorded in the audit trail.`,
 		exits: []exitStatus{
 			{exitUsage, "a usage or configuration error: a flag missing or invalid, no DSN"},
 			{exitRefused, "refused: the file is not a statement of the channel's layout, disagrees with its own summary, or its hash differs"},
@@ -171,7 +181,10 @@ func importSummary(res ops.ImportResult) string {
 func printImport(out *printer, res ops.ImportResult) {
 	out.printf("tenant %d %s statement (%s, sha1 %s)\n", res.TenantID, res.Channel, res.Format, res.SHA1)
 	for _, d := range res.Days {
-		out.printf("%s: %s, %d lines\n", d.Day, d.Status, d.Lines)
+		out.printf("%s: %s, %d lines in the file, %d held, version %s\n", d.Day, d.Status, d.Lines, d.Held, d.Version)
+		if len(d.Older) > 0 {
+			out.printf("  older than the responses held (kept): %s\n", strings.Join(d.Older, ", "))
+		}
 		for _, c := range d.Changes {
 			switch {
 			case c.Old == nil:

@@ -11,6 +11,7 @@ import (
 
 	"github.com/paycallback/paycallback/internal/ops"
 	"github.com/paycallback/paycallback/internal/statementauth"
+	"github.com/paycallback/paycallback/pkg/channels"
 )
 
 func statementReconcileCmd() command {
@@ -29,6 +30,15 @@ day's result, ss_statement_reconcile), and lists:
   status_mismatch       the statement says the channel did not settle what
                         the ledger posted (a WeChat refund row PROCESSING or
                         FAIL: a snapshot, never updated; a REVOKED payment)
+  no_statement          nothing is imported for the day and it is not
+                        declared empty, postings or not: check the download,
+                        import it, or record the channel's answer that there
+                        is none with consumer statement empty
+A day's statement is every file imported for it (Shouqianba responses merge
+per order; a WeChat or Alipay bill is its merchant's whole day); the report
+names its version, a hash of the lines held (statement_version), and
+--publish-missing refuses when the day changed since. A day declared empty
+is compared with no lines: every posting of it is missing_in_statement.
 Payments match by trade number, WeChat refunds by refund number; Alipay
 refunds compare as the day's per-trade totals, Shouqianba orders as
 total_amount − net_amount against all refunds posted up to the day.
@@ -60,9 +70,9 @@ audit trail. The exit status is the reconciliation's: 3 while
 discrepancies remain, which they do until the worker has settled what was
 published; reconcile again afterwards.`,
 		exits: []exitStatus{
-			{exitFailure, "a runtime failure (with --publish-missing: the broker, a missing topic), or no statement imported for the day: nothing to reconcile"},
+			{exitFailure, "a runtime failure (with --publish-missing: the broker, a missing topic, the day's statement changed since it was reconciled)"},
 			{exitUsage, "a usage or configuration error: a flag missing or invalid (--publish-missing without --tenant), no DSN"},
-			{exitFound, "discrepancies found (with --publish-missing: found before publishing; they remain until the worker has settled what was published)"},
+			{exitFound, "discrepancies found, or no_statement: nothing imported for the day and not declared empty (with --publish-missing: found before publishing, and nothing is published for a day without a statement; they remain until the worker has settled what was published)"},
 			{exitRefused, "refused: --publish-missing without PAYCB_STATEMENT_KEY_FILE, nothing reconciled or published"},
 		},
 		setup: statementReconcileCommand,
@@ -107,7 +117,7 @@ func statementReconcileCommand(fs *flag.FlagSet) runFunc {
 		}
 		rep, err := ops.ReconcileStatement(ctx, db, *tenant, ch, *date)
 		if errors.Is(err, ops.ErrNoStatement) {
-			return finish("", fmt.Errorf("statement reconcile: nothing to reconcile: no %s statement imported for tenant %d on %s (consumer statement import)", ch, *tenant, *date))
+			return finish("", noStatementExit(newPrinter(env), rep, *asJSON, ch, *tenant, *date))
 		}
 		if err != nil {
 			return finish("", err)
@@ -241,6 +251,7 @@ func printStatementReconcile(out *printer, rep ops.StatementReport) {
 	}
 	out.printf("tenant %d %s statement of %s: %d lines, %d postings dated to the day; neighbouring days consulted: %s\n",
 		rep.TenantID, rep.Channel, rep.Day, rep.Lines, rep.Postings, neighbours)
+	out.printf("statement version %s (last file imported sha1 %s)\n", dash(rep.StatementVersion), dash(rep.StatementSHA1))
 	out.printf("fees of the day: %s yuan (not a discrepancy)\n", rep.Fee)
 	if rep.OK() {
 		out.println("statement reconcile: no discrepancies")
@@ -258,6 +269,21 @@ func printStatementReconcile(out *printer, rep ops.StatementReport) {
 			fen(it.StatementAmount), fen(it.LedgerAmount), line, it.Message)
 	}
 	out.flush(tw)
+}
+
+// noStatementExit prints the report of a day without a statement and
+// returns its exit: 3, for the day is not clean.
+func noStatementExit(out *printer, rep ops.StatementReport, asJSON bool, ch channels.Channel, tenant int64, day string) error {
+	if asJSON {
+		out.json(statementReconcileJSON{StatementReport: rep})
+	} else {
+		printStatementReconcile(out, rep)
+	}
+	if out.err != nil {
+		return out.err
+	}
+	return &exitError{code: exitFound, err: fmt.Errorf("statement reconcile: no_statement: no %s statement imported for tenant %d on %s, "+
+		"and the day is not declared empty (consumer statement import, or consumer statement empty)", ch, tenant, day)}
 }
 
 // fen prints an amount in fen, or "-" for the side that has none.

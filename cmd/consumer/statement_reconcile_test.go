@@ -93,10 +93,37 @@ func TestStatementReconcile(t *testing.T) {
 	require.Len(t, rep.Items, 1)
 	assert.Equal(t, ops.StatementMissingInLedger, rep.Items[0].Category)
 
-	_, _, err = runCmd(t, lookup, "statement", "reconcile", "--channel", "WECHAT", "--tenant", "1001", "--date", "2024-06-05")
+	// A day with nothing imported is no_statement (exit 3), until the
+	// channel's answer that there is none is recorded.
+	quiet := []string{"statement", "reconcile", "--channel", "WECHAT", "--tenant", "1001", "--date", "2024-06-05"}
+	out, _, err = runCmd(t, lookup, append(quiet, "--json")...)
 	require.Error(t, err)
-	assert.Equal(t, exitFailure, exitCode(err))
-	assert.Contains(t, err.Error(), "nothing to reconcile")
+	assert.Equal(t, exitFound, exitCode(err))
+	assert.Contains(t, err.Error(), "no_statement")
+	rep = ops.StatementReport{}
+	require.NoError(t, json.Unmarshal([]byte(out), &rep), out)
+	require.Len(t, rep.Items, 1)
+	assert.Equal(t, ops.StatementNoStatement, rep.Items[0].Category)
+	empty := []string{"statement", "empty", "--channel", "WECHAT", "--tenant", "1001", "--date", "2024-06-05"}
+	_, _, err = runCmd(t, lookup, empty...)
+	assert.Equal(t, exitUsage, exitCode(err), "--note is required")
+	out, _, err = runCmd(t, lookup, append(empty, "--note", "NO_STATEMENT_EXIST from GET /v3/bill/tradebill")...)
+	require.NoError(t, err)
+	assert.Contains(t, out, "2024-06-05: declared")
+	_, _, err = runCmd(t, lookup, quiet...)
+	require.NoError(t, err, "reconciled against an empty statement: no posting of the day")
+	_, _, err = runCmd(t, lookup, "statement", "empty", "--channel", "WECHAT", "--tenant", "1001", "--date", "2024-06-01", "--note", "x")
+	assert.Equal(t, exitFailure, exitCode(err), "the day holds a statement's lines")
+	for _, bad := range [][]string{
+		{"--from", "2024-06-05"},
+		{"--date", "2024-06-05", "--from", "2024-06-01", "--to", "2024-06-02"},
+		{"--from", "2024-06-05", "--to", "2024-06-01"},
+		{"--date", "2099-01-01"},
+		{"--from", "2024-01-01", "--to", "2024-06-01"},
+	} {
+		_, _, err = runCmd(t, lookup, append([]string{"statement", "empty", "--channel", "WECHAT", "--tenant", "1001", "--note", "x"}, bad...)...)
+		assert.Equal(t, exitUsage, exitCode(err), "%v", bad)
+	}
 
 	for _, bad := range [][]string{
 		{"--channel", "WECHAT", "--tenant", "1001"},

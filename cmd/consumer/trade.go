@@ -123,6 +123,9 @@ func printTrade(out *printer, h ops.TradeHistory) {
 		out.println("nothing is held about this trade")
 		return
 	}
+	if h.Cancel != nil {
+		out.printf("cancelled (CANCELED): %s\n", h.Cancel.Effect)
+	}
 	out.println()
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	for _, e := range h.Timeline {

@@ -31,9 +31,7 @@ func main() {
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	if err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "kfake-broker:", err)
-		}
+		fmt.Fprintln(os.Stderr, "kfake-broker:", err)
 		os.Exit(2)
 	}
 }
@@ -69,7 +67,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	topics := topicFlags{}
 	fs.Var(topics, "topic", "topic to seed as name:partitions (repeatable)")
 	logLevel := fs.String("log-level", "warn", "debug, info, warn or error")
+	fs.Usage = func() {}
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(stdout)
+			fmt.Fprintln(stdout, "usage: kfake-broker [flags]\n\nan in-process Kafka broker (kfake) as a process of its own, on 127.0.0.1, until SIGINT or SIGTERM\n\nflags:")
+			fs.PrintDefaults()
+			fmt.Fprintln(stdout, "\nexit status:\n  0  stopped by a signal, or --help\n  2  a usage error, or the broker could not start")
+			return nil
+		}
 		return err
 	}
 	if fs.NArg() > 0 {

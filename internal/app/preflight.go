@@ -54,7 +54,9 @@ type preflight struct {
 
 // run makes every check in order, cheapest first, and returns the bound
 // admin listener (the caller serves on it, or closes it). The database and
-// the broker are retried until the start-up timeout; a missing key, an
+// the broker are retried until the start-up timeout, except a database
+// answer that waiting will not heal (access denied, unknown database, a
+// missing privilege: sqldb.Permanent), which fails at once; a missing key, an
 // unusable admin address, a schema that is not current, a missing topic or
 // a fetch limit below the topic's are not. The error wraps ErrStartup, and
 // also config.ErrInvalid when the configuration itself is at fault. When
@@ -86,8 +88,12 @@ func (p *preflight) dependencies(ctx context.Context) error {
 	defer cancel()
 
 	err := p.retry(deadline, ctx, timeout, "database", func(ctx context.Context) error {
-		return sqldb.Ping(ctx, p.db, startupAttemptTimeout)
-	}, nil)
+		err := sqldb.Ping(ctx, p.db, startupAttemptTimeout)
+		if _, permanent := sqldb.Permanent(err); permanent || err == nil {
+			return sqldb.PermanentError(p.cfg.DB.DSN, err)
+		}
+		return fmt.Errorf("PAYCB_DB_DSN (%s): %w", p.cfg.DB.DSN, err)
+	}, func(err error) bool { _, permanent := sqldb.Permanent(err); return permanent })
 	if err != nil {
 		return err
 	}

@@ -150,17 +150,24 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 
 	waitCtx, cancelWait := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancelWait()
-	last := time.Time{}
+	last, printed := time.Time{}, int64(-1)
+	progress := func(committed int64) {
+		fmt.Fprintf(o.Out, "demo: %5d of %d messages committed\n", committed, len(msgs))
+		last, printed = time.Now(), committed
+	}
 	err = kafkaops.WaitConsumed(waitCtx, brokers, group, topic, 200*time.Millisecond, func(ps []kafkaops.PartitionProgress) {
 		if time.Since(last) < time.Second {
 			return
 		}
-		last = time.Now()
-		lag := kafkaops.TotalLag(ps)
-		fmt.Fprintf(o.Out, "demo: %5d of %d messages committed\n", int64(len(msgs))-lag, len(msgs))
+		progress(int64(len(msgs)) - kafkaops.TotalLag(ps))
 	})
 	if err != nil {
 		return Summary{}, err
+	}
+	if printed != int64(len(msgs)) {
+		// A run shorter than the progress interval printed only its start:
+		// the last line says where it ended.
+		progress(int64(len(msgs)))
 	}
 	elapsed := time.Since(start)
 

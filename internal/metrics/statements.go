@@ -46,11 +46,16 @@ type StatementStanding struct {
 	// LastReconciledDay is the start of the latest day of the window
 	// reconciled; zero when none is.
 	LastReconciledDay time.Time
-	// Discrepancies holds LastReconciledDay's items by category.
+	// Discrepancies holds, by category, the items of the latest run of
+	// each of the window's days held, summed: every day still open counts.
 	Discrepancies map[string]int
-	// UnreconciledDays counts the window's days with a statement imported
-	// and no reconciliation of the file held.
+	// UnreconciledDays counts the window's days with a statement held and
+	// no reconciliation of the lines held.
 	UnreconciledDays int
+	// MissingDays counts the window's days after FirstImportedDay and
+	// before yesterday with no statement at all: nothing imported, not
+	// declared empty (reconcile says no_statement).
+	MissingDays int
 }
 
 // StatementReader reads every tenant's standing at now, over the days
@@ -97,9 +102,11 @@ func WithStatementDays(days int) StatementOption {
 // the oldest of their latest reconciled days (a tenant that reconciled none
 // of the window's days counts as reconciled up to the day before its first
 // imported one), so one tenant left behind shows; paycb_statement_discrepancies
-// sums, per category, each tenant's latest reconciled day's items; and
-// paycb_statement_files_unreconciled sums the days imported but not
-// reconciled against the file held.
+// sums, per category, the items of every day of the window at its latest
+// run (every day still open, not only the latest); and
+// paycb_statement_files_unreconciled sums the days with a statement held
+// but not reconciled against the lines held, and the days with no
+// statement at all (StatementStanding.MissingDays).
 func NewStatementCollector(read StatementReader, logger *slog.Logger, opts ...StatementOption) *StatementCollector {
 	if logger == nil {
 		logger = slog.Default()
@@ -114,10 +121,10 @@ func NewStatementCollector(read StatementReader, logger *slog.Logger, opts ...St
 			"Start (Unix time) of the Beijing-time day up to which every tenant with a statement of the channel imported in the last days has reconciled: the oldest of their latest reconciled days.",
 			[]string{"channel"}, nil),
 		unreconciled: prometheus.NewDesc("paycb_statement_files_unreconciled",
-			"Statements of the channel imported for the last days (one per tenant and day) with no reconciliation of the file held: never reconciled, or a corrected file imported since.",
+			"Days of the channel's statements over the last days (per tenant) not reconciled: a statement held with no reconciliation of the lines held (never reconciled, or changed since), or no statement at all (nothing imported, not declared empty) on a day after the tenant's first and before yesterday.",
 			[]string{"channel"}, nil),
 		discrepancies: prometheus.NewDesc("paycb_statement_discrepancies",
-			"Discrepancies by category found by the latest reconciliation of each tenant's latest reconciled day of the channel, summed over tenants.",
+			"Discrepancies by category found by the latest reconciliation of each day of the channel's statements over the last days, summed over days and tenants: every day still open counts.",
 			[]string{"channel", "category"}, nil),
 		errors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "paycb_statement_metrics_errors_total",
@@ -172,7 +179,7 @@ func (c *StatementCollector) Collect(ch chan<- prometheus.Metric) {
 		if last.Before(s.lastDay) {
 			s.lastDay = last
 		}
-		s.unreconciled += r.UnreconciledDays
+		s.unreconciled += r.UnreconciledDays + r.MissingDays
 		for cat, n := range r.Discrepancies {
 			if slices.Contains(StatementCategories, cat) {
 				s.discrepancies[cat] += n

@@ -43,14 +43,15 @@ func TestStatementCollectorAggregatesTenantsPerChannel(t *testing.T) {
 	now := time.Date(2024, 6, 10, 11, 0, 0, 0, cst)
 	f := &fakeStatements{rows: []StatementStanding{
 		// WeChat: tenant 1 is up to date with discrepancies; tenant 2 is
-		// behind (06-07) with a skipped day; tenant 5 never reconciled
+		// behind (06-07) with a skipped day and a day without a statement;
+		// tenant 5 never reconciled
 		// (first imported 06-08, so reconciled up to 06-07 at best).
 		{
 			TenantID: 1, Channel: "WECHAT", FirstImportedDay: bjDay(3), LastReconciledDay: bjDay(9),
 			Discrepancies: map[string]int{StatementMissingInLedger: 2, StatementStatusMismatch: 1},
 		},
 		{
-			TenantID: 2, Channel: "WECHAT", FirstImportedDay: bjDay(5), LastReconciledDay: bjDay(7), UnreconciledDays: 2,
+			TenantID: 2, Channel: "WECHAT", FirstImportedDay: bjDay(5), LastReconciledDay: bjDay(7), UnreconciledDays: 2, MissingDays: 1,
 			Discrepancies: map[string]int{StatementMissingInLedger: 1, StatementAmountMismatch: 4, "bogus": 9},
 		},
 		{TenantID: 5, Channel: "WECHAT", FirstImportedDay: bjDay(8), UnreconciledDays: 2},
@@ -67,7 +68,7 @@ func TestStatementCollectorAggregatesTenantsPerChannel(t *testing.T) {
 	require.NoError(t, reg.Register(c))
 
 	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(`
-# HELP paycb_statement_discrepancies Discrepancies by category found by the latest reconciliation of each tenant's latest reconciled day of the channel, summed over tenants.
+# HELP paycb_statement_discrepancies Discrepancies by category found by the latest reconciliation of each day of the channel's statements over the last days, summed over days and tenants: every day still open counts.
 # TYPE paycb_statement_discrepancies gauge
 paycb_statement_discrepancies{category="amount_mismatch",channel="ALIPAY"} 0
 paycb_statement_discrepancies{category="missing_in_ledger",channel="ALIPAY"} 0
@@ -89,11 +90,11 @@ paycb_statement_last_reconciled_day_timestamp_seconds{channel="WECHAT"} 1.717689
 # HELP paycb_statement_metrics_errors_total Scrapes whose statement reconciliation metrics could not be read from the database (logged at WARN); their statement series are absent.
 # TYPE paycb_statement_metrics_errors_total counter
 paycb_statement_metrics_errors_total 0
-# HELP paycb_statement_files_unreconciled Statements of the channel imported for the last days (one per tenant and day) with no reconciliation of the file held: never reconciled, or a corrected file imported since.
+# HELP paycb_statement_files_unreconciled Days of the channel's statements over the last days (per tenant) not reconciled: a statement held with no reconciliation of the lines held (never reconciled, or changed since), or no statement at all (nothing imported, not declared empty) on a day after the tenant's first and before yesterday.
 # TYPE paycb_statement_files_unreconciled gauge
 paycb_statement_files_unreconciled{channel="ALIPAY"} 0
 paycb_statement_files_unreconciled{channel="UNKNOWN"} 0
-paycb_statement_files_unreconciled{channel="WECHAT"} 4
+paycb_statement_files_unreconciled{channel="WECHAT"} 5
 `)))
 	assert.Equal(t, int64(1717862400), bjDay(9).Unix(), "06-09 00:00 Beijing")
 	assert.Equal(t, int64(1717689600), bjDay(7).Unix(), "06-07 00:00 Beijing: tenants 2 and 5")

@@ -2,7 +2,9 @@ package ops
 
 import (
 	"context"
+	"crypto/sha256"
 	"database/sql"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -24,17 +26,22 @@ type ImportStatus string
 const (
 	// ImportNew: no statement was held for the day; its lines are stored.
 	ImportNew ImportStatus = "new"
-	// ImportUnchanged: the same file (same SHA-1) was already imported for
-	// the day; nothing changed.
+	// ImportUnchanged: the lines held for the day already say what the
+	// file says (the same file again, or Shouqianba responses no newer than
+	// those held); nothing changed.
 	ImportUnchanged ImportStatus = "unchanged"
-	// ImportReplaced: another file was held for the day; the difference
-	// is reported in DayImport.Changes and the new file replaced it.
+	// ImportReplaced: a WeChat or Alipay bill replaced the lines its
+	// merchants held for the day (another merchant's lines stay); the
+	// difference is reported in DayImport.Changes.
 	ImportReplaced ImportStatus = "replaced"
+	// ImportMerged: Shouqianba responses were merged into the lines held,
+	// per order: an order not held was added, a newer response superseded
+	// the one held (DayImport.Changes); nothing else was removed.
+	ImportMerged ImportStatus = "merged"
 )
 
-// LineChange is one difference between the statement held for a day and
-// the corrected one that replaced it. Old is nil for an added line, New for
-// a removed one.
+// LineChange is one difference between the lines held for a day and those
+// the file brought in. Old is nil for an added line, New for a removed one.
 type LineChange struct {
 	// Identity names the line: kind, trade number and refund number.
 	Identity string           `json:"identity"`
@@ -48,6 +55,13 @@ type DayImport struct {
 	Status  ImportStatus `json:"status"`
 	Lines   int          `json:"lines"`
 	Changes []LineChange `json:"changes,omitempty"`
+	// Older names the Shouqianba orders of the file whose response is
+	// older than the one held (a lower finish_time): the held one stays.
+	Older []string `json:"older,omitempty"`
+	// Held is the number of lines held for the day after the import, and
+	// Version their version (see DayVersion).
+	Held    int    `json:"held"`
+	Version string `json:"version"`
 }
 
 // ImportResult is what ImportStatement did, per day the statement covers.
@@ -59,14 +73,27 @@ type ImportResult struct {
 	Days     []DayImport `json:"days"`
 }
 
-// ImportStatement stores a parsed statement for tenant, one file row per
+// ImportStatement stores a parsed statement for tenant, one day row per
 // Beijing-time day its lines fall on (a WeChat or Alipay bill is one day;
 // Shouqianba query responses may span several; an empty Alipay bill is the
-// day its window states). Per day: the same file again changes nothing; a
-// different file replaces the one held, after its differences are worked
-// out line by line (returned in the result, for the operator to see). Each
-// day is written in a transaction of its own. It refuses a statement with
-// no lines and no stated day.
+// day its window states), the lines held for a day being merged from every
+// file imported for it:
+//   - a WeChat or Alipay bill is the whole day of its merchants: it
+//     replaces the lines held for the day that name one of the merchants
+//     it names (Statement.MerchantIDs), or no merchant (lines imported
+//     before merchants were recorded); another merchant's lines stay. The
+//     same file again changes nothing; the differences are worked out line
+//     by line (returned in the result, for the operator to see);
+//   - Shouqianba query responses merge per order (sn), whatever day the
+//     order is held on: a response supersedes the one held when its
+//     finish_time is later, or the same and it says something else (the
+//     later import wins); an older response changes nothing. No line is
+//     removed but the one a response supersedes.
+//
+// Each day is written in a transaction of its own, which also updates the
+// days a superseded Shouqianba order leaves, and records the day's
+// version (DayVersion). It refuses a statement with no lines and no stated
+// day.
 func ImportStatement(ctx context.Context, db *bun.DB, tenant int64, st statements.Statement, now time.Time) (ImportResult, error) {
 	res := ImportResult{TenantID: tenant, Channel: string(st.Channel), Format: st.Format, SHA1: st.SHA1}
 	if tenant <= 0 {
@@ -98,7 +125,8 @@ func ImportStatement(ctx context.Context, db *bun.DB, tenant int64, st statement
 	return res, nil
 }
 
-// statementFile is a row of ss_statement_file.
+// statementFile is a row of ss_statement_file: one tenant, channel and
+// Beijing-time day, with the file last imported that changed it.
 type statementFile struct {
 	bun.BaseModel `bun:"table:ss_statement_file"`
 
@@ -110,14 +138,18 @@ type statementFile struct {
 	SHA1         string    `bun:"sha1"`
 	LineCount    int       `bun:"line_count"`
 	ImportedAt   time.Time `bun:"imported_at"`
+	Version      string    `bun:"version"`
 }
 
-// statementLine is a row of ss_statement_line.
+// statementLine is a row of ss_statement_entry: one line held for a day
+// (FileID), from the file of SHA-1 SourceSHA1, where it is line LineNo.
 type statementLine struct {
-	bun.BaseModel `bun:"table:ss_statement_line"`
+	bun.BaseModel `bun:"table:ss_statement_entry"`
 
 	FileID          int64     `bun:"file_id,pk"`
+	SourceSHA1      string    `bun:"source_sha1,pk"`
 	LineNo          int       `bun:"line_no,pk"`
+	MerchantID      string    `bun:"merchant_id"`
 	Kind            string    `bun:"kind"`
 	TradeNo         string    `bun:"channel_trade_no"`
 	MerchantOrderNo string    `bun:"merchant_order_no"`
@@ -128,6 +160,7 @@ type statementLine struct {
 	Status          string    `bun:"status"`
 	ChannelTime     time.Time `bun:"channel_time"`
 	Currency        string    `bun:"currency"`
+	ImportedAt      time.Time `bun:"imported_at"`
 }
 
 func importDay(ctx context.Context, db *bun.DB, tenant int64, st statements.Statement, day string, lines []statements.Line, now time.Time) (DayImport, error) {
@@ -146,25 +179,9 @@ func importDay(ctx context.Context, db *bun.DB, tenant int64, st statements.Stat
 			TenantID: tenant, ChannelCode: string(st.Channel), StatementDay: day, Format: st.Format,
 			SHA1: st.SHA1, LineCount: len(lines), ImportedAt: now.UTC(),
 		}
-		switch {
-		case len(held) > 0 && held[0].SHA1 == st.SHA1 && held[0].LineCount == len(lines):
-			di.Status = ImportUnchanged
-			return nil
-		case len(held) > 0:
-			var old []statementLine
-			if err := tx.NewSelect().Model(&old).Where("file_id = ?", held[0].ID).OrderExpr("line_no").Scan(ctx); err != nil {
-				return fmt.Errorf("read the lines held: %w", err)
-			}
-			di.Changes = diffLines(st.Channel, old, lines)
-			if _, err := tx.NewDelete().Model((*statementLine)(nil)).Where("file_id = ?", held[0].ID).Exec(ctx); err != nil {
-				return fmt.Errorf("delete the lines held: %w", err)
-			}
+		if len(held) > 0 {
 			file.ID = held[0].ID
-			if _, err := tx.NewUpdate().Model(&file).WherePK().Exec(ctx); err != nil {
-				return fmt.Errorf("replace the statement held: %w", err)
-			}
-			di.Status = ImportReplaced
-		default:
+		} else {
 			if _, err := tx.NewInsert().Model(&file).Exec(ctx); err != nil {
 				return fmt.Errorf("store the statement: %w", err)
 			}
@@ -175,28 +192,235 @@ func importDay(ctx context.Context, db *bun.DB, tenant int64, st statements.Stat
 				Scan(ctx, &file.ID); err != nil {
 				return fmt.Errorf("read the statement's id: %w", err)
 			}
-			di.Status = ImportNew
 		}
-		if len(lines) == 0 {
+		var (
+			m   merge
+			err error
+		)
+		if st.Channel == channels.SQB {
+			m, err = mergeOrders(ctx, tx, tenant, file.ID, lines)
+		} else {
+			m, err = replaceMerchants(ctx, tx, file.ID, st, lines, len(held) > 0 && held[0].SHA1 == st.SHA1)
+		}
+		if err != nil {
+			return err
+		}
+		di.Changes, di.Older = m.changes, m.older
+		switch {
+		case len(held) == 0:
+			di.Status, di.Changes = ImportNew, nil // every line is new
+		case len(m.remove) == 0 && len(m.add) == 0:
+			di.Status = ImportUnchanged
+			di.Held, di.Version = held[0].LineCount, held[0].Version
 			return nil
+		case st.Channel == channels.SQB:
+			di.Status = ImportMerged
+		default:
+			di.Status = ImportReplaced
 		}
-		rows := make([]statementLine, len(lines))
-		for i, l := range lines {
-			rows[i] = lineRow(file.ID, l)
+		for _, r := range m.remove {
+			if _, err := tx.NewDelete().Model(&r).WherePK().Exec(ctx); err != nil {
+				return fmt.Errorf("delete a line held: %w", err)
+			}
 		}
-		if _, err := tx.NewInsert().Model(&rows).Exec(ctx); err != nil {
-			return fmt.Errorf("store the statement's lines: %w", err)
+		if len(m.add) > 0 {
+			rows := make([]statementLine, len(m.add))
+			for i, l := range m.add {
+				rows[i] = lineRow(file.ID, st.SHA1, l, now)
+			}
+			for chunk := range slices.Chunk(rows, 500) {
+				if _, err := tx.NewInsert().Model(&chunk).Exec(ctx); err != nil {
+					return fmt.Errorf("store the statement's lines: %w", err)
+				}
+			}
+		}
+		touched := map[int64]bool{file.ID: true}
+		for _, r := range m.remove {
+			touched[r.FileID] = true
+		}
+		for id := range touched {
+			n, v, err := refreshDay(ctx, tx, id, id == file.ID, st, now)
+			if err != nil {
+				return err
+			}
+			if id == file.ID {
+				di.Held, di.Version = n, v
+			}
 		}
 		return nil
 	})
 	return di, err
 }
 
-func lineRow(fileID int64, l statements.Line) statementLine {
+// merge is what importing one day's lines changes: the rows held to
+// remove, the lines to add, the differences to report and the Shouqianba
+// orders whose response was older than the one held.
+type merge struct {
+	remove  []statementLine
+	add     []statements.Line
+	changes []LineChange
+	older   []string
+}
+
+// replaceMerchants works out a WeChat or Alipay bill's import into the day
+// held as fileID: the lines held that name one of the bill's merchants, or
+// none, give way to the bill's lines. sameFile (the day's file row has the
+// bill's SHA-1) with no difference changes nothing.
+func replaceMerchants(ctx context.Context, tx bun.Tx, fileID int64, st statements.Statement, lines []statements.Line, sameFile bool) (merge, error) {
+	var old []statementLine
+	if err := tx.NewSelect().Model(&old).Where("file_id = ?", fileID).OrderExpr("line_no, source_sha1").Scan(ctx); err != nil {
+		return merge{}, fmt.Errorf("read the lines held: %w", err)
+	}
+	scope := map[string]bool{"": true}
+	for _, id := range st.MerchantIDs() {
+		scope[id] = true
+	}
+	var m merge
+	var mine []statementLine
+	for _, r := range old {
+		if scope[r.MerchantID] {
+			mine = append(mine, r)
+		}
+	}
+	m.changes = diffLines(st.Channel, mine, lines)
+	if sameFile && len(m.changes) == 0 && len(mine) == len(lines) {
+		return merge{}, nil
+	}
+	m.remove, m.add = mine, lines
+	return m, nil
+}
+
+// mergeOrders works out Shouqianba responses' import into the day held as
+// fileID: per order, the line held for the order on any day of the
+// tenant's (at most one) gives way to a newer response (see
+// ImportStatement).
+func mergeOrders(ctx context.Context, tx bun.Tx, tenant, fileID int64, lines []statements.Line) (merge, error) {
+	trades := make([]string, 0, len(lines))
+	for _, l := range lines {
+		trades = append(trades, l.TradeNo)
+	}
+	held := map[string]statementLine{}
+	for chunk := range slices.Chunk(trades, 500) {
+		var rows []statementLine
+		q := tx.NewSelect().Model(&rows).
+			Where("file_id IN (?)", tx.NewSelect().Model((*statementFile)(nil)).Column("id").
+				Where("tenant_id = ?", tenant).Where("channel_code = ?", string(channels.SQB))).
+			Where("channel_trade_no IN (?)", bun.List(chunk))
+		if !sqldb.IsSQLite(tx) {
+			q = q.For("UPDATE")
+		}
+		if err := q.Scan(ctx); err != nil {
+			return merge{}, fmt.Errorf("read the orders held: %w", err)
+		}
+		for _, r := range rows {
+			if h, ok := held[r.TradeNo]; !ok || r.ChannelTime.After(h.ChannelTime) {
+				held[r.TradeNo] = r
+			}
+		}
+	}
+	var m merge
+	for _, l := range lines {
+		l.Time = l.Time.UTC()
+		id := identity(string(l.Kind), l.TradeNo, l.RefundNo)
+		h, ok := held[l.TradeNo]
+		if !ok {
+			m.add = append(m.add, l)
+			m.changes = append(m.changes, LineChange{Identity: id, New: &l})
+			continue
+		}
+		o := heldLine(channels.SQB, h)
+		switch {
+		case l.Time.Before(o.Time):
+			m.older = append(m.older, l.TradeNo)
+		case l.Time.Equal(o.Time) && sameLine(o, l) && h.FileID == fileID:
+			// the same response again
+		default:
+			m.remove = append(m.remove, h)
+			m.add = append(m.add, l)
+			m.changes = append(m.changes, LineChange{Identity: id, Old: &o, New: &l})
+		}
+	}
+	slices.SortFunc(m.changes, func(a, b LineChange) int { return strings.Compare(a.Identity, b.Identity) })
+	return m, nil
+}
+
+// refreshDay recounts the lines held for the day row id and records their
+// version; for the day imported (importing), also the file that changed it.
+func refreshDay(ctx context.Context, tx bun.Tx, id int64, importing bool, st statements.Statement, now time.Time) (int, string, error) {
+	var rows []statementLine
+	if err := tx.NewSelect().Model(&rows).Where("file_id = ?", id).Scan(ctx); err != nil {
+		return 0, "", fmt.Errorf("read the lines held: %w", err)
+	}
+	v := dayVersion(rows)
+	q := tx.NewUpdate().Model((*statementFile)(nil)).Where("id = ?", id).
+		Set("line_count = ?", len(rows)).Set("version = ?", v)
+	if importing {
+		q = q.Set("format = ?", st.Format).Set("sha1 = ?", st.SHA1).Set("imported_at = ?", now.UTC())
+	}
+	if _, err := q.Exec(ctx); err != nil {
+		return 0, "", fmt.Errorf("record the day's lines held: %w", err)
+	}
+	return len(rows), v, nil
+}
+
+// DayVersion is the version of a statement day's lines held: the hex
+// SHA-256 of their canonical encodings (merchant, kind, trade, merchant
+// order and refund numbers, amounts, fee, status, time in microseconds,
+// currency; neither the file nor the line number), sorted, one a line.
+// The same lines give the same version whatever files and order they came
+// in; any line added, removed or changed gives another. No lines give the
+// SHA-256 of nothing.
+func DayVersion(lines []statements.Line) string {
+	enc := make([]string, len(lines))
+	for i, l := range lines {
+		enc[i] = canonical(l.MerchantID, string(l.Kind), l.TradeNo, l.MerchantOrderNo, l.RefundNo,
+			l.Amount, l.SettledAmount, l.FeeMicroYuan, l.Status, l.Time, l.Currency)
+	}
+	return hashSorted(enc)
+}
+
+func dayVersion(rows []statementLine) string {
+	enc := make([]string, len(rows))
+	for i, r := range rows {
+		enc[i] = canonical(r.MerchantID, r.Kind, r.TradeNo, r.MerchantOrderNo, r.RefundNo,
+			r.Amount, r.SettledAmount, r.FeeMicroYuan, r.Status, r.ChannelTime, r.Currency)
+	}
+	return hashSorted(enc)
+}
+
+func canonical(merchant, kind, trade, order, refund string, amount, settled, fee int64, status string, at time.Time, currency string) string {
+	return strings.Join([]string{
+		strconv.Quote(merchant), strconv.Quote(kind), strconv.Quote(trade), strconv.Quote(order), strconv.Quote(refund),
+		strconv.FormatInt(amount, 10), strconv.FormatInt(settled, 10), strconv.FormatInt(fee, 10),
+		strconv.Quote(status), strconv.FormatInt(at.UnixMicro(), 10), strconv.Quote(currency),
+	}, " ")
+}
+
+func hashSorted(enc []string) string {
+	slices.Sort(enc)
+	h := sha256.New()
+	for _, e := range enc {
+		h.Write([]byte(e))
+		h.Write([]byte{'\n'})
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+func lineRow(fileID int64, sourceSHA1 string, l statements.Line, now time.Time) statementLine {
 	return statementLine{
-		FileID: fileID, LineNo: l.LineNo, Kind: string(l.Kind), TradeNo: l.TradeNo, MerchantOrderNo: l.MerchantOrderNo,
+		FileID: fileID, SourceSHA1: sourceSHA1, LineNo: l.LineNo, MerchantID: l.MerchantID, Kind: string(l.Kind),
+		TradeNo: l.TradeNo, MerchantOrderNo: l.MerchantOrderNo,
 		RefundNo: l.RefundNo, Amount: l.Amount, SettledAmount: l.SettledAmount, FeeMicroYuan: l.FeeMicroYuan,
-		Status: l.Status, ChannelTime: l.Time.UTC(), Currency: l.Currency,
+		Status: l.Status, ChannelTime: l.Time.UTC().Truncate(time.Microsecond), Currency: l.Currency, ImportedAt: now.UTC(),
+	}
+}
+
+// heldLine turns a row held back into the line it stores.
+func heldLine(ch channels.Channel, r statementLine) statements.Line {
+	return statements.Line{
+		LineNo: r.LineNo, Channel: ch, Kind: statements.Kind(r.Kind), TradeNo: r.TradeNo,
+		MerchantOrderNo: r.MerchantOrderNo, RefundNo: r.RefundNo, Amount: r.Amount, SettledAmount: r.SettledAmount,
+		FeeMicroYuan: r.FeeMicroYuan, Status: r.Status, Time: r.ChannelTime.UTC(), Currency: r.Currency, MerchantID: r.MerchantID,
 	}
 }
 
@@ -216,11 +440,7 @@ func identity(kind, tradeNo, refundNo string) string {
 func diffLines(ch channels.Channel, old []statementLine, lines []statements.Line) []LineChange {
 	before := map[string]statements.Line{}
 	for _, r := range old {
-		before[identity(r.Kind, r.TradeNo, r.RefundNo)] = statements.Line{
-			LineNo: r.LineNo, Channel: ch, Kind: statements.Kind(r.Kind), TradeNo: r.TradeNo,
-			MerchantOrderNo: r.MerchantOrderNo, RefundNo: r.RefundNo, Amount: r.Amount, SettledAmount: r.SettledAmount,
-			FeeMicroYuan: r.FeeMicroYuan, Status: r.Status, Time: r.ChannelTime.UTC(), Currency: r.Currency,
-		}
+		before[identity(r.Kind, r.TradeNo, r.RefundNo)] = heldLine(ch, r)
 	}
 	after := map[string]statements.Line{}
 	for _, l := range lines {

@@ -1,6 +1,7 @@
 package ops
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -56,9 +57,11 @@ type PublishReport struct {
 	Channel  string `json:"channel"`
 	Day      string `json:"day"`
 	Topic    string `json:"topic"`
-	// StatementSHA1 is the SHA-1 of the day's statement file the events
-	// were rebuilt from.
-	StatementSHA1 string `json:"statement_sha1"`
+	// StatementSHA1 is the SHA-1 of the file last imported that changed
+	// the day the events were rebuilt from; StatementVersion the version of
+	// the day's lines (DayVersion), which must be the report's.
+	StatementSHA1    string `json:"statement_sha1"`
+	StatementVersion string `json:"statement_version"`
 	// Published were published now, each once, to Topic.
 	Published []PublishItem `json:"published"`
 	// AlreadyPublished were published by an earlier run with the same
@@ -150,16 +153,17 @@ func PublishMissing(ctx context.Context, db *bun.DB, k Kafka, rep StatementRepor
 			missing = append(missing, it)
 		}
 	}
-	file, lines, err := publishLines(ctx, db, rep.TenantID, ch, rep.Day)
+	file, lines, version, err := publishLines(ctx, db, rep.TenantID, ch, rep.Day)
 	if err != nil {
 		return out, err
 	}
-	out.StatementSHA1 = file.SHA1
+	out.StatementSHA1, out.StatementVersion = file.SHA1, version
 	if len(missing) == 0 {
 		return out, nil
 	}
-	if file.SHA1 != rep.StatementSHA1 {
-		return out, fmt.Errorf("publish missing: the statement held is %s, the reconciliation compared %s: %w", file.SHA1, rep.StatementSHA1, ErrStatementChanged)
+	if version != rep.StatementVersion {
+		return out, fmt.Errorf("publish missing: the day's statement held is version %s, the reconciliation compared %s: %w",
+			version, cmp.Or(rep.StatementVersion, "none"), ErrStatementChanged)
 	}
 
 	totals, err := orderTotals(ctx, db, rep.TenantID, ch, missing, lines)
@@ -261,12 +265,13 @@ func PublishMissing(ctx context.Context, db *bun.DB, k Kafka, rep StatementRepor
 		at := now.UTC().Truncate(time.Microsecond)
 		var recordErr error
 		for _, c := range todo {
-			c.item.PublishedAt, c.item.StatementSHA1 = ptrTime(at), file.SHA1
+			src := lines[lineKey(c.item.TradeNo, c.item.RefundNo)].SourceSHA1
+			c.item.PublishedAt, c.item.StatementSHA1 = ptrTime(at), src
 			out.Published = append(out.Published, c.item)
 			keyID := signing.CurrentID()
 			row := statementPublish{
 				TenantID: rep.TenantID, Key: string(c.ev.Key), ChannelCode: string(ch), StatementDay: rep.Day,
-				StatementSHA1: file.SHA1, LineNo: c.item.LineNo, Fingerprint: c.ev.Fingerprint, Topic: k.Topic, PublishedAt: at,
+				StatementSHA1: src, LineNo: c.item.LineNo, Fingerprint: c.ev.Fingerprint, Topic: k.Topic, PublishedAt: at,
 				SignatureKeyID: &keyID,
 			}
 			var err error
@@ -293,12 +298,12 @@ func PublishMissing(ctx context.Context, db *bun.DB, k Kafka, rep StatementRepor
 
 // rebuild builds the event the statement item describes, or says why it
 // cannot.
-func rebuild(ch channels.Channel, tenant int64, it StatementItem, lines map[int]statementLine, totals map[string]orderTotal, now time.Time) (channels.Event, string) {
+func rebuild(ch channels.Channel, tenant int64, it StatementItem, lines map[string]statementLine, totals map[string]orderTotal, now time.Time) (channels.Event, string) {
 	if it.Key == "" {
 		return channels.Event{}, cumulativeReason(ch)
 	}
-	l, ok := lines[it.LineNo]
-	if !ok || l.TradeNo != it.TradeNo || l.RefundNo != it.RefundNo || it.StatementAmount == nil || l.Amount != *it.StatementAmount {
+	l, ok := lines[lineKey(it.TradeNo, it.RefundNo)]
+	if !ok || l.LineNo != it.LineNo || it.StatementAmount == nil || l.Amount != *it.StatementAmount {
 		return channels.Event{}, fmt.Sprintf("statement line %d is no longer the item's (a corrected statement was imported): reconcile again", it.LineNo)
 	}
 	ev := channels.Event{
@@ -307,6 +312,12 @@ func rebuild(ch channels.Channel, tenant int64, it StatementItem, lines map[int]
 	}
 	switch statements.Kind(l.Kind) {
 	case statements.KindPayment, statements.KindOrder:
+		if ch == channels.SQB && l.Status == channels.SQBCanceled {
+			// A cancelled order says nothing about whether it was paid, and
+			// nets to zero either way: there is no payment to publish.
+			return channels.Event{}, "the order is CANCELED: it nets the trade to zero whether or not it was paid, " +
+				"so no payment is published for it; query the order (/upay/v2/query) if its trade is in doubt"
+		}
 		ev.Type, ev.OrderTotal = idempotent.PaymentReceived, l.Amount
 	case statements.KindRefund:
 		if ch.Cumulative() {
@@ -363,7 +374,7 @@ type orderTotal struct {
 // orderTotals looks up the order totals of the trades of the WeChat refund
 // items: the day's own payment lines, payment lines of every imported
 // statement of the tenant and channel, and the order rows.
-func orderTotals(ctx context.Context, db bun.IDB, tenant int64, ch channels.Channel, items []StatementItem, lines map[int]statementLine) (map[string]orderTotal, error) {
+func orderTotals(ctx context.Context, db bun.IDB, tenant int64, ch channels.Channel, items []StatementItem, lines map[string]statementLine) (map[string]orderTotal, error) {
 	out := map[string]orderTotal{}
 	if ch.Cumulative() {
 		return out, nil
@@ -398,7 +409,7 @@ func orderTotals(ctx context.Context, db bun.IDB, tenant int64, ch channels.Chan
 			Amount  int64  `bun:"amount"`
 		}
 		if err := db.NewSelect().ColumnExpr("l.channel_trade_no, l.amount").
-			TableExpr("ss_statement_line AS l").
+			TableExpr("ss_statement_entry AS l").
 			Join("JOIN ss_statement_file AS f ON f.id = l.file_id").
 			Where("f.tenant_id = ?", tenant).Where("f.channel_code = ?", string(ch)).
 			Where("l.kind = ?", string(statements.KindPayment)).Where("l.channel_trade_no IN (?)", bun.List(chunk)).
@@ -426,29 +437,38 @@ func orderTotals(ctx context.Context, db bun.IDB, tenant int64, ch channels.Chan
 	return out, nil
 }
 
-// publishLines reads the statement held for the day and its lines by
-// line number.
-func publishLines(ctx context.Context, db bun.IDB, tenant int64, ch channels.Channel, day string) (statementFile, map[int]statementLine, error) {
+// publishLines reads the statement held for the day, its lines by
+// lineKey (the first by line number where two share one) and their
+// version.
+func publishLines(ctx context.Context, db bun.IDB, tenant int64, ch channels.Channel, day string) (statementFile, map[string]statementLine, string, error) {
 	var file statementFile
 	err := db.NewSelect().Model(&file).
 		Where("tenant_id = ?", tenant).Where("channel_code = ?", string(ch)).Where("statement_day = ?", day).
 		Scan(ctx)
 	if errors.Is(err, sql.ErrNoRows) {
-		return file, nil, fmt.Errorf("publish missing: tenant %d %s %s: %w", tenant, ch, day, ErrNoStatement)
+		return file, nil, "", fmt.Errorf("publish missing: tenant %d %s %s: %w", tenant, ch, day, ErrNoStatement)
 	}
 	if err != nil {
-		return file, nil, fmt.Errorf("publish missing: read the statement held: %w", err)
+		return file, nil, "", fmt.Errorf("publish missing: read the statement held: %w", err)
 	}
 	var rows []statementLine
-	if err := db.NewSelect().Model(&rows).Where("file_id = ?", file.ID).Scan(ctx); err != nil {
-		return file, nil, fmt.Errorf("publish missing: read the statement's lines: %w", err)
+	if err := db.NewSelect().Model(&rows).Where("file_id = ?", file.ID).OrderExpr("line_no, source_sha1").Scan(ctx); err != nil {
+		return file, nil, "", fmt.Errorf("publish missing: read the statement's lines: %w", err)
 	}
-	lines := make(map[int]statementLine, len(rows))
+	lines := make(map[string]statementLine, len(rows))
 	for _, r := range rows {
-		lines[r.LineNo] = r
+		k := lineKey(r.TradeNo, r.RefundNo)
+		if _, ok := lines[k]; !ok {
+			lines[k] = r
+		}
 	}
-	return file, lines, nil
+	return file, lines, dayVersion(rows), nil
 }
+
+// lineKey names the line of a day an item comes from: its trade and
+// refund numbers (a day merged from several files has no line numbers of
+// its own).
+func lineKey(trade, refund string) string { return trade + "\x00" + refund }
 
 // publishedKeys reads the publication records of the keys.
 func publishedKeys(ctx context.Context, db bun.IDB, tenant int64, keys []string) (map[string]statementPublish, error) {

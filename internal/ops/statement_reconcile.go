@@ -32,11 +32,16 @@ const (
 	// settle what the ledger posted (a WeChat refund row PROCESSING or
 	// FAIL, a REVOKED WeChat payment, a Shouqianba order not paid).
 	StatementStatusMismatch = "status_mismatch"
+	// StatementNoStatement: nothing is imported for the day and it is not
+	// declared empty (DeclareEmptyStatements): a failed download and a
+	// lost day of callbacks look the same, so the day is never clean.
+	StatementNoStatement = "no_statement"
 )
 
 // ErrNoStatement is wrapped by ReconcileStatement's error when no statement
-// is imported for the tenant, channel and day: there is nothing to
-// reconcile.
+// is imported for the tenant, channel and day and the day is not declared
+// empty: there is nothing to reconcile, and the report holds one
+// no_statement item.
 var ErrNoStatement = errors.New("no statement imported for the day")
 
 // StatementItem is one discrepancy between a day's statement and the
@@ -68,8 +73,14 @@ type StatementReport struct {
 	TenantID int64  `json:"tenant_id"`
 	Channel  string `json:"channel"`
 	Day      string `json:"day"`
-	// StatementSHA1 is the SHA-1 of the statement file compared.
+	// StatementSHA1 is the SHA-1 of the file last imported that changed
+	// the day (empty for a day declared empty); kept for the readers of
+	// the report before StatementVersion.
 	StatementSHA1 string `json:"statement_sha1"`
+	// StatementVersion is the version of the day's lines compared (see
+	// DayVersion): a day may be built from several files, so this, not a
+	// file's SHA-1, says which statement the report is of.
+	StatementVersion string `json:"statement_version"`
 	// Neighbours are the neighbouring days whose imported statements were
 	// consulted for missing_in_statement.
 	Neighbours []string `json:"neighbours"`
@@ -108,9 +119,9 @@ type posting struct {
 //   - payments by trade number: the statement line's Amount (WeChat 订单金额,
 //     Alipay 订单金额, Shouqianba total_amount) with the payment posting,
 //     wherever its day; a WeChat payment line that is not SUCCESS (REVOKED),
-//     or a Shouqianba order neither PAID, PARTIAL_REFUNDED, REFUNDED nor
-//     CANCELED, is money the channel did not settle: posted, it is a
-//     status_mismatch;
+//     or a Shouqianba order neither PAID, PARTIAL_REFUNDED nor REFUNDED
+//     (nor CANCELED, below), is money the channel did not settle: posted,
+//     it is a status_mismatch;
 //   - WeChat refunds by refund number: the row's own Amount (申请退款金额)
 //     with the refund's posting; a row not SUCCESS that the ledger posted is
 //     a status_mismatch (the row's status is a snapshot, never updated);
@@ -125,17 +136,23 @@ type posting struct {
 //     and not at all once the totals agree (or the difference reverses)
 //     at the end of a later imported day (see compareAlipayRefunds);
 //   - Shouqianba orders: total_amount − net_amount with the sum of all the
-//     trade's refund postings dated up to the end of the day.
+//     trade's refund postings dated up to the end of the day; a CANCELED
+//     order, which says nothing about whether its payment had gone through,
+//     is never missing_in_ledger: the trade's postings must net to zero
+//     (the payment posted, if any, minus every refund of the trade dated up
+//     to the end of the day), else amount_mismatch (see compareSQBCancel).
 //
 // A posting dated to the day that no line of the day, nor of an imported
 // neighbouring day's statement, accounts for (same trade, same WeChat
 // refund number) is missing_in_statement; Alipay refund postings are when
 // the ledger's running total moves ahead on a day without a refund row of
-// the trade. It returns an error wrapping ErrNoStatement when no statement
-// is imported for the day; a day that has ended with no posting dated to
-// it either is then recorded as reconciled with nothing found (see
-// recordQuietDay). It returns an error with the
-// report when the result could not be recorded.
+// the trade. A day declared empty (DeclareEmptyStatements) is a statement
+// without lines: every posting dated to it is missing_in_statement. It
+// returns an error wrapping ErrNoStatement, with a report holding one
+// no_statement item and recording nothing, when nothing is imported for
+// the day and it is not declared empty, postings or not: such a day is
+// never recorded clean. It returns an error with the report when the
+// result could not be recorded.
 func ReconcileStatement(ctx context.Context, db bun.IDB, tenant int64, ch channels.Channel, day string) (StatementReport, error) {
 	ranAt := time.Now().UTC()
 	rep := StatementReport{TenantID: tenant, Channel: string(ch), Day: day, Neighbours: []string{}, Items: []StatementItem{}}
@@ -152,10 +169,7 @@ func ReconcileStatement(ctx context.Context, db bun.IDB, tenant int64, ch channe
 	}
 	file, ok := files[day]
 	if !ok {
-		if err := recordQuietDay(ctx, db, rep, start, end, ranAt); err != nil {
-			return rep, err
-		}
-		return rep, fmt.Errorf("reconcile statement: tenant %d %s %s: %w", tenant, ch, day, ErrNoStatement)
+		return noStatement(rep, start, end, ranAt)
 	}
 	rep.StatementSHA1 = file.SHA1
 	lines, err := statementLines(ctx, db, file.ID)
@@ -163,6 +177,7 @@ func ReconcileStatement(ctx context.Context, db bun.IDB, tenant int64, ch channe
 		return rep, err
 	}
 	rep.Lines = len(lines)
+	rep.StatementVersion = dayVersion(lines)
 	var neighbourLines []statementLine
 	for _, d := range []string{prev, next} {
 		f, ok := files[d]
@@ -218,6 +233,18 @@ func ReconcileStatement(ctx context.Context, db bun.IDB, tenant int64, ch channe
 	return rep, nil
 }
 
+// noStatement is the report and error of a day with nothing imported and
+// not declared empty.
+func noStatement(rep StatementReport, start, end, ranAt time.Time) (StatementReport, error) {
+	msg := "nothing is imported for the day and it is not declared empty: check the statement's download and import it " +
+		"(consumer statement import), or record the channel's answer that there is none (consumer statement empty)"
+	if end.After(ranAt) {
+		msg = fmt.Sprintf("the day has not ended (it ends at %s): its statement does not exist yet", end.Format(time.RFC3339))
+	}
+	rep.Items = append(rep.Items, StatementItem{Category: StatementNoStatement, Message: msg})
+	return rep, fmt.Errorf("reconcile statement: tenant %d %s %s: %w", rep.TenantID, rep.Channel, start.Format(time.DateOnly), ErrNoStatement)
+}
+
 // statementResult is a row of ss_statement_reconcile: the latest
 // reconciliation of one tenant, channel and Beijing-time day.
 type statementResult struct {
@@ -228,6 +255,7 @@ type statementResult struct {
 	ChannelCode        string    `bun:"channel_code"`
 	StatementDay       string    `bun:"statement_day"`
 	StatementSHA1      string    `bun:"statement_sha1"`
+	StatementVersion   string    `bun:"statement_version"`
 	ReconciledAt       time.Time `bun:"reconciled_at"`
 	LineCount          int       `bun:"line_count"`
 	PostingCount       int       `bun:"posting_count"`
@@ -242,12 +270,13 @@ type statementResult struct {
 // with reconciled_at: MySQL assigns left to right, so every condition
 // before it still sees the held row's time.
 var resultColumns = []string{
-	"statement_sha1", "line_count", "posting_count", "missing_in_ledger", "missing_in_statement",
+	"statement_sha1", "statement_version", "line_count", "posting_count", "missing_in_ledger", "missing_in_statement",
 	"amount_mismatch", "status_mismatch", "fee_micro_yuan", "reconciled_at",
 }
 
 // recordStatementResult stores what one reconciliation of rep's day found,
-// against the statement file of SHA-1 sha1, as run at ranAt: the number of
+// against the statement held of SHA-1 sha1 and version
+// rep.StatementVersion, as run at ranAt: the number of
 // items per category, the lines, postings and fees. One row per tenant,
 // channel and day: the run that started last wins, whatever order the
 // runs finish in (a run older than the row held changes nothing), in one
@@ -255,7 +284,7 @@ var resultColumns = []string{
 func recordStatementResult(ctx context.Context, db bun.IDB, rep StatementReport, sha1 string, ranAt time.Time) error {
 	row := statementResult{
 		TenantID: rep.TenantID, ChannelCode: rep.Channel, StatementDay: rep.Day, StatementSHA1: sha1,
-		ReconciledAt: ranAt.UTC(), LineCount: rep.Lines, PostingCount: rep.Postings, FeeMicroYuan: rep.FeeMicroYuan,
+		StatementVersion: rep.StatementVersion, ReconciledAt: ranAt.UTC(), LineCount: rep.Lines, PostingCount: rep.Postings, FeeMicroYuan: rep.FeeMicroYuan,
 	}
 	for _, it := range rep.Items {
 		switch it.Category {
@@ -286,24 +315,6 @@ func recordStatementResult(ctx context.Context, db bun.IDB, rep StatementReport,
 		return fmt.Errorf("reconcile statement: record the result of tenant %d %s %s: %w", rep.TenantID, rep.Channel, rep.Day, err)
 	}
 	return nil
-}
-
-// recordQuietDay records a day that ended before ranAt, has no statement
-// imported and no posting dated to it as reconciled with nothing found (an
-// empty statement_sha1): WeChat has no bill for a day without trades
-// (NO_STATEMENT_EXIST), and a Shouqianba day without orders has no query
-// responses. A day with postings is not recorded: money moved and no
-// statement says so. A statement imported for the day later stands
-// unreconciled until the day is reconciled against it.
-func recordQuietDay(ctx context.Context, db bun.IDB, rep StatementReport, start, end, ranAt time.Time) error {
-	if end.After(ranAt) {
-		return nil
-	}
-	onDay, err := postingsOfDay(ctx, db, rep.TenantID, channels.Channel(rep.Channel), start.UTC(), end.UTC())
-	if err != nil || len(onDay) > 0 {
-		return err
-	}
-	return recordStatementResult(ctx, db, rep, "", ranAt)
 }
 
 // reconciler holds one day's comparison as it is worked out.
@@ -338,6 +349,10 @@ func (r *reconciler) compare(lines []statementLine) {
 		case statements.KindPayment:
 			r.comparePayment(l, r.ch != channels.WeChat || l.Status == "SUCCESS")
 		case statements.KindOrder:
+			if l.Status == channels.SQBCanceled {
+				r.compareSQBCancel(l)
+				continue
+			}
 			r.comparePayment(l, sqbSettled(l.Status))
 			if sqbSettled(l.Status) {
 				r.compareSQBRefunds(l)
@@ -415,6 +430,28 @@ func (r *reconciler) compareSQBRefunds(l statementLine) {
 	r.add(StatementItem{
 		Category: cat, TradeNo: l.TradeNo, StatementAmount: ptr(want), LedgerAmount: ptr(got), LineNo: l.LineNo,
 		Message: "the order's refunds: total_amount − net_amount vs all refunds of the trade posted up to the end of the day",
+	})
+}
+
+// compareSQBCancel checks a Shouqianba CANCELED order: a cancel nets the
+// trade to zero whether or not its payment had gone through (an unpaid
+// order's cancel moves nothing, a paid one's reverses the payment), so the
+// payment posted for the trade, if any, minus every refund of the trade
+// posted up to the end of the day must be zero. Nothing posted at all is
+// what an unpaid cancelled order leaves: not missing_in_ledger.
+func (r *reconciler) compareSQBCancel(l statementLine) {
+	var paid int64
+	if p, ok := r.payment(l.TradeNo); ok {
+		paid = p.Amount
+	}
+	refunded := r.refunds(l.TradeNo, func(p posting) bool { return p.OccurredAt.Before(r.end) })
+	if paid == refunded {
+		return
+	}
+	r.add(StatementItem{
+		Category: StatementAmountMismatch, TradeNo: l.TradeNo, StatementAmount: ptr(0), LedgerAmount: ptr(paid - refunded), LineNo: l.LineNo,
+		Message: fmt.Sprintf("the order is CANCELED, which nets the trade to zero; the ledger holds payment %d minus refunds %d "+
+			"(refunds dated up to the end of the day)", paid, refunded),
 	})
 }
 
@@ -699,10 +736,11 @@ func (r *reconciler) unaccounted(onDay map[string]posting, lines, neighbours []s
 }
 
 // sqbSettled reports whether a Shouqianba order_status means the payment
-// was settled (possibly refunded or reversed since).
+// was settled (possibly refunded since). CANCELED does not tell (see
+// compareSQBCancel), and compare never asks it about one.
 func sqbSettled(status string) bool {
 	switch status {
-	case channels.SQBPaid, channels.SQBPartialRefunded, channels.SQBRefunded, channels.SQBCanceled:
+	case channels.SQBPaid, channels.SQBPartialRefunded, channels.SQBRefunded:
 		return true
 	}
 	return false
@@ -733,7 +771,7 @@ func dateOnly(day string) string {
 
 func statementLines(ctx context.Context, db bun.IDB, fileID int64) ([]statementLine, error) {
 	var rows []statementLine
-	if err := db.NewSelect().Model(&rows).Where("file_id = ?", fileID).OrderExpr("line_no").Scan(ctx); err != nil {
+	if err := db.NewSelect().Model(&rows).Where("file_id = ?", fileID).OrderExpr("line_no, source_sha1").Scan(ctx); err != nil {
 		return nil, fmt.Errorf("reconcile statement: read the statement's lines: %w", err)
 	}
 	return rows, nil

@@ -79,32 +79,66 @@ func TestReconcileStatementRecordsItsResult(t *testing.T) {
 	assert.True(t, rows[0].ReconciledAt.After(first.ReconciledAt), "the rerun's time")
 }
 
-// TestReconcileStatementRecordsAQuietDay: a day with no statement (WeChat
-// has no bill for a day without trades) is nothing to reconcile; when the
-// ledger has nothing dated to it either and the day is over, it is
-// recorded as reconciled with nothing found. A day with postings, or one
-// not over yet, is not recorded.
-func TestReconcileStatementRecordsAQuietDay(t *testing.T) {
+// TestReconcileStatementNoStatement: a day with nothing imported and not
+// declared empty is no_statement, postings or not, over or not, and never
+// recorded: a failed download and a lost day of callbacks look the same.
+func TestReconcileStatementNoStatement(t *testing.T) {
 	w := newWorld(t)
 	wx, d := channels.WeChat, channelstest.Delivery{}
 	ctx := context.Background()
 	w.post(channelstest.PaymentEnvelope(trade(wx, 2, 1), d)) // on 2024-06-01
 
-	_, err := ops.ReconcileStatement(ctx, w.db, 2, wx, reconDay)
-	require.ErrorIs(t, err, ops.ErrNoStatement)
-	assert.Empty(t, readResults(t, w.db, 2, wx), "money moved on the day and no statement says so")
-
 	today := time.Now().In(statements.Beijing).Format(time.DateOnly)
-	_, err = ops.ReconcileStatement(ctx, w.db, 2, wx, today)
-	require.ErrorIs(t, err, ops.ErrNoStatement)
-	assert.Empty(t, readResults(t, w.db, 2, wx), "the day is not over")
+	for _, day := range []string{reconDay, "2024-06-02", today} {
+		rep, err := ops.ReconcileStatement(ctx, w.db, 2, wx, day)
+		require.ErrorIs(t, err, ops.ErrNoStatement, day)
+		require.Len(t, rep.Items, 1, day)
+		assert.Equal(t, ops.StatementNoStatement, rep.Items[0].Category, day)
+		assert.False(t, rep.OK(), day)
+	}
+	assert.Empty(t, readResults(t, w.db, 2, wx), "a day without a statement is never recorded, quiet or not")
+}
 
-	_, err = ops.ReconcileStatement(ctx, w.db, 2, wx, "2024-06-02")
-	require.ErrorIs(t, err, ops.ErrNoStatement)
-	rows := readResults(t, w.db, 2, wx)
-	require.Len(t, rows, 1)
-	assert.Empty(t, rows[0].SHA1, "no statement")
-	assert.Equal(t, [6]int{}, [6]int{rows[0].Lines, rows[0].Postings, rows[0].MissingInLedger, rows[0].MissingInStatement, rows[0].AmountMismatch, rows[0].StatusMismatch})
+// TestDeclareEmptyStatements: a day the channel said had no statement is
+// reconciled against an empty one: a posting of it is missing_in_statement,
+// a day without postings is clean; a day holding lines is refused, and
+// nothing of the range is recorded; a day not ended is refused.
+func TestDeclareEmptyStatements(t *testing.T) {
+	w := newWorld(t)
+	wx, d := channels.WeChat, channelstest.Delivery{}
+	ctx := context.Background()
+	tr := trade(wx, 3, 1)
+	w.post(channelstest.PaymentEnvelope(tr, d)) // on 2024-06-01
+	now := time.Now()
+
+	res, err := ops.DeclareEmptyStatements(ctx, w.db, 3, wx, []string{reconDay, "2024-06-02"}, now)
+	require.NoError(t, err)
+	assert.Equal(t, []ops.EmptyDay{{Day: reconDay, Status: ops.EmptyDeclared}, {Day: "2024-06-02", Status: ops.EmptyDeclared}}, res)
+	rep := reconcileDay(t, w, 3, wx, reconDay)
+	assert.Equal(t, []string{ops.StatementMissingInStatement + " " + tr.TradeNo + " "}, categories(rep))
+	assert.Zero(t, rep.Lines)
+	quiet := reconcileDay(t, w, 3, wx, "2024-06-02")
+	assert.True(t, quiet.OK(), "%+v", quiet.Items)
+	rows := readResults(t, w.db, 3, wx)
+	require.Len(t, rows, 2)
+
+	again, err := ops.DeclareEmptyStatements(ctx, w.db, 3, wx, []string{"2024-06-02"}, now)
+	require.NoError(t, err)
+	assert.Equal(t, []ops.EmptyDay{{Day: "2024-06-02", Status: ops.EmptyAlready}}, again)
+
+	w.importLines(4, wx, payLine(trade(wx, 4, 1)))
+	_, err = ops.DeclareEmptyStatements(ctx, w.db, 4, wx, []string{"2024-05-31", reconDay}, now)
+	require.ErrorIs(t, err, ops.ErrStatementHeld)
+	_, err = ops.ReconcileStatement(ctx, w.db, 4, wx, "2024-05-31")
+	require.ErrorIs(t, err, ops.ErrNoStatement, "nothing of the range was recorded")
+
+	today := now.In(statements.Beijing).Format(time.DateOnly)
+	_, err = ops.DeclareEmptyStatements(ctx, w.db, 3, wx, []string{today}, now)
+	require.ErrorContains(t, err, "has not ended")
+
+	// A bill turning up later for a day declared empty is stored as usual.
+	w.importLines(3, wx, payLine(tr))
+	assert.True(t, reconcileDay(t, w, 3, wx, reconDay).OK())
 }
 
 // TestStatementResultLatestRunWins: runs of one day that finish out of

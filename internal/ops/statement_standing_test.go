@@ -18,8 +18,9 @@ import (
 )
 
 // TestStatementStandings reads, per tenant and channel, the window's first
-// imported day, latest reconciled day with its counts, and the days not
-// reconciled against the file held.
+// imported day, latest reconciled day, the counts of every day still open,
+// the days not reconciled against the lines held, and the days with no
+// statement at all.
 func TestStatementStandings(t *testing.T) {
 	sqldbtest.Dialects(t, func(t *testing.T, db *bun.DB) { //nolint:thelper // a test body run once per dialect
 		ctx := context.Background()
@@ -34,9 +35,18 @@ func TestStatementStandings(t *testing.T) {
 			_, err := ops.ImportStatement(ctx, db, tenant, st, now)
 			require.NoError(t, err)
 		}
+		// rec records a run of the day against the statement held (its
+		// version), or, for a day holding none, against sha alone.
 		rec := func(tenant int64, ch channels.Channel, d int, sha string, items ...string) {
 			t.Helper()
 			rep := ops.StatementReport{TenantID: tenant, Channel: string(ch), Day: day(d).Format(time.DateOnly)}
+			var held []string
+			require.NoError(t, db.NewSelect().TableExpr("ss_statement_file").Column("version").
+				Where("tenant_id = ?", tenant).Where("channel_code = ?", string(ch)).Where("statement_day = ?", rep.Day).
+				Scan(ctx, &held))
+			if len(held) > 0 {
+				rep.StatementVersion = held[0]
+			}
 			for _, c := range items {
 				rep.Items = append(rep.Items, ops.StatementItem{Category: c})
 			}
@@ -68,26 +78,42 @@ func TestStatementStandings(t *testing.T) {
 		imp(4, ali, 1, "a4-1")
 		rec(4, ali, 1, "a4-1")
 
-		// Tenant 5, WeChat: 06-07 reconciled, 06-08 and 06-09 without a
-		// bill (no trades) reconciled as quiet days; then a late bill for
-		// 06-09 turns up and is imported.
+		// Tenant 5, WeChat: 06-07 reconciled; 06-08 has nothing imported
+		// (06-09 neither, but yesterday's statement may not exist yet); a
+		// result recorded for 06-09 without a statement (as a quiet day
+		// was, before no_statement) stands for nothing.
 		imp(5, wx, 7, "w5-7")
 		rec(5, wx, 7, "w5-7", ops.StatementMissingInLedger)
-		rec(5, wx, 8, "")
 		rec(5, wx, 9, "")
-		quiet, err := ops.StatementStandings(ctx, db, now, 7)
-		require.NoError(t, err)
-		var five []metrics.StatementStanding
-		for _, s := range quiet {
-			if s.TenantID == 5 {
-				five = append(five, s)
+		five := func() metrics.StatementStanding {
+			t.Helper()
+			got, err := ops.StatementStandings(ctx, db, now, 7)
+			require.NoError(t, err)
+			for _, s := range got {
+				if s.TenantID == 5 {
+					return s
+				}
 			}
+			require.Fail(t, "no standing of tenant 5")
+			return metrics.StatementStanding{}
 		}
-		require.Len(t, five, 1)
-		assert.True(t, five[0].LastReconciledDay.Equal(day(9)), "last %s", five[0].LastReconciledDay)
-		assert.Zero(t, five[0].Discrepancies[ops.StatementMissingInLedger], "the quiet day's")
-		assert.Zero(t, five[0].UnreconciledDays)
-		imp(5, wx, 9, "w5-9")
+		s5 := five()
+		assert.True(t, s5.LastReconciledDay.Equal(day(7)), "last %s", s5.LastReconciledDay)
+		assert.Equal(t, 1, s5.MissingDays, "06-08: nothing imported, not declared empty")
+		assert.Zero(t, s5.UnreconciledDays)
+		// The channel's answer for 06-08: no bill. Declared, not reconciled
+		// yet; reconciled, the day is clean.
+		_, err := ops.DeclareEmptyStatements(ctx, db, 5, wx, []string{"2024-06-08"}, now)
+		require.NoError(t, err)
+		s5 = five()
+		assert.Zero(t, s5.MissingDays)
+		assert.Equal(t, 1, s5.UnreconciledDays, "declared empty, not reconciled yet")
+		_, err = ops.ReconcileStatement(ctx, db, 5, wx, "2024-06-08")
+		require.NoError(t, err)
+		s5 = five()
+		assert.Zero(t, s5.UnreconciledDays)
+		assert.True(t, s5.LastReconciledDay.Equal(day(8)), "last %s", s5.LastReconciledDay)
+		assert.Equal(t, 1, s5.Discrepancies[ops.StatementMissingInLedger], "06-07's, still open")
 
 		got, err := ops.StatementStandings(ctx, db, now, 7)
 		require.NoError(t, err)
@@ -96,18 +122,20 @@ func TestStatementStandings(t *testing.T) {
 			byKey[fmt.Sprint(s.TenantID, s.Channel)] = s
 		}
 		require.Len(t, byKey, 4, "%+v", got)
-		assert.Equal(t, 1, byKey["5WECHAT"].UnreconciledDays, "the bill imported after the quiet day was recorded")
 
 		s := byKey["1WECHAT"]
 		assert.True(t, s.FirstImportedDay.Equal(day(3)), "first %s", s.FirstImportedDay)
 		assert.True(t, s.LastReconciledDay.Equal(day(9)), "last %s", s.LastReconciledDay)
-		assert.Equal(t, map[string]int{"missing_in_ledger": 2, "missing_in_statement": 0, "amount_mismatch": 0, "status_mismatch": 1}, s.Discrepancies)
+		assert.Equal(t, map[string]int{"missing_in_ledger": 2, "missing_in_statement": 6, "amount_mismatch": 0, "status_mismatch": 1}, s.Discrepancies,
+			"every day still open: 06-03 .. 06-08 one missing_in_statement each, 06-09 rerun")
 		assert.Zero(t, s.UnreconciledDays)
+		assert.Zero(t, s.MissingDays)
 
 		s = byKey["2WECHAT"]
 		assert.True(t, s.FirstImportedDay.Equal(day(5)), "first %s", s.FirstImportedDay)
 		assert.True(t, s.LastReconciledDay.Equal(day(8)), "last %s", s.LastReconciledDay)
-		assert.Equal(t, map[string]int{"missing_in_ledger": 0, "missing_in_statement": 0, "amount_mismatch": 0, "status_mismatch": 0}, s.Discrepancies)
+		assert.Equal(t, map[string]int{"missing_in_ledger": 0, "missing_in_statement": 0, "amount_mismatch": 1, "status_mismatch": 0}, s.Discrepancies,
+			"06-07's, though 06-08 is the latest reconciled")
 		assert.Equal(t, 3, s.UnreconciledDays, "06-06 skipped, 06-08 corrected since, 06-09 not yet")
 
 		s = byKey["3ALIPAY"]
@@ -115,5 +143,6 @@ func TestStatementStandings(t *testing.T) {
 		assert.True(t, s.LastReconciledDay.IsZero())
 		assert.Nil(t, s.Discrepancies)
 		assert.Equal(t, 2, s.UnreconciledDays)
+		assert.Equal(t, 1, s.MissingDays, "06-08: no statement")
 	})
 }

@@ -45,7 +45,7 @@ func TestImportStatement(t *testing.T) {
 				var err error
 				files, err = db.NewSelect().TableExpr("ss_statement_file").Count(ctx)
 				require.NoError(t, err)
-				lines, err = db.NewSelect().TableExpr("ss_statement_line").Count(ctx)
+				lines, err = db.NewSelect().TableExpr("ss_statement_entry").Count(ctx)
 				require.NoError(t, err)
 				return files, lines
 			}
@@ -53,7 +53,7 @@ func TestImportStatement(t *testing.T) {
 			res, err := ops.ImportStatement(ctx, db, 1001, bill("aaaa"), now)
 			require.NoError(t, err)
 			require.Len(t, res.Days, 1, "a refund at 23:30 Beijing is still the bill's day, though 15:30 UTC")
-			assert.Equal(t, ops.DayImport{Day: "2024-03-15", Status: ops.ImportNew, Lines: 2}, res.Days[0])
+			assert.Equal(t, ops.DayImport{Day: "2024-03-15", Status: ops.ImportNew, Lines: 2, Held: 2, Version: ops.DayVersion(bill("aaaa").Lines)}, res.Days[0])
 
 			res, err = ops.ImportStatement(ctx, db, 1001, bill("aaaa"), now)
 			require.NoError(t, err)
@@ -124,5 +124,5 @@ func TestImportStatementSpreadsQueryResponsesOverTheirDays(t *testing.T) {
 		Channel: channels.Alipay, SHA1: "eeee", From: time.Date(2024, 3, 16, 0, 0, 0, 0, statements.Beijing),
 	}, time.Now())
 	require.NoError(t, err)
-	assert.Equal(t, []ops.DayImport{{Day: "2024-03-16", Status: ops.ImportNew}}, empty.Days, "an empty Alipay bill is its stated day")
+	assert.Equal(t, []ops.DayImport{{Day: "2024-03-16", Status: ops.ImportNew, Version: ops.DayVersion(nil)}}, empty.Days, "an empty Alipay bill is its stated day")
 }

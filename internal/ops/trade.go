@@ -16,6 +16,7 @@ import (
 	"github.com/paycallback/paycallback/internal/worker"
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/idempotent"
+	"github.com/paycallback/paycallback/pkg/settlement"
 )
 
 // TradeQuery names one trade and how far back to look for its dead letters.
@@ -141,8 +142,8 @@ type TradeDeadLetter struct {
 // TradeEvent is one line of a trade's timeline.
 type TradeEvent struct {
 	At time.Time `json:"at"`
-	// What is "claim", "order", "ledger", "registration" or
-	// "dead_letter".
+	// What is "claim", "order", "ledger", "registration", "cancel" (a
+	// Shouqianba cancel's effect) or "dead_letter".
 	What string `json:"what"`
 	// Summary is one line that says everything held about the entry.
 	Summary string `json:"summary"`
@@ -161,8 +162,66 @@ type TradeHistory struct {
 	// Scanned names the dead-letter topic scan: the topic and from when;
 	// empty when no topic was scanned.
 	Scanned string `json:"scanned,omitempty"`
+	// Cancel is the trade's Shouqianba cancel (a CANCELED order) and what
+	// it did; nil when the trade has none.
+	Cancel *TradeCancel `json:"cancel,omitempty"`
 	// Timeline is every entry above in time order.
 	Timeline []TradeEvent `json:"timeline"`
+}
+
+// TradeCancel is a Shouqianba trade's cancel: its claim (key
+// SQB:<sn>:REFUND_SUCCEEDED:CANCEL) and its effect. A cancel nets the trade
+// to zero: it reverses the payment posted, moves nothing when none is, and
+// a payment settled after it is reversed at once under its key.
+type TradeCancel struct {
+	Key     string `json:"key"`
+	Status  string `json:"status"`
+	Outcome string `json:"outcome"`
+	// Reversed is the fen posted under the cancel's key (merchant_payable
+	// debits).
+	Reversed int64 `json:"reversed"`
+	// PendingPayment: the cancel moved nothing because no payment was
+	// posted; a payment settled later is reversed at once.
+	PendingPayment bool `json:"pending_payment"`
+	// Effect says the above in words.
+	Effect string `json:"effect"`
+}
+
+// cancelOf works out the trade's cancel from its claims, order row and
+// ledger rows; nil when the trade is not Shouqianba or has no cancel claim.
+func (h TradeHistory) cancelOf() *TradeCancel {
+	if h.Channel != channels.SQB {
+		return nil
+	}
+	key, err := channels.SQBCancelKey(h.TradeNo)
+	if err != nil {
+		return nil
+	}
+	for _, c := range h.Claims {
+		if c.Key != string(key) {
+			continue
+		}
+		out := &TradeCancel{Key: c.Key, Status: c.Status, Outcome: deref(c.Outcome)}
+		for _, l := range h.Ledger {
+			if l.Key == c.Key && l.Account == settlement.AccountMerchantPayable && l.Direction == string(settlement.Debit) {
+				out.Reversed += l.Amount
+			}
+		}
+		paid := h.Order != nil && h.Order.PaidAmount > 0
+		switch {
+		case c.Status != string(idempotent.StatusSettled):
+			out.Effect = "cancel claimed, not settled yet"
+		case out.Reversed > 0:
+			out.Effect = fmt.Sprintf("cancel reversed %d fen: the trade nets to zero", out.Reversed)
+		case !paid:
+			out.PendingPayment = true
+			out.Effect = "cancel moved nothing, pending a payment: no payment is posted; one settled later is reversed at once"
+		default:
+			out.Effect = "cancel moved nothing: the refunds had already returned the payment"
+		}
+		return out
+	}
+	return nil
 }
 
 // Empty reports whether nothing at all is held about the trade.
@@ -238,6 +297,7 @@ func Trade(ctx context.Context, db bun.IDB, q TradeQuery) (TradeHistory, error) 
 		}
 	}
 	h.normalise()
+	h.Cancel = h.cancelOf()
 	h.Timeline = h.timeline()
 	return h, nil
 }
@@ -483,6 +543,17 @@ func (h TradeHistory) timeline() []TradeEvent {
 	}
 	for _, l := range h.Ledger {
 		add(l.CreatedAt, "ledger", 3, "%s %s %s %d %s", l.Key, l.Direction, l.Account, l.Amount, l.Currency)
+	}
+	if c := h.Cancel; c != nil {
+		for _, cl := range h.Claims {
+			if cl.Key == c.Key {
+				at := cl.CreatedAt
+				if cl.SettledAt != nil {
+					at = *cl.SettledAt
+				}
+				add(at, "cancel", 3, "%s (%s %s)", c.Effect, c.Status, orDash(c.Outcome))
+			}
+		}
 	}
 	for _, d := range h.DeadLetters {
 		s := fmt.Sprintf("%s from %s", d.Kind, d.Source)

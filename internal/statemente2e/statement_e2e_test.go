@@ -44,6 +44,7 @@ import (
 	"github.com/paycallback/paycallback/internal/sqldb/sqldbtest"
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/channels/channelstest"
+	"github.com/paycallback/paycallback/pkg/statements"
 	"github.com/paycallback/paycallback/pkg/statements/statementstest"
 )
 
@@ -258,9 +259,17 @@ func (w *world) importStatements(s *scenario) {
 		require.NoError(w.t, err)
 		files = append(files, file{channels.Alipay, alipayAccount + "_" + strings.ReplaceAll(day, "-", "") + ".csv.zip", af})
 	}
-	sf, err := statementstest.SQBQueryResponses(s.lines[channels.SQB])
-	require.NoError(w.t, err)
-	files = append(files, file{channels.SQB, "sqb_query_responses.jsonl", sf})
+	// Shouqianba's responses come in whatever files the operator gathers:
+	// here two, each holding every other order, that merge per day.
+	var halves [2][]statements.Line
+	for i, l := range s.lines[channels.SQB] {
+		halves[i%2] = append(halves[i%2], l)
+	}
+	for i, h := range halves {
+		sf, err := statementstest.SQBQueryResponses(h)
+		require.NoError(w.t, err)
+		files = append(files, file{channels.SQB, fmt.Sprintf("sqb_query_responses_%d.jsonl", i+1), sf})
+	}
 
 	for _, f := range files {
 		path := filepath.Join(w.dir, f.name)
@@ -275,7 +284,11 @@ func (w *world) importStatements(s *scenario) {
 		require.NoError(w.t, json.Unmarshal([]byte(out), &res), out)
 		lines := 0
 		for _, d := range res.Days {
-			assert.Equal(w.t, ops.ImportNew, d.Status, "%s %s", f.name, d.Day)
+			if f.ch == channels.SQB && d.Status == ops.ImportMerged {
+				assert.Len(w.t, d.Changes, d.Lines, "%s %s: every order added, none removed", f.name, d.Day)
+			} else {
+				assert.Equal(w.t, ops.ImportNew, d.Status, "%s %s", f.name, d.Day)
+			}
 			lines += d.Lines
 		}
 		assert.Equal(w.t, len(f.f.Want.Lines), lines, "%s: every line stored", f.name)
@@ -468,6 +481,23 @@ func TestStatementsRecoverWithheldCallbacks(t *testing.T) {
 	out, code := w.consumer("reconcile")
 	assert.Zero(t, code, "consumer reconcile finds nothing: %s", out)
 	w.checkInvariants(s, len(wantPublished))
+
+	// The day after the scenario's has no statement and no posting: it is
+	// not clean (a failed download looks the same) until the channel's
+	// answer that there was no bill is recorded.
+	const after = "2024-06-03"
+	quiet := []string{"statement", "reconcile", "--channel", "WECHAT", "--tenant", strconv.Itoa(tenant), "--date", after, "--json"}
+	out, code = w.consumer(quiet...)
+	assert.Equal(t, 3, code, "no_statement: %s", out)
+	var rep ops.StatementReport
+	require.NoError(t, json.Unmarshal([]byte(out), &rep), out)
+	require.Len(t, rep.Items, 1)
+	assert.Equal(t, ops.StatementNoStatement, rep.Items[0].Category)
+	out, code = w.consumer("statement", "empty", "--channel", "WECHAT", "--tenant", strconv.Itoa(tenant), "--date", after,
+		"--note", "NO_STATEMENT_EXIST from GET /v3/bill/tradebill")
+	require.Zero(t, code, out)
+	out, code = w.consumer(quiet...)
+	assert.Zero(t, code, "declared empty, nothing posted on the day: %s", out)
 }
 
 // query scans the one row of a query on the world's database into dest.

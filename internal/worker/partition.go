@@ -21,6 +21,9 @@ type partitionConsumer struct {
 	commits   *offsetCommitter // the generation's, shared by its partitions
 	partition int
 	start     int64 // the committed offset (next to read) or kafka.FirstOffset
+	// stop ends when the worker is shutting down: a failing batch is then
+	// tried no more (see process), since finishing it is not draining.
+	stop context.Context
 	// repeats writes the loop's recurring failures with backoff; cleared
 	// whenever the partition moves again.
 	repeats *logging.Suppressor
@@ -36,6 +39,7 @@ func (pc *partitionConsumer) run(genCtx, stop, hardStop context.Context, drained
 	var once sync.Once
 	markDrained := func() { once.Do(drained.done) }
 	defer markDrained()
+	pc.stop = stop
 	w := pc.w
 	log := w.logger.With("partition", pc.partition, "generation", pc.gen.ID)
 	pc.repeats = logging.NewSuppressor(log)
@@ -256,10 +260,20 @@ func (pc *partitionConsumer) recheck(ctx context.Context, h *heldMessages) bool 
 // process retries the batch in place until every message's outcome is
 // durable, or, when mayHold, until the only messages not done wait for a
 // claim another worker is settling (the caller holds them; see
-// heldMessages). It reports false when ctx ended first: nothing may be
-// committed.
+// heldMessages). It reports false when ctx ended first, or when an attempt
+// failed once the worker is stopping: nothing may be committed. A shutdown
+// finishes the attempts under way; it does not wait out retries of a
+// message that is failing (it stays uncommitted and is redelivered to the
+// partition's next owner), so a stuck partition cannot hold the shutdown to
+// its cap.
 func (pc *partitionConsumer) process(ctx context.Context, batch []kafka.Message, states []MessageState, mayHold bool) bool {
 	w := pc.w
+	// The backoff between failed attempts ends at ctx's end or at stop.
+	retryCtx, cancelRetry := context.WithCancel(ctx)
+	defer cancelRetry()
+	if pc.stop != nil {
+		defer context.AfterFunc(pc.stop, cancelRetry)()
+	}
 	polls, failures := 0, 0
 	for {
 		err := w.pipeline.Handle(ctx, batch, states)
@@ -290,12 +304,19 @@ func (pc *partitionConsumer) process(ctx context.Context, batch []kafka.Message,
 		const msg = "messages not handled; retrying in place"
 		pc.repeats.Log(ctx, slog.LevelWarn, msg+": "+string(StageOf(err))+": "+err.Error(), msg, "first_offset", batch[0].Offset,
 			"messages", len(batch), "attempt", failures+1, "stage", string(StageOf(err)), "error", err.Error())
-		if !w.cfg.Backoff.Wait(ctx, failures) {
+		if !w.cfg.Backoff.Wait(retryCtx, failures) || pc.stopping() {
+			if pc.stopping() {
+				w.logger.Info("stopping: failing messages left uncommitted for redelivery", "partition", pc.partition,
+					"first_offset", batch[0].Offset, "messages", len(batch))
+			}
 			return false
 		}
 		failures++
 	}
 }
+
+// stopping reports whether the worker is shutting down.
+func (pc *partitionConsumer) stopping() bool { return pc.stop != nil && pc.stop.Err() != nil }
 
 // inFlightPoll paces the looks at a claim that another worker is settling
 // (errClaimInFlight): its settlement commits within milliseconds, and the

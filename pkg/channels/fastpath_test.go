@@ -3,6 +3,8 @@ package channels
 import (
 	"encoding/json"
 	"net/url"
+	"os"
+	"path/filepath"
 	"reflect"
 	"testing"
 )
@@ -168,5 +170,47 @@ func TestFastEnvelopeBackslashRuns(t *testing.T) {
 	var env Envelope
 	if fastEnvelope([]byte(`{"body":"a\\\"}`), &env) {
 		t.Fatal("an escaped closing quote leaves the string open")
+	}
+}
+
+// TestFastWeChatReadsPublishedResources: the one-pass decoders read the
+// published decrypted resources (testdata/published/wechat), cross-border
+// ones included, exactly as encoding/json does, so the currency check
+// before the key runs on the fast path too.
+func TestFastWeChatReadsPublishedResources(t *testing.T) {
+	for _, tt := range []struct {
+		file   string
+		refund bool
+	}{
+		{"skit_transaction_resource.json", false},
+		{"skit_partner_transaction_resource.json", false},
+		{"skit_global_transaction_resource.json", false},
+		{"skit_refund_resource.json", true},
+		{"skit_partner_refund_resource.json", true},
+		{"skit_global_refund_resource.json", true},
+	} {
+		t.Run(tt.file, func(t *testing.T) {
+			data, err := os.ReadFile(filepath.Join("testdata", "published", "wechat", tt.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.refund {
+				var fast, ref wechatRefund
+				if !fastWeChatRefund(data, &fast) {
+					t.Fatal("fast path refused the published refund")
+				}
+				if err := json.Unmarshal(data, &ref); err != nil || fast != ref {
+					t.Fatalf("fast %+v, encoding/json %+v (%v)", fast, ref, err)
+				}
+				return
+			}
+			var fast, ref wechatTransaction
+			if !fastWeChatTransaction(data, &fast) {
+				t.Fatal("fast path refused the published transaction")
+			}
+			if err := json.Unmarshal(data, &ref); err != nil || fast != ref {
+				t.Fatalf("fast %+v, encoding/json %+v (%v)", fast, ref, err)
+			}
+		})
 	}
 }

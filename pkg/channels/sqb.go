@@ -21,7 +21,7 @@ const (
 	SQBCanceled         = "CANCELED"
 	SQBCancelError      = "CANCEL_ERROR"
 	SQBCancelInProgress = "CANCEL_INPROGRESS"
-	SQBCancelRefundNo   = "CANCEL"      // the refund number of a CANCELED reversal
+	SQBCancelRefundNo   = "CANCEL"      // the refund number of a CANCELED order's reversal
 	sqbMaxEpochMillis   = 4102444800000 // 2100-01-01T00:00:00Z
 	sqbMinEpochMillis   = 946684800000  // 2000-01-01T00:00:00Z
 )
@@ -113,7 +113,11 @@ func decodeSQB(env Envelope) (Result, error) {
 		}
 		return Result{Event: ev}, nil
 	case SQBCanceled:
-		// A reversal of a paid order: a full refund of the total.
+		// The end of a cancel, which says nothing about whether money had
+		// moved: it nets the trade to zero (settlement reverses whatever
+		// payment is posted for the trade, now or when it is reported
+		// later; see Event.IsCancel). It is reported as the whole total
+		// refunded so far, under refund number CANCEL.
 		ev.CumulativeRefunded = total
 		ev.RefundNo = SQBCancelRefundNo
 	default: // PARTIAL_REFUNDED, REFUNDED: refunded so far = total - net
@@ -135,6 +139,20 @@ func decodeSQB(env Envelope) (Result, error) {
 		return Result{}, err
 	}
 	return Result{Event: ev, RefundStatus: RefundSuccess}, nil
+}
+
+// SQBCancelKey is the idempotency key of the CANCELED callback of
+// Shouqianba trade tradeNo: SQB:<tradeNo>:REFUND_SUCCEEDED:CANCEL.
+func SQBCancelKey(tradeNo string) (idempotent.Key, error) {
+	return refundKey(SQB, tradeNo, SQBCancelRefundNo)
+}
+
+// IsCancel reports whether e is a Shouqianba CANCELED order (refund number
+// CANCEL): it nets the trade to zero rather than refunding an amount. It
+// reverses the payment posted for the trade; with none posted it moves
+// nothing, and a payment settled later for the trade is reversed with it.
+func (e Event) IsCancel() bool {
+	return e.Channel == SQB && e.Type == idempotent.RefundSucceeded && e.RefundNo == SQBCancelRefundNo
 }
 
 // sqbRefundNo is refund_request_no, else the suffix of client_tsn

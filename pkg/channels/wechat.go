@@ -4,6 +4,7 @@ import (
 	"crypto/aes"
 	"crypto/cipher"
 	"encoding/base64"
+	"encoding/json"
 	"time"
 
 	"github.com/paycallback/paycallback/pkg/idempotent"
@@ -182,8 +183,14 @@ func decodeWeChatTransaction(plain []byte, n *wechatNotification) (Result, error
 	if !fastWeChatTransaction(plain, &tx) {
 		tx = wechatTransaction{}
 		if err := unmarshal(plain, &tx, "wechat transaction"); err != nil {
-			return Result{}, err
+			return Result{}, foreignCurrencyFirst(plain, err)
 		}
+	}
+	// The currency comes first: a cross-border transaction names its trade
+	// "id", not "transaction_id", and must be refused as the foreign
+	// payment it is, not as a malformed one.
+	if err := checkWeChatCurrency(tx.Amount.Currency); err != nil {
+		return Result{}, err
 	}
 	ev := Event{
 		Type:            idempotent.PaymentReceived,
@@ -202,9 +209,6 @@ func decodeWeChatTransaction(plain []byte, n *wechatNotification) (Result, error
 		return Result{}, err
 	}
 	ev.Key = key
-	if c := tx.Amount.Currency; c != "" && c != CurrencyCNY {
-		return Result{}, errorf(KindUnsupported, "wechat currency %s", quote(c))
-	}
 	if ev.OrderTotal, err = tx.Amount.Total.positive("wechat amount.total"); err != nil {
 		return Result{}, err
 	}
@@ -219,8 +223,13 @@ func decodeWeChatRefund(plain []byte, n *wechatNotification) (Result, error) {
 	if !fastWeChatRefund(plain, &rf) {
 		rf = wechatRefund{}
 		if err := unmarshal(plain, &rf, "wechat refund"); err != nil {
-			return Result{}, err
+			return Result{}, foreignCurrencyFirst(plain, err)
 		}
+	}
+	// The currency comes first, as for transactions, for every refund
+	// status.
+	if err := checkWeChatCurrency(rf.Amount.Currency); err != nil {
+		return Result{}, err
 	}
 	status := rf.RefundStatus
 	if status == "" {
@@ -260,9 +269,6 @@ func decodeWeChatRefund(plain []byte, n *wechatNotification) (Result, error) {
 	if err := checkID("wechat out_trade_no", rf.OutTradeNo); err != nil {
 		return Result{}, err
 	}
-	if c := rf.Amount.Currency; c != "" && c != CurrencyCNY {
-		return Result{}, errorf(KindUnsupported, "wechat currency %s", quote(c))
-	}
 	if ev.OrderTotal, err = rf.Amount.Total.positive("wechat amount.total"); err != nil {
 		return Result{}, err
 	}
@@ -273,6 +279,38 @@ func decodeWeChatRefund(plain []byte, n *wechatNotification) (Result, error) {
 		return Result{}, err
 	}
 	return Result{Event: ev, RefundStatus: RefundSuccess}, nil
+}
+
+// checkWeChatCurrency refuses, with KindUnsupported, an amount.currency
+// other than CNY; an absent currency means CNY.
+func checkWeChatCurrency(c string) error {
+	if c != "" && c != CurrencyCNY {
+		return errorf(KindUnsupported, "wechat currency %s", quote(c))
+	}
+	return nil
+}
+
+// wechatCurrencyOnly reads nothing of a decrypted resource but its
+// amount.currency.
+type wechatCurrencyOnly struct {
+	Amount struct {
+		Currency string `json:"currency"`
+	} `json:"amount"`
+}
+
+// foreignCurrencyFirst returns the KindUnsupported refusal of a resource
+// that failed to decode (decodeErr) when the resource still names a
+// currency other than CNY, so that the currency is judged before anything
+// else whatever the rest of the resource holds; otherwise decodeErr.
+func foreignCurrencyFirst(plain []byte, decodeErr error) error {
+	var c wechatCurrencyOnly
+	if json.Unmarshal(plain, &c) != nil {
+		return decodeErr
+	}
+	if err := checkWeChatCurrency(c.Amount.Currency); err != nil {
+		return err
+	}
+	return decodeErr
 }
 
 // wechatTime parses success_time, else the notification's create_time

@@ -475,3 +475,32 @@ func (s *Store) fenceShortfall(ctx context.Context, tx bun.Tx, tenant int64, key
 	// sees; nothing is known but that the fence did not hold.
 	return fmt.Errorf("settle %d claims of tenant %d: %d moved: %w", len(keys), tenant, moved, ErrFenceLost)
 }
+
+// MarkMoved records, inside the caller's business transaction, that a
+// claim settled NO_MONEY has now moved money: its settle_outcome becomes
+// POSTED, its status and settled_at stay. A Shouqianba CANCELED order
+// settled before its payment moved nothing; the payment's settlement posts
+// the reversal under the cancel's key and marks the cancel's claim so. The
+// update is conditional on the claim being SETTLED with NO_MONEY and must
+// change exactly one row; otherwise the error wraps ErrFenceLost (the
+// claim changed since the caller decided: roll back and decide again).
+func (s *Store) MarkMoved(ctx context.Context, tx bun.Tx, tenantID int64, key Key) error {
+	res, err := tx.NewUpdate().Table("ss_channel_idempotent").
+		Set("settle_outcome = ?", string(OutcomePosted)).
+		Where("tenant_id = ?", tenantID).
+		Where("idempotent_key = ?", string(key)).
+		Where("status = ?", string(StatusSettled)).
+		Where("settle_outcome = ?", string(OutcomeNoMoney)).
+		Exec(ctx)
+	if err != nil {
+		return fmt.Errorf("mark %s moved: %w", key, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("mark %s moved: rows affected: %w", key, err)
+	}
+	if n != 1 {
+		return fmt.Errorf("mark %s moved: the claim is no longer SETTLED with NO_MONEY: %w", key, ErrFenceLost)
+	}
+	return nil
+}

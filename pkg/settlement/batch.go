@@ -40,8 +40,12 @@ func compareTrades(x, y tradeKey) int {
 // order rows (an insert, and a round more, only for a trade whose row is
 // still missing), one write of the changed orders, one insert of every
 // ledger row and one fence UPDATE per tenant, whatever the batch size;
-// only refunds with registrations add statements of their own. The claims
-// are not read: the fence checks that each is still ACQUIRED with the
+// only refunds with registrations add statements of their own, and
+// Shouqianba payments one read of their trades' cancel claims (after the
+// order rows are locked) and, for a cancel settled before with nothing to
+// reverse, the reversal's rows in the same ledger insert and one
+// conditional update of that cancel's claim (MarkMoved). The batch's own
+// claims are not read: the fence checks that each is still ACQUIRED with the
 // event's fingerprint, and only a transaction whose fence did not hold
 // runs again after reading them. The decisions are Settle's own (decide), made in memory on the
 // locked rows. Locks are taken order rows first (by id), then
@@ -269,7 +273,7 @@ const (
 func (s *Service) settleBatchTx(ctx context.Context, evs []channels.Event, keys []idempotent.TenantKey, sts []settlement, lost, busy []bool, mode lockMode, readClaims bool) error {
 	return s.db.RunInTx(ctx, s.txOptions(), func(ctx context.Context, tx bun.Tx) error {
 		for i := range evs {
-			sts[i], lost[i], busy[i] = settlement{ev: evs[i]}, false, false
+			sts[i], lost[i], busy[i] = settlement{ev: evs[i], index: i, cancelIndex: -1}, false, false
 		}
 		// (1) The claims, when asked, read (not locked: the fence at the
 		// end decides between concurrent settlers, and rolls this batch
@@ -310,11 +314,17 @@ func (s *Service) settleBatchTx(ctx context.Context, evs []channels.Event, keys 
 		if err != nil {
 			return err
 		}
+		// The Shouqianba cancels settled before the payments of the batch.
+		if err := s.readPendingCancels(ctx, tx, evs, skip, orders); err != nil {
+			return err
+		}
 
 		// (3) Decide each event in order on its (locked, in-memory) order.
 		touched := map[tradeKey]bool{}
 		var ledger []ledgerRow
 		fence := make(map[idempotent.TenantKey]idempotent.Settlement, len(evs))
+		var moved []idempotent.TenantKey // settled cancels whose reversal this batch posts
+		var reversals []ledgerRow        // their rows, and those of cancels in the batch
 		for i, ev := range evs {
 			if skip[i] {
 				continue
@@ -334,6 +344,28 @@ func (s *Service) settleBatchTx(ctx context.Context, evs []channels.Event, keys 
 					return err
 				}
 				ledger = append(ledger, rows...)
+			}
+			if sts[i].reversal > 0 {
+				// The payment of a cancelled trade: its reversal, under the
+				// cancel's key, whose claim moves from NO_MONEY to POSTED
+				// (in this batch's fence when the cancel is one of its
+				// events, else by MarkMoved after the fence).
+				rev, err := cancelReversal(ev)
+				if err != nil {
+					return err
+				}
+				rows, err := postingRows(rev, sts[i].reversal, now)
+				if err != nil {
+					return err
+				}
+				reversals = append(reversals, rows...)
+				if j := sts[i].cancelIndex; j >= 0 {
+					f := fence[keys[j]]
+					f.Outcome = idempotent.OutcomePosted
+					fence[keys[j]] = f
+				} else {
+					moved = append(moved, idempotent.TenantKey{TenantID: rev.TenantID, Key: rev.Key})
+				}
 			}
 			if ev.Type == idempotent.RefundSucceeded && sts[i].outcome != idempotent.OutcomeOverRefund {
 				trade := regs[t]
@@ -361,11 +393,80 @@ func (s *Service) settleBatchTx(ctx context.Context, evs []channels.Event, keys 
 				return fmt.Errorf("post %d rows: %w", len(ledger), err)
 			}
 		}
+		if len(reversals) > 0 {
+			// Apart from the events' own rows: a reversal already in the
+			// ledger says nothing about whether the payment is posted, so
+			// it must not pass for the event's own duplicate posting
+			// (errAlreadyPosted), which settles the claim without posting.
+			if err := insertLedger(ctx, tx, reversals); err != nil {
+				if errors.Is(err, errAlreadyPosted) {
+					return fmt.Errorf("post %d cancel reversal rows: the ledger already holds a reversal whose cancel claim says NO_MONEY: %s", len(reversals), err.Error())
+				}
+				return fmt.Errorf("post %d cancel reversal rows: %w", len(reversals), err)
+			}
+		}
 		if err := s.claims.SettleMany(ctx, tx, fence); err != nil {
 			return fmt.Errorf("fence: %w", err)
 		}
+		for _, k := range moved {
+			if err := s.claims.MarkMoved(ctx, tx, k.TenantID, k.Key); err != nil {
+				return fmt.Errorf("cancel reversal: %w", err)
+			}
+		}
 		return nil
 	})
+}
+
+// readPendingCancels marks, on the locked order rows, the trades of the
+// batch's Shouqianba payments whose cancel was settled before with nothing
+// to reverse (its claim SETTLED, NO_MONEY, and no payment posted): the
+// payment is then reversed at once. Read after the order rows are locked,
+// so it sees every cancel committed before (settling a cancel locks the
+// order row first, and at READ COMMITTED each statement reads the latest
+// commit); a cancel claimed but not settled yet finds the payment posted
+// when it is settled, and reverses it then.
+func (s *Service) readPendingCancels(ctx context.Context, tx bun.Tx, evs []channels.Event, skip []bool, orders map[tradeKey]*Order) error {
+	var keys []idempotent.TenantKey
+	trades := map[idempotent.TenantKey]tradeKey{}
+	for i, ev := range evs {
+		if skip[i] || ev.Channel != channels.SQB || ev.Type != idempotent.PaymentReceived || orders[tradeOf(ev)].PaidAmount > 0 {
+			continue
+		}
+		k, err := channels.SQBCancelKey(ev.TradeNo)
+		if err != nil {
+			return fmt.Errorf("%s: %w", ev.Key, err)
+		}
+		tk := idempotent.TenantKey{TenantID: ev.TenantID, Key: k}
+		if _, ok := trades[tk]; !ok {
+			keys = append(keys, tk)
+			trades[tk] = tradeOf(ev)
+		}
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	recs, err := s.claims.ReadMany(ctx, tx, keys)
+	if err != nil {
+		return fmt.Errorf("read the cancels of %d trades: %w", len(keys), err)
+	}
+	for tk, t := range trades {
+		if rec, ok := recs[tk]; ok && rec.Status == idempotent.StatusSettled && rec.Outcome == idempotent.OutcomeNoMoney {
+			orders[t].cancel = pendingCancel{pending: true, batchIndex: -1}
+		}
+	}
+	return nil
+}
+
+// cancelReversal is the event whose posting reverses the payment ev of a
+// cancelled Shouqianba trade: a refund under the cancel's key.
+func cancelReversal(ev channels.Event) (channels.Event, error) {
+	k, err := channels.SQBCancelKey(ev.TradeNo)
+	if err != nil {
+		return channels.Event{}, fmt.Errorf("%s: cancel key: %w", ev.Key, err)
+	}
+	rev := ev
+	rev.Type, rev.Key, rev.RefundNo = idempotent.RefundSucceeded, k, channels.SQBCancelRefundNo
+	return rev, nil
 }
 
 // lockOrders locks the order rows of the batch's trades, creating those

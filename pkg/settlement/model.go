@@ -128,6 +128,21 @@ type Order struct {
 	LastRefundAt        *time.Time       `bun:"last_refund_at"`
 	CreatedAt           time.Time        `bun:"created_at"`
 	UpdatedAt           time.Time        `bun:"updated_at"`
+
+	// cancel is what a settlement knows of the trade's Shouqianba cancel
+	// that still waits for a payment to reverse; not a column: the cancel's
+	// claim (SETTLED, NO_MONEY) remembers it between transactions.
+	cancel pendingCancel `bun:"-"`
+}
+
+// pendingCancel is a Shouqianba CANCELED order settled while no payment was
+// posted: it moved nothing, and the payment, once settled, is reversed at
+// once under the cancel's key.
+type pendingCancel struct {
+	pending bool
+	// batchIndex is the cancel event's index in the batch that decided it,
+	// -1 when its claim was settled by an earlier transaction.
+	batchIndex int
 }
 
 // normalise puts the times in UTC, whatever the driver returned.

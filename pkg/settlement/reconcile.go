@@ -638,7 +638,10 @@ ORDER BY l.tenant_id, l.channel_code, l.channel_trade_no`, args...)
 }
 
 // pendingPayment: orders known only from refunds for longer than
-// PendingAfter.
+// PendingAfter. A Shouqianba order known only from its cancel (nothing
+// refunded, the CANCEL claim settled) is not reported: an unpaid order's
+// cancel moves nothing and its payment may never come; should it come, it
+// is reversed at once.
 func (r *reconciler) pendingPayment(ctx context.Context) error {
 	w, args := r.window("created_at")
 	cutoff := r.now.Add(-r.o.PendingAfter)
@@ -657,7 +660,34 @@ ORDER BY created_at`, append([]any{cutoff}, args...)...)
 	if err != nil {
 		return err
 	}
+	var cancelKeys []string
 	for _, row := range rows {
+		if row.Channel == string(channels.SQB) && row.Refunded == 0 {
+			if k, err := channels.SQBCancelKey(row.TradeNo); err == nil {
+				cancelKeys = append(cancelKeys, string(k))
+			}
+		}
+	}
+	cancelled := map[string]bool{} // tenant and key of a settled cancel
+	for chunk := range slices.Chunk(cancelKeys, 500) {
+		var claims []struct {
+			TenantID int64  `bun:"tenant_id"`
+			Key      string `bun:"idempotent_key"`
+		}
+		if err := r.db.NewSelect().Table("ss_channel_idempotent").Column("tenant_id", "idempotent_key").
+			Where("status = ?", string(idempotent.StatusSettled)).Where("idempotent_key IN (?)", bun.List(chunk)).
+			Scan(ctx, &claims); err != nil {
+			return fmt.Errorf("%s: read the cancels of %d orders: %w", CheckPendingPayment, len(chunk), err)
+		}
+		for _, c := range claims {
+			cancelled[fmt.Sprintf("%d/%s", c.TenantID, c.Key)] = true
+		}
+	}
+	for _, row := range rows {
+		if k, err := channels.SQBCancelKey(row.TradeNo); err == nil && row.Channel == string(channels.SQB) && row.Refunded == 0 &&
+			cancelled[fmt.Sprintf("%d/%s", row.TenantID, k)] {
+			continue // known only from an unpaid cancel
+		}
 		r.add(Discrepancy{
 			Check: CheckPendingPayment, TenantID: row.TenantID, Channel: row.Channel, TradeNo: row.TradeNo,
 			Detail: fmt.Sprintf("PENDING_PAYMENT for %s (refunded %d, payment never seen)", r.now.Sub(row.CreatedAt).Round(time.Second), row.Refunded),

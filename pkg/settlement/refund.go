@@ -39,7 +39,8 @@ func (r RefundRequest) Validate() error {
 		return err
 	}
 	if r.Amount <= 0 || r.Amount > channels.MaxAmount {
-		return fmt.Errorf("%w: amount %d out of range", ErrInvalidRequest, r.Amount)
+		return fmt.Errorf("%w: amount %d fen: a refund registers a positive amount in fen (1 is ¥0.01), at most %d; "+
+			"a refund that moves nothing is not registered", ErrInvalidRequest, r.Amount, channels.MaxAmount)
 	}
 	return nil
 }

@@ -195,9 +195,16 @@ func (s *Service) SettleStored(ctx context.Context, rec idempotent.Record) (Resu
 // counts nothing.
 type settlement struct {
 	ev      channels.Event
+	index   int // ev's index in its batch
 	outcome idempotent.Outcome
 	amount  int64
 	order   Order
+	// reversal is the fen a payment's settlement reversed at once under
+	// the key of the trade's earlier Shouqianba cancel (0: none);
+	// cancelIndex is that cancel's index in the batch, -1 when its claim
+	// was settled before.
+	reversal    int64
+	cancelIndex int
 
 	totalMismatch    bool
 	merchantMismatch bool
@@ -227,9 +234,22 @@ func decide(st *settlement, ord Order, now time.Time) (next Order, write bool, e
 		next.PaidAmount = ev.OrderTotal
 		paidAt := dbTime(ev.OccurredAt)
 		next.PaidAt = &paidAt
+		if ord.cancel.pending {
+			// The trade was cancelled before its payment was posted: the
+			// payment is reversed in the same transaction, under the
+			// cancel's key, whose claim then records that it moved money.
+			next.cancel = pendingCancel{}
+			st.cancelIndex = ord.cancel.batchIndex
+			if rev := next.PaidAmount - next.RefundedAmount; rev > 0 {
+				st.reversal = rev
+				next.RefundedAmount += rev
+			}
+			next.MaxCumulativeRefund = max(next.MaxCumulativeRefund, next.Amount)
+		}
 	case idempotent.RefundSucceeded:
-		st.outcome, st.amount = refundOutcome(ord, ev)
-		if st.outcome == idempotent.OutcomePosted {
+		if ev.IsCancel() {
+			decideCancel(st, ord, &next)
+		} else if st.outcome, st.amount = refundOutcome(ord, ev); st.outcome == idempotent.OutcomePosted {
 			next.RefundedAmount += st.amount
 			if ev.Cumulative() {
 				next.MaxCumulativeRefund = ev.CumulativeRefunded
@@ -255,6 +275,31 @@ func decide(st *settlement, ord Order, now time.Time) (next Order, write bool, e
 	next.UpdatedAt = now
 	st.order = next
 	return next, true, nil
+}
+
+// decideCancel decides a Shouqianba CANCELED order against the locked
+// order row ord, writing what changes into next. A cancel nets the trade to
+// zero, whatever the timestamps and whatever arrives later: with a payment
+// posted it reverses what is left of it (paid − refunded; NO_MONEY when
+// refunds already took it all) and raises the highest cumulative to the
+// total, so a refund reported after it moves nothing; with no payment
+// posted it moves nothing (NO_MONEY) and is remembered by its claim, so the
+// payment, when it is settled, is reversed at once (decide). Never an
+// over-refund.
+func decideCancel(st *settlement, ord Order, next *Order) {
+	if ord.PaidAmount == 0 {
+		st.outcome, st.amount = idempotent.OutcomeNoMoney, 0
+		next.cancel = pendingCancel{pending: true, batchIndex: st.index}
+		return
+	}
+	rev := ord.PaidAmount - ord.RefundedAmount
+	if rev <= 0 {
+		st.outcome, st.amount = idempotent.OutcomeNoMoney, 0
+	} else {
+		st.outcome, st.amount = idempotent.OutcomePosted, rev
+		next.RefundedAmount += rev
+	}
+	next.MaxCumulativeRefund = max(next.MaxCumulativeRefund, next.Amount)
 }
 
 // refundOutcome decides a refund against the locked order row ord: the
@@ -338,6 +383,10 @@ func (s *Service) report(ctx context.Context, st *settlement) {
 		s.metrics.regMismatches.WithLabelValues(reason).Inc()
 		s.log.LogAttrs(ctx, slog.LevelWarn, "refund callback disagrees with the pre-registrations",
 			attrs(slog.String("reason", reason), slog.String("refund_no", ev.RefundNo), slog.String("detail", st.regDetail))...)
+	}
+	if st.reversal > 0 {
+		s.log.LogAttrs(ctx, slog.LevelInfo, "payment of a cancelled order: reversed at once under the cancel's key",
+			attrs(slog.Int64("amount", st.amount), slog.Int64("reversed", st.reversal))...)
 	}
 	s.log.LogAttrs(ctx, slog.LevelDebug, "settled",
 		attrs(slog.String("outcome", string(st.outcome)), slog.Int64("amount", st.amount),

@@ -62,6 +62,7 @@ const (
 )
 
 var (
+	alipayAccountRE = regexp.MustCompile(`^#\s*账号[:：]\s*\[([^\]]*)\]`)
 	alipayWindowRE  = regexp.MustCompile(`起始日期[:：]\s*\[([^\]]*)\]\s*终止日期[:：]\s*\[([^\]]*)\]`)
 	alipayPaidRE    = regexp.MustCompile(`^#?\s*交易合计[:：]\s*([0-9]+)\s*笔\s*[,，]\s*商家实收共\s*(-?[0-9.]+)\s*元`)
 	alipayRefundRE  = regexp.MustCompile(`^#?\s*退款合计[:：]\s*([0-9]+)\s*笔\s*[,，]\s*商家实收退款共\s*(-?[0-9.]+)\s*元`)
@@ -311,6 +312,11 @@ func parseAlipayDetail(text string) (Statement, error) {
 				state = header
 			case state == rows:
 				return Statement{}, fmt.Errorf("alipay bill line %d: comment inside the detail rows: %w", lineNo, ErrFormat)
+			case state == before && alipayAccountRE.MatchString(line):
+				if st.Account != "" {
+					return Statement{}, fmt.Errorf("alipay bill line %d: second 账号 line: %w", lineNo, ErrFormat)
+				}
+				st.Account = strings.TrimSpace(alipayAccountRE.FindStringSubmatch(line)[1])
 			case strings.Contains(line, "起始日期"):
 				if haveWindow {
 					return Statement{}, fmt.Errorf("alipay bill line %d: second 起始日期 line: %w", lineNo, ErrFormat)
@@ -349,6 +355,7 @@ func parseAlipayDetail(text string) (Statement, error) {
 			if err != nil {
 				return Statement{}, err
 			}
+			l.MerchantID = st.Account
 			st.Lines = append(st.Lines, l)
 		case after:
 			return Statement{}, fmt.Errorf("alipay bill line %d: data after the %s marker: %w", lineNo, alipayListEnd, ErrFormat)

@@ -104,7 +104,7 @@ func alipayFixtureLines() []Line {
 		return Line{
 			LineNo: no, Channel: channels.Alipay, Kind: kind, TradeNo: trade, MerchantOrderNo: order,
 			RefundNo: refund, Amount: amount, SettledAmount: amount, Status: "SUCCESS",
-			Time: alipayBeijing(at), Currency: "CNY",
+			Time: alipayBeijing(at), Currency: "CNY", MerchantID: "20880000000000000156",
 		}
 	}
 	return []Line{
@@ -128,6 +128,8 @@ func TestParseAlipayFixture(t *testing.T) {
 	assert.Equal(t, time.Date(2024, 3, 14, 16, 0, 0, 0, time.UTC), st.From)
 	assert.Equal(t, time.Date(2024, 3, 15, 16, 0, 0, 0, time.UTC), st.To)
 	assert.Equal(t, alipayFixtureSHA1, st.SHA1)
+	assert.Equal(t, "20880000000000000156", st.Account)
+	assert.Equal(t, []string{"20880000000000000156"}, st.MerchantIDs())
 	assert.Equal(t, alipayFixtureLines(), st.Lines)
 	assert.Equal(t, Totals{
 		Lines: 5, Payments: 3, Refunds: 2,

@@ -72,6 +72,7 @@ type sqbQueryData struct {
 	TotalAmount *string `json:"total_amount"`
 	NetAmount   *string `json:"net_amount"`
 	FinishTime  *string `json:"finish_time"`
+	TerminalSN  *string `json:"terminal_sn"`
 }
 
 // ParseSQB parses a file of Shouqianba order query responses: Shouqianba
@@ -87,8 +88,8 @@ type sqbQueryData struct {
 // parsed exactly like the callbacks' with channels.ParseFen: no sign, no
 // decimals, at most channels.MaxAmount; net_amount at most total_amount),
 // Status order_status, Time finish_time (13-digit epoch milliseconds, in
-// UTC), Currency "CNY" and FeeMicroYuan 0, since the query API exposes no
-// fee.
+// UTC), Currency "CNY", MerchantID terminal_sn (empty when absent) and
+// FeeMicroYuan 0, since the query API exposes no fee.
 //
 // Any documented order_status is kept as it is, final (PAID, PAY_CANCELED,
 // REFUNDED, PARTIAL_REFUNDED, CANCELED) or not (CREATED, PAY_ERROR,
@@ -230,6 +231,10 @@ func parseSQBLine(lineNo int, raw []byte) (Line, error) {
 	if net > total {
 		return Line{}, fail(prefix+"net_amount", "%d exceeds total_amount %d", net, total)
 	}
+	var terminal string
+	if d.TerminalSN != nil {
+		terminal = *d.TerminalSN
+	}
 	var at time.Time
 	switch {
 	case d.FinishTime != nil && *d.FinishTime != "":
@@ -250,6 +255,7 @@ func parseSQBLine(lineNo int, raw []byte) (Line, error) {
 		Status:          status,
 		Time:            at,
 		Currency:        "CNY",
+		MerchantID:      terminal,
 	}, nil
 }
 

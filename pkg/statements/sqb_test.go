@@ -56,7 +56,7 @@ func TestParseSQBFixture(t *testing.T) {
 		return statements.Line{
 			LineNo: lineNo, Channel: channels.SQB, Kind: statements.KindOrder,
 			TradeNo: sn, MerchantOrderNo: clientSN, Amount: total, SettledAmount: net,
-			Status: status, Time: at, Currency: "CNY",
+			Status: status, Time: at, Currency: "CNY", MerchantID: "100000000000000001",
 		}
 	}
 	assert.Equal(t, []statements.Line{

@@ -16,6 +16,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -82,6 +83,12 @@ type Line struct {
 	Time time.Time
 	// Currency is the ISO 4217 code (CNY).
 	Currency string
+	// MerchantID is the merchant the line belongs to, as the file names
+	// it: WeChat 特约商户号 (a service provider's sub-merchant), or 商户号
+	// when that is 0 or empty (a normal merchant); Alipay the #账号：[…] of
+	// the file's head as written (the PID followed by 0156); Shouqianba the
+	// response's terminal_sn. Empty when the file names none.
+	MerchantID string
 }
 
 // Totals are a statement's own summary: counts and sums in fen, as its
@@ -117,6 +124,31 @@ type Statement struct {
 	// SHA1 is the hex SHA-1 of the uncompressed bytes (WeChat's hash_value
 	// is over those).
 	SHA1 string
+	// Account is the account an Alipay bill's head names (#账号：[…], the
+	// PID followed by 0156), also for a bill without lines; empty for the
+	// other channels and when the head names none.
+	Account string
+}
+
+// MerchantIDs returns the merchants the statement names, sorted, each
+// once: every line's MerchantID that is not empty, and Account when set
+// (so an Alipay bill without lines names its account too). Empty when the
+// file names no merchant.
+func (s Statement) MerchantIDs() []string {
+	seen := map[string]bool{}
+	var out []string
+	add := func(id string) {
+		if id != "" && !seen[id] {
+			seen[id] = true
+			out = append(out, id)
+		}
+	}
+	for _, l := range s.Lines {
+		add(l.MerchantID)
+	}
+	add(s.Account)
+	slices.Sort(out)
+	return out
 }
 
 // ErrMismatch is wrapped by the error of a file whose rows disagree with

@@ -372,6 +372,10 @@ func (p *wechatParser) readRow(lineNo int, line string) error {
 		TradeNo:         get("微信订单号"),
 		MerchantOrderNo: get("商户订单号"),
 		Currency:        get("货币种类"),
+		MerchantID:      get("商户号"),
+	}
+	if sub := get("特约商户号"); sub != "" && sub != "0" {
+		ln.MerchantID = sub // a service provider's sub-merchant
 	}
 	if ln.TradeNo == "" {
 		return fmt.Errorf("line %d: column 微信订单号 (%d): empty: %w", lineNo, p.pos["微信订单号"]+1, ErrFormat)

@@ -105,6 +105,7 @@ func TestParseWeChatFixture(t *testing.T) {
 		Status:          "SUCCESS",
 		Time:            time.Date(2024, 3, 15, 1, 12, 5, 0, time.UTC),
 		Currency:        "CNY",
+		MerchantID:      "1900000000",
 	}, st.Lines[0])
 	assert.Equal(t, Line{
 		LineNo:          5,
@@ -119,6 +120,7 @@ func TestParseWeChatFixture(t *testing.T) {
 		Status:          "SUCCESS",
 		Time:            time.Date(2024, 3, 15, 6, 45, 9, 0, time.UTC),
 		Currency:        "CNY",
+		MerchantID:      "1900000000",
 	}, st.Lines[3])
 
 	type row struct {
@@ -253,16 +255,32 @@ func TestParseWeChatLegacy(t *testing.T) {
 				LineNo: 3, Channel: channels.WeChat, Kind: KindPayment,
 				TradeNo: "4200000000201809170000000002", MerchantOrderNo: "TEST-LEGACY-2",
 				Amount: 1250, SettledAmount: 1250, FeeMicroYuan: 8000, Status: "REVOKED",
-				Time: beijing("2018-09-17 11:53:15"), Currency: "CNY",
+				Time: beijing("2018-09-17 11:53:15"), Currency: "CNY", MerchantID: "1900000000",
 			}, st.Lines[1])
 			assert.Equal(t, Line{
 				LineNo: 4, Channel: channels.WeChat, Kind: KindRefund,
 				TradeNo: "4200000000201809170000000001", MerchantOrderNo: "TEST-LEGACY-1", RefundNo: "TEST-LEGACY-R1",
 				Amount: 1, SettledAmount: 1, Status: "PROCESSING",
-				Time: beijing("2018-09-17 18:13:12"), Currency: "CNY",
+				Time: beijing("2018-09-17 18:13:12"), Currency: "CNY", MerchantID: "1900000000",
 			}, st.Lines[2])
 		})
 	}
+}
+
+// TestParseWeChatMerchant: a line's merchant is its 特约商户号 (a service
+// provider's sub-merchant), or its 商户号 when the 特约商户号 is 0.
+func TestParseWeChatMerchant(t *testing.T) {
+	raw := string(mustReadWeChatFixture(t, wechatFixture))
+	require.Equal(t, 5, strings.Count(raw, "`1900000000,`0,"), "precondition: every row of the fixture names 商户号 1900000000, 特约商户号 0")
+	bill := strings.Replace(raw, "`1900000000,`0,", "`1900000000,`1900000009,", 1)
+	st, err := ParseWeChat(strings.NewReader(bill), "")
+	require.NoError(t, err)
+	require.Len(t, st.Lines, 5)
+	assert.Equal(t, "1900000009", st.Lines[0].MerchantID)
+	for _, l := range st.Lines[1:] {
+		assert.Equal(t, "1900000000", l.MerchantID, "line %d", l.LineNo)
+	}
+	assert.Equal(t, []string{"1900000000", "1900000009"}, st.MerchantIDs())
 }
 
 func TestParseWeChatRefused(t *testing.T) {

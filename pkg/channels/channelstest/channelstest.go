@@ -473,8 +473,9 @@ func SQBRefund(t Trade, r Refund, d Delivery) []byte {
 	return sqbEnvelope(t, o, r.At, d)
 }
 
-// SQBCancel is the CANCELED callback of t: the reversal of a paid order,
-// decoded as a full refund numbered CANCEL.
+// SQBCancel is the CANCELED callback of t, 30 minutes after its payment
+// time: decoded as a refund numbered CANCEL, which nets the trade to zero
+// whether or not it was paid.
 func SQBCancel(t Trade, d Delivery) []byte {
 	t = t.defaults()
 	at := t.PaidAt.Add(30 * time.Minute)

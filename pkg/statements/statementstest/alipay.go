@@ -73,7 +73,7 @@ func AlipayBill(account, day string, lines []statements.Line) (File, error) {
 		"#-----------------------------------------业务明细列表----------------------------------------",
 		alipayHeader,
 	}
-	want := statements.Statement{Channel: channels.Alipay, Format: statements.AlipayFormat, From: from.UTC(), To: to.UTC()}
+	want := statements.Statement{Channel: channels.Alipay, Format: statements.AlipayFormat, From: from.UTC(), To: to.UTC(), Account: account}
 	var paidOrder, paidSettled, refundOrder, refundSettled, fees int64
 	for i, l := range lines {
 		row, err := alipayRow(i, l, from, to)
@@ -82,6 +82,7 @@ func AlipayBill(account, day string, lines []statements.Line) (File, error) {
 		}
 		detail = append(detail, row)
 		l.LineNo = alipayCommentRows + 2 + i
+		l.MerchantID = account
 		if l.Kind == statements.KindPayment {
 			l.RefundNo = ""
 		}

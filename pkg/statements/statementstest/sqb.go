@@ -41,6 +41,9 @@ type sqbData struct {
 	Operator          string `json:"operator"`
 }
 
+// sqbTerminalSN is the terminal_sn of a line that names no merchant.
+const sqbTerminalSN = "100000000000000001"
+
 // SQBQueryResponses writes lines as a file of Shouqianba /upay/v2/query
 // responses, one whole response a line (UTF-8, LF), in the order given:
 // result_code "200", biz_response.result_code "SUCCESS", and the order with
@@ -48,7 +51,8 @@ type sqbData struct {
 // Amount and net_amount SettledAmount (fen as strings), finish_time Time in
 // epoch milliseconds (left out when Time is zero, which only an order not
 // final may be), and the fields the parser does not read (trade_no,
-// terminal_sn, payway…) filled with fixed or derived values.
+// payway…) filled with fixed or derived values; terminal_sn is MerchantID,
+// or 100000000000000001 when that is empty (the lines returned name it).
 //
 // The error wraps ErrUnwritable, naming the line, for a line of another
 // channel or of a kind other than KindOrder, an order_status that is not
@@ -63,12 +67,15 @@ func SQBQueryResponses(lines []statements.Line) (File, error) {
 		if err := sqbCheck(i, l, seen); err != nil {
 			return File{}, fmt.Errorf("sqb query responses: %w", err)
 		}
+		if l.MerchantID == "" {
+			l.MerchantID = sqbTerminalSN
+		}
 		var r sqbResponse
 		r.ResultCode = "200"
 		r.BizResponse.ResultCode = "SUCCESS"
 		r.BizResponse.Data = sqbData{
 			SN: l.TradeNo, ClientSN: l.MerchantOrderNo, TradeNo: "4200000000" + digitsOf(l.TradeNo, 18),
-			TerminalSN: "100000000000000001", Status: "SUCCESS", OrderStatus: l.Status, Payway: "3", SubPayway: "1",
+			TerminalSN: l.MerchantID, Status: "SUCCESS", OrderStatus: l.Status, Payway: "3", SubPayway: "1",
 			TotalAmount: strconv.FormatInt(l.Amount, 10), NetAmount: strconv.FormatInt(l.SettledAmount, 10),
 			Subject: "门店消费", Operator: "cashier01",
 		}

@@ -36,6 +36,27 @@ type WeChatOptions struct {
 	// say 交易类型 MICROPAY, the everyday POS payment, which WeChat never
 	// notifies. Every other row says JSAPI.
 	MicroPay map[string]bool
+	// MchID is every row's 商户号 (default 1900000000) and SubMchID its
+	// 特约商户号 (default 0: a normal merchant); the lines parsed back name
+	// SubMchID as their MerchantID, or MchID when SubMchID is 0.
+	MchID, SubMchID string
+}
+
+// merchants returns the 商户号 and 特约商户号 of o's rows and the
+// MerchantID they parse to.
+func (o WeChatOptions) merchants() (mch, sub, id string) {
+	mch, sub = o.MchID, o.SubMchID
+	if mch == "" {
+		mch = wechatMchID
+	}
+	if sub == "" {
+		sub = "0"
+	}
+	id = sub
+	if sub == "0" {
+		id = mch
+	}
+	return mch, sub, id
 }
 
 // WeChatBill writes lines as a WeChat Pay trade bill of bill_type=ALL, as
@@ -72,6 +93,7 @@ func WeChatBill(lines []statements.Line, o WeChatOptions) (File, error) {
 		}
 		b.WriteString(strings.Join(cells, ",") + "\n")
 		l.LineNo = i + 2
+		_, _, l.MerchantID = o.merchants()
 		if l.Kind == statements.KindPayment {
 			l.RefundNo = ""
 		}
@@ -118,6 +140,7 @@ func wechatRow(i int, l statements.Line, o WeChatOptions) ([]string, error) {
 		tradeType = "MICROPAY"
 	}
 	zero := yuan(0)
+	mch, sub, _ := o.merchants()
 	// Payment-row defaults; a refund row overrides its columns below.
 	status, settled, coupon, refundID, refundNo, refundSettled, refundType, refundStatus, amount, refundAmount :=
 		l.Status, yuan(l.SettledAmount), yuan(l.Amount-l.SettledAmount), "0", "0", zero, "", "", yuan(l.Amount), zero
@@ -145,7 +168,7 @@ func wechatRow(i int, l statements.Line, o WeChatOptions) ([]string, error) {
 		return nil, unwritable(i, "kind %q: a WeChat bill holds payments and refunds", l.Kind)
 	}
 	return []string{
-		"`" + l.Time.In(statements.Beijing).Format(wechatTimeForm), "`" + wechatAppID, "`" + wechatMchID, "`0", "`",
+		"`" + l.Time.In(statements.Beijing).Format(wechatTimeForm), "`" + wechatAppID, "`" + mch, "`" + sub, "`",
 		"`" + l.TradeNo, "`" + l.MerchantOrderNo, "`" + wechatOpenID, "`" + tradeType, "`" + status, "`" + wechatBank,
 		"`" + l.Currency, "`" + settled, "`" + coupon, "`" + refundID, "`" + refundNo, "`" + refundSettled, "`" + zero,
 		"`" + refundType, "`" + refundStatus, "`" + wechatProduct, "`", "`" + microYuan(l.FeeMicroYuan),
