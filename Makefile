@@ -121,7 +121,8 @@ kafka-down:
 	scripts/engines/kafka.sh down
 
 ## tidb-up / tidb-down: tidb-server on its embedded storage, 127.0.0.1:4000;
-## TIDB_TXN_MODE=optimistic or pessimistic (the default).
+## TIDB_TXN_MODE=optimistic or pessimistic (the default); TIDB_SERVER_VERSION
+## sets its server-version (what VERSION() reports, e.g. 8.0.40).
 tidb-up:
 	scripts/engines/tidb.sh up
 tidb-down:
@@ -135,6 +136,8 @@ galera-down:
 
 ## test-kafka, test-tidb, test-galera: each engine suite, starting (and
 ## afterwards stopping) what it needs; test-engines runs all three.
+## test-tidb runs once more on TiDB restarted with a MySQL-looking
+## server-version (8.0.40, or TIDB_TEST_SERVER_VERSION).
 test-kafka:
 	scripts/engines/kafka.sh test
 test-tidb:

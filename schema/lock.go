@@ -137,9 +137,7 @@ func (l *migrationLock) renew(ctx context.Context, cancel context.CancelFunc) {
 		case <-t.C:
 		}
 		at := time.Now()
-		res, err := l.db.ExecContext(ctx,
-			"UPDATE ss_schema_lock SET expires_at = UTC_TIMESTAMP(6) + INTERVAL ? SECOND WHERE name = ? AND owner = ?",
-			int(lockTTL/time.Second), lockName, l.owner)
+		res, err := l.renewOnce(ctx)
 		if err != nil {
 			// A failed renewal is tried again next tick, as long as the
 			// claim surely lasts until the tick after: past that, another
@@ -158,6 +156,24 @@ func (l *migrationLock) renew(ctx context.Context, cancel context.CancelFunc) {
 		}
 		lastOK = at
 	}
+}
+
+// renewOnce pushes the claim's expiry forward once. It is not waited for
+// longer than half the renewal interval: a renewal that hangs (a server
+// that stopped answering, a lock row another session holds) then fails
+// in time for the next decision, so that the claim is given up while it
+// surely lasts (lockRenew/2 before it can expire, at the latest) rather
+// than kept, unrenewed, past its expiry by a statement still waiting.
+func (l *migrationLock) renewOnce(ctx context.Context) (sql.Result, error) {
+	rctx, cancel := context.WithTimeout(ctx, lockRenew/2)
+	defer cancel()
+	res, err := l.db.ExecContext(rctx,
+		"UPDATE ss_schema_lock SET expires_at = UTC_TIMESTAMP(6) + INTERVAL ? SECOND WHERE name = ? AND owner = ?",
+		int(lockTTL/time.Second), lockName, l.owner)
+	if err != nil {
+		return nil, fmt.Errorf("migrate: renew lock: %w", err)
+	}
+	return res, nil
 }
 
 // release stops the renewal and deletes the claim. It reports an error

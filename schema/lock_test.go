@@ -198,3 +198,47 @@ func TestMigrationLockGivenUpWhenRenewalsFail(t *testing.T) {
 	}
 	require.ErrorContains(t, release(ctx), "expired while migrating")
 }
+
+// TestMigrationLockGivenUpInTimeWhenTheServerStopsAnswering: a renewal is
+// bounded (half the renewal interval), so that against a server that
+// stopped answering the holder gives its claim up, cancelling the
+// migration, while the claim still lasts, instead of waiting on the
+// renewal (for the driver's read timeout, a minute) past the claim's
+// expiry, when another runner may take it over.
+func TestMigrationLockGivenUpInTimeWhenTheServerStopsAnswering(t *testing.T) {
+	dsn := sqldbtest.NewDatabase(t)
+	direct, err := sqldb.OpenMySQL(dsn)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = direct.Close() })
+	proxy, viaProxy := sqldbtest.NewProxy(t, dsn)
+	db, err := sqldb.OpenMySQL(viaProxy)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	lctx, release, restore, err := schema.LockForTest(ctx, db, 4*time.Second, 2*time.Second)
+	defer restore()
+	require.NoError(t, err)
+
+	// Renewed through the proxy while the server answers.
+	expiry := func() time.Time {
+		var at time.Time
+		require.NoError(t, direct.QueryRowContext(ctx, "SELECT expires_at FROM ss_schema_lock").Scan(&at))
+		return at
+	}
+	first := expiry()
+	require.Eventually(t, func() bool { return expiry().After(first) }, 20*time.Second, 20*time.Millisecond,
+		"the expiry moves forward")
+
+	proxy.Stall()
+	defer proxy.Resume()
+	select {
+	case <-lctx.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the holder still waits on a renewal the server does not answer")
+	}
+	var lasts bool
+	require.NoError(t, direct.QueryRowContext(ctx, "SELECT expires_at > UTC_TIMESTAMP(6) FROM ss_schema_lock").Scan(&lasts))
+	assert.True(t, lasts, "the claim is given up before it can expire")
+	require.ErrorContains(t, release(ctx), "expired while migrating")
+}

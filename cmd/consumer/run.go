@@ -9,6 +9,7 @@ import (
 	"github.com/paycallback/paycallback/config"
 	"github.com/paycallback/paycallback/internal/app"
 	"github.com/paycallback/paycallback/internal/sqldb"
+	"github.com/paycallback/paycallback/pkg/dbengine"
 	"github.com/paycallback/paycallback/schema"
 )
 
@@ -37,7 +38,9 @@ func migrateCmd() command {
 		name:    "migrate",
 		summary: "create or upgrade the database schema, then exit",
 		description: `Applies the migrations this binary embeds that the database (PAYCB_DB_DSN)
-has not had yet, in order, and prints them ("schema is current" when none).`,
+has not had yet, in order, and prints them ("schema is current" when none).
+It prints first the engine it found, "engine=mysql|mariadb|tidb version=…",
+told by what the server is, never by its configurable version string.`,
 		exits: []exitStatus{
 			{exitUsage, "a usage or configuration error: no DSN"},
 		},
@@ -63,6 +66,11 @@ func cmdMigrate(ctx context.Context, env *environment, _ []string) error {
 		return err
 	}
 	defer db.Close()
+	engine, err := dbengine.Detect(ctx, db)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(env.stdout, engine)
 	applied, err := schema.Migrate(ctx, db)
 	if err != nil {
 		return err

@@ -23,6 +23,7 @@ import (
 	"github.com/paycallback/paycallback/internal/sqldb"
 	"github.com/paycallback/paycallback/internal/sqldb/sqldbtest"
 	"github.com/paycallback/paycallback/pkg/channels/channelstest"
+	"github.com/paycallback/paycallback/pkg/dbengine"
 	"github.com/paycallback/paycallback/schema"
 )
 
@@ -400,4 +401,45 @@ func TestRunStartsWhenEveryCheckPasses(t *testing.T) {
 		t.Fatal("the worker did not stop")
 	}
 	assert.NotContains(t, logs.String(), "start-up check", "every check passed at once")
+
+	// Among the first lines, the engine, told by what the server is.
+	line := `msg="database engine" ` + serverEngine(t, w.dsn).String() + "\n"
+	assert.Contains(t, logs.String(), line)
+	engineAt, startAt := strings.Index(logs.String(), line), strings.Index(logs.String(), `msg="starting worker"`)
+	assert.True(t, engineAt >= 0 && engineAt < startAt, "the engine is said before the worker starts:\n%s", logs.String())
+}
+
+// serverEngine is what the server of dsn is, checked against
+// TEST_MYSQL_ENGINE; on MariaDB and MySQL its version is VERSION().
+func serverEngine(t *testing.T, dsn string) dbengine.Info {
+	t.Helper()
+	db, err := sqldb.OpenMySQL(dsn)
+	require.NoError(t, err)
+	defer db.Close()
+	info := sqldbtest.Engine(t, db)
+	if info.Engine != dbengine.TiDB {
+		var version string
+		require.NoError(t, db.QueryRowContext(context.Background(), "SELECT VERSION()").Scan(&version))
+		require.Equal(t, version, info.Version)
+	}
+	return info
+}
+
+// TestMigratePrintsTheEngineFirst: `consumer migrate` says first what the
+// server is ("engine=mariadb version=10.11…" on the test server), then
+// what it applied.
+func TestMigratePrintsTheEngineFirst(t *testing.T) {
+	w := newRunWorld(t, worldOptions{unmigrated: true})
+	want := serverEngine(t, w.dsn)
+	for _, then := range []string{"applied migrations [", "schema is current"} {
+		var out, errOut bytes.Buffer
+		require.NoError(t, run(context.Background(), []string{"migrate"}, &out, &errOut, w.env(nil)), "stderr:\n%s", errOut.String())
+		lines := strings.Split(out.String(), "\n")
+		require.GreaterOrEqual(t, len(lines), 2, out.String())
+		assert.Equal(t, want.String(), lines[0])
+		if sqldbtest.ExpectedEngine() == dbengine.MariaDB {
+			assert.Regexp(t, `^engine=mariadb version=\d+\.\d+\.\d+-MariaDB`, lines[0])
+		}
+		assert.True(t, strings.HasPrefix(lines[1], then), out.String())
+	}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/paycallback/paycallback/internal/kafkaconn"
 	"github.com/paycallback/paycallback/internal/sqldb"
 	"github.com/paycallback/paycallback/pkg/channels"
+	"github.com/paycallback/paycallback/pkg/dbengine"
 	"github.com/paycallback/paycallback/schema"
 )
 
@@ -76,8 +77,9 @@ func (p *preflight) run(ctx context.Context) (net.Listener, error) {
 	return ln, nil
 }
 
-// dependencies checks the database, its schema, the broker, the topics and
-// the fetch limit. The database and the broker share one deadline, the
+// dependencies checks the database (and logs its engine,
+// "engine=mariadb version=…"), its schema, the broker, the topics and the
+// fetch limit. The database and the broker share one deadline, the
 // start-up timeout.
 func (p *preflight) dependencies(ctx context.Context) error {
 	timeout := p.cfg.Worker.StartupTimeout
@@ -87,15 +89,30 @@ func (p *preflight) dependencies(ctx context.Context) error {
 	deadline, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
+	var engine dbengine.Info
 	err := p.retry(deadline, ctx, timeout, "database", func(ctx context.Context) error {
-		err := sqldb.Ping(ctx, p.db, startupAttemptTimeout)
-		if _, permanent := sqldb.Permanent(err); permanent || err == nil {
-			return sqldb.PermanentError(p.cfg.DB.DSN, err)
+		if err := sqldb.Ping(ctx, p.db, startupAttemptTimeout); err != nil {
+			if _, permanent := sqldb.Permanent(err); permanent {
+				return sqldb.PermanentError(p.cfg.DB.DSN, err)
+			}
+			return fmt.Errorf("PAYCB_DB_DSN (%s): %w", p.cfg.DB.DSN, err)
 		}
-		return fmt.Errorf("PAYCB_DB_DSN (%s): %w", p.cfg.DB.DSN, err)
+		if sqldb.IsSQLite(p.db) {
+			return nil
+		}
+		actx, cancel := context.WithTimeout(ctx, startupAttemptTimeout)
+		defer cancel()
+		var err error
+		engine, err = dbengine.Detect(actx, p.db)
+		return err
 	}, func(err error) bool { _, permanent := sqldb.Permanent(err); return permanent })
 	if err != nil {
 		return err
+	}
+	if engine.Engine != "" {
+		// What the server is, as the settlement will find it: never read
+		// from its configurable VERSION().
+		p.logger.Info("database engine", "engine", string(engine.Engine), "version", engine.Version)
 	}
 	if err := p.checkSchema(ctx); err != nil {
 		return err

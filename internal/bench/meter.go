@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/paycallback/paycallback/internal/sqldb"
+	"github.com/paycallback/paycallback/pkg/dbengine"
 )
 
 // userHZ is the unit of utime and stime in /proc/<pid>/stat: USER_HZ,
@@ -203,8 +204,12 @@ func newMeter(ctx context.Context, serverDSN string) (*meter, error) {
 		return nil, fmt.Errorf("meter connection to %s: %w", cfg.Addr, err)
 	}
 	m := &meter{conn: conn, db: db.DB}
-	var version string
-	if err := conn.QueryRowContext(ctx, "SELECT VERSION()").Scan(&version); err == nil && strings.Contains(version, "TiDB") {
+	info, err := dbengine.Detect(ctx, conn)
+	if err != nil {
+		m.close()
+		return nil, fmt.Errorf("meter connection to %s: %w", cfg.Addr, err)
+	}
+	if info.Engine == dbengine.TiDB {
 		m.tidb, m.serverPID = true, tidbProcess(cfg.Addr)
 	} else {
 		m.serverPID = serverProcess(ctx, conn, cfg.Addr)

@@ -2,15 +2,15 @@ package settlement
 
 import (
 	"context"
-	"fmt"
-	"strings"
 	"sync"
 
-	"github.com/uptrace/bun"
+	"github.com/paycallback/paycallback/pkg/dbengine"
 )
 
 // engine is what the settlement learns once about the MySQL-compatible
-// server behind its pool, from SELECT VERSION().
+// server behind its pool, from dbengine.Detect: by what the server is,
+// never by its VERSION(), which TiDB's server-version setting makes look
+// like MySQL's.
 type engine struct {
 	mu    sync.Mutex
 	known bool
@@ -26,12 +26,9 @@ type engine struct {
 	tidb bool
 }
 
-// isTiDB reports whether a VERSION() string is TiDB's (for example
-// "8.0.11-TiDB-v8.5.0").
-func isTiDB(version string) bool { return strings.Contains(version, "TiDB") }
-
 // onTiDB reports whether the server is TiDB, asking it on the first call
-// (a failed question is asked again next time). SQLite: false.
+// (a failed question is an error, and is asked again next time: never a
+// guess). SQLite: false.
 func (s *Service) onTiDB(ctx context.Context) (bool, error) {
 	if s.sqlite {
 		return false, nil
@@ -39,20 +36,11 @@ func (s *Service) onTiDB(ctx context.Context) (bool, error) {
 	s.engine.mu.Lock()
 	defer s.engine.mu.Unlock()
 	if !s.engine.known {
-		tidb, err := probeTiDB(ctx, s.db)
+		info, err := dbengine.Detect(ctx, s.db)
 		if err != nil {
 			return false, err
 		}
-		s.engine.tidb, s.engine.known = tidb, true
+		s.engine.tidb, s.engine.known = info.Engine == dbengine.TiDB, true
 	}
 	return s.engine.tidb, nil
-}
-
-// probeTiDB asks db's server for its version.
-func probeTiDB(ctx context.Context, db bun.IDB) (bool, error) {
-	var version string
-	if err := db.QueryRowContext(ctx, "SELECT VERSION()").Scan(&version); err != nil {
-		return false, fmt.Errorf("read server version: %w", err)
-	}
-	return isTiDB(version), nil
 }

@@ -7,38 +7,28 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/paycallback/paycallback/internal/sqldb"
 	"github.com/paycallback/paycallback/internal/sqldb/sqldbtest"
+	"github.com/paycallback/paycallback/pkg/dbengine"
 	"github.com/paycallback/paycallback/pkg/idempotent"
 )
 
-func TestIsTiDB(t *testing.T) {
-	for version, tidb := range map[string]bool{
-		"8.0.11-TiDB-v8.5.0":          true,
-		"8.0.11-TiDB-None":            true,
-		"5.7.25-TiDB-v7.5.1":          true,
-		"10.11.6-MariaDB-0+deb12u1":   false,
-		"11.4.2-MariaDB-ubu2404-log":  false,
-		"8.4.3":                       false,
-		"8.0.36-0ubuntu0.22.04.1-log": false,
-	} {
-		assert.Equal(t, tidb, isTiDB(version), version)
-	}
-}
-
-// TestSkipLockedFollowsTheServer: the server is asked once whether it is
-// TiDB (whose batches' locking reads wait, since it accepts SKIP LOCKED but
-// returns held rows unlocked; MySQL and MariaDB skip held rows), and the
-// answer is kept.
+// TestSkipLockedFollowsTheServer: the server is asked once, by
+// dbengine.Detect, whether it is TiDB (whose batches' locking reads wait,
+// since it accepts SKIP LOCKED but returns held rows unlocked; MySQL and
+// MariaDB skip held rows), and the answer is kept. tidb.sh runs it on a
+// TiDB whose VERSION() is set to look like MySQL's, where the answer must
+// still be TiDB. A question the server did not answer is an error, not an
+// answer, and is asked again.
 func TestSkipLockedFollowsTheServer(t *testing.T) {
 	ctx := context.Background()
 	db := sqldbtest.MustMySQL(t)
 	svc, err := New(db, idempotent.NewStore(db), nil, nil)
 	require.NoError(t, err)
-	var version string
-	require.NoError(t, db.QueryRowContext(ctx, "SELECT VERSION()").Scan(&version))
+	want := sqldbtest.Engine(t, db).Engine == dbengine.TiDB
 	tidb, err := svc.onTiDB(ctx)
 	require.NoError(t, err)
-	assert.Equal(t, isTiDB(version), tidb, "server %s", version)
+	assert.Equal(t, want, tidb, "on %s", sqldbtest.ExpectedEngine())
 	assert.True(t, svc.engine.known)
 
 	// Asked once: a closed pool is not asked again.
@@ -46,6 +36,25 @@ func TestSkipLockedFollowsTheServer(t *testing.T) {
 	again, err := svc.onTiDB(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, tidb, again)
+
+	// A server that cannot be asked: an error, nothing kept, asked again
+	// once it answers.
+	dsn := sqldbtest.NewDatabase(t)
+	proxy, viaProxy := sqldbtest.NewProxy(t, dsn)
+	cut, err := sqldb.OpenMySQL(viaProxy)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cut.Close() })
+	cutSvc, err := New(cut, idempotent.NewStore(cut), nil, nil)
+	require.NoError(t, err)
+	proxy.Down()
+	_, err = cutSvc.onTiDB(ctx)
+	require.Error(t, err, "no answer is no engine")
+	assert.False(t, cutSvc.engine.known)
+	proxy.Up()
+	tidb, err = cutSvc.onTiDB(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, want, tidb)
+	assert.True(t, cutSvc.engine.known)
 
 	lite := sqldbtest.MustSQLite(t)
 	liteSvc, err := New(lite, idempotent.NewStore(lite), nil, nil)

@@ -16,7 +16,8 @@ import (
 // Proxy is a TCP proxy in front of the test database that a test can cut:
 // Down closes every connection and refuses new ones until Up; CutAfterCommit
 // drops the connection right after forwarding the next COMMIT, so the client
-// cannot know whether it committed.
+// cannot know whether it committed; Stall makes the server stop answering,
+// its connections left open, until Resume.
 type Proxy struct {
 	ln     net.Listener
 	target string
@@ -24,6 +25,9 @@ type Proxy struct {
 	mu    sync.Mutex
 	down  bool
 	conns map[net.Conn]struct{}
+	// stalled, while not nil, is closed by Resume: until then nothing a
+	// client sends reaches the server.
+	stalled chan struct{}
 
 	cutAfterCommit atomic.Bool
 	commitsCut     atomic.Int64
@@ -81,6 +85,7 @@ func (p *Proxy) serve(client net.Conn) {
 			n, err := client.Read(buf)
 			if n > 0 {
 				chunk := buf[:n]
+				p.waitResumed()
 				if _, werr := server.Write(chunk); werr != nil {
 					break
 				}
@@ -145,9 +150,41 @@ func (p *Proxy) CutAfterNextCommit() { p.cutAfterCommit.Store(true) }
 // CommitsCut counts the connections dropped after a COMMIT.
 func (p *Proxy) CommitsCut() int64 { return p.commitsCut.Load() }
 
+// Stall holds from now on whatever a client sends, on open connections and
+// new ones (which then never finish their handshake), until Resume: a
+// server that does not answer.
+func (p *Proxy) Stall() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stalled == nil {
+		p.stalled = make(chan struct{})
+	}
+}
+
+// Resume forwards what Stall held, and everything after it.
+func (p *Proxy) Resume() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stalled != nil {
+		close(p.stalled)
+		p.stalled = nil
+	}
+}
+
+// waitResumed returns once the proxy is not stalled.
+func (p *Proxy) waitResumed() {
+	p.mu.Lock()
+	stalled := p.stalled
+	p.mu.Unlock()
+	if stalled != nil {
+		<-stalled
+	}
+}
+
 // Close stops the proxy and closes its connections.
 func (p *Proxy) Close() error {
 	err := p.ln.Close()
+	p.Resume()
 	p.Down()
 	if errors.Is(err, net.ErrClosed) {
 		return nil
