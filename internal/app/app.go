@@ -51,6 +51,7 @@ type Main struct {
 	mu     sync.Mutex
 	worker *worker.Worker
 	admin  *admin.Server
+	stkeys *statementKeys
 	ready  chan struct{}
 }
 
@@ -125,6 +126,10 @@ func (m *Main) Run(ctx context.Context) error {
 	if err := keys.Validate(); err != nil {
 		return fmt.Errorf("%w: wechat apiv3 keys: %w", config.ErrInvalid, err)
 	}
+	stmtKeys, err := loadStatementKeys(cfg, logger)
+	if err != nil {
+		return err
+	}
 	accepted, err := channels.ParseChannels(cfg.Worker.Channels)
 	if err != nil {
 		return fmt.Errorf("%w: worker.channels: %w", config.ErrInvalid, err)
@@ -141,7 +146,8 @@ func (m *Main) Run(ctx context.Context) error {
 	defer dlq.Close()
 	records := deadletters.NewStore(db)
 	pipeline := &worker.Pipeline{
-		Decoder:      channels.NewDecoder(keys, channels.Accept("PAYCB_CHANNELS", accepted...)),
+		Decoder: channels.NewDecoder(keys, channels.Accept("PAYCB_CHANNELS", accepted...),
+			channels.VerifyStatements(stmtKeys)),
 		Claims:       claims,
 		Settler:      settler,
 		DeadLetterer: dlq,
@@ -197,6 +203,7 @@ func (m *Main) Run(ctx context.Context) error {
 
 	m.mu.Lock()
 	m.worker, m.admin = w, srv
+	m.stkeys = stmtKeys
 	m.mu.Unlock()
 
 	build := buildinfo.Read()
@@ -208,6 +215,8 @@ func (m *Main) Run(ctx context.Context) error {
 	errs := make(chan error, 2)
 	wg.Add(2)
 	go func() { defer wg.Done(); _ = sweeper.Run(bg) }()
+	wg.Add(1)
+	go func() { defer wg.Done(); stmtKeys.watch(bg, logger) }()
 	go func() {
 		defer wg.Done()
 		if err := srv.Serve(bg, adminLn); err != nil {
@@ -232,6 +241,18 @@ func (m *Main) Worker() *worker.Worker {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.worker
+}
+
+// StatementKeyIDs are the ids of the statement keys the worker verifies
+// with now, current first (nil before Run has wired it, or without a key
+// file): a re-read key file shows here.
+func (m *Main) StatementKeyIDs() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.stkeys == nil {
+		return nil
+	}
+	return m.stkeys.ids()
 }
 
 // Admin returns the admin server (nil before Run has wired it).

@@ -83,12 +83,17 @@ const (
 	KindOverRefund     DeadLetterKind = "over_refund"
 	KindInvalidAmount  DeadLetterKind = "invalid_amount"
 	KindUnsupported    DeadLetterKind = "unsupported"
+	// KindUnauthenticated: a statement event without a valid signature.
+	KindUnauthenticated DeadLetterKind = "unauthenticated"
 	// KindOther marks a value outside the set.
 	KindOther DeadLetterKind = "other"
 )
 
 // DeadLetterKinds lists the contract's dead-letter kinds, without KindOther.
-var DeadLetterKinds = []DeadLetterKind{KindMalformed, KindUnknownChannel, KindDecryptFailed, KindNoKey, KindConflict, KindOverRefund, KindInvalidAmount, KindUnsupported}
+var DeadLetterKinds = []DeadLetterKind{
+	KindMalformed, KindUnknownChannel, KindDecryptFailed, KindNoKey, KindConflict, KindOverRefund, KindInvalidAmount, KindUnsupported,
+	KindUnauthenticated,
+}
 
 // SettleOutcome is the outcome label of paycb_settle_total.
 type SettleOutcome string
@@ -406,7 +411,8 @@ func clampOutcome(o Outcome) Outcome {
 
 func clampKind(k DeadLetterKind) DeadLetterKind {
 	switch k {
-	case KindMalformed, KindUnknownChannel, KindDecryptFailed, KindNoKey, KindConflict, KindOverRefund, KindInvalidAmount, KindUnsupported:
+	case KindMalformed, KindUnknownChannel, KindDecryptFailed, KindNoKey, KindConflict, KindOverRefund, KindInvalidAmount, KindUnsupported,
+		KindUnauthenticated:
 		return k
 	default:
 		return KindOther

@@ -10,8 +10,9 @@ import (
 // header, so they never change.
 type ErrorKind string
 
-// The dead-letter kinds. The decoder only ever returns the first six; the
-// worker uses KindConflict and KindOverRefund for the same header.
+// The dead-letter kinds. The decoder only ever returns the first six and
+// KindUnauthenticated; the worker uses KindConflict and KindOverRefund for
+// the same header.
 const (
 	// KindMalformed: the envelope or body does not have the documented
 	// shape (bad JSON or form, a required field missing, an identifier too
@@ -40,13 +41,19 @@ const (
 	// KindOverRefund: a refund would take more than was paid. Never
 	// returned by the decoder.
 	KindOverRefund ErrorKind = "over_refund"
+	// KindUnauthenticated: a statement event (ContentTypeStatement) whose
+	// signature is missing or does not verify with any statement key, or
+	// no statement key is configured. Returned by Decoder.DecodeMessage
+	// only, before the body is read.
+	KindUnauthenticated ErrorKind = "unauthenticated"
 )
 
 // Valid reports whether k is one of the contract's dead-letter kinds.
 func (k ErrorKind) Valid() bool {
 	switch k {
 	case KindMalformed, KindUnknownChannel, KindDecryptFailed, KindNoKey,
-		KindInvalidAmount, KindUnsupported, KindConflict, KindOverRefund:
+		KindInvalidAmount, KindUnsupported, KindConflict, KindOverRefund,
+		KindUnauthenticated:
 		return true
 	}
 	return false
