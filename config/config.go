@@ -22,6 +22,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/paycallback/paycallback/internal/statementauth"
 	"github.com/paycallback/paycallback/pkg/channels"
 )
 
@@ -44,6 +45,9 @@ type Config struct {
 	WeChat WeChat `yaml:"wechat"`
 	Log    Log    `yaml:"log"`
 	Worker Worker `yaml:"worker"`
+
+	// Statement names the key file that signs statement events.
+	Statement Statement `yaml:"statement"`
 }
 
 // Kafka configures the consumer group, its readers and the dead-letter
@@ -225,6 +229,20 @@ func (w WeChat) HasAnyKey() bool {
 		}
 	}
 	return false
+}
+
+// Statement configures the signing of the statement events that `consumer
+// statement reconcile --publish-missing` publishes and the worker verifies.
+type Statement struct {
+	// KeyFile is the path of the statement key file: lines KEY_ID=SECRET,
+	// the current key first (it signs), older keys after it (they still
+	// verify), each secret at least 32 bytes; blank lines and # comments
+	// skipped (statementauth.Parse). The workers re-read it when it
+	// changes. Env PAYCB_STATEMENT_KEY_FILE. No default: --publish-missing
+	// refuses, and the worker dead-letters every statement event
+	// unauthenticated. Only the path is held here and printed; the secrets
+	// are read where they are used.
+	KeyFile string `yaml:"key_file"`
 }
 
 // Log configures the process logger.
@@ -446,6 +464,12 @@ func (c Config) Validate() error {
 				bad(path, "key %d repeats an earlier key", i+1)
 			}
 			seen[key.Reveal()] = true
+		}
+	}
+
+	if path := c.Statement.KeyFile; path != "" {
+		if _, err := statementauth.Load(path); err != nil {
+			bad("statement.key_file", "%v", err)
 		}
 	}
 

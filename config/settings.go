@@ -150,6 +150,11 @@ var settings = []setting{
 	},
 
 	{
+		path: "statement.key_file", env: "PAYCB_STATEMENT_KEY_FILE", usage: "file of the keys that sign statement events, lines KEY_ID=SECRET (secret at least 32 bytes), current first; re-read when it changes",
+		field: func(c *Config) any { return &c.Statement.KeyFile },
+	},
+
+	{
 		path: "log.level", env: "PAYCB_LOG_LEVEL", flag: "log-level", usage: "debug, info, warn or error",
 		def: "info", oneOf: []string{"debug", "info", "warn", "error"}, field: func(c *Config) any { return &c.Log.Level },
 	},

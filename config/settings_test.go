@@ -2,6 +2,7 @@ package config
 
 import (
 	"bytes"
+	"fmt"
 	"log/slog"
 	"path/filepath"
 	"reflect"
@@ -175,6 +176,56 @@ func TestTenantKeysFile(t *testing.T) {
 		_, err := Load(nil, envMap(map[string]string{"PAYCB_WECHAT_APIV3_TENANT_KEYS_FILE": filepath.Join(dir, "nope")}))
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), "PAYCB_WECHAT_APIV3_TENANT_KEYS_FILE")
+	})
+}
+
+func TestStatementKeyFile(t *testing.T) {
+	const (
+		current = "CURRENT-0123456789abcdefghijklmn" // 32 bytes
+		older   = "OLDER-0123456789abcdefghijklmnop"
+	)
+	dir := t.TempDir()
+	good := writeFile(t, dir, "statement-keys", "# current first\n2026-12="+current+"\n2026-06="+older+"\n")
+
+	t.Run("from the environment and YAML; only the path is shown", func(t *testing.T) {
+		c, err := Load(nil, envMap(map[string]string{"PAYCB_STATEMENT_KEY_FILE": good}))
+		require.NoError(t, err)
+		require.NoError(t, c.Validate())
+		assert.Equal(t, good, c.Statement.KeyFile)
+		assert.Contains(t, c.String(), "statement.key_file="+good)
+		for _, printed := range []string{c.String(), fmt.Sprintf("%v %+v %#v", c, c, c)} {
+			assert.NotContains(t, printed, current)
+			assert.NotContains(t, printed, older)
+		}
+		cfgFile := writeFile(t, dir, "c.yaml", "statement:\n  key_file: "+good+"\n")
+		c, err = Load(parseFlags(t, "--config", cfgFile), nil)
+		require.NoError(t, err)
+		assert.Equal(t, good, c.Statement.KeyFile)
+	})
+	for _, tc := range []struct{ name, file, want string }{
+		{"short secret", "k1=" + current + "\nk2=short-secret\n", "line 2: the secret is 12 bytes, at least 32 required"},
+		{"duplicate id", "k1=" + current + "\nk1=" + older + "\n", "line 2: the key id repeats line 1's"},
+		{"bad line", "# keys\n" + current + "\n", "line 2: want KEY_ID=SECRET"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := writeFile(t, dir, "keys-"+strings.ReplaceAll(tc.name, " ", "_"), tc.file)
+			c, err := Load(nil, envMap(map[string]string{"PAYCB_STATEMENT_KEY_FILE": path}))
+			require.NoError(t, err)
+			err = c.Validate()
+			require.ErrorIs(t, err, ErrInvalid)
+			assert.Contains(t, err.Error(), "statement.key_file (PAYCB_STATEMENT_KEY_FILE)")
+			assert.Contains(t, err.Error(), tc.want)
+			for _, secret := range []string{current, older, "short-secret"} {
+				assert.NotContains(t, err.Error(), secret)
+			}
+		})
+	}
+	t.Run("missing file", func(t *testing.T) {
+		c, err := Load(nil, envMap(map[string]string{"PAYCB_STATEMENT_KEY_FILE": filepath.Join(dir, "nope")}))
+		require.NoError(t, err)
+		err = c.Validate()
+		require.ErrorIs(t, err, ErrInvalid)
+		assert.Contains(t, err.Error(), "PAYCB_STATEMENT_KEY_FILE")
 	})
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/paycallback/paycallback/internal/ops"
+	"github.com/paycallback/paycallback/internal/statementauth"
 	"github.com/paycallback/paycallback/pkg/channels"
 )
 
@@ -59,6 +60,11 @@ arriving later is a duplicate. Not published, and listed:
   already_published  published by an earlier run (ss_statement_publish):
                      a second run publishes nothing
   claimed            the worker already holds a claim for the key
+Each event published is signed with the current (first) key of
+PAYCB_STATEMENT_KEY_FILE, in the header x-paycb-statement-signature (key
+id and HMAC-SHA256 of the message value): the workers dead-letter a
+statement event without a valid signature as unauthenticated. Without the
+key file --publish-missing refuses (exit 4).
 A status_mismatch is never published. The publication is recorded in the
 audit trail. The exit status is the reconciliation's: 3 while
 discrepancies remain, which they do until the worker has settled what was
@@ -67,7 +73,7 @@ published; reconcile again afterwards.`,
 			{exitFailure, "a runtime failure (with --publish-missing: the broker, a missing topic, the day's statement changed since it was reconciled)"},
 			{exitUsage, "a usage or configuration error: a flag missing or invalid (--publish-missing without --tenant), no DSN"},
 			{exitFound, "discrepancies found, or no_statement: nothing imported for the day and not declared empty (with --publish-missing: found before publishing, and nothing is published for a day without a statement; they remain until the worker has settled what was published)"},
-			{exitRefused, "refused: --publish-missing without PAYCB_TENANT_MERCHANTS_FILE"},
+			{exitRefused, "refused: --publish-missing without PAYCB_TENANT_MERCHANTS_FILE or without PAYCB_STATEMENT_KEY_FILE, nothing reconciled or published"},
 		},
 		setup: statementReconcileCommand,
 	}
@@ -90,10 +96,14 @@ func statementReconcileCommand(fs *flag.FlagSet) runFunc {
 		if _, err := time.Parse(time.DateOnly, *date); err != nil {
 			return usagef("statement reconcile: --date %q is not YYYY-MM-DD", *date)
 		}
+		var signing statementauth.Keys
 		if *publish {
 			// The day's statement was bound to the tenant at import; without
 			// a binding nothing says it was.
 			if _, err := merchantBinding(env, "statement reconcile --publish-missing"); err != nil {
+				return err
+			}
+			if signing, err = publishSigningKeys(env); err != nil {
 				return err
 			}
 		}
@@ -123,7 +133,7 @@ func statementReconcileCommand(fs *flag.FlagSet) runFunc {
 			if err != nil {
 				return finish("", err)
 			}
-			p, err := ops.PublishMissing(ctx, db, k, rep, time.Now())
+			p, err := ops.PublishMissing(ctx, db, k, rep, signing, time.Now())
 			if err != nil {
 				if len(p.Published) > 0 {
 					err = fmt.Errorf("%w (published before the failure: %s)", err, strings.Join(publishedKeys(p.Published), ", "))
@@ -157,6 +167,25 @@ func statementReconcileCommand(fs *flag.FlagSet) runFunc {
 		}
 		return finish(detail, err)
 	}
+}
+
+// publishSigningKeys reads the statement keys --publish-missing signs
+// with: without PAYCB_STATEMENT_KEY_FILE it refuses (exit 4), since the
+// workers would dead-letter every event it publishes unauthenticated; a
+// file that does not parse is a configuration error (exit 2). Neither
+// error shows a secret.
+func publishSigningKeys(env *environment) (statementauth.Keys, error) {
+	path := env.cfg.Statement.KeyFile
+	if path == "" {
+		return statementauth.Keys{}, &exitError{code: exitRefused, err: errors.New("statement reconcile --publish-missing refused: no statement key to sign the events with, " +
+			"and the workers dead-letter an unsigned statement event unauthenticated: set PAYCB_STATEMENT_KEY_FILE (statement.key_file) " +
+			"to the key file the workers verify with (lines KEY_ID=SECRET, the current key first)")}
+	}
+	keys, err := statementauth.Load(path)
+	if err != nil {
+		return statementauth.Keys{}, usagef("statement reconcile --publish-missing: statement.key_file (PAYCB_STATEMENT_KEY_FILE): %w", err)
+	}
+	return keys, nil
 }
 
 // maxAuditKeys bounds the keys named in the audit trail's detail.

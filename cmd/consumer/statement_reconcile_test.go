@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/segmentio/kafka-go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -22,6 +24,7 @@ import (
 	"github.com/paycallback/paycallback/internal/metrics"
 	"github.com/paycallback/paycallback/internal/ops"
 	"github.com/paycallback/paycallback/internal/sqldb"
+	"github.com/paycallback/paycallback/internal/statementauth"
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/channels/channelstest"
 	"github.com/paycallback/paycallback/pkg/idempotent"
@@ -215,6 +218,7 @@ func statementEnv(t *testing.T) map[string]string {
 	vars := smokeEnv(t)
 	vars["PAYCB_WECHAT_APIV3_KEY"] = channelstest.APIv3Key
 	vars["PAYCB_TENANT_MERCHANTS_FILE"] = writeMerchants(t, testMerchants)
+	vars["PAYCB_STATEMENT_KEY_FILE"] = writeStatementKeys(t, testStatementKeys)
 	return vars
 }
 
@@ -244,13 +248,42 @@ func writeMerchants(t *testing.T, contents string) string {
 	return path
 }
 
+// testStatementKeys is the statement key file --publish-missing signs with
+// and the workers verify with in these tests.
+const testStatementKeys = "# current first\ncmd-test-2=fedcba9876543210fedcba9876543210\ncmd-test-1=0123456789abcdef0123456789abcdef\n"
+
+// writeStatementKeys writes a statement key file and returns its path.
+func writeStatementKeys(t *testing.T, contents string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "statement-keys")
+	require.NoError(t, os.WriteFile(path, []byte(contents), 0o600))
+	return path
+}
+
+// signed returns the headers of a message of value: the statement signature
+// of the key file vars names when value is a statement event, none for a
+// callback.
+func signed(t *testing.T, vars map[string]string, value []byte) []kafka.Header {
+	t.Helper()
+	env, err := channels.ParseEnvelope(value)
+	if err != nil || !env.FromStatement() || vars["PAYCB_STATEMENT_KEY_FILE"] == "" {
+		return nil
+	}
+	keys, err := statementauth.Load(vars["PAYCB_STATEMENT_KEY_FILE"])
+	require.NoError(t, err)
+	sig, err := keys.Sign(value)
+	require.NoError(t, err)
+	return []kafka.Header{{Key: statementauth.HeaderSignature, Value: []byte(sig)}}
+}
+
 // produce writes values to the input topic keyed CHANNEL:trade_no, as the
-// receiver keys callbacks.
+// receiver keys callbacks, statement events signed as --publish-missing
+// signs them.
 func produce(t *testing.T, vars map[string]string, tr channelstest.Trade, values ...[]byte) {
 	t.Helper()
 	msgs := make([]kafkaops.Message, len(values))
 	for i, v := range values {
-		msgs[i] = kafkaops.Message{Key: []byte(string(tr.Channel) + ":" + tr.TradeNo), Value: v}
+		msgs[i] = kafkaops.Message{Key: []byte(string(tr.Channel) + ":" + tr.TradeNo), Value: v, Headers: signed(t, vars, v)}
 	}
 	require.NoError(t, kafkaops.Produce(context.Background(), []string{vars["PAYCB_KAFKA_BROKERS"]}, "channel-events", msgs))
 }
@@ -548,4 +581,45 @@ func TestStatementReconcilePublishMissing(t *testing.T) {
 	_, _, err = consumerCmd(t, vars, "statement", "reconcile", "--channel", "WECHAT", "--date", day, "--publish-missing")
 	assert.Equal(t, exitUsage, exitCode(err))
 	assert.ErrorContains(t, err, "--publish-missing publishes for one tenant")
+}
+
+// TestStatementReconcilePublishMissingRefusesWithoutAKey: without
+// PAYCB_STATEMENT_KEY_FILE --publish-missing refuses (exit 4), naming the
+// variable, before it reconciles or publishes anything; a key file that
+// does not parse is a configuration error (exit 2) that names its line and
+// shows no secret; a plain reconcile needs no key.
+func TestStatementReconcilePublishMissingRefusesWithoutAKey(t *testing.T) {
+	vars := statementEnv(t)
+	day := channelstest.BaseTime.Format(time.DateOnly)
+	tr := channelstest.NewTrade(channels.WeChat, 951)
+	res, err := channels.NewDecoder(channelstest.Keys()).Decode(channelstest.PaymentEnvelope(tr, channelstest.Delivery{}))
+	require.NoError(t, err)
+	lines, err := statementstest.FromEvents(channels.WeChat, []channels.Event{res.Event})
+	require.NoError(t, err)
+	f, err := statementstest.WeChatBill(lines, statementstest.WeChatOptions{})
+	require.NoError(t, err)
+	path := filepath.Join(t.TempDir(), "bill.csv")
+	require.NoError(t, os.WriteFile(path, f.Data, 0o600))
+	_, errOut, err := consumerCmd(t, vars, "statement", "import", "--channel", "WECHAT", "--tenant", "1001", "--file", path)
+	require.NoError(t, err, errOut)
+	reconcileArgs := []string{"statement", "reconcile", "--channel", "WECHAT", "--tenant", "1001", "--date", day}
+
+	none := maps.Clone(vars)
+	delete(none, "PAYCB_STATEMENT_KEY_FILE")
+	out, errOut, err := consumerCmd(t, none, append(reconcileArgs, "--publish-missing")...)
+	require.Equal(t, exitRefused, exitCode(err), out+errOut)
+	require.ErrorContains(t, err, "PAYCB_STATEMENT_KEY_FILE")
+	msgs, err := kafkaops.ReadAll(context.Background(), []string{vars["PAYCB_KAFKA_BROKERS"]}, "channel-events")
+	require.NoError(t, err)
+	assert.Empty(t, msgs, "nothing published")
+
+	short := maps.Clone(vars)
+	short["PAYCB_STATEMENT_KEY_FILE"] = writeStatementKeys(t, "# a key too short\nk1=short-secret-xyz\n")
+	out, errOut, err = consumerCmd(t, short, append(reconcileArgs, "--publish-missing")...)
+	require.Equal(t, exitUsage, exitCode(err), out+errOut)
+	require.ErrorContains(t, err, "line 2")
+	assert.NotContains(t, out+errOut+err.Error(), "short-secret-xyz")
+
+	out, errOut, err = consumerCmd(t, none, reconcileArgs...)
+	assert.Equal(t, exitFound, exitCode(err), "a plain reconcile needs no key: %s", out+errOut)
 }

@@ -52,6 +52,7 @@ type Main struct {
 	mu     sync.Mutex
 	worker *worker.Worker
 	admin  *admin.Server
+	stkeys *statementKeys
 	ready  chan struct{}
 }
 
@@ -126,6 +127,10 @@ func (m *Main) Run(ctx context.Context) error {
 	if err := keys.Validate(); err != nil {
 		return fmt.Errorf("%w: wechat apiv3 keys: %w", config.ErrInvalid, err)
 	}
+	stmtKeys, err := loadStatementKeys(cfg, logger)
+	if err != nil {
+		return err
+	}
 	accepted, err := channels.ParseChannels(cfg.Worker.Channels)
 	if err != nil {
 		return fmt.Errorf("%w: worker.channels: %w", config.ErrInvalid, err)
@@ -146,7 +151,8 @@ func (m *Main) Run(ctx context.Context) error {
 	defer dlq.Close()
 	records := deadletters.NewStore(db)
 	pipeline := &worker.Pipeline{
-		Decoder:      channels.NewDecoder(keys, channels.Accept("PAYCB_CHANNELS", accepted...)),
+		Decoder: channels.NewDecoder(keys, channels.Accept("PAYCB_CHANNELS", accepted...),
+			channels.VerifyStatements(stmtKeys)),
 		Claims:       claims,
 		Settler:      settler,
 		DeadLetterer: dlq,
@@ -203,6 +209,7 @@ func (m *Main) Run(ctx context.Context) error {
 
 	m.mu.Lock()
 	m.worker, m.admin = w, srv
+	m.stkeys = stmtKeys
 	m.mu.Unlock()
 
 	build := buildinfo.Read()
@@ -214,6 +221,8 @@ func (m *Main) Run(ctx context.Context) error {
 	errs := make(chan error, 2)
 	wg.Add(2)
 	go func() { defer wg.Done(); _ = sweeper.Run(bg) }()
+	wg.Add(1)
+	go func() { defer wg.Done(); stmtKeys.watch(bg, logger) }()
 	if merchants != nil {
 		// A new terminal or sub-merchant needs no restart; a bad edit is
 		// logged and the last good binding stays in force.
@@ -261,6 +270,18 @@ func (m *Main) Worker() *worker.Worker {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.worker
+}
+
+// StatementKeyIDs are the ids of the statement keys the worker verifies
+// with now, current first (nil before Run has wired it, or without a key
+// file): a re-read key file shows here.
+func (m *Main) StatementKeyIDs() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.stkeys == nil {
+		return nil
+	}
+	return m.stkeys.ids()
 }
 
 // Admin returns the admin server (nil before Run has wired it).

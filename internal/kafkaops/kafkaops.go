@@ -60,6 +60,8 @@ func StartInProcess(topics map[string]int32, opts ...kfake.Opt) (*kfake.Cluster,
 // Message is one message to produce.
 type Message struct {
 	Key, Value []byte
+	// Headers are the message's headers, in order; none when nil.
+	Headers []kafka.Header
 }
 
 // Produce writes msgs to topic in order, keyed messages hashed to their
@@ -82,7 +84,7 @@ func Produce(ctx context.Context, brokers []string, topic string, msgs []Message
 		n := min(chunk, len(msgs))
 		out := make([]kafka.Message, n)
 		for i, m := range msgs[:n] {
-			out[i] = kafka.Message{Key: m.Key, Value: m.Value}
+			out[i] = kafka.Message{Key: m.Key, Value: m.Value, Headers: m.Headers}
 		}
 		if err := w.WriteMessages(ctx, out...); err != nil {
 			return fmt.Errorf("produce to %s: %w", topic, err)

@@ -83,13 +83,18 @@ const (
 	KindOverRefund     DeadLetterKind = "over_refund"
 	KindInvalidAmount  DeadLetterKind = "invalid_amount"
 	KindUnsupported    DeadLetterKind = "unsupported"
-	KindTenantMismatch DeadLetterKind = "tenant_mismatch"
+	// KindUnauthenticated: a statement event without a valid signature.
+	KindUnauthenticated DeadLetterKind = "unauthenticated"
+	KindTenantMismatch  DeadLetterKind = "tenant_mismatch"
 	// KindOther marks a value outside the set.
 	KindOther DeadLetterKind = "other"
 )
 
 // DeadLetterKinds lists the contract's dead-letter kinds, without KindOther.
-var DeadLetterKinds = []DeadLetterKind{KindMalformed, KindUnknownChannel, KindDecryptFailed, KindNoKey, KindConflict, KindOverRefund, KindInvalidAmount, KindUnsupported, KindTenantMismatch}
+var DeadLetterKinds = []DeadLetterKind{
+	KindMalformed, KindUnknownChannel, KindDecryptFailed, KindNoKey, KindConflict, KindOverRefund, KindInvalidAmount, KindUnsupported,
+	KindUnauthenticated, KindTenantMismatch,
+}
 
 // SettleOutcome is the outcome label of paycb_settle_total.
 type SettleOutcome string
@@ -408,7 +413,7 @@ func clampOutcome(o Outcome) Outcome {
 func clampKind(k DeadLetterKind) DeadLetterKind {
 	switch k {
 	case KindMalformed, KindUnknownChannel, KindDecryptFailed, KindNoKey, KindConflict, KindOverRefund, KindInvalidAmount, KindUnsupported,
-		KindTenantMismatch:
+		KindUnauthenticated, KindTenantMismatch:
 		return k
 	default:
 		return KindOther

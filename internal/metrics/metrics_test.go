@@ -43,8 +43,8 @@ func TestPreinitialised(t *testing.T) {
 	m, _ := mustNew(t)
 	// 3 channels x 2 event types x 6 outcomes, plus UNKNOWN/UNKNOWN/dead_lettered.
 	assert.Equal(t, 3*2*6+1, testutil.CollectAndCount(m.events))
-	assert.Equal(t, len(DeadLetterKinds), testutil.CollectAndCount(m.deadLetters))
-	assert.Len(t, DeadLetterKinds, 9)
+	assert.Equal(t, len(DeadLetterKinds), testutil.CollectAndCount(m.deadLetters), "every contract kind")
+	assert.Len(t, DeadLetterKinds, 10)
 	assert.Equal(t, 4, testutil.CollectAndCount(m.settles))
 	assert.Equal(t, 8, testutil.CollectAndCount(m.errors))
 	assert.Equal(t, 0, testutil.CollectAndCount(m.lag), "lag appears only for assigned partitions")
@@ -90,6 +90,7 @@ func TestDeadLetter(t *testing.T) {
 	m.DeadLetter(KindMalformed)
 	m.DeadLetter(KindMalformed)
 	m.DeadLetter(DeadLetterKind("parse error at byte 17"))
+	m.DeadLetter(KindUnauthenticated)
 	m.DeadLetter(KindTenantMismatch)
 	require.NoError(t, testutil.CollectAndCompare(m.deadLetters, strings.NewReader(`
 # HELP paycb_dead_letters_total Dead letters written, by contract error kind.
@@ -102,6 +103,7 @@ paycb_dead_letters_total{kind="no_key"} 0
 paycb_dead_letters_total{kind="other"} 1
 paycb_dead_letters_total{kind="over_refund"} 1
 paycb_dead_letters_total{kind="tenant_mismatch"} 1
+paycb_dead_letters_total{kind="unauthenticated"} 1
 paycb_dead_letters_total{kind="unknown_channel"} 0
 paycb_dead_letters_total{kind="unsupported"} 0
 `)))

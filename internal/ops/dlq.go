@@ -12,6 +12,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"github.com/paycallback/paycallback/internal/statementauth"
 	"github.com/paycallback/paycallback/internal/worker"
 )
 
@@ -268,7 +269,8 @@ func SummarizeDeadLetters(ds []DeadLetter) []KindSummary {
 
 // Redrive re-publishes each dead letter's original key and value, unchanged,
 // to the input topic k.Topic, keyed as before (so a trade's events share a
-// partition), with HeaderRedrivenFrom added. It returns once all in-sync
+// partition), with HeaderRedrivenFrom added and the statement signature
+// the dead letter kept (x-paycb-statement-signature) restored. It returns once all in-sync
 // replicas acknowledged every message. Redriving is safe to repeat: the
 // worker's claim store decides whether each event was already handled.
 //
@@ -308,13 +310,27 @@ func Redrive(ctx context.Context, k Kafka, ds []DeadLetter) error {
 		msgs := make([]kafka.Message, len(batch))
 		for i, d := range batch {
 			from := k.DLQTopic + "/" + strconv.Itoa(d.Partition) + "@" + strconv.FormatInt(d.Offset, 10)
-			msgs[i] = kafka.Message{Key: d.Key, Value: d.Value, Headers: []kafka.Header{{Key: HeaderRedrivenFrom, Value: []byte(from)}}}
+			msgs[i] = kafka.Message{Key: d.Key, Value: d.Value, Headers: redriveHeaders(d, from)}
 		}
 		if err := w.WriteMessages(ctx, msgs...); err != nil {
 			return fmt.Errorf("redrive to %s after %d of %d: %w", k.Topic, start, len(ds), err)
 		}
 	}
 	return nil
+}
+
+// redriveHeaders are the headers of d's redriven message: HeaderRedrivenFrom
+// from, and the input message's x-paycb-statement-signature, which the dead
+// letter kept, so that a statement event verifies again.
+func redriveHeaders(d DeadLetter, from string) []kafka.Header {
+	hs := []kafka.Header{{Key: HeaderRedrivenFrom, Value: []byte(from)}}
+	for _, h := range d.Headers {
+		if h.Key == statementauth.HeaderSignature {
+			hs = append(hs, kafka.Header{Key: h.Key, Value: h.Value})
+			break
+		}
+	}
+	return hs
 }
 
 // defaultBatchBytes is kafka-go's default limit on one produce batch.

@@ -62,7 +62,7 @@ func TestReconcileStatementSQBCancel(t *testing.T) {
 		Category: ops.StatementMissingInLedger, TradeNo: unpaid.TradeNo, StatementAmount: ptr(unpaid.Total), LineNo: 2,
 		Key: "SQB:" + unpaid.TradeNo + ":PAYMENT_RECEIVED",
 	}}
-	pub, err := ops.PublishMissing(context.Background(), w.db, k, old, time.Now())
+	pub, err := ops.PublishMissing(context.Background(), w.db, k, old, testSigning, time.Now())
 	require.NoError(t, err)
 	assert.Empty(t, pub.Published, "no payment is ever published for a CANCELED order")
 	require.Len(t, pub.NeedsQuery, 1)

@@ -237,7 +237,7 @@ func TestPublishMissingRefusesAStaleDayVersion(t *testing.T) {
 	sha := rep.StatementSHA1
 
 	importOne(t, db, 4, sqbFile("p2", sqbOrder("7702", channels.SQBPaid, 2000, 2000, at(10, 0).AddDate(0, 0, 1))))
-	pub, err := ops.PublishMissing(ctx, db, k, rep, time.Now())
+	pub, err := ops.PublishMissing(ctx, db, k, rep, testSigning, time.Now())
 	require.ErrorIs(t, err, ops.ErrStatementChanged)
 	assert.Empty(t, pub.Published)
 	assert.Equal(t, sha, pub.StatementSHA1, "the day's file is the same: only the version tells")
@@ -245,7 +245,7 @@ func TestPublishMissingRefusesAStaleDayVersion(t *testing.T) {
 	rep, err = ops.ReconcileStatement(ctx, db, 4, channels.SQB, mergeDay)
 	require.NoError(t, err)
 	require.Len(t, rep.Items, 1)
-	pub, err = ops.PublishMissing(ctx, db, k, rep, time.Now())
+	pub, err = ops.PublishMissing(ctx, db, k, rep, testSigning, time.Now())
 	require.NoError(t, err)
 	assert.Equal(t, []string{"SQB:7701:PAYMENT_RECEIVED"}, keysOf(pub.Published))
 	assert.Equal(t, "p1", pub.Published[0].StatementSHA1, "the line's own file")

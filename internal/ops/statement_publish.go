@@ -10,9 +10,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/segmentio/kafka-go"
 	"github.com/uptrace/bun"
 
 	"github.com/paycallback/paycallback/internal/kafkaops"
+	"github.com/paycallback/paycallback/internal/statementauth"
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/idempotent"
 	"github.com/paycallback/paycallback/pkg/statements"
@@ -95,6 +97,9 @@ type statementPublish struct {
 	Fingerprint   string    `bun:"fingerprint"`
 	Topic         string    `bun:"topic"`
 	PublishedAt   time.Time `bun:"published_at"`
+	// SignatureKeyID is the statement key that signed the event; nil when
+	// it was published unsigned, before statement events were signed.
+	SignatureKeyID *string `bun:"signature_key_id"`
 }
 
 // ErrStatementChanged is wrapped by PublishMissing's error when the day's
@@ -116,18 +121,31 @@ var ErrStatementChanged = errors.New("the day's statement changed since it was r
 // query API and never published: their callbacks report the total refunded
 // so far.
 //
+// Each event is signed with the current key of signing: its message carries
+// the header x-paycb-statement-signature (statementauth.HeaderSignature),
+// the key id and the HMAC-SHA256 of the whole message value, without which
+// the worker dead-letters it unauthenticated. With no key it fails at
+// once, wrapping statementauth.ErrNoKeys, publishing nothing.
+//
 // It is idempotent per item: a key published before (ss_statement_publish)
-// is not published again, nor is a key that already has a claim. A row is
+// is not published again, nor is a key that already has a claim; except
+// that a key published unsigned (before statement events were signed: no
+// signature_key_id), with the same fingerprint and still unclaimed, is
+// published again, signed, since the workers dead-letter the unsigned one
+// unauthenticated. A row is
 // written for each event once the broker acknowledged it; should writing it
 // fail, the next run publishes the event again and the worker counts it a
 // duplicate. The events carry the statement line's time as occurred_at and
 // now as received_at. It fails, publishing nothing, when the topic is
 // missing or the statement held for the day is no longer rep's.
-func PublishMissing(ctx context.Context, db *bun.DB, k Kafka, rep StatementReport, now time.Time) (PublishReport, error) {
+func PublishMissing(ctx context.Context, db *bun.DB, k Kafka, rep StatementReport, signing statementauth.Keys, now time.Time) (PublishReport, error) {
 	ch := channels.Channel(rep.Channel)
 	out := PublishReport{
 		TenantID: rep.TenantID, Channel: rep.Channel, Day: rep.Day, Topic: k.Topic,
 		Published: []PublishItem{}, AlreadyPublished: []PublishItem{}, Claimed: []PublishItem{}, NeedsQuery: []PublishItem{},
+	}
+	if signing.Len() == 0 {
+		return out, fmt.Errorf("publish missing: %w: the events would be dead-lettered unauthenticated; set PAYCB_STATEMENT_KEY_FILE", statementauth.ErrNoKeys)
 	}
 	var missing []StatementItem
 	for _, it := range rep.Items {
@@ -185,8 +203,19 @@ func PublishMissing(ctx context.Context, db *bun.DB, k Kafka, rep StatementRepor
 		return out, err
 	}
 	var todo []candidate
+	resign := map[string]bool{} // published unsigned before: published again, signed
 	for _, c := range cands {
 		key := string(c.ev.Key)
+		if p, ok := published[key]; ok && p.SignatureKeyID == nil && p.Fingerprint == c.ev.Fingerprint {
+			if _, claimedToo := claimed[key]; !claimedToo {
+				// Published before statement events were signed, and
+				// not claimed: the workers dead-lettered it
+				// unauthenticated (or will). Publish it again, signed.
+				resign[key] = true
+				todo = append(todo, c)
+				continue
+			}
+		}
 		if p, ok := published[key]; ok {
 			c.item.PublishedAt, c.item.StatementSHA1 = ptrTime(p.PublishedAt), p.StatementSHA1
 			if p.Fingerprint != c.ev.Fingerprint {
@@ -221,7 +250,14 @@ func PublishMissing(ctx context.Context, db *bun.DB, k Kafka, rep StatementRepor
 			if err != nil {
 				return out, fmt.Errorf("publish missing: %s: %w", c.ev.Key, err)
 			}
-			msgs[i] = kafkaops.Message{Key: []byte(string(ch) + ":" + c.ev.TradeNo), Value: value}
+			sig, err := signing.Sign(value)
+			if err != nil {
+				return out, fmt.Errorf("publish missing: sign %s: %w", c.ev.Key, err)
+			}
+			msgs[i] = kafkaops.Message{
+				Key: []byte(string(ch) + ":" + c.ev.TradeNo), Value: value,
+				Headers: []kafka.Header{{Key: statementauth.HeaderSignature, Value: []byte(sig)}},
+			}
 		}
 		if err := Publish(ctx, k, msgs); err != nil {
 			return out, fmt.Errorf("publish missing: %w", err)
@@ -232,11 +268,19 @@ func PublishMissing(ctx context.Context, db *bun.DB, k Kafka, rep StatementRepor
 			src := lines[lineKey(c.item.TradeNo, c.item.RefundNo)].SourceSHA1
 			c.item.PublishedAt, c.item.StatementSHA1 = ptrTime(at), src
 			out.Published = append(out.Published, c.item)
+			keyID := signing.CurrentID()
 			row := statementPublish{
 				TenantID: rep.TenantID, Key: string(c.ev.Key), ChannelCode: string(ch), StatementDay: rep.Day,
 				StatementSHA1: src, LineNo: c.item.LineNo, Fingerprint: c.ev.Fingerprint, Topic: k.Topic, PublishedAt: at,
+				SignatureKeyID: &keyID,
 			}
-			_, err := db.NewInsert().Model(&row).Exec(ctx)
+			var err error
+			if resign[string(c.ev.Key)] {
+				_, err = db.NewUpdate().Model(&row).Column("statement_day", "statement_sha1", "line_no", "topic", "published_at", "signature_key_id").
+					Where("tenant_id = ?", row.TenantID).Where("idempotent_key = ?", row.Key).Where("signature_key_id IS NULL").Exec(ctx)
+			} else {
+				_, err = db.NewInsert().Model(&row).Exec(ctx)
+			}
 			if err := idempotent.ClassifyDuplicate(err); err != nil && !errors.Is(err, idempotent.ErrDuplicateKey) && recordErr == nil {
 				recordErr = fmt.Errorf("publish missing: published %s, but could not record it (a rerun publishes it again; the worker counts it a duplicate): %w", c.ev.Key, err)
 			}

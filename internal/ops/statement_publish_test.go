@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/segmentio/kafka-go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/uptrace/bun"
@@ -14,17 +15,37 @@ import (
 	"github.com/paycallback/paycallback/internal/kafkaops"
 	"github.com/paycallback/paycallback/internal/ops"
 	"github.com/paycallback/paycallback/internal/sqldb/sqldbtest"
+	"github.com/paycallback/paycallback/internal/statementauth"
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/channels/channelstest"
 	"github.com/paycallback/paycallback/pkg/idempotent"
 	"github.com/paycallback/paycallback/pkg/statements"
 )
 
+// testSigning are the statement keys the tests publish with.
+var testSigning = func() statementauth.Keys {
+	ks, err := statementauth.Parse([]byte("ops-test=0123456789abcdef0123456789abcdef\n"))
+	if err != nil {
+		panic(err)
+	}
+	return ks
+}()
+
+// signatureOf is m's x-paycb-statement-signature header.
+func signatureOf(m kafka.Message) string {
+	for _, h := range m.Headers {
+		if h.Key == statementauth.HeaderSignature {
+			return string(h.Value)
+		}
+	}
+	return ""
+}
+
 // publishDay reconciles the day and publishes what is missing.
 func publishDay(t *testing.T, w *world, k ops.Kafka, tenant int64, ch channels.Channel) (ops.StatementReport, ops.PublishReport) {
 	t.Helper()
 	rep := reconcileDay(t, w, tenant, ch, reconDay)
-	pub, err := ops.PublishMissing(context.Background(), w.db, k, rep, time.Now())
+	pub, err := ops.PublishMissing(context.Background(), w.db, k, rep, testSigning, time.Now())
 	require.NoError(t, err)
 	return rep, pub
 }
@@ -52,12 +73,24 @@ func topicEvents(t *testing.T, w *world, k ops.Kafka) (map[string]channels.Event
 		var env channels.Envelope
 		require.NoError(t, json.Unmarshal(m.Value, &env))
 		assert.Equal(t, channels.ContentTypeStatement, env.ContentType)
+		require.NoError(t, testSigning.Verify(m.Value, signatureOf(m)), "signed with the current key")
 		res, err := w.dec.Decode(m.Value)
 		require.NoError(t, err)
 		assert.Equal(t, string(res.Event.Channel)+":"+res.Event.TradeNo, string(m.Key), "keyed like the callbacks")
 		out[string(res.Event.Key)] = res.Event
 	}
 	return out, len(msgs)
+}
+
+// topicEventsByTrade is topicEvents by trade number.
+func topicEventsByTrade(t *testing.T, w *world, k ops.Kafka) map[string]channels.Event {
+	t.Helper()
+	events, _ := topicEvents(t, w, k)
+	out := map[string]channels.Event{}
+	for _, ev := range events {
+		out[ev.TradeNo] = ev
+	}
+	return out
 }
 
 // decoded is the event a callback decodes to.
@@ -215,7 +248,7 @@ func TestPublishMissing(t *testing.T) {
 		corrected := payLine(tr) // as many lines, another amount
 		corrected.Amount = tr.Total + 1
 		w.importLines(67, channels.WeChat, corrected)
-		_, err := ops.PublishMissing(ctx, w.db, k, rep, time.Now())
+		_, err := ops.PublishMissing(ctx, w.db, k, rep, testSigning, time.Now())
 		require.ErrorIs(t, err, ops.ErrStatementChanged)
 		_, n := topicEvents(t, w, k)
 		assert.Equal(t, 0, n, "nothing published from a report of another file")
@@ -234,13 +267,59 @@ func TestPublishMissing(t *testing.T) {
 		assert.Contains(t, pub.NeedsQuery[0].Reason, fmt.Sprintf("%d fen on the statement's payment line, %d fen on the order row", tr.Total-80, tr.Total))
 	})
 
+	t.Run("an event published unsigned before signing is published again, signed", func(t *testing.T) {
+		k := mustKafka(t, 1)
+		tr, claimedTr := trade(channels.WeChat, 69, 1), trade(channels.WeChat, 69, 2)
+		w.importLines(69, channels.WeChat, payLine(tr), payLine(claimedTr))
+		_, pub := publishDay(t, w, k, 69, channels.WeChat)
+		require.Len(t, pub.Published, 2)
+		// As an earlier version recorded them: no signature.
+		_, err := w.db.NewUpdate().TableExpr("ss_statement_publish").Set("signature_key_id = NULL").Where("tenant_id = ?", 69).Exec(ctx)
+		require.NoError(t, err)
+		// One of them reached the worker before the upgrade and was claimed.
+		w.acquireEvent(topicEventsByTrade(t, w, k)[claimedTr.TradeNo])
+
+		again := mustKafka(t, 1)
+		_, pub = publishDay(t, w, again, 69, channels.WeChat)
+		require.Len(t, pub.Published, 1, "the unclaimed one, signed now")
+		assert.Equal(t, tr.TradeNo, pub.Published[0].TradeNo)
+		require.Len(t, pub.AlreadyPublished, 1, "the claimed one is not published again")
+		assert.Equal(t, claimedTr.TradeNo, pub.AlreadyPublished[0].TradeNo)
+		events, n := topicEvents(t, w, again) // verifies the signature
+		assert.Equal(t, 1, n)
+		assert.Contains(t, events, pub.Published[0].Key)
+		var keyID string
+		require.NoError(t, w.db.NewSelect().ColumnExpr("signature_key_id").TableExpr("ss_statement_publish").
+			Where("tenant_id = ?", 69).Where("idempotent_key = ?", pub.Published[0].Key).Scan(ctx, &keyID))
+		assert.Equal(t, "ops-test", keyID)
+
+		_, pub = publishDay(t, w, mustKafka(t, 1), 69, channels.WeChat)
+		assert.Empty(t, pub.Published, "signed once: not again")
+		assert.Len(t, pub.AlreadyPublished, 2)
+	})
+
+	t.Run("no statement key publishes nothing and records nothing", func(t *testing.T) {
+		k := mustKafka(t, 1)
+		tr := trade(channels.WeChat, 68, 1)
+		w.importLines(68, channels.WeChat, payLine(tr))
+		rep := reconcileDay(t, w, 68, channels.WeChat, reconDay)
+		require.Len(t, rep.Items, 1)
+		_, err := ops.PublishMissing(ctx, w.db, k, rep, statementauth.Keys{}, time.Now())
+		require.ErrorIs(t, err, statementauth.ErrNoKeys)
+		assert.Contains(t, err.Error(), "PAYCB_STATEMENT_KEY_FILE")
+		_, n := topicEvents(t, w, k)
+		assert.Equal(t, 0, n)
+		_, pub := publishDay(t, w, k, 68, channels.WeChat)
+		assert.Len(t, pub.Published, 1, "not recorded as published")
+	})
+
 	t.Run("a missing topic publishes nothing and records nothing", func(t *testing.T) {
 		tr := trade(channels.WeChat, 66, 1)
 		w.importLines(66, channels.WeChat, payLine(tr))
 		rep := reconcileDay(t, w, 66, channels.WeChat, reconDay)
 		gone := mustKafka(t, 1)
 		gone.Topic = "no-such-topic"
-		_, err := ops.PublishMissing(ctx, w.db, gone, rep, time.Now())
+		_, err := ops.PublishMissing(ctx, w.db, gone, rep, testSigning, time.Now())
 		require.ErrorIs(t, err, ops.ErrTopicNotFound)
 		_, pub := publishDay(t, w, mustKafka(t, 1), 66, channels.WeChat)
 		assert.Len(t, pub.Published, 1, "not recorded as published")
@@ -277,7 +356,7 @@ func TestPublishMissingOnEveryDialect(t *testing.T) {
 		require.NoError(t, err)
 		require.Len(t, rep.Items, 1)
 		for run, want := range []int{1, 0} {
-			pub, err := ops.PublishMissing(ctx, db, k, rep, time.Now())
+			pub, err := ops.PublishMissing(ctx, db, k, rep, testSigning, time.Now())
 			require.NoError(t, err)
 			assert.Len(t, pub.Published, want, "run %d", run+1)
 			assert.Len(t, pub.AlreadyPublished, 1-want, "run %d", run+1)
@@ -308,7 +387,7 @@ func TestPublishMissingConcurrently(t *testing.T) {
 	published := make(chan int, runs)
 	for range runs {
 		go func() {
-			pub, err := ops.PublishMissing(context.Background(), w.db, k, rep, time.Now())
+			pub, err := ops.PublishMissing(context.Background(), w.db, k, rep, testSigning, time.Now())
 			errs <- err
 			published <- len(pub.Published)
 		}()
@@ -332,7 +411,7 @@ func TestPublishMissingConcurrently(t *testing.T) {
 	events, n := topicEvents(t, w, k)
 	assert.Len(t, events, 5)
 	assert.Equal(t, total, n, "what the runs say they published is on the topic")
-	pub, err := ops.PublishMissing(context.Background(), w.db, k, rep, time.Now())
+	pub, err := ops.PublishMissing(context.Background(), w.db, k, rep, testSigning, time.Now())
 	require.NoError(t, err)
 	assert.Empty(t, pub.Published)
 	assert.Len(t, pub.AlreadyPublished, 5)

@@ -104,7 +104,11 @@ func newWorld(ctx context.Context, t *testing.T) *world {
 	w := &world{t: t, ctx: ctx, bin: bin, dir: dir, brokers: brokers, dsn: sqldbtest.NewDatabase(t)}
 	w.merchants = filepath.Join(dir, "merchants")
 	require.NoError(t, os.WriteFile(w.merchants, []byte(testMerchants), 0o600))
-	w.env = append(os.Environ(), "PAYCB_TENANT_MERCHANTS_FILE="+w.merchants,
+	// The statement keys --publish-missing signs with (the first) and the
+	// worker verifies with (both).
+	keys := filepath.Join(dir, "statement-keys")
+	require.NoError(t, os.WriteFile(keys, []byte(statementKeys), 0o600))
+	w.env = append(os.Environ(), "PAYCB_TENANT_MERCHANTS_FILE="+w.merchants, "PAYCB_STATEMENT_KEY_FILE="+keys,
 		"PAYCB_KAFKA_BROKERS="+brokers[0], "PAYCB_KAFKA_TOPIC="+topic, "PAYCB_KAFKA_GROUP="+group,
 		"PAYCB_DB_DSN="+w.dsn, "PAYCB_ADMIN_ADDR=127.0.0.1:0",
 		"PAYCB_WECHAT_APIV3_KEY="+channelstest.APIv3Key, "PAYCB_LOG_FORMAT=json", "PAYCB_LOG_LEVEL=info",

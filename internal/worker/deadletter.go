@@ -16,6 +16,7 @@ import (
 	"github.com/paycallback/paycallback/internal/deadletters"
 	"github.com/paycallback/paycallback/internal/logging"
 	"github.com/paycallback/paycallback/internal/metrics"
+	"github.com/paycallback/paycallback/internal/statementauth"
 	"github.com/paycallback/paycallback/pkg/channels"
 )
 
@@ -56,9 +57,10 @@ var ErrDeadLetterTooLarge = errors.New("dead letter too large even without its v
 // topic.
 type DeadLetterer interface {
 	// DeadLetter writes msg's key and value unchanged with the contract's
-	// headers (or, when the dead-letter topic refuses the message for its
-	// size, the key with an empty value and HeaderValueOmitted), and returns
-	// only once all in-sync replicas acknowledged it.
+	// headers and msg's own x-paycb-statement-signature when it has one (or,
+	// when the dead-letter topic refuses the message for its size, the key
+	// with an empty value and HeaderValueOmitted), and returns only once
+	// all in-sync replicas acknowledged it.
 	DeadLetter(ctx context.Context, msg kafka.Message, kind channels.ErrorKind, reason string) error
 }
 
@@ -166,6 +168,7 @@ func (d *KafkaDeadLetterer) DeadLetter(ctx context.Context, msg kafka.Message, k
 		{Key: HeaderSourcePartition, Value: []byte(strconv.Itoa(msg.Partition))},
 		{Key: HeaderSourceOffset, Value: []byte(strconv.FormatInt(msg.Offset, 10))},
 	}
+	headers = keepSignature(headers, msg)
 	err := d.write(ctx, kafka.Message{Key: msg.Key, Value: msg.Value, Headers: headers})
 	if err == nil {
 		return nil
@@ -186,6 +189,30 @@ func (d *KafkaDeadLetterer) DeadLetter(ctx context.Context, msg kafka.Message, k
 		"kind", string(kind), "source_topic", msg.Topic, "source_partition", msg.Partition, "source_offset", msg.Offset,
 		"value_bytes", len(msg.Value), "refusal", refused.Error())
 	return nil
+}
+
+// keepSignature appends to headers the input message's
+// x-paycb-statement-signature, when it has one, so that a statement event
+// dead-lettered (for any reason, its value kept or omitted) can be
+// redriven with it and verify again.
+func keepSignature(headers []kafka.Header, msg kafka.Message) []kafka.Header {
+	for _, h := range msg.Headers {
+		if h.Key == statementauth.HeaderSignature {
+			return append(headers, kafka.Header{Key: h.Key, Value: h.Value})
+		}
+	}
+	return headers
+}
+
+// statementSignature is msg's x-paycb-statement-signature header, "" when
+// it has none.
+func statementSignature(msg kafka.Message) string {
+	for _, h := range msg.Headers {
+		if h.Key == statementauth.HeaderSignature {
+			return string(h.Value)
+		}
+	}
+	return ""
 }
 
 // write writes one message, bounded by the writer's timeout.

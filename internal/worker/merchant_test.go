@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/paycallback/paycallback/config"
+	"github.com/paycallback/paycallback/internal/statementauth"
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/channels/channelstest"
 	"github.com/paycallback/paycallback/pkg/idempotent"
@@ -90,11 +91,23 @@ func TestTenantMismatchIsDeadLetteredBeforeTheClaim(t *testing.T) {
 				channelstest.PaymentEnvelope(noMerchant, channelstest.Delivery{Edit: func(m map[string]any) { delete(m, "terminal_sn") }}),
 				stmtValue,
 			}
+			// The statement event is signed (it is checked for that, not
+			// for its merchant).
+			keys, err := statementauth.Parse([]byte("k1=0123456789abcdef0123456789abcdef\n"))
+			require.NoError(t, err)
+			e.p.Decoder = channels.NewDecoder(channelstest.Keys(), channels.VerifyStatements(keys))
+			sig, err := keys.Sign(stmtValue)
+			require.NoError(t, err)
+			msgs := make([]kafka.Message, len(values))
+			for i, v := range values {
+				msgs[i] = kafka.Message{Topic: "channel-events", Offset: int64(i), Value: v}
+			}
+			msgs[4].Headers = []kafka.Header{{Key: statementauth.HeaderSignature, Value: []byte(sig)}}
 			if batch {
-				e.handle(t, values...)
+				require.NoError(t, e.p.Handle(context.Background(), msgs, make([]MessageState, len(msgs))))
 			} else {
-				for _, v := range values {
-					e.handle(t, v)
+				for _, m := range msgs {
+					require.NoError(t, e.p.Handle(context.Background(), []kafka.Message{m}, make([]MessageState, 1)))
 				}
 			}
 

@@ -30,10 +30,13 @@ type Settler interface {
 	ApplyRefundStatus(ctx context.Context, tenantID int64, channel channels.Channel, tradeNo, refundNo string, status channels.RefundStatus) error
 }
 
-// Decoder turns a Kafka value into a canonical event; *channels.Decoder is
-// the implementation.
+// Decoder turns a Kafka message into a canonical event; *channels.Decoder
+// is the implementation. signature is the message's
+// x-paycb-statement-signature header ("" when it has none), which a
+// statement event must carry, valid, to be decoded (see
+// channels.Decoder.DecodeMessage).
 type Decoder interface {
-	Decode(value []byte) (channels.Result, error)
+	DecodeMessage(value []byte, signature string) (channels.Result, error)
 }
 
 // Pipeline takes a partition's messages, a batch at a time (a single
@@ -165,7 +168,7 @@ func (p *Pipeline) Handle(ctx context.Context, msgs []kafka.Message, states []Me
 		if states[i].done {
 			continue
 		}
-		res, err := p.Decoder.Decode(msg.Value)
+		res, err := p.Decoder.DecodeMessage(msg.Value, statementSignature(msg))
 		if k := res.APIv3Key; k.Position > 0 && !states[i].keyCounted {
 			p.Metrics.WeChatDecrypted(res.Event.TenantID, k.Position, k.Keys)
 			states[i].keyCounted = true

@@ -102,7 +102,7 @@ func (e *pipelineEnv) handle(t *testing.T, values ...[]byte) []MessageState {
 
 func (e *pipelineEnv) decode(t *testing.T, v []byte) channels.Event {
 	t.Helper()
-	res, err := e.p.Decoder.Decode(v)
+	res, err := e.p.Decoder.DecodeMessage(v, "")
 	require.NoError(t, err)
 	return res.Event
 }

@@ -15,6 +15,9 @@ type Decoder struct {
 	// accept is nil when every channel is accepted (the default).
 	accept  []Channel
 	setting string
+	// statements verifies statement events' signatures (DecodeMessage);
+	// nil refuses every statement event.
+	statements StatementVerifier
 }
 
 // DecoderOption configures a Decoder; see Accept.
@@ -92,7 +95,10 @@ func (d *Decoder) accepts(ch Channel) error {
 // body of content type ContentTypeStatement is a canonical event rebuilt
 // from a statement: it must be of the envelope's tenant and channel, a
 // payment or a WeChat refund, and carry the key and fingerprint its fields
-// build (see NewStatementEvent); it then decodes to that event.
+// build (see NewStatementEvent); it then decodes to that event. Decode
+// does not authenticate a statement event: the worker decodes with
+// DecodeMessage, which does; Decode reads back what was judged already
+// (operator tools, tests).
 //
 // Every error is a *Error whose Kind is one of KindMalformed,
 // KindUnknownChannel, KindDecryptFailed, KindNoKey, KindInvalidAmount and

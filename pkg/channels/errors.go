@@ -10,9 +10,9 @@ import (
 // header, so they never change.
 type ErrorKind string
 
-// The dead-letter kinds. The decoder only ever returns the first six; the
-// worker uses KindConflict, KindOverRefund and KindTenantMismatch for the
-// same header.
+// The dead-letter kinds. The decoder only ever returns the first six and
+// KindUnauthenticated; the worker uses KindConflict, KindOverRefund and
+// KindTenantMismatch for the same header.
 const (
 	// KindMalformed: the envelope or body does not have the documented
 	// shape (bad JSON or form, a required field missing, an identifier too
@@ -41,6 +41,11 @@ const (
 	// KindOverRefund: a refund would take more than was paid. Never
 	// returned by the decoder.
 	KindOverRefund ErrorKind = "over_refund"
+	// KindUnauthenticated: a statement event (ContentTypeStatement) whose
+	// signature is missing or does not verify with any statement key, or
+	// no statement key is configured. Returned by Decoder.DecodeMessage
+	// only, before the body is read.
+	KindUnauthenticated ErrorKind = "unauthenticated"
 	// KindTenantMismatch: the merchant the callback names (see
 	// Result.MerchantID) is not bound to the envelope's tenant by the
 	// merchant binding, or the callback names none. Never returned by the
@@ -52,7 +57,8 @@ const (
 func (k ErrorKind) Valid() bool {
 	switch k {
 	case KindMalformed, KindUnknownChannel, KindDecryptFailed, KindNoKey,
-		KindInvalidAmount, KindUnsupported, KindConflict, KindOverRefund, KindTenantMismatch:
+		KindInvalidAmount, KindUnsupported, KindConflict, KindOverRefund,
+		KindUnauthenticated, KindTenantMismatch:
 		return true
 	}
 	return false
