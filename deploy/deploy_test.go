@@ -159,18 +159,37 @@ func TestDashboardQueriesOnlyExportedMetrics(t *testing.T) {
 	}
 }
 
-func TestRulesQueryOnlyExportedMetrics(t *testing.T) {
+// alertingRules are the rules of prometheus/rules.yml, by group.
+type alertingRules struct {
+	Groups []struct {
+		Rules []struct {
+			Alert string `yaml:"alert"`
+			Expr  string `yaml:"expr"`
+		} `yaml:"rules"`
+	} `yaml:"groups"`
+}
+
+// readAlertingRules parses prometheus/rules.yml.
+func readAlertingRules(t *testing.T) alertingRules {
+	t.Helper()
 	raw, err := os.ReadFile("prometheus/rules.yml")
 	require.NoError(t, err)
-	var rules struct {
-		Groups []struct {
-			Rules []struct {
-				Alert string `yaml:"alert"`
-				Expr  string `yaml:"expr"`
-			} `yaml:"rules"`
-		} `yaml:"groups"`
-	}
+	var rules alertingRules
 	require.NoError(t, yaml.Unmarshal(raw, &rules))
+	return rules
+}
+
+// count is how many alerting rules there are.
+func (r alertingRules) count() int {
+	n := 0
+	for _, g := range r.Groups {
+		n += len(g.Rules)
+	}
+	return n
+}
+
+func TestRulesQueryOnlyExportedMetrics(t *testing.T) {
+	rules := readAlertingRules(t)
 	var exprs []string
 	for _, g := range rules.Groups {
 		for _, r := range g.Rules {
