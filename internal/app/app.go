@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -80,14 +81,6 @@ func (m *Main) Run(ctx context.Context) error {
 		return fmt.Errorf("%w: %w", config.ErrInvalid, err)
 	}
 	defer kconn.Close()
-	if kconn.Secured() {
-		// A refused password or an untrusted broker certificate fails the
-		// start at once, with what to check; an unreachable broker is left
-		// to the start-up checks, which retry.
-		if err := kconn.Check(ctx, 5*time.Second); errors.Is(err, kafkaconn.ErrRejected) {
-			return err
-		}
-	}
 	db := m.DB
 	if db == nil {
 		var err error
@@ -98,16 +91,71 @@ func (m *Main) Run(ctx context.Context) error {
 		defer db.Close()
 	}
 	// Nothing joins the group before every start-up check passes
-	// (preflight.go); a signal stops the checks at once.
-	adminLn, err := (&preflight{cfg: cfg, db: db, kafka: kconn, logger: logger}).run(ctx)
+	// (preflight.go); a signal stops the checks at once. The admin server
+	// answers from before the first connection attempt: /healthz is 200
+	// while the checks wait for a dependency, and /readyz 503 saying what
+	// they wait for, so a liveness probe never kills an instance that is
+	// only waiting.
+	var starting atomic.Pointer[string]
+	setStarting := func(what string) { starting.Store(&what) }
+	setStarting("starting: checking the configuration")
+	pf := &preflight{cfg: cfg, db: db, kafka: kconn, logger: logger, waiting: setStarting}
+	adminLn, err := pf.listen(ctx)
 	if err != nil {
+		return err
+	}
+	srv := admin.New(cfg.Admin.Addr, reg, []admin.Check{
+		{Name: "startup", Check: func(context.Context) error {
+			if what := *starting.Load(); what != "" {
+				return errors.New(what)
+			}
+			return nil
+		}},
+		{Name: "database", Check: func(ctx context.Context) error { return db.PingContext(ctx) }},
+		{Name: "consumer", Check: func(context.Context) error {
+			if w := m.Worker(); w != nil {
+				return w.Ready()
+			}
+			return errors.New("the worker has not started")
+		}},
+	}, logger, admin.WithPprof(cfg.Admin.Pprof))
+	m.mu.Lock()
+	m.admin = srv
+	m.mu.Unlock()
+	serveCtx, stopServe := context.WithCancel(context.WithoutCancel(ctx))
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(serveCtx, adminLn) }() // Serve closes the listener
+	adminStopped := false
+	stopAdmin := func() error {
+		if adminStopped {
+			return nil
+		}
+		adminStopped = true
+		stopServe()
+		if err := <-served; err != nil {
+			return fmt.Errorf("admin server: %w", err)
+		}
+		return nil
+	}
+	defer func() { _ = stopAdmin() }()
+
+	if kconn.Secured() {
+		// A refused password or an untrusted broker certificate fails the
+		// start at once, with what to check; an unreachable broker is left
+		// to the start-up checks, which retry.
+		setStarting("starting: checking the broker's TLS and SASL settings")
+		if err := kconn.Check(ctx, 5*time.Second); errors.Is(err, kafkaconn.ErrRejected) {
+			return err
+		}
+	}
+	if err := pf.dependencies(ctx); err != nil {
 		if ctx.Err() != nil {
 			logger.Info("stopped during the start-up checks")
 			return nil
 		}
 		return err
 	}
-	defer func() { _ = adminLn.Close() }() // Serve closes it first when it ran
+	setStarting("starting: wiring the worker")
 
 	met, err := metrics.New(reg)
 	if err != nil {
@@ -202,13 +250,8 @@ func (m *Main) Run(ctx context.Context) error {
 		DeadLetterer:      dlq,
 		DeadLetterRecords: records,
 	}
-	srv := admin.New(cfg.Admin.Addr, reg, []admin.Check{
-		{Name: "database", Check: func(ctx context.Context) error { return db.PingContext(ctx) }},
-		{Name: "consumer", Check: func(context.Context) error { return w.Ready() }},
-	}, logger, admin.WithPprof(cfg.Admin.Pprof))
-
 	m.mu.Lock()
-	m.worker, m.admin = w, srv
+	m.worker = w
 	m.stkeys = stmtKeys
 	m.mu.Unlock()
 
@@ -218,8 +261,7 @@ func (m *Main) Run(ctx context.Context) error {
 	bg, stopBg := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopBg()
 	var wg sync.WaitGroup
-	errs := make(chan error, 2)
-	wg.Add(2)
+	wg.Add(1)
 	go func() { defer wg.Done(); _ = sweeper.Run(bg) }()
 	wg.Add(1)
 	go func() { defer wg.Done(); stmtKeys.watch(bg, logger) }()
@@ -228,21 +270,13 @@ func (m *Main) Run(ctx context.Context) error {
 		// logged and the last good binding stays in force.
 		wg.Go(func() { merchants.Watch(bg, watchfile.DefaultInterval, logger, nil) })
 	}
-	go func() {
-		defer wg.Done()
-		if err := srv.Serve(bg, adminLn); err != nil {
-			errs <- fmt.Errorf("admin server: %w", err)
-		}
-	}()
+	setStarting("")
 	m.signalReady()
 
 	runErr := w.Run(ctx)
 	stopBg()
 	wg.Wait()
-	close(errs)
-	for err := range errs {
-		runErr = errors.Join(runErr, err)
-	}
+	runErr = errors.Join(runErr, stopAdmin())
 	logger.Info("worker stopped")
 	return runErr
 }

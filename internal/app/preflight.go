@@ -51,10 +51,12 @@ type preflight struct {
 	db     *bun.DB
 	kafka  *kafkaconn.Conn
 	logger *slog.Logger
+	// waiting, when set, is told what the checks wait for, for /readyz.
+	waiting func(what string)
 }
 
-// run makes every check in order, cheapest first, and returns the bound
-// admin listener (the caller serves on it, or closes it). The database and
+// listen and dependencies make every check in order, cheapest first;
+// listen returns the bound admin listener (the caller serves on it). The database and
 // the broker are retried until the start-up timeout, except a database
 // answer that waiting will not heal (access denied, unknown database, a
 // missing privilege: sqldb.Permanent), which fails at once; a missing key, an
@@ -62,7 +64,11 @@ type preflight struct {
 // a fetch limit below the topic's are not. The error wraps ErrStartup, and
 // also config.ErrInvalid when the configuration itself is at fault. When
 // ctx ends the checks stop at once with ctx's error.
-func (p *preflight) run(ctx context.Context) (net.Listener, error) {
+//
+// listen makes the checks that need no connection (the keys) and binds the
+// admin address, which the caller serves on at once; dependencies makes
+// the rest.
+func (p *preflight) listen(ctx context.Context) (net.Listener, error) {
 	if err := p.checkKeys(); err != nil {
 		return nil, err
 	}
@@ -70,11 +76,14 @@ func (p *preflight) run(ctx context.Context) (net.Listener, error) {
 	if err != nil {
 		return nil, p.fail("admin", fmt.Errorf("%w: the address is unusable; free it or change admin.addr (PAYCB_ADMIN_ADDR)", err))
 	}
-	if err := p.dependencies(ctx); err != nil {
-		_ = ln.Close()
-		return nil, err
-	}
 	return ln, nil
+}
+
+// wait tells readiness what the checks wait for now.
+func (p *preflight) wait(what string) {
+	if p.waiting != nil {
+		p.waiting("starting: " + what)
+	}
 }
 
 // dependencies checks the database (and logs its engine,
@@ -90,6 +99,7 @@ func (p *preflight) dependencies(ctx context.Context) error {
 	defer cancel()
 
 	var engine dbengine.Info
+	p.wait("waiting for the database (PAYCB_DB_DSN)")
 	err := p.retry(deadline, ctx, timeout, "database", func(ctx context.Context) error {
 		if err := sqldb.Ping(ctx, p.db, startupAttemptTimeout); err != nil {
 			if _, permanent := sqldb.Permanent(err); permanent {
@@ -114,10 +124,12 @@ func (p *preflight) dependencies(ctx context.Context) error {
 		// from its configurable VERSION().
 		p.logger.Info("database engine", "engine", string(engine.Engine), "version", engine.Version)
 	}
+	p.wait("checking the schema")
 	if err := p.checkSchema(ctx); err != nil {
 		return err
 	}
 	var meta *kafka.MetadataResponse
+	p.wait("waiting for the broker (PAYCB_KAFKA_BROKERS) and the topics")
 	err = p.retry(deadline, ctx, timeout, "kafka", func(ctx context.Context) error {
 		client, done := p.client()
 		defer done()

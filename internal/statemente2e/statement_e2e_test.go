@@ -159,7 +159,7 @@ func (w *world) startWorker() *worker {
 	require.NoError(w.t, err)
 	require.NoError(w.t, cmd.Start())
 	wk := &worker{cmd: cmd, done: make(chan struct{})}
-	listening := make(chan string, 1)
+	listening, started := make(chan string, 1), make(chan struct{}, 1)
 	go func() {
 		defer close(wk.done)
 		sc := bufio.NewScanner(stderr)
@@ -174,18 +174,31 @@ func (w *world) startWorker() *worker {
 				Msg  string `json:"msg"`
 				Addr string `json:"addr"`
 			}
-			if json.Unmarshal(line, &rec) == nil && rec.Msg == "admin server listening" {
+			if json.Unmarshal(line, &rec) != nil {
+				continue
+			}
+			switch rec.Msg {
+			case "admin server listening":
 				listening <- rec.Addr
+			case "starting worker": // every start-up check passed
+				started <- struct{}{}
 			}
 		}
 	}()
 	w.t.Cleanup(func() { wk.stop(w.t) })
-	select {
-	case wk.admin = <-listening:
-	case <-wk.done:
-		w.t.Fatalf("consumer run ended before listening:\n%s", wk.logText())
-	case <-time.After(30 * time.Second):
-		w.t.Fatalf("consumer run did not start listening in 30s:\n%s", wk.logText())
+	for _, wait := range []func() bool{
+		func() bool { wk.admin = <-listening; return true },
+		func() bool { <-started; return true },
+	} {
+		got := make(chan bool, 1)
+		go func() { got <- wait() }()
+		select {
+		case <-got:
+		case <-wk.done:
+			w.t.Fatalf("consumer run ended before it started:\n%s", wk.logText())
+		case <-time.After(30 * time.Second):
+			w.t.Fatalf("consumer run did not start in 30s:\n%s", wk.logText())
+		}
 	}
 	return wk
 }
