@@ -140,7 +140,7 @@ VALUES (1001, 'WECHAT:T1:PAYMENT_RECEIVED', 'PAYMENT_RECEIVED', 'ACQUIRED', REPE
 		{"dlq redrive preview", []string{"dlq", "redrive", "--kind", "no_key", "--dry-run"}, "", ""},
 		{"dlq redrive", []string{"dlq", "redrive", "--kind", "no_key"}, "dlq redrive", "ok"},
 		{"orphans listed", []string{"orphans", "--older-than", "1m"}, "", ""},
-		{"orphans settled", []string{"orphans", "--older-than", "1m", "--settle"}, "orphans", "failed (exit 3)"},
+		{"orphans settled", []string{"orphans", "--older-than", "1m", "--settle"}, "orphans", "found"},
 		{"purge preview", []string{"purge", "--older-than", "720h", "--dry-run"}, "", ""},
 		{"purge", []string{"purge", "--db-dsn", dsn, "--older-than", "720h"}, "purge", "ok"},
 		{"purge refused", []string{"purge", "--older-than", "1h"}, "purge", "failed (exit 4)"},

@@ -543,7 +543,7 @@ func TestStatementReconcilePublishMissing(t *testing.T) {
 	rows := audits()
 	require.Len(t, rows, auditsBefore+5)
 	assert.Equal(t, "statement reconcile", rows[0].Command)
-	assert.Equal(t, "failed (exit 3)", rows[0].Result)
+	assert.Equal(t, "found", rows[0].Result)
 	assert.Contains(t, rows[0].Detail, "published 0")
 	assert.Contains(t, rows[4].Detail, "published 4")
 	assert.Contains(t, rows[4].Detail, "WECHAT:"+w2.TradeNo+":PAYMENT_RECEIVED")

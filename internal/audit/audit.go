@@ -51,10 +51,15 @@ func Who() (osUser, host string) {
 }
 
 // Result is the result column for an action that ended with exit status
-// code: "ok" for 0, "failed (exit N)" otherwise.
+// code: "ok" for 0; "found" for 3, which is a finding (orphans settled,
+// statement discrepancies listed or published), not a failure; "failed
+// (exit N)" otherwise.
 func Result(code int) string {
-	if code == 0 {
+	switch code {
+	case 0:
 		return "ok"
+	case 3:
+		return "found"
 	}
 	return "failed (exit " + strconv.Itoa(code) + ")"
 }

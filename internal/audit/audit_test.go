@@ -71,6 +71,8 @@ func TestArgumentsMaskSecrets(t *testing.T) {
 func TestResultAndWho(t *testing.T) {
 	assert.Equal(t, "ok", audit.Result(0))
 	assert.Equal(t, "failed (exit 1)", audit.Result(1))
+	assert.Equal(t, "found", audit.Result(3), "exit 3 is a finding, not a failure")
+	assert.Equal(t, "failed (exit 4)", audit.Result(4))
 	assert.LessOrEqual(t, len(audit.Result(4)), 16, "fits the result column")
 	u, h := audit.Who()
 	assert.NotEmpty(t, u)
