@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -98,6 +99,39 @@ VALUES (1001, 'WECHAT:T1:PAYMENT_RECEIVED', 'PAYMENT_RECEIVED', 'ACQUIRED', REPE
 	require.Error(t, err)
 	assert.Equal(t, 3, exitCode(err))
 	assert.Contains(t, out, "FAILED")
+	// The whole reason, not a cut one, after the table and in JSON.
+	var reason string
+	for _, line := range strings.Split(out, "\n") {
+		if r, ok := strings.CutPrefix(line, "not settled: tenant 1001 WECHAT:T1:PAYMENT_RECEIVED: "); ok {
+			reason = r
+		}
+	}
+	require.NotEmpty(t, reason, out)
+	assert.NotContains(t, reason, "…", "never truncated")
+	out, _, err = runCmd(t, lookup, "orphans", "--older-than", "1m", "--settle", "--json")
+	require.Error(t, err)
+	assert.Equal(t, 3, exitCode(err))
+	var orphans struct {
+		Settled bool
+		Claims  []struct {
+			TenantID    int64  `json:"tenant_id"`
+			Key         string `json:"key"`
+			Attempts    int    `json:"attempts"`
+			Source      string `json:"source"`
+			SettleError string `json:"settle_error"`
+		}
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &orphans), out)
+	assert.True(t, orphans.Settled)
+	require.Len(t, orphans.Claims, 1, out)
+	assert.Equal(t, "WECHAT:T1:PAYMENT_RECEIVED", orphans.Claims[0].Key)
+	assert.Equal(t, "channel-events/1@7", orphans.Claims[0].Source)
+	assert.Equal(t, reason, orphans.Claims[0].SettleError, "the same reason, in full")
+	out, _, err = runCmd(t, lookup, "orphans", "--older-than", "1m", "--json")
+	require.NoError(t, err, out)
+	require.NoError(t, json.Unmarshal([]byte(out), &orphans), out)
+	assert.False(t, orphans.Settled)
+	assert.Len(t, orphans.Claims, 1)
 
 	// Postings with no claim: a discrepancy, exit status 3, JSON on request.
 	exec(`INSERT INTO ss_ledger_entry (tenant_id, idempotent_key, channel_code, channel_trade_no, account, direction, amount, currency, created_at)

@@ -16,11 +16,13 @@ func orphansCmd() command {
 	return command{
 		name:     "orphans",
 		summary:  "list claims stuck ACQUIRED; --settle settles them through the fence",
-		synopsis: "[--older-than DURATION] [--settle]",
+		synopsis: "[--older-than DURATION] [--settle] [--json]",
 		description: `Lists the claims that have been ACQUIRED for longer than --older-than: a
 worker claimed the event and never settled it. With --settle, settles each
 from its stored event through the fence (a claim another worker settled
-meanwhile is reported as already settled). Safe while workers run.
+meanwhile is reported as already settled). Safe while workers run. A claim
+that could not be settled is listed with its whole reason after the table;
+--json prints the report with every reason in full.
 --settle is recorded in the audit trail (a log line and an ss_operator_audit row).`,
 		exits: []exitStatus{
 			{exitUsage, "a usage or configuration error: a negative --older-than, no DSN"},
@@ -33,6 +35,7 @@ meanwhile is reported as already settled). Safe while workers run.
 func orphansCommand(fs *flag.FlagSet) runFunc {
 	olderThan := fs.Duration("older-than", 0, "list claims ACQUIRED for longer than this (default PAYCB_ORPHAN_AFTER)")
 	settle := fs.Bool("settle", false, "settle each listed claim through the fence from its stored event")
+	asJSON := fs.Bool("json", false, "print the report as JSON, every error and reason in full")
 	return func(ctx context.Context, env *environment, _ []string) error {
 		if *olderThan < 0 {
 			return usagef("orphans: --older-than %s is negative", *olderThan)
@@ -52,8 +55,12 @@ func orphansCommand(fs *flag.FlagSet) runFunc {
 			return err
 		}
 		out := newPrinter(env)
+		report := printOrphans
+		if *asJSON {
+			report = printOrphansJSON
+		}
 		if !*settle {
-			printOrphans(out, orphans, after, false)
+			report(out, orphans, after, false)
 			return out.err
 		}
 		svc, err := settlement.New(db, claims, env.logger, nil)
@@ -62,7 +69,7 @@ func orphansCommand(fs *flag.FlagSet) runFunc {
 		}
 		svc.SetRefundsPreregistered(env.cfg.Worker.RefundsPreregistered)
 		failed := ops.SettleOrphans(ctx, svc, orphans)
-		printOrphans(out, orphans, after, true)
+		report(out, orphans, after, true)
 		detail := fmt.Sprintf("%d claims ACQUIRED longer than %s: %d settled, %d failed", len(orphans), after, len(orphans)-failed, failed)
 		if failed > 0 {
 			return env.audit(ctx, db, detail, &exitError{code: exitFound, err: fmt.Errorf("orphans: %d of %d claims not settled", failed, len(orphans))})
@@ -92,7 +99,7 @@ func printOrphans(out *printer, orphans []ops.Orphan, after time.Duration, settl
 		if settled {
 			switch {
 			case o.Err != nil:
-				line += "\tFAILED: " + oneLine(o.Err.Error(), 80)
+				line += "\tFAILED (reason below)"
 			case o.Settled.FenceLost:
 				line += "\talready settled (fence)"
 			default:
@@ -105,6 +112,49 @@ func printOrphans(out *printer, orphans []ops.Orphan, after time.Duration, settl
 		_, _ = fmt.Fprintln(tw, line)
 	}
 	out.flush(tw)
+	for _, o := range orphans {
+		if o.Err != nil {
+			out.printf("not settled: tenant %d %s: %s\n", o.Record.TenantID, o.Record.Key, o.Err.Error())
+		}
+	}
+}
+
+// orphanJSON is one orphan in `orphans --json`.
+type orphanJSON struct {
+	TenantID    int64   `json:"tenant_id"`
+	Key         string  `json:"key"`
+	AgeSeconds  float64 `json:"age_seconds"`
+	Attempts    int     `json:"attempts"`
+	Source      string  `json:"source,omitempty"`
+	LastError   string  `json:"last_error,omitempty"`
+	Outcome     string  `json:"outcome,omitempty"`
+	FenceLost   bool    `json:"fence_lost,omitempty"`
+	SettleError string  `json:"settle_error,omitempty"`
+}
+
+// printOrphansJSON prints the orphan report as one JSON object, every
+// reason in full.
+func printOrphansJSON(out *printer, orphans []ops.Orphan, after time.Duration, settled bool) {
+	items := make([]orphanJSON, 0, len(orphans))
+	for _, o := range orphans {
+		r := o.Record
+		item := orphanJSON{TenantID: r.TenantID, Key: string(r.Key), AgeSeconds: o.Age.Seconds(), Attempts: r.Attempts, LastError: r.LastError}
+		if r.Source.Topic != "" {
+			item.Source = r.Source.String()
+		}
+		switch {
+		case o.Err != nil:
+			item.SettleError = o.Err.Error()
+		case o.Settled != nil:
+			item.Outcome, item.FenceLost = string(o.Settled.Outcome), o.Settled.FenceLost
+		}
+		items = append(items, item)
+	}
+	out.json(struct {
+		OlderThan string       `json:"older_than"`
+		Settled   bool         `json:"settled"`
+		Claims    []orphanJSON `json:"claims"`
+	}{after.String(), settled, items})
 }
 
 // oneLine shortens s to n runes on one line.
