@@ -264,13 +264,13 @@ func printStatementReconcile(out *printer, rep ops.StatementReport) {
 	}
 	out.println()
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	_, _ = fmt.Fprintln(tw, "category\ttrade\trefund\tstatement\tledger\tline\tdetail")
+	_, _ = fmt.Fprintln(tw, "category\ttrade\tmerchant order\trefund\tstatement\tledger\tline\tdetail")
 	for _, it := range rep.Items {
 		line := "-"
 		if it.LineNo > 0 {
 			line = fmt.Sprint(it.LineNo)
 		}
-		_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", it.Category, dash(it.TradeNo), dash(it.RefundNo),
+		_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", it.Category, dash(it.TradeNo), dash(it.MerchantOrderNo), dash(it.RefundNo),
 			fen(it.StatementAmount), fen(it.LedgerAmount), line, it.Message)
 	}
 	out.flush(tw)

@@ -84,7 +84,8 @@ func TestStatementReconcile(t *testing.T) {
 	importBill("withheld", line(2, paid), line(3, withheld))
 	out, _, err = runCmd(t, lookup, args...)
 	assert.Equal(t, exitFound, exitCode(err), out)
-	assert.Regexp(t, `missing_in_ledger\s+`+withheld.TradeNo+`\s+-\s+2580\s+-\s+3\s`, out)
+	assert.Regexp(t, `missing_in_ledger\s+`+withheld.TradeNo+`\s+`+withheld.MerchantOrderNo+`\s+-\s+2580\s+-\s+3\s`, out,
+		"the merchant order number, which merchants search by, beside the trade")
 
 	out, _, err = runCmd(t, lookup, append(args, "--json")...)
 	assert.Equal(t, exitFound, exitCode(err))
@@ -92,6 +93,8 @@ func TestStatementReconcile(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(out), &rep), out)
 	require.Len(t, rep.Items, 1)
 	assert.Equal(t, ops.StatementMissingInLedger, rep.Items[0].Category)
+	assert.Equal(t, withheld.MerchantOrderNo, rep.Items[0].MerchantOrderNo)
+	assert.NotEmpty(t, rep.Items[0].MerchantOrderNo)
 
 	// A day with nothing imported is no_statement (exit 3), until the
 	// channel's answer that there is none is recorded.

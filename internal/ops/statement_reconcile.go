@@ -52,9 +52,13 @@ var ErrNoStatement = errors.New("no statement imported for the day")
 // an Alipay missing_in_ledger or missing_in_statement what the difference
 // of the running totals grew by on the day.
 type StatementItem struct {
-	Category        string `json:"category"`
-	TradeNo         string `json:"trade_no"`
-	RefundNo        string `json:"refund_no,omitempty"`
+	Category string `json:"category"`
+	TradeNo  string `json:"trade_no"`
+	RefundNo string `json:"refund_no,omitempty"`
+	// MerchantOrderNo is the merchant's order number of the trade, which
+	// merchants search by: from the statement's lines, else from the
+	// trade's order row; empty when neither knows it.
+	MerchantOrderNo string `json:"merchant_order_no"`
 	StatementAmount *int64 `json:"statement_amount"`
 	LedgerAmount    *int64 `json:"ledger_amount"`
 	// LineNo is the statement line's number in its file, 0 when the item
@@ -224,6 +228,9 @@ func ReconcileStatement(ctx context.Context, db bun.IDB, tenant int64, ch channe
 	}
 	r.unaccounted(onDay, lines, neighbourLines)
 	rep.Items = append(rep.Items, r.items...)
+	if err := fillMerchantOrderNos(ctx, db, tenant, ch, rep.Items, slices.Concat(lines, neighbourLines)); err != nil {
+		return rep, err
+	}
 	slices.SortStableFunc(rep.Items, func(a, b StatementItem) int {
 		return strings.Compare(a.Category+" "+a.TradeNo+" "+a.RefundNo, b.Category+" "+b.TradeNo+" "+b.RefundNo)
 	})
@@ -872,3 +879,38 @@ func microYuan(v int64) string {
 }
 
 func ptr(v int64) *int64 { return &v }
+
+// fillMerchantOrderNos sets each item's merchant order number from the
+// statement lines of its trade, else from the trade's order row.
+func fillMerchantOrderNos(ctx context.Context, db bun.IDB, tenant int64, ch channels.Channel, items []StatementItem, lines []statementLine) error {
+	known := map[string]string{}
+	for _, l := range lines {
+		if l.MerchantOrderNo != "" {
+			known[l.TradeNo] = l.MerchantOrderNo
+		}
+	}
+	var unknown []string
+	for _, it := range items {
+		if _, ok := known[it.TradeNo]; !ok && it.TradeNo != "" && !slices.Contains(unknown, it.TradeNo) {
+			unknown = append(unknown, it.TradeNo)
+		}
+	}
+	for chunk := range slices.Chunk(unknown, 500) {
+		var rows []struct {
+			TradeNo         string `bun:"channel_trade_no"`
+			MerchantOrderNo string `bun:"merchant_order_no"`
+		}
+		if err := db.NewSelect().Table("ss_channel_order").Column("channel_trade_no", "merchant_order_no").
+			Where("tenant_id = ?", tenant).Where("channel_code = ?", string(ch)).
+			Where("channel_trade_no IN (?)", bun.List(chunk)).Scan(ctx, &rows); err != nil {
+			return fmt.Errorf("reconcile statement: read the trades' merchant order numbers: %w", err)
+		}
+		for _, r := range rows {
+			known[r.TradeNo] = r.MerchantOrderNo
+		}
+	}
+	for i := range items {
+		items[i].MerchantOrderNo = known[items[i].TradeNo]
+	}
+	return nil
+}

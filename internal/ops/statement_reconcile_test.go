@@ -108,6 +108,7 @@ func TestReconcileStatement(t *testing.T) {
 		assert.Equal(t, int64(2580), *it.StatementAmount)
 		assert.Nil(t, it.LedgerAmount)
 		assert.Equal(t, 3, it.LineNo)
+		assert.Equal(t, t2.MerchantOrderNo, it.MerchantOrderNo, "from the statement's line")
 	})
 
 	t.Run("posted payment absent from the statement", func(t *testing.T) {
@@ -119,6 +120,8 @@ func TestReconcileStatement(t *testing.T) {
 		rep := reconcileDay(t, w, 3, wx, reconDay)
 		assert.Equal(t, []string{ops.StatementMissingInStatement + " " + t2.TradeNo + " "}, categories(rep))
 		assert.Equal(t, int64(2580), *rep.Items[0].LedgerAmount)
+		require.NotEmpty(t, t2.MerchantOrderNo)
+		assert.Equal(t, t2.MerchantOrderNo, rep.Items[0].MerchantOrderNo, "no line names it: the order row does")
 
 		// The channel's clock put it in the next day's bill.
 		late := payLine(t2)
