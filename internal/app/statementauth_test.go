@@ -37,16 +37,7 @@ type signedStatement struct {
 
 func statementPayment(t *testing.T, tr channelstest.Trade, file string) signedStatement {
 	t.Helper()
-	res, err := channels.NewDecoder(channelstest.Keys()).Decode(channelstest.PaymentEnvelope(tr, channelstest.Delivery{}))
-	require.NoError(t, err)
-	cb := res.Event
-	ev, err := channels.NewStatementEvent(channels.Event{
-		TenantID: cb.TenantID, Channel: cb.Channel, Type: cb.Type, TradeNo: cb.TradeNo, MerchantOrderNo: cb.MerchantOrderNo,
-		OrderTotal: cb.OrderTotal, OccurredAt: cb.OccurredAt, ReceivedAt: time.Now(), RawStatus: "SUCCESS",
-	})
-	require.NoError(t, err)
-	value, err := channels.StatementEnvelope(ev, time.Now())
-	require.NoError(t, err)
+	ev, value := channelstest.StatementPayment(tr)
 	s := signedStatement{ev: ev, value: value, msg: kafkaops.Message{Key: []byte(string(tr.Channel) + ":" + tr.TradeNo), Value: value}}
 	if file != "" {
 		ks, err := statementauth.Parse([]byte(file))

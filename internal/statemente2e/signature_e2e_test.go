@@ -44,16 +44,7 @@ func TestTheBinaryPostsOnlySignedStatementEvents(t *testing.T) {
 		t.Helper()
 		tr := channelstest.NewTrade(channels.WeChat, seq)
 		tr.TenantID = tenant
-		res, err := channels.NewDecoder(channelstest.Keys()).Decode(channelstest.PaymentEnvelope(tr, channelstest.Delivery{}))
-		require.NoError(t, err)
-		cb := res.Event
-		ev, err := channels.NewStatementEvent(channels.Event{
-			TenantID: cb.TenantID, Channel: cb.Channel, Type: cb.Type, TradeNo: cb.TradeNo, MerchantOrderNo: cb.MerchantOrderNo,
-			OrderTotal: cb.OrderTotal, OccurredAt: cb.OccurredAt, ReceivedAt: time.Now(), RawStatus: "SUCCESS",
-		})
-		require.NoError(t, err)
-		value, err := channels.StatementEnvelope(ev, time.Now())
-		require.NoError(t, err)
+		ev, value := channelstest.StatementPayment(tr)
 		return ev, kafkaops.Message{Key: []byte("WECHAT:" + tr.TradeNo), Value: value}
 	}
 	older, olderMsg := payment(701)

@@ -186,17 +186,17 @@ func (w *world) startWorker() *worker {
 		}
 	}()
 	w.t.Cleanup(func() { wk.stop(w.t) })
-	for _, wait := range []func() bool{
-		func() bool { wk.admin = <-listening; return true },
-		func() bool { <-started; return true },
-	} {
-		got := make(chan bool, 1)
-		go func() { got <- wait() }()
+	// The admin server listens first (its address), then every start-up
+	// check passes (started).
+	deadline, waitStart := time.After(30*time.Second), started
+	for wk.admin == "" || waitStart != nil {
 		select {
-		case <-got:
+		case wk.admin = <-listening:
+		case <-waitStart:
+			waitStart = nil
 		case <-wk.done:
 			w.t.Fatalf("consumer run ended before it started:\n%s", wk.logText())
-		case <-time.After(30 * time.Second):
+		case <-deadline:
 			w.t.Fatalf("consumer run did not start in 30s:\n%s", wk.logText())
 		}
 	}

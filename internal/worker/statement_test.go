@@ -3,7 +3,6 @@ package worker
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/segmentio/kafka-go"
 	"github.com/stretchr/testify/assert"
@@ -18,16 +17,7 @@ import (
 // with keys when they are given.
 func statementMessage(t *testing.T, tr channelstest.Trade, offset int64, keys *statementauth.Keys) (kafka.Message, channels.Event) {
 	t.Helper()
-	res, err := channels.NewDecoder(channelstest.Keys()).Decode(channelstest.PaymentEnvelope(tr, channelstest.Delivery{}))
-	require.NoError(t, err)
-	cb := res.Event
-	ev, err := channels.NewStatementEvent(channels.Event{
-		TenantID: cb.TenantID, Channel: cb.Channel, Type: cb.Type, TradeNo: cb.TradeNo, MerchantOrderNo: cb.MerchantOrderNo,
-		OrderTotal: cb.OrderTotal, OccurredAt: cb.OccurredAt, ReceivedAt: time.Now(), RawStatus: "SUCCESS",
-	})
-	require.NoError(t, err)
-	value, err := channels.StatementEnvelope(ev, time.Now())
-	require.NoError(t, err)
+	ev, value := channelstest.StatementPayment(tr)
 	msg := kafka.Message{Topic: "channel-events", Offset: offset, Value: value}
 	if keys != nil {
 		sig, err := keys.Sign(value)

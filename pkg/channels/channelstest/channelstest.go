@@ -154,6 +154,31 @@ func PaymentEnvelope(t Trade, d Delivery) []byte {
 	panic("channelstest: unknown channel " + string(t.Channel))
 }
 
+// StatementPayment is the statement event `consumer statement reconcile
+// --publish-missing` would publish for t's payment (rebuilt from what a
+// statement line says, so its key and fingerprint are the callback's) and
+// the message value it publishes, unsigned. It panics if t's payment does
+// not decode: a test's own mistake.
+func StatementPayment(t Trade) (channels.Event, []byte) {
+	res, err := channels.NewDecoder(Keys()).Decode(PaymentEnvelope(t, Delivery{}))
+	if err != nil {
+		panic(err)
+	}
+	cb := res.Event
+	ev, err := channels.NewStatementEvent(channels.Event{
+		TenantID: cb.TenantID, Channel: cb.Channel, Type: cb.Type, TradeNo: cb.TradeNo, MerchantOrderNo: cb.MerchantOrderNo,
+		OrderTotal: cb.OrderTotal, OccurredAt: cb.OccurredAt, ReceivedAt: time.Now(), RawStatus: "SUCCESS",
+	})
+	if err != nil {
+		panic(err)
+	}
+	value, err := channels.StatementEnvelope(ev, time.Now())
+	if err != nil {
+		panic(err)
+	}
+	return ev, value
+}
+
 // RefundEnvelope is the successful refund notification of r on t's channel
 // (for Alipay a partial refund, or a full one when the cumulative reaches the
 // total; for Shouqianba PARTIAL_REFUNDED or REFUNDED likewise).
