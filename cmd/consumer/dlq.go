@@ -12,8 +12,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/paycallback/paycallback/internal/deadletters"
 	"github.com/paycallback/paycallback/internal/metrics"
-	"github.com/paycallback/paycallback/internal/ops"
 )
 
 func dlqCmd() command {
@@ -74,12 +74,12 @@ when PAYCB_DB_DSN is set (without it the log line is the only record).`,
 }
 
 // dlqFilterFlags registers --kind, --since and --until.
-func dlqFilterFlags(fs *flag.FlagSet, kindUsage string) func() (ops.DeadLetterFilter, error) {
+func dlqFilterFlags(fs *flag.FlagSet, kindUsage string) func() (deadletters.Filter, error) {
 	kind := fs.String("kind", "", kindUsage)
 	since := fs.String("since", "", "only dead letters written at or after this RFC 3339 time")
 	until := fs.String("until", "", "only dead letters written before this RFC 3339 time")
-	return func() (ops.DeadLetterFilter, error) {
-		f := ops.DeadLetterFilter{Kind: *kind}
+	return func() (deadletters.Filter, error) {
+		f := deadletters.Filter{Kind: *kind}
 		if f.Kind != "" && !knownKind(f.Kind) {
 			return f, usagef("--kind %q is not a dead-letter kind (%s)", f.Kind, kindList())
 		}
@@ -120,11 +120,11 @@ func dlqListCommand(fs *flag.FlagSet) runFunc {
 		if *recent < 0 {
 			return usagef("--recent %d is negative", *recent)
 		}
-		k, err := opsKafka(ctx, env)
+		k, err := dlqKafka(ctx, env)
 		if err != nil {
 			return err
 		}
-		ds, err := ops.ReadDeadLetters(ctx, k, f)
+		ds, err := deadletters.ReadTopic(ctx, k, f)
 		if err != nil {
 			return err
 		}
@@ -167,7 +167,7 @@ func dlqListCommand(fs *flag.FlagSet) runFunc {
 }
 
 // countOmitted counts the dead letters whose value was omitted.
-func countOmitted(ds []ops.DeadLetter) int {
+func countOmitted(ds []deadletters.Message) int {
 	n := 0
 	for _, d := range ds {
 		if d.ValueOmitted {
@@ -179,7 +179,7 @@ func countOmitted(ds []ops.DeadLetter) int {
 
 // valueColumn is the value's size in bytes, or says it was omitted and
 // how large the original was.
-func valueColumn(d ops.DeadLetter) string {
+func valueColumn(d deadletters.Message) string {
 	switch {
 	case !d.ValueOmitted:
 		return strconv.Itoa(len(d.Value)) + " B"
@@ -191,7 +191,7 @@ func valueColumn(d ops.DeadLetter) string {
 }
 
 // redriveSelection describes what dlq redrive selected.
-func redriveSelection(f ops.DeadLetterFilter, at ops.At, byAt bool) string {
+func redriveSelection(f deadletters.Filter, at deadletters.At, byAt bool) string {
 	if byAt {
 		return "at " + at.String()
 	}
@@ -228,18 +228,18 @@ func dlqRedriveCommand(fs *flag.FlagSet) runFunc {
 		case !byAt && !ranged:
 			return usagef("dlq redrive: --kind is required (%s), or --since/--until for a time range, or --at PARTITION:OFFSET for one dead letter", kindList())
 		}
-		k, err := opsKafka(ctx, env)
+		k, err := dlqKafka(ctx, env)
 		if err != nil {
 			return err
 		}
-		var ds []ops.DeadLetter
+		var ds []deadletters.Message
 		if byAt {
 			d, err := readAt(ctx, k, at)
 			if err != nil {
 				return err
 			}
-			ds = []ops.DeadLetter{d}
-		} else if ds, err = ops.ReadDeadLetters(ctx, k, f); err != nil {
+			ds = []deadletters.Message{d}
+		} else if ds, err = deadletters.ReadTopic(ctx, k, f); err != nil {
 			return err
 		}
 		out := newPrinter(env)
@@ -255,14 +255,14 @@ func dlqRedriveCommand(fs *flag.FlagSet) runFunc {
 				}
 			}
 		}
-		ok, refused := ops.SplitRedrive(ds)
+		ok, refused := deadletters.SplitRedrive(ds)
 		for _, r := range refused {
-			d := r.DeadLetter
+			d := r.Message
 			out.printf("refused %s/%d@%d (key %s): %v\n", k.DLQTopic, d.Partition, d.Offset, oneLine(string(d.Key), 48), r.Reason)
 		}
 		var refusal error
 		if len(refused) > 0 {
-			refusal = &exitError{code: exitRefused, err: fmt.Errorf("dlq redrive refused %d of %d dead letters: %w", len(refused), len(ds), ops.ErrValueOmitted)}
+			refusal = &exitError{code: exitRefused, err: fmt.Errorf("dlq redrive refused %d of %d dead letters: %w", len(refused), len(ds), deadletters.ErrValueOmitted)}
 		}
 		if *dryRun {
 			out.println("dry run: nothing published")
@@ -273,7 +273,7 @@ func dlqRedriveCommand(fs *flag.FlagSet) runFunc {
 		if len(ok) == 0 {
 			out.println("nothing published")
 		} else {
-			if err := ops.Redrive(ctx, k, ok); err != nil {
+			if err := deadletters.Redrive(ctx, k, ok); err != nil {
 				return env.audit(ctx, db, "", err)
 			}
 			env.logger.Info("dead letters redriven", "selection", selection, "count", len(ok), "refused", len(refused), "to", k.Topic)

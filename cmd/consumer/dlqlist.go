@@ -6,20 +6,20 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/paycallback/paycallback/internal/ops"
+	"github.com/paycallback/paycallback/internal/deadletters"
 )
 
 // listed is a dead letter with its status as `dlq list` shows it ("-"
 // when not known).
 type listed struct {
-	d      ops.DeadLetter
+	d      deadletters.Message
 	status string
-	st     *ops.DeadLetterState
+	st     *deadletters.State
 }
 
 // withStatus pairs each dead letter with its state; states is nil when
 // statuses are not known, else it has one state per dead letter.
-func withStatus(ds []ops.DeadLetter, states []ops.DeadLetterState) []listed {
+func withStatus(ds []deadletters.Message, states []deadletters.State) []listed {
 	out := make([]listed, len(ds))
 	for i, d := range ds {
 		out[i] = listed{d: d, status: "-"}
@@ -45,10 +45,10 @@ type kindStatus struct {
 	OldestOpen *time.Time `json:"oldest_open,omitempty"`
 }
 
-// summarizeStatus is ops.SummarizeDeadLetters with, when states are known,
+// summarizeStatus is deadletters.Summarize with, when states are known,
 // the open, resolved and closed counts and the oldest open dead letter.
-func summarizeStatus(ds []ops.DeadLetter, states []ops.DeadLetterState) []kindStatus {
-	sums := ops.SummarizeDeadLetters(ds)
+func summarizeStatus(ds []deadletters.Message, states []deadletters.State) []kindStatus {
+	sums := deadletters.Summarize(ds)
 	out := make([]kindStatus, len(sums))
 	index := map[string]int{}
 	for i, s := range sums {
@@ -59,16 +59,16 @@ func summarizeStatus(ds []ops.DeadLetter, states []ops.DeadLetterState) []kindSt
 		index[s.Kind] = i
 	}
 	for _, st := range states {
-		k := &out[index[st.DeadLetter.Kind]]
+		k := &out[index[st.Message.Kind]]
 		switch st.Status {
-		case ops.StatusOpen:
+		case deadletters.StatusOpen:
 			*k.Open++
 			if at := st.WrittenAt().UTC(); k.OldestOpen == nil || at.Before(*k.OldestOpen) {
 				k.OldestOpen = &at
 			}
-		case ops.StatusResolved:
+		case deadletters.StatusResolved:
 			*k.Resolved++
-		case ops.StatusClosed:
+		case deadletters.StatusClosed:
 			*k.Closed++
 		}
 	}
@@ -76,7 +76,7 @@ func summarizeStatus(ds []ops.DeadLetter, states []ops.DeadLetterState) []kindSt
 }
 
 // printDeadLetterSummary prints one line per kind.
-func printDeadLetterSummary(out *printer, ds []ops.DeadLetter, states []ops.DeadLetterState, now time.Time) {
+func printDeadLetterSummary(out *printer, ds []deadletters.Message, states []deadletters.State, now time.Time) {
 	count := func(n *int) string {
 		if n == nil {
 			return "-"
@@ -124,7 +124,7 @@ type listedJSON struct {
 }
 
 // printDeadLettersJSON prints the summary and every dead letter of ds.
-func printDeadLettersJSON(out *printer, k ops.Kafka, ds []ops.DeadLetter, states []ops.DeadLetterState, now time.Time) error {
+func printDeadLettersJSON(out *printer, k deadletters.Kafka, ds []deadletters.Message, states []deadletters.State, now time.Time) error {
 	doc := struct {
 		Topic       string       `json:"topic"`
 		Count       int          `json:"count"`

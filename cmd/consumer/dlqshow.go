@@ -14,7 +14,6 @@ import (
 
 	"github.com/paycallback/paycallback/internal/audit"
 	"github.com/paycallback/paycallback/internal/deadletters"
-	"github.com/paycallback/paycallback/internal/ops"
 	"github.com/paycallback/paycallback/pkg/channels"
 )
 
@@ -58,24 +57,24 @@ trail (a log line and an ss_operator_audit row).`,
 
 // atFlag registers --at and returns its parsed value; ok is false when it
 // was not given.
-func atFlag(fs *flag.FlagSet, usage string) func() (at ops.At, ok bool, err error) {
+func atFlag(fs *flag.FlagSet, usage string) func() (at deadletters.At, ok bool, err error) {
 	v := fs.String("at", "", usage)
-	return func() (ops.At, bool, error) {
+	return func() (deadletters.At, bool, error) {
 		if *v == "" {
-			return ops.At{}, false, nil
+			return deadletters.At{}, false, nil
 		}
-		at, err := ops.ParseAt(*v)
+		at, err := deadletters.ParseAt(*v)
 		if err != nil {
-			return ops.At{}, false, usagef("--at: %w", err)
+			return deadletters.At{}, false, usagef("--at: %w", err)
 		}
 		return at, true, nil
 	}
 }
 
 // readAt reads the dead letter at at; naming none is a usage error.
-func readAt(ctx context.Context, k ops.Kafka, at ops.At) (ops.DeadLetter, error) {
-	d, err := ops.ReadDeadLetterAt(ctx, k, at)
-	if errors.Is(err, ops.ErrNoDeadLetter) {
+func readAt(ctx context.Context, k deadletters.Kafka, at deadletters.At) (deadletters.Message, error) {
+	d, err := deadletters.ReadAt(ctx, k, at)
+	if errors.Is(err, deadletters.ErrNoDeadLetter) {
 		return d, usagef("--at %w", err)
 	}
 	return d, err
@@ -86,9 +85,9 @@ func operatorDecoder(env *environment) *channels.Decoder {
 	return channels.NewDecoder(wechatKeys(env.cfg.WeChat))
 }
 
-// deadLetterStates is ops.DeadLetterStates on the configured database, or
+// deadLetterStates is deadletters.States on the configured database, or
 // nil when none is configured.
-func deadLetterStates(ctx context.Context, env *environment, ds []ops.DeadLetter) ([]ops.DeadLetterState, error) {
+func deadLetterStates(ctx context.Context, env *environment, ds []deadletters.Message) ([]deadletters.State, error) {
 	if !env.cfg.DB.DSN.IsSet() {
 		return nil, nil
 	}
@@ -97,7 +96,7 @@ func deadLetterStates(ctx context.Context, env *environment, ds []ops.DeadLetter
 		return nil, err
 	}
 	defer func() { _ = db.Close() }()
-	return ops.DeadLetterStates(ctx, db, operatorDecoder(env), ds)
+	return deadletters.States(ctx, db, operatorDecoder(env), ds)
 }
 
 func dlqShowCommand(fs *flag.FlagSet) runFunc {
@@ -112,7 +111,7 @@ func dlqShowCommand(fs *flag.FlagSet) runFunc {
 		if !ok {
 			return usagef("dlq show: --at PARTITION:OFFSET is required")
 		}
-		k, err := opsKafka(ctx, env)
+		k, err := dlqKafka(ctx, env)
 		if err != nil {
 			return err
 		}
@@ -120,11 +119,11 @@ func dlqShowCommand(fs *flag.FlagSet) runFunc {
 		if err != nil {
 			return err
 		}
-		states, err := deadLetterStates(ctx, env, []ops.DeadLetter{d})
+		states, err := deadLetterStates(ctx, env, []deadletters.Message{d})
 		if err != nil {
 			return err
 		}
-		var st *ops.DeadLetterState
+		var st *deadletters.State
 		if len(states) == 1 {
 			st = &states[0]
 		}
@@ -132,7 +131,7 @@ func dlqShowCommand(fs *flag.FlagSet) runFunc {
 		if *decrypt {
 			keys = wechatKeys(env.cfg.WeChat)
 		}
-		v := ops.ViewDeadLetter(k.DLQTopic, d, st, keys)
+		v := deadletters.ViewOf(k.DLQTopic, d, st, keys)
 		out := newPrinter(env)
 		if *asJSON {
 			out.json(v)
@@ -144,7 +143,7 @@ func dlqShowCommand(fs *flag.FlagSet) runFunc {
 }
 
 // printDeadLetter prints a dead letter's view as text.
-func printDeadLetter(out *printer, v ops.DeadLetterView, decrypt bool) {
+func printDeadLetter(out *printer, v deadletters.View, decrypt bool) {
 	out.printf("dead letter %s\n", v.Position)
 	out.printf("time:     %s\n", v.Time.Format(time.RFC3339Nano))
 	out.printf("kind:     %s\n", v.Kind)
@@ -186,13 +185,13 @@ func printDeadLetter(out *printer, v ops.DeadLetterView, decrypt bool) {
 }
 
 // statusLine says a dead letter's status in one line.
-func statusLine(v ops.DeadLetterView) string {
+func statusLine(v deadletters.View) string {
 	switch v.Status {
 	case "":
 		return "unknown (no PAYCB_DB_DSN configured)"
-	case ops.StatusClosed:
+	case deadletters.StatusClosed:
 		return fmt.Sprintf("closed at %s by %s: %s", v.ClosedAt.Format(time.RFC3339), v.ClosedBy, v.CloseNote)
-	case ops.StatusResolved:
+	case deadletters.StatusResolved:
 		return fmt.Sprintf("resolved: its event's claim settled %s at %s", v.Outcome, v.SettledAt.UTC().Format(time.RFC3339))
 	}
 	if !v.Recorded {
@@ -229,7 +228,7 @@ func dlqCloseCommand(fs *flag.FlagSet) runFunc {
 		if !env.cfg.DB.DSN.IsSet() {
 			return usagef("dlq close: PAYCB_DB_DSN is required: the close is recorded in ss_dead_letter")
 		}
-		k, err := opsKafka(ctx, env)
+		k, err := dlqKafka(ctx, env)
 		if err != nil {
 			return err
 		}
@@ -246,10 +245,10 @@ func dlqCloseCommand(fs *flag.FlagSet) runFunc {
 	}
 }
 
-func closeDeadLetter(ctx context.Context, env *environment, db *bun.DB, k ops.Kafka, d ops.DeadLetter, note string) error {
+func closeDeadLetter(ctx context.Context, env *environment, db *bun.DB, k deadletters.Kafka, d deadletters.Message, note string) error {
 	user, host := audit.Who()
 	pos := d.Position(k.DLQTopic)
-	rec, changed, err := ops.CloseDeadLetter(ctx, db, operatorDecoder(env), d, user+"@"+host, note)
+	rec, changed, err := deadletters.CloseMessage(ctx, db, operatorDecoder(env), d, user+"@"+host, note)
 	if errors.Is(err, deadletters.ErrEmptyNote) {
 		return usagef("dlq close: %w", err)
 	}

@@ -1,9 +1,3 @@
-// Package deadletters keeps the record of each dead letter written
-// (ss_dead_letter): the worker looks it up before writing a dead letter, so
-// that a replay or a new group never writes a second one for the same
-// message and kind, and inserts it once the dead-letter topic acknowledged
-// the write; operators close a dead letter with a note. It never writes to
-// Kafka and never touches the claims or the ledger.
 package deadletters
 
 import (

@@ -1,10 +1,10 @@
 // Package ops holds the operators' tools that sit beside the worker: resetting
-// the consumer group's offsets to replay history (replay), listing and settling
-// orphaned claims (orphans), listing and redriving dead letters (dlq),
-// reconciling claims, ledger, orders and refund registrations (reconcile),
-// clearing the bulky columns of old settled claims (purge), the group's live
-// lag and stalls (status), everything held about one trade (trade) and
-// writing a test stream to the input topic (publish).
+// the consumer group's offsets to replay history (replay), listing and
+// settling orphaned claims (orphans), reconciling claims, ledger, orders and
+// refund registrations (reconcile), clearing the bulky columns of old settled
+// claims (purge), the group's live lag and stalls (status), everything held
+// about one trade (trade) and writing a test stream to the input topic
+// (publish). Dead letters are internal/deadletters' alone.
 //
 // Each tool is a function over explicit dependencies (a Kafka description, a
 // bun.IDB, the claim store, a settler) that returns a report the cmd/consumer
@@ -19,7 +19,7 @@
 //   - delete a claim, ledger, order or registration row: purge clears only
 //     event_json and last_error of SETTLED claims, and only beyond a floor
 //     derived from the input topic's retention;
-//   - decide "already handled" itself: redriven and replayed messages go back
-//     through the worker, where the claim store's unique index decides;
+//   - decide "already handled" itself: replayed messages go back through the
+//     worker, where the claim store's unique index decides;
 //   - settle a claim other than through settlement's fence (SettleStored).
 package ops

@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"strconv"
 	"time"
 
 	"github.com/segmentio/kafka-go"
 
 	"github.com/paycallback/paycallback/internal/kafkaconn"
+	"github.com/paycallback/paycallback/internal/kafkaops"
 )
 
 // Kafka names the cluster, topics and group the tools work on.
@@ -93,42 +93,10 @@ func (k Kafka) requireEmptyGroup(ctx context.Context) error {
 }
 
 // partitions lists the topic's partition IDs in ascending order. A missing
-// topic is an error wrapping ErrTopicNotFound, and is never created: the
-// partition listing below would ask the brokers to create it.
+// topic is an error wrapping ErrTopicNotFound, and is never created (see
+// kafkaops.TopicPartitions).
 func (k Kafka) partitions(ctx context.Context, topic string) ([]int, error) {
-	if err := k.requireTopic(ctx, topic); err != nil {
-		return nil, err
-	}
-	d := k.Conn.Dialer()
-	var lastErr error
-	for _, b := range k.Brokers {
-		kc, err := d.DialContext(ctx, "tcp", b)
-		if err != nil {
-			lastErr = k.Conn.Explain(err)
-			continue
-		}
-		ps, err := kc.ReadPartitions(topic)
-		_ = kc.Close()
-		if err != nil {
-			lastErr = err
-			continue
-		}
-		out := make([]int, 0, len(ps))
-		for _, p := range ps {
-			if p.Topic == topic {
-				out = append(out, p.ID)
-			}
-		}
-		sort.Ints(out)
-		if len(out) == 0 {
-			return nil, fmt.Errorf("read partitions of %s: topic has no partitions", topic)
-		}
-		return out, nil
-	}
-	if lastErr == nil {
-		lastErr = errors.New("no brokers configured")
-	}
-	return nil, fmt.Errorf("read partitions of %s: %w", topic, lastErr)
+	return kafkaops.TopicPartitions(ctx, k.client(), k.Conn, k.Brokers, topic)
 }
 
 // committed returns the group's committed offsets on the input topic; a

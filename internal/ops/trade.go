@@ -13,7 +13,8 @@ import (
 	"github.com/segmentio/kafka-go"
 	"github.com/uptrace/bun"
 
-	"github.com/paycallback/paycallback/internal/worker"
+	"github.com/paycallback/paycallback/internal/deadletters"
+	"github.com/paycallback/paycallback/internal/kafkaops"
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/idempotent"
 	"github.com/paycallback/paycallback/pkg/settlement"
@@ -385,7 +386,7 @@ func scanTradeDeadLetters(ctx context.Context, k Kafka, q TradeQuery) ([]TradeDe
 		if first[p] < 0 || end[p] <= first[p] {
 			continue
 		}
-		msgs, err := readPartition(ctx, k.Brokers, k.Conn.Dialer(), k.DLQTopic, p, first[p], end[p], 3*timeout)
+		msgs, err := kafkaops.ReadRange(ctx, k.Brokers, k.Conn.Dialer(), k.DLQTopic, p, first[p], end[p], 3*timeout)
 		if err != nil {
 			return nil, fmt.Errorf("scan dead letters: %w", err)
 		}
@@ -413,15 +414,15 @@ func matchDeadLetter(dec *channels.Decoder, q TradeQuery, keyPrefix string, m ka
 	var part, off, topic string
 	for _, h := range m.Headers {
 		switch h.Key {
-		case worker.HeaderErrorKind:
+		case deadletters.HeaderErrorKind:
 			d.Kind = string(h.Value)
-		case worker.HeaderError:
+		case deadletters.HeaderError:
 			d.Error = string(h.Value)
-		case worker.HeaderSourceTopic:
+		case deadletters.HeaderSourceTopic:
 			topic = string(h.Value)
-		case worker.HeaderSourcePartition:
+		case deadletters.HeaderSourcePartition:
 			part = string(h.Value)
-		case worker.HeaderSourceOffset:
+		case deadletters.HeaderSourceOffset:
 			off = string(h.Value)
 		}
 	}

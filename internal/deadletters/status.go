@@ -1,4 +1,4 @@
-package ops
+package deadletters
 
 import (
 	"context"
@@ -7,41 +7,40 @@ import (
 
 	"github.com/uptrace/bun"
 
-	"github.com/paycallback/paycallback/internal/deadletters"
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/idempotent"
 )
 
-// DeadLetterStatus says whether a dead letter still needs someone.
-type DeadLetterStatus string
+// Status says whether a dead letter still needs someone.
+type Status string
 
 // The statuses of a dead letter.
 const (
 	// StatusOpen: nothing settled its event since, and nobody closed it.
-	StatusOpen DeadLetterStatus = "open"
+	StatusOpen Status = "open"
 	// StatusResolved: a claim with the same key and fingerprint settled
 	// POSTED or NO_MONEY after the dead letter was written (e.g. redriven
 	// once its cause was fixed).
-	StatusResolved DeadLetterStatus = "resolved"
+	StatusResolved Status = "resolved"
 	// StatusClosed: an operator closed it with a note (consumer dlq close).
-	StatusClosed DeadLetterStatus = "closed"
+	StatusClosed Status = "closed"
 )
 
 // RecordID is the ss_dead_letter identity of d: its source coordinates, the
 // hash of its key and value, and its kind. For a dead letter whose value
 // was omitted the hash is not the original message's.
-func (d DeadLetter) RecordID() deadletters.ID {
-	return deadletters.NewID(d.SourceTopic, d.SourcePartition, d.SourceOffset, d.Key, d.Value, d.Kind)
+func (d Message) RecordID() ID {
+	return NewID(d.SourceTopic, d.SourcePartition, d.SourceOffset, d.Key, d.Value, d.Kind)
 }
 
-// DeadLetterState is a dead letter with its record and what decides its
+// State is a dead letter with its record and what decides its
 // status.
-type DeadLetterState struct {
-	DeadLetter DeadLetter
-	Status     DeadLetterStatus
+type State struct {
+	Message Message
+	Status  Status
 	// Record is its ss_dead_letter row; nil when there is none (written
 	// before migration 0003, or the record insert never succeeded).
-	Record *deadletters.Record
+	Record *Record
 	// TenantID, Key and Fingerprint are the event's, from the record or
 	// else by decoding the dead letter's value now; empty when neither
 	// knows them.
@@ -56,45 +55,45 @@ type DeadLetterState struct {
 
 // WrittenAt is when the dead letter was written: its record's time, or
 // else the dead-letter message's timestamp.
-func (s DeadLetterState) WrittenAt() time.Time {
+func (s State) WrittenAt() time.Time {
 	if s.Record != nil {
 		return s.Record.CreatedAt
 	}
-	return s.DeadLetter.Time
+	return s.Message.Time
 }
 
-// DeadLetterStates works out each dead letter's status: closed when its
+// States works out each dead letter's status: closed when its
 // record says an operator closed it; resolved when the claim of its event
 // (key and fingerprint from the record, or else by decoding its value with
 // dec, which may be nil) is SETTLED with outcome POSTED or NO_MONEY and
 // settled after the dead letter was written; open otherwise. A conflict or
 // an over-refund therefore stays open until closed: its claim has another
 // fingerprint, or the outcome OVER_REFUND.
-func DeadLetterStates(ctx context.Context, db *bun.DB, dec *channels.Decoder, ds []DeadLetter) ([]DeadLetterState, error) {
-	srcs := make([]deadletters.Source, 0, len(ds))
-	seen := map[deadletters.Source]bool{}
+func States(ctx context.Context, db *bun.DB, dec *channels.Decoder, ds []Message) ([]State, error) {
+	srcs := make([]Source, 0, len(ds))
+	seen := map[Source]bool{}
 	for _, d := range ds {
-		src := deadletters.Source{Topic: d.SourceTopic, Partition: d.SourcePartition, Offset: d.SourceOffset}
+		src := Source{Topic: d.SourceTopic, Partition: d.SourcePartition, Offset: d.SourceOffset}
 		if !seen[src] {
 			seen[src] = true
 			srcs = append(srcs, src)
 		}
 	}
-	recs, err := deadletters.NewStore(db).ForSources(ctx, srcs)
+	recs, err := NewStore(db).ForSources(ctx, srcs)
 	if err != nil {
 		return nil, err
 	}
-	byID := make(map[deadletters.ID]deadletters.Record, len(recs))
-	bySource := map[sourceKind][]deadletters.Record{}
+	byID := make(map[ID]Record, len(recs))
+	bySource := map[sourceKind][]Record{}
 	for _, r := range recs {
 		byID[r.ID] = r
 		sk := sourceKind{r.SourceTopic, r.SourcePartition, r.SourceOffset, r.Kind}
 		bySource[sk] = append(bySource[sk], r)
 	}
-	out := make([]DeadLetterState, len(ds))
+	out := make([]State, len(ds))
 	var keys []idempotent.TenantKey
 	for i, d := range ds {
-		st := DeadLetterState{DeadLetter: d, Status: StatusOpen}
+		st := State{Message: d, Status: StatusOpen}
 		r, ok := byID[d.RecordID()]
 		if !ok && d.ValueOmitted {
 			// The hash is of the original value: match by source and kind.
@@ -152,19 +151,19 @@ type sourceKind struct {
 	kind      string
 }
 
-// CloseDeadLetter records that by (the OS user@host) closed d with note:
+// CloseMessage records that by (the OS user@host) closed d with note:
 // its ss_dead_letter row gets closed_at, closed_by and close_note (a row
 // is inserted first for a dead letter that has none, with the event fields
 // dec decodes, dec may be nil). It returns the record and false, changing
 // nothing, when d was already closed. The error wraps
-// deadletters.ErrEmptyNote for a blank note.
-func CloseDeadLetter(ctx context.Context, db *bun.DB, dec *channels.Decoder, d DeadLetter, by, note string) (deadletters.Record, bool, error) {
-	r := deadletters.Record{ID: d.RecordID(), Error: d.Error, CreatedAt: d.Time}
+// ErrEmptyNote for a blank note.
+func CloseMessage(ctx context.Context, db *bun.DB, dec *channels.Decoder, d Message, by, note string) (Record, bool, error) {
+	r := Record{ID: d.RecordID(), Error: d.Error, CreatedAt: d.Time}
 	if d.ValueOmitted {
 		// The record the worker wrote holds the original value's hash.
-		states, err := DeadLetterStates(ctx, db, nil, []DeadLetter{d})
+		states, err := States(ctx, db, nil, []Message{d})
 		if err != nil {
-			return deadletters.Record{}, false, err
+			return Record{}, false, err
 		}
 		if rec := states[0].Record; rec != nil {
 			r.ID = rec.ID
@@ -179,9 +178,9 @@ func CloseDeadLetter(ctx context.Context, db *bun.DB, dec *channels.Decoder, d D
 			}
 		}
 	}
-	rec, changed, err := deadletters.NewStore(db).Close(ctx, r, by, note)
+	rec, changed, err := NewStore(db).Close(ctx, r, by, note)
 	if err != nil {
-		return deadletters.Record{}, false, fmt.Errorf("close dead letter at %d:%d: %w", d.Partition, d.Offset, err)
+		return Record{}, false, fmt.Errorf("close dead letter at %d:%d: %w", d.Partition, d.Offset, err)
 	}
 	return rec, changed, nil
 }

@@ -1,4 +1,4 @@
-package ops
+package deadletters
 
 import (
 	"crypto/aes"
@@ -12,8 +12,8 @@ import (
 	"github.com/paycallback/paycallback/pkg/channels"
 )
 
-// DeadLetterHeader is one header of a dead letter, its value as text.
-type DeadLetterHeader struct {
+// HeaderView is one header of a dead letter, its value as text.
+type HeaderView struct {
 	Key   string `json:"key"`
 	Value string `json:"value"`
 }
@@ -48,19 +48,19 @@ type WeChatResourceView struct {
 	DecryptError string `json:"decrypt_error,omitempty"`
 }
 
-// DeadLetterView is everything about one dead letter, for `consumer dlq
+// View is everything about one dead letter, for `consumer dlq
 // show`: where it is, its headers, key and value decoded as far as they
 // go, and its status.
-type DeadLetterView struct {
-	Position     string             `json:"position"`
-	Time         time.Time          `json:"time"`
-	Headers      []DeadLetterHeader `json:"headers"`
-	Key          string             `json:"key"`
-	Kind         string             `json:"kind"`
-	Error        string             `json:"error"`
-	Source       string             `json:"source"`
-	ValueOmitted bool               `json:"value_omitted"`
-	ValueBytes   int                `json:"value_bytes"`
+type View struct {
+	Position     string       `json:"position"`
+	Time         time.Time    `json:"time"`
+	Headers      []HeaderView `json:"headers"`
+	Key          string       `json:"key"`
+	Kind         string       `json:"kind"`
+	Error        string       `json:"error"`
+	Source       string       `json:"source"`
+	ValueOmitted bool         `json:"value_omitted"`
+	ValueBytes   int          `json:"value_bytes"`
 	// Envelope is nil when the value is not an envelope at all (then
 	// Value holds it as text).
 	Envelope *EnvelopeView `json:"envelope,omitempty"`
@@ -72,26 +72,26 @@ type DeadLetterView struct {
 	Value string `json:"value,omitempty"`
 	// Status is open, resolved or closed; empty when not known (no
 	// database).
-	Status    DeadLetterStatus `json:"status,omitempty"`
-	Recorded  bool             `json:"recorded"`
-	ClosedAt  *time.Time       `json:"closed_at,omitempty"`
-	ClosedBy  string           `json:"closed_by,omitempty"`
-	CloseNote string           `json:"close_note,omitempty"`
-	SettledAt *time.Time       `json:"settled_at,omitempty"`
-	Outcome   string           `json:"settle_outcome,omitempty"`
+	Status    Status     `json:"status,omitempty"`
+	Recorded  bool       `json:"recorded"`
+	ClosedAt  *time.Time `json:"closed_at,omitempty"`
+	ClosedBy  string     `json:"closed_by,omitempty"`
+	CloseNote string     `json:"close_note,omitempty"`
+	SettledAt *time.Time `json:"settled_at,omitempty"`
+	Outcome   string     `json:"settle_outcome,omitempty"`
 }
 
-// ViewDeadLetter builds the view of d. With keys not nil, a WeChat
+// ViewOf builds the view of d. With keys not nil, a WeChat
 // resource is decrypted with the tenant's keys (current first) and its
 // plaintext included; with keys nil it never is. st, when not nil, is d's
-// status (DeadLetterStates).
-func ViewDeadLetter(dlqTopic string, d DeadLetter, st *DeadLetterState, keys channels.KeyProvider) DeadLetterView {
-	v := DeadLetterView{
+// status (States).
+func ViewOf(dlqTopic string, d Message, st *State, keys channels.KeyProvider) View {
+	v := View{
 		Position: d.Position(dlqTopic), Time: d.Time.UTC(), Key: string(d.Key), Kind: d.Kind, Error: d.Error,
-		Source: d.Source, ValueOmitted: d.ValueOmitted, ValueBytes: len(d.Value), Headers: []DeadLetterHeader{},
+		Source: d.Source, ValueOmitted: d.ValueOmitted, ValueBytes: len(d.Value), Headers: []HeaderView{},
 	}
 	for _, h := range d.Headers {
-		v.Headers = append(v.Headers, DeadLetterHeader{Key: h.Key, Value: string(h.Value)})
+		v.Headers = append(v.Headers, HeaderView{Key: h.Key, Value: string(h.Value)})
 	}
 	if st != nil {
 		v.Status, v.Recorded, v.SettledAt, v.Outcome = st.Status, st.Record != nil, st.SettledAt, st.Outcome
