@@ -20,6 +20,10 @@ type Records interface {
 	// Recorded reports whether the dead letter id was written and
 	// acknowledged before.
 	Recorded(ctx context.Context, id ID) (bool, error)
+	// RedriveRecorded reports whether the dead letter from names (the
+	// x-redriven-from of the message of id) already has a successor
+	// recorded: a redrive of it failed again before.
+	RedriveRecorded(ctx context.Context, from string, id ID) (bool, error)
 	// Record inserts r; a record already there is success.
 	Record(ctx context.Context, r Record) error
 }
@@ -39,8 +43,10 @@ const recordTimeout = 5 * time.Second
 
 // Once writes each dead letter once: before the write it looks the record
 // up (written by this or any earlier run, group or instance) and skips the
-// write when it is there; after the acknowledged write it inserts the
-// record. It remembers the dead letters written whose record insert
+// write when it is there, or, for a redriven message (x-redriven-from),
+// when the dead letter it was redriven from already has a successor; after
+// the acknowledged write it inserts the record, linked to the dead letter
+// it was redriven from. It remembers the dead letters written whose record insert
 // failed, so that the message's retry inserts the record without a second
 // write. The zero value is ready to use; it is safe for concurrent use.
 type Once struct {
@@ -73,9 +79,13 @@ func (o *Once) Write(ctx context.Context, s Sender, recs Records, met *metrics.M
 		return nil
 	}
 	id := NewID(l.Msg.Topic, l.Msg.Partition, l.Msg.Offset, l.Msg.Key, l.Msg.Value, string(l.Kind))
+	from := headerOf(l.Msg.Headers, HeaderRedrivenFrom)
 	if !o.pending(id) {
 		lctx, cancel := context.WithTimeout(ctx, recordTimeout)
 		found, err := recs.Recorded(lctx, id)
+		if err == nil && !found && from != "" {
+			found, err = recs.RedriveRecorded(lctx, from, id)
+		}
 		cancel()
 		if err != nil {
 			return err
@@ -104,7 +114,7 @@ func (o *Once) Write(ctx context.Context, s Sender, recs Records, met *metrics.M
 // recordOf is the record of dead letter id: its event fields as far as
 // the message decoded.
 func recordOf(id ID, l Letter) Record {
-	r := Record{ID: id, Error: l.Reason}
+	r := Record{ID: id, Error: l.Reason, RedrivenFrom: headerOf(l.Msg.Headers, HeaderRedrivenFrom)}
 	ev := l.Event
 	if ev.TenantID > 0 {
 		r.TenantID = ev.TenantID
@@ -142,4 +152,14 @@ func (o *Once) forget(id ID) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	delete(o.unrecorded, id)
+}
+
+// headerOf is the value of the header key in hs, "" when there is none.
+func headerOf(hs []kafka.Header, key string) string {
+	for _, h := range hs {
+		if h.Key == key {
+			return string(h.Value)
+		}
+	}
+	return ""
 }

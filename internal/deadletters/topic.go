@@ -87,15 +87,33 @@ type Message struct {
 	// -1 when the header is not a decimal number, 0 when ValueOmitted is
 	// false.
 	OmittedBytes int64
+	// BodyLost is set on a dead letter known only from its ss_dead_letter
+	// row: the dead-letter topic no longer holds it (retention, or a topic
+	// deleted and recreated). Its Key, Value and Headers are then empty,
+	// Time is when the row was written, and Partition and Offset are its
+	// last recorded position, -1 when none was recorded.
+	BodyLost bool
+	// topic is the dead-letter topic it was read from.
+	topic string
 }
 
 // ErrValueOmitted is wrapped by the errors that refuse to redrive a dead
 // letter whose value was omitted (Message.ValueOmitted).
 var ErrValueOmitted = errors.New("value omitted from the dead letter")
 
+// ErrBodyLost is wrapped by the errors that refuse to redrive a dead
+// letter whose body the dead-letter topic no longer holds
+// (Message.BodyLost).
+var ErrBodyLost = errors.New("the dead-letter topic no longer holds the dead letter")
+
 // RedriveRefusal returns nil when d can be redriven, or why not: an error
-// wrapping ErrValueOmitted that says where the original message is.
+// wrapping ErrValueOmitted or ErrBodyLost that says where the original
+// message is.
 func (d Message) RedriveRefusal() error {
+	if d.BodyLost {
+		return fmt.Errorf("%w (retention, or the topic was recreated): its key and value are lost and there is nothing to redrive; the original was at %s while the input topic retains it; close it with a note once handled",
+			ErrBodyLost, d.Source)
+	}
 	if !d.ValueOmitted {
 		return nil
 	}
@@ -110,7 +128,7 @@ func (d Message) RedriveRefusal() error {
 // Refusal is a dead letter that Redrive refuses, and why.
 type Refusal struct {
 	Message Message
-	Reason  error // wraps ErrValueOmitted
+	Reason  error // wraps ErrValueOmitted or ErrBodyLost
 }
 
 // SplitRedrive separates the dead letters Redrive accepts from those it
@@ -165,7 +183,7 @@ func ReadTopic(ctx context.Context, k Kafka, f Filter) ([]Message, error) {
 func deadLetterOf(m kafka.Message) Message {
 	d := Message{
 		Partition: m.Partition, Offset: m.Offset, Time: m.Time, Key: m.Key, Value: m.Value,
-		SourcePartition: -1, SourceOffset: -1, Headers: m.Headers,
+		SourcePartition: -1, SourceOffset: -1, Headers: m.Headers, topic: m.Topic,
 	}
 	var part, off string
 	for _, h := range m.Headers {
@@ -198,8 +216,12 @@ func deadLetterOf(m kafka.Message) Message {
 	return d
 }
 
-// Position is where the dead letter is: dlqTopic/partition@offset.
+// Position is where the dead letter is: dlqTopic/partition@offset, or
+// "lost" for a dead letter whose body the topic no longer holds.
 func (d Message) Position(dlqTopic string) string {
+	if d.BodyLost {
+		return "lost"
+	}
 	return dlqTopic + "/" + strconv.Itoa(d.Partition) + "@" + strconv.FormatInt(d.Offset, 10)
 }
 
@@ -310,8 +332,8 @@ func Summarize(ds []Message) []KindSummary {
 // worker's claim store decides whether each event was already handled.
 //
 // Redrive publishes nothing and returns an error wrapping ErrValueOmitted
-// when any of ds has its value omitted; SplitRedrive separates those first.
-// A dead letter larger than 1 MiB is published alone, so the input topic's
+// or ErrBodyLost when any of ds has its value omitted or its body lost;
+// SplitRedrive separates those first. A dead letter larger than 1 MiB is published alone, so the input topic's
 // size limit judges it as it judged the original.
 func Redrive(ctx context.Context, k Kafka, ds []Message) error {
 	if len(ds) == 0 {

@@ -54,7 +54,8 @@ var ErrTooLarge = errors.New("dead letter too large even without its value")
 // *KafkaWriter is the implementation.
 type Sender interface {
 	// DeadLetter writes msg's key and value unchanged with the contract's
-	// headers and msg's own x-paycb-statement-signature when it has one (or,
+	// headers and msg's own x-paycb-statement-signature and x-redriven-from
+	// when it has them (or,
 	// when the dead-letter topic refuses the message for its size, the key
 	// with an empty value and HeaderValueOmitted), and returns only once
 	// all in-sync replicas acknowledged it.
@@ -165,7 +166,7 @@ func (d *KafkaWriter) DeadLetter(ctx context.Context, msg kafka.Message, kind ch
 		{Key: HeaderSourcePartition, Value: []byte(strconv.Itoa(msg.Partition))},
 		{Key: HeaderSourceOffset, Value: []byte(strconv.FormatInt(msg.Offset, 10))},
 	}
-	headers = keepSignature(headers, msg)
+	headers = keepHeaders(headers, msg)
 	err := d.write(ctx, kafka.Message{Key: msg.Key, Value: msg.Value, Headers: headers})
 	if err == nil {
 		return nil
@@ -188,14 +189,19 @@ func (d *KafkaWriter) DeadLetter(ctx context.Context, msg kafka.Message, kind ch
 	return nil
 }
 
-// keepSignature appends to headers the input message's
+// keepHeaders appends to headers the input message's
 // x-paycb-statement-signature, when it has one, so that a statement event
 // dead-lettered (for any reason, its value kept or omitted) can be
-// redriven with it and verify again.
-func keepSignature(headers []kafka.Header, msg kafka.Message) []kafka.Header {
-	for _, h := range msg.Headers {
-		if h.Key == statementauth.HeaderSignature {
-			return append(headers, kafka.Header{Key: h.Key, Value: h.Value})
+// redriven with it and verify again; and its x-redriven-from, when it was
+// a redrive, so that the dead letter of a redrive that failed again names
+// the dead letter it was redriven from.
+func keepHeaders(headers []kafka.Header, msg kafka.Message) []kafka.Header {
+	for _, key := range []string{statementauth.HeaderSignature, HeaderRedrivenFrom} {
+		for _, h := range msg.Headers {
+			if h.Key == key {
+				headers = append(headers, kafka.Header{Key: h.Key, Value: h.Value})
+				break
+			}
 		}
 	}
 	return headers
