@@ -150,12 +150,15 @@ func (s *Store) AtPosition(ctx context.Context, pos Position) (Record, bool, err
 }
 
 // NotePosition records pos as r's position in the dead-letter topic,
-// inserting r first when it has no row (a dead letter written before the
+// inserting r first when it was not read from the table (RowID 0) and has
+// no row (a dead letter written before the
 // table existed, or whose row was lost), and returns the record as it is
 // after the call.
 func (s *Store) NotePosition(ctx context.Context, r Record, pos Position) (Record, error) {
-	if err := s.Record(ctx, r); err != nil {
-		return Record{}, err
+	if r.RowID == 0 {
+		if err := s.Record(ctx, r); err != nil {
+			return Record{}, err
+		}
 	}
 	_, err := whereID(s.db.NewUpdate().Table("ss_dead_letter"), r.ID).
 		Set("dlq_topic = ?", pos.Topic).Set("dlq_partition = ?", pos.Partition).Set("dlq_offset = ?", pos.Offset).

@@ -119,3 +119,47 @@ func TestParseID(t *testing.T) {
 		assert.False(t, ok, bad)
 	}
 }
+
+// TestConcurrentFailuresOfOneRedriveFormOneChain: dead letters of the same
+// original recorded at once (several groups or instances failing the same
+// redrive) each take a distinct place in one chain, never two successors
+// of one dead letter: exactly one of them is not superseded.
+func TestConcurrentFailuresOfOneRedriveFormOneChain(t *testing.T) {
+	sqldbtest.Dialects(t, func(t *testing.T, db *bun.DB) { //nolint:thelper // a test body run once per dialect
+		ctx := context.Background()
+		s := deadletters.NewStore(db)
+		key, value := []byte("ALIPAY:T-1"), []byte(`{"conflicting":true}`)
+		original := deadletters.Record{ID: deadletters.NewID(testTopic, 0, 1, key, value, "conflict"), Error: "conflict"}
+		pos := deadletters.Position{Topic: testDLQ, Partition: 0, Offset: 0}
+		noted, err := s.NotePosition(ctx, original, pos)
+		require.NoError(t, err)
+		const n = 4
+		errs := make(chan error, n)
+		for i := range n {
+			go func() {
+				id := deadletters.NewID(testTopic, 1, int64(100+i), key, value, "conflict")
+				errs <- s.Record(ctx, deadletters.Record{ID: id, Error: "conflict", RedrivenFrom: pos.String()})
+			}()
+		}
+		for range n {
+			require.NoError(t, <-errs)
+		}
+		all, err := s.All(ctx)
+		require.NoError(t, err)
+		require.Len(t, all, n+1)
+		ids := make([]int64, len(all))
+		for i, r := range all {
+			ids[i] = r.RowID
+		}
+		succ, err := s.Successors(ctx, ids)
+		require.NoError(t, err)
+		assert.Len(t, succ, n, "every dead letter but one is superseded, each by one successor")
+		_, ok := succ[noted.RowID]
+		assert.True(t, ok, "the original is superseded")
+		seen := map[int64]bool{}
+		for _, next := range succ {
+			assert.False(t, seen[next], "one place each")
+			seen[next] = true
+		}
+	})
+}

@@ -134,7 +134,7 @@ const (
 	maxFrom = 512
 	// maxLinkAttempts bounds how often Record links again after a
 	// concurrent record took the successor place it meant to take.
-	maxLinkAttempts = 5
+	maxLinkAttempts = 20
 )
 
 // Store reads and writes ss_dead_letter. It is safe for concurrent use.
