@@ -327,14 +327,17 @@ func Summarize(ds []Message) []KindSummary {
 // Redrive re-publishes each dead letter's original key and value, unchanged,
 // to the input topic k.Topic, keyed as before (so a trade's events share a
 // partition), with HeaderRedrivenFrom added and the statement signature
-// the dead letter kept (x-paycb-statement-signature) restored. It returns once all in-sync
-// replicas acknowledged every message. Redriving is safe to repeat: the
-// worker's claim store decides whether each event was already handled.
+// the dead letter kept (x-paycb-statement-signature) restored. It returns
+// once all in-sync replicas acknowledged every message. Redriving is safe
+// to repeat: the worker's claim store decides whether each event was
+// already handled. Call NoteRedriven first when a database is at hand, so
+// that a redrive that fails again finds its dead letter by position.
 //
 // Redrive publishes nothing and returns an error wrapping ErrValueOmitted
 // or ErrBodyLost when any of ds has its value omitted or its body lost;
-// SplitRedrive separates those first. A dead letter larger than 1 MiB is published alone, so the input topic's
-// size limit judges it as it judged the original.
+// SplitRedrive separates those first. A dead letter larger than 1 MiB is
+// published alone, so the input topic's size limit judges it as it judged
+// the original.
 func Redrive(ctx context.Context, k Kafka, ds []Message) error {
 	if len(ds) == 0 {
 		return nil

@@ -62,3 +62,18 @@ func TestDeadLetterKeepsTheStatementSignature(t *testing.T) {
 		assert.NotContains(t, headerMap(readOne(t, brokers, dlDLQ, 1<<20)), statementauth.HeaderSignature)
 	})
 }
+
+// TestDeadLetterKeepsXRedrivenFrom: the dead letter of a redriven message
+// keeps its x-redriven-from, naming the dead letter it supersedes.
+func TestDeadLetterKeepsXRedrivenFrom(t *testing.T) {
+	brokers := mustSizedKafka(t, 1<<20, 1<<20)
+	dl := deadletters.NewKafkaWriter(brokers, dlDLQ, 0)
+	t.Cleanup(func() { _ = dl.Close() })
+	from := dlDLQ + "/0@7"
+	msg := kafka.Message{Topic: dlTopic, Offset: 12, Key: []byte("junk"), Value: []byte("not an envelope"),
+		Headers: []kafka.Header{{Key: deadletters.HeaderRedrivenFrom, Value: []byte(from)}}}
+	require.NoError(t, dl.DeadLetter(context.Background(), msg, channels.KindMalformed, "bad json"))
+	h := headerMap(readOne(t, brokers, dlDLQ, 1<<20))
+	assert.Equal(t, from, h[deadletters.HeaderRedrivenFrom])
+	assert.Equal(t, "12", h[deadletters.HeaderSourceOffset], "its own source: the redriven message")
+}
