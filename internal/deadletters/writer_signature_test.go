@@ -70,8 +70,10 @@ func TestDeadLetterKeepsXRedrivenFrom(t *testing.T) {
 	dl := deadletters.NewKafkaWriter(brokers, dlDLQ, 0)
 	t.Cleanup(func() { _ = dl.Close() })
 	from := dlDLQ + "/0@7"
-	msg := kafka.Message{Topic: dlTopic, Offset: 12, Key: []byte("junk"), Value: []byte("not an envelope"),
-		Headers: []kafka.Header{{Key: deadletters.HeaderRedrivenFrom, Value: []byte(from)}}}
+	msg := kafka.Message{
+		Topic: dlTopic, Offset: 12, Key: []byte("junk"), Value: []byte("not an envelope"),
+		Headers: []kafka.Header{{Key: deadletters.HeaderRedrivenFrom, Value: []byte(from)}},
+	}
 	require.NoError(t, dl.DeadLetter(context.Background(), msg, channels.KindMalformed, "bad json"))
 	h := headerMap(readOne(t, brokers, dlDLQ, 1<<20))
 	assert.Equal(t, from, h[deadletters.HeaderRedrivenFrom])
