@@ -34,6 +34,8 @@ func statusOf(st deadletters.State, known bool) string {
 		return "-"
 	case st.Status == deadletters.StatusRedriven:
 		return "redriven (to " + st.Successor + ")"
+	case st.Status == deadletters.StatusDuplicate:
+		return "duplicate (of " + st.Successor + ")"
 	}
 	return string(st.Status)
 }

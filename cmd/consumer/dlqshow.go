@@ -211,6 +211,8 @@ func statusLine(v deadletters.View) string {
 		return fmt.Sprintf("resolved: its event's claim settled %s at %s", v.Outcome, v.SettledAt.UTC().Format(time.RFC3339))
 	case deadletters.StatusRedriven:
 		return "redriven: its redrive failed again into dead letter " + v.Successor + ", which takes its place"
+	case deadletters.StatusDuplicate:
+		return "duplicate: a second copy of dead letter " + v.Successor + ", which stands for both"
 	}
 	if !v.Recorded {
 		return "open (no ss_dead_letter row: written before it existed)"

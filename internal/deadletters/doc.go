@@ -12,8 +12,8 @@
 // A redrive that fails again is linked to the dead letter it came from
 // (Store.Record), which it supersedes: an original message has at most
 // one open dead letter. The worker uses the package through its small
-// DeadLetterer and DeadLetterRecords interfaces; cmd/consumer's dlq
-// commands are flags and output over it.
+// interfaces worker.DeadLetterer (Sender) and worker.DeadLetterRecords
+// (Records); cmd/consumer's dlq commands are flags and output over it.
 //
 // This package must never:
 //

@@ -2,6 +2,7 @@ package deadletters_test
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -253,4 +254,35 @@ func TestRedriveThatFailsAgainSupersedesItsOriginal(t *testing.T) {
 		}
 	}
 	assert.Equal(t, 4, redriven)
+}
+
+// TestASecondCopyOfARecordedDeadLetterIsADuplicate: a dead letter written
+// twice (its worker died between the write and the record, and the retry
+// wrote it again) is listed twice, under two ids, the copy without the
+// row as a duplicate of the other: one open dead letter, not two.
+func TestASecondCopyOfARecordedDeadLetterIsADuplicate(t *testing.T) {
+	ctx := context.Background()
+	w := newWorkerWorld(t)
+	dl := deadletters.NewKafkaWriter(w.k.Brokers, w.k.DLQTopic, 0)
+	t.Cleanup(func() { _ = dl.Close() })
+	msg := kafka.Message{Topic: w.k.Topic, Partition: 0, Offset: 4, Key: []byte("junk"), Value: []byte("not an envelope")}
+	for range 2 {
+		require.NoError(t, dl.DeadLetter(ctx, msg, channels.KindMalformed, "bad"))
+	}
+	id := deadletters.NewID(msg.Topic, msg.Partition, msg.Offset, msg.Key, msg.Value, "malformed")
+	require.NoError(t, deadletters.NewStore(w.db).Record(ctx, deadletters.Record{ID: id, Error: "bad"}))
+
+	states := w.list(t)
+	require.Len(t, states, 2)
+	assert.Equal(t, 1, open(states))
+	first, second := states[0], states[1]
+	if first.Status == deadletters.StatusDuplicate {
+		first, second = second, first
+	}
+	assert.Equal(t, deadletters.StatusOpen, first.Status)
+	require.NotNil(t, first.Record)
+	assert.Equal(t, deadletters.StatusDuplicate, second.Status)
+	assert.Equal(t, "p0-"+strconv.FormatInt(second.Message.Offset, 10), second.ID)
+	assert.NotEqual(t, first.Message.Offset, second.Message.Offset)
+	assert.Equal(t, first.ID, second.Successor, "names the copy with the row")
 }

@@ -32,6 +32,10 @@ const (
 	// dead letter of that failure (its successor) takes its place, so one
 	// original message never has more than one open dead letter.
 	StatusRedriven Status = "redriven"
+	// StatusDuplicate: a second copy in the topic of a dead letter that
+	// has its row (a worker died between writing it and recording it, and
+	// its retry wrote it again); the copy with the row stands for both.
+	StatusDuplicate Status = "duplicate"
 )
 
 // RecordID is the ss_dead_letter identity of d: its source coordinates, the
@@ -61,8 +65,11 @@ type State struct {
 	SettledAt *time.Time
 	Outcome   string
 	// Successor is the id of the dead letter its redrive failed again
-	// into; set only for StatusRedriven.
+	// into; set only for StatusRedriven. For StatusDuplicate it is the id
+	// of the copy that has the row.
 	Successor string
+	// duplicateOf is the row of which this is a second copy (0: none).
+	duplicateOf int64
 }
 
 // RedrivenFrom is the dead letter whose redrive failed again into this
@@ -164,6 +171,7 @@ func match(ds []Message, recs []Record) []State {
 		bySource[sk] = append(bySource[sk], r)
 	}
 	out := make([]State, len(ds))
+	used := map[int64]bool{}
 	for i, d := range ds {
 		st := State{Message: d, Status: StatusOpen}
 		r, ok := byID[d.RecordID()]
@@ -173,8 +181,12 @@ func match(ds []Message, recs []Record) []State {
 				r, ok = rs[0], true
 			}
 		}
-		if ok {
+		switch {
+		case ok && r.RowID > 0 && used[r.RowID]:
+			st.duplicateOf = r.RowID
+		case ok:
 			st.Record = &r
+			used[r.RowID] = true
 		}
 		out[i] = st
 	}
@@ -221,6 +233,8 @@ func settleStates(ctx context.Context, db *bun.DB, dec *channels.Decoder, out []
 			next, ok = byFrom[st.Message.Position(st.Message.topic)]
 		}
 		switch {
+		case st.duplicateOf > 0:
+			st.Status, st.Successor = StatusDuplicate, strconv.FormatInt(st.duplicateOf, 10)
 		case st.Record != nil && st.Record.Closed():
 			st.Status = StatusClosed
 		case ok:
