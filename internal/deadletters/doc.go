@@ -5,8 +5,8 @@
 // and the operators' back ends over them: every dead letter, the topic's
 // and the table's (List: one the topic lost is listed from its row, one
 // without a row from the topic), each with a stable id (LetterID) and a
-// status (open, resolved, redriven, closed); one found by its id or
-// position (Find) and shown in full (ViewOf); closing one with a note
+// status (open, resolved, redriven, duplicate, closed); one found by its id
+// or position (Find) and shown in full (ViewOf); closing one with a note
 // (Close); redriving them to the input topic (Redrive, after NoteRedriven
 // recorded where each is); and the dead letters of one trade (ForTrade).
 // A redrive that fails again is linked to the dead letter it came from

@@ -79,8 +79,8 @@ type View struct {
 	WeChat *WeChatResourceView `json:"wechat_resource,omitempty"`
 	// Value is the raw value when it is not an envelope.
 	Value string `json:"value,omitempty"`
-	// Status is open, resolved, closed or redriven; empty when not known
-	// (no database).
+	// Status is open, resolved, closed, redriven or duplicate; empty when
+	// not known (no database).
 	Status    Status     `json:"status,omitempty"`
 	Recorded  bool       `json:"recorded"`
 	ClosedAt  *time.Time `json:"closed_at,omitempty"`
