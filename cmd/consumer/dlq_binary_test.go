@@ -147,17 +147,11 @@ func (w *binaryWorld) dropDeadLetterRecords() {
 	end, err := kafkaops.ListOffsets(ctx, client, runDLQ, []int{0}, kafka.LastOffset)
 	require.NoError(w.t, err)
 	setRetention("1")
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	require.Eventually(w.t, func() bool {
 		w.cluster.ApplyRetention()
 		first, err := kafkaops.ListOffsets(ctx, client, runDLQ, []int{0}, kafka.FirstOffset)
-		require.NoError(w.t, err)
-		if first[0] == end[0] {
-			break
-		}
-		require.True(w.t, time.Now().Before(deadline), "retention did not remove the dead letters")
-		time.Sleep(20 * time.Millisecond) // the records' age passing retention.ms, not a synchronisation
-	}
+		return err == nil && first[0] == end[0]
+	}, 10*time.Second, 20*time.Millisecond, "retention did not remove the dead letters")
 	setRetention("604800000")
 }
 
