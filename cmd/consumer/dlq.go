@@ -268,7 +268,11 @@ func dlqRedriveCommand(fs *flag.FlagSet) runFunc {
 		ok, refused := deadletters.SplitRedrive(ds)
 		for _, r := range refused {
 			d := r.Message
-			out.printf("refused %s (key %s): %v\n", d.Position(k.DLQTopic), oneLine(string(d.Key), 48), r.Reason)
+			name := d.Position(k.DLQTopic)
+			if d.BodyLost {
+				name = what
+			}
+			out.printf("refused %s (key %s): %v\n", name, oneLine(string(d.Key), 48), r.Reason)
 		}
 		var refusal error
 		if len(refused) > 0 {

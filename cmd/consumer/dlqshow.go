@@ -154,7 +154,11 @@ func dlqShowCommand(fs *flag.FlagSet) runFunc {
 
 // printDeadLetter prints a dead letter's view as text.
 func printDeadLetter(out *printer, v deadletters.View, decrypt bool) {
-	out.printf("dead letter %s (id %s)\n", v.Position, v.ID)
+	if v.BodyLost {
+		out.printf("dead letter %s (no longer in the dead-letter topic)\n", v.ID)
+	} else {
+		out.printf("dead letter %s (id %s)\n", v.Position, v.ID)
+	}
 	out.printf("time:     %s\n", v.Time.Format(time.RFC3339Nano))
 	out.printf("kind:     %s\n", v.Kind)
 	out.printf("error:    %s\n", v.Error)
