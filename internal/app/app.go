@@ -104,6 +104,13 @@ func (m *Main) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// The contract's metrics are served from the first scrape, start-up
+	// included: paycb_group_joined is 0 until a generation is joined.
+	met, err := metrics.New(reg)
+	if err != nil {
+		_ = adminLn.Close()
+		return fmt.Errorf("register metrics: %w", err)
+	}
 	srv := admin.New(cfg.Admin.Addr, reg, []admin.Check{
 		{Name: "startup", Check: func(context.Context) error {
 			if what := *starting.Load(); what != "" {
@@ -157,10 +164,6 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	setStarting("starting: wiring the worker")
 
-	met, err := metrics.New(reg)
-	if err != nil {
-		return fmt.Errorf("register metrics: %w", err)
-	}
 	// The statement reconciliation metrics are read from the database at
 	// every scrape (`consumer statement reconcile` records the results).
 	if err := reg.Register(metrics.NewStatementCollector(func(ctx context.Context, now time.Time, days int) ([]metrics.StatementStanding, error) {

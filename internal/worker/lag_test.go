@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/segmentio/kafka-go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -22,7 +23,7 @@ func TestReadyNamesTheLongestStall(t *testing.T) {
 	m, err := metrics.New(reg)
 	require.NoError(t, err)
 	w := New(Config{StallAfter: time.Minute}, &Pipeline{}, m, nil)
-	w.setGeneration(3)
+	w.joined(&kafka.Generation{ID: 3}, 3)
 	p1, p4, p7 := w.own(1), w.own(4), w.own(7)
 	require.NoError(t, w.Ready())
 
@@ -74,4 +75,55 @@ func stall(t *testing.T, reg *prometheus.Registry, partition string) float64 {
 	}
 	t.Fatalf("no stall series for partition %s", partition)
 	return 0
+}
+
+// TestReadyWhileAMemberOnly: readiness and paycb_group_joined follow the
+// generation: not a member before the first join (saying why, once an
+// attempt failed), a member once joined (with no partition too: it
+// stands by), not a member from the moment the generation ends, saying
+// since when; a generation that already gave way to the next changes
+// nothing when it ends.
+func TestReadyWhileAMemberOnly(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m, err := metrics.New(reg)
+	require.NoError(t, err)
+	w := New(Config{GroupID: "settlement-consumer"}, &Pipeline{}, m, nil)
+	joined := func() float64 {
+		t.Helper()
+		mfs, err := reg.Gather()
+		require.NoError(t, err)
+		for _, mf := range mfs {
+			if mf.GetName() == "paycb_group_joined" {
+				return mf.GetMetric()[0].GetGauge().GetValue()
+			}
+		}
+		t.Fatal("no paycb_group_joined")
+		return 0
+	}
+
+	require.EqualError(t, w.Ready(), "not a member of consumer group settlement-consumer yet: joining")
+	assert.Zero(t, joined())
+	w.joinFailed(errors.New("dial tcp 127.0.0.1:9092: connect: connection refused"))
+	assert.Regexp(t, `^not a member of consumer group settlement-consumer yet: joining; last attempt \(0s ago\): dial tcp 127.0.0.1:9092: connect: connection refused$`, w.Ready().Error())
+
+	first := &kafka.Generation{ID: 4}
+	w.joined(first, 0)
+	require.NoError(t, w.Ready(), "a member with no partition stands by")
+	assert.InDelta(t, 1, joined(), 0)
+	assert.True(t, w.GroupJoined())
+
+	w.left(first)
+	assert.Zero(t, joined())
+	assert.False(t, w.GroupJoined())
+	assert.Regexp(t, `^not a member of consumer group settlement-consumer since \S+Z \(0s ago\): generation 4 ended \(.*\); rejoining$`, w.Ready().Error())
+
+	second := &kafka.Generation{ID: 1} // a new cluster counts from 1 again
+	w.joined(second, 2)
+	w.left(first)
+	require.NoError(t, w.Ready(), "the end of an earlier generation is not this one's")
+	assert.InDelta(t, 1, joined(), 0)
+
+	w.leave()
+	assert.Zero(t, joined())
+	require.Error(t, w.Ready())
 }

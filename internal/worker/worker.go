@@ -107,9 +107,17 @@ type Worker struct {
 
 	stats *readerStats
 
-	mu         sync.Mutex
-	generation int32 // 0 while not a member of a generation
-	partitions map[int]*partitionState
+	mu sync.Mutex
+	// member is the generation this worker is a member of, from the moment
+	// the coordinator handed it out (JoinGroup and SyncGroup answered)
+	// until it ends (a heartbeat unanswered or refused, a rebalance, a
+	// partition loop that gave up, the group closed); nil while none.
+	member     *kafka.Generation
+	generation int32 // member's ID; 0 while not a member of a generation
+	// assignedCount is how many partitions of the topic member assigned.
+	assignedCount int
+	group         groupState
+	partitions    map[int]*partitionState
 	// assigned wakes the monitor when a partition is assigned, so that its
 	// lag is asked for at once.
 	assigned chan struct{}
@@ -143,6 +151,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		SessionTimeout:         w.cfg.SessionTimeout,
 		RebalanceTimeout:       w.cfg.RebalanceTimeout,
 		JoinGroupBackoff:       time.Second,
+		Timeout:                groupRequestTimeout,
 		StartOffset:            w.cfg.StartOffset,
 		WatchPartitionChanges:  true,
 		PartitionWatchInterval: w.cfg.PartitionWatchInterval,
@@ -172,6 +181,7 @@ func (w *Worker) Run(ctx context.Context) error {
 				if ctx.Err() != nil || errors.Is(err, kafka.ErrGroupClosed) {
 					return
 				}
+				w.joinFailed(err)
 				const msg = "consumer group: no generation yet"
 				if errors.Is(err, kafka.RebalanceInProgress) {
 					// Routine: the group is rebalancing; the next
@@ -203,7 +213,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		w.logger.Warn("leave consumer group", "error", err.Error())
 	}
 	<-done
-	w.setGeneration(0)
+	w.leave()
 	return nil
 }
 
@@ -213,7 +223,14 @@ func (w *Worker) startGeneration(stop, hardStop context.Context, gen *kafka.Gene
 	if !drained.add(len(assigned)) {
 		return // shutting down: the group is about to be left
 	}
-	w.setGeneration(gen.ID)
+	w.joined(gen, len(assigned))
+	// The membership lasts as long as the generation: kafka-go ends it
+	// when a heartbeat goes unanswered (within groupRequestTimeout) or is
+	// refused, at a rebalance, or when any function started on it returns.
+	gen.Start(func(genCtx context.Context) {
+		<-genCtx.Done()
+		w.left(gen)
+	})
 	w.logger.Info("joined generation", "generation", gen.ID, "member", gen.MemberID, "partitions", len(assigned))
 	commits := newOffsetCommitter(w.cfg.Topic, gen.CommitOffsets)
 	for _, a := range assigned {
@@ -252,17 +269,95 @@ func (d *drainGroup) closeAndWait() {
 	d.wg.Wait()
 }
 
-func (w *Worker) setGeneration(id int32) {
+// groupRequestTimeout bounds each request of the consumer group to its
+// coordinator (kafka-go's ConsumerGroupConfig.Timeout): a heartbeat the
+// coordinator does not answer within it ends the generation. So the
+// worker knows it has lost the group at most HeartbeatInterval plus this
+// after the coordinator's last answer (8s with the default 3s interval).
+const groupRequestTimeout = 5 * time.Second
+
+// groupState is what the worker knows of the group while it is not a
+// member, for readiness to say why.
+type groupState struct {
+	// lostAt is when the last generation ended; zero before the first.
+	lostAt  time.Time
+	lostGen int32
+	// joinErr is the error of the last failed attempt to join since the
+	// worker was last a member, and joinErrAt when it failed.
+	joinErr   string
+	joinErrAt time.Time
+}
+
+// joined records that the worker is a member of gen, owning assigned of
+// its topic's partitions.
+func (w *Worker) joined(gen *kafka.Generation, assigned int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.generation = id
-	if id == 0 {
-		for p := range w.partitions {
-			w.metrics.DeleteConsumerLag(p)
-			w.metrics.DeletePartitionStalled(p)
-		}
-		w.partitions = map[int]*partitionState{}
+	w.member, w.generation, w.assignedCount = gen, gen.ID, assigned
+	w.group.joinErr, w.group.joinErrAt = "", time.Time{}
+	w.metrics.SetGroupJoined(true)
+}
+
+// left records that gen has ended; nothing when the worker is already a
+// member of a later one.
+func (w *Worker) left(gen *kafka.Generation) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.member != gen {
+		return
 	}
+	w.member, w.generation, w.assignedCount = nil, 0, 0
+	w.group.lostAt, w.group.lostGen = time.Now(), gen.ID
+	w.metrics.SetGroupJoined(false)
+}
+
+// joinFailed records a failed attempt to join the group.
+func (w *Worker) joinFailed(err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.group.joinErr, w.group.joinErrAt = err.Error(), time.Now()
+}
+
+// leave records that the worker has left the group for good (Run is
+// returning): not a member, and no partition's series left behind.
+func (w *Worker) leave() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.member != nil {
+		w.group.lostAt, w.group.lostGen = time.Now(), w.generation
+	}
+	w.member, w.generation, w.assignedCount = nil, 0, 0
+	w.metrics.SetGroupJoined(false)
+	for p := range w.partitions {
+		w.metrics.DeleteConsumerLag(p)
+		w.metrics.DeletePartitionStalled(p)
+	}
+	w.partitions = map[int]*partitionState{}
+}
+
+// notMember says why the worker is not a member of the group, as of now;
+// w.mu is held.
+func (w *Worker) notMember(now time.Time) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "not a member of consumer group %s", w.cfg.GroupID)
+	if w.group.lostAt.IsZero() {
+		b.WriteString(" yet: joining")
+	} else {
+		fmt.Fprintf(&b, " since %s (%s ago): generation %d ended (a heartbeat unanswered or refused, a rebalance, or the coordinator gone); rejoining",
+			w.group.lostAt.UTC().Format(time.RFC3339), now.Sub(w.group.lostAt).Round(time.Second), w.group.lostGen)
+	}
+	if w.group.joinErr != "" {
+		fmt.Fprintf(&b, "; last attempt (%s ago): %s", now.Sub(w.group.joinErrAt).Round(time.Second), w.group.joinErr)
+	}
+	return errors.New(b.String())
+}
+
+// GroupJoined reports whether the worker is a member of a generation of
+// the group that has not ended (paycb_group_joined).
+func (w *Worker) GroupJoined() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.member != nil
 }
 
 // ReaderStats is a Prometheus collector of the partition readers' kafka-go
@@ -270,17 +365,21 @@ func (w *Worker) setGeneration(id int32) {
 // contract's metrics.
 func (w *Worker) ReaderStats() prometheus.Collector { return w.stats }
 
-// Ready reports why the worker is not ready: not a member of a generation,
-// or a partition holding an unfinished message without advancing for
-// longer than Config.StallAfter; the error names the partition, the
-// offset, how long and why (the last error its attempts met).
+// Ready reports why the worker is not ready: not a member of a live
+// generation of the group (before the first join, and from the moment a
+// generation ends until the next is joined; the error says since when and
+// the last attempt's error), or a partition holding an unfinished message
+// without advancing for longer than Config.StallAfter (the error names the
+// partition, the offset, how long and why: the last error its attempts
+// met). A member assigned no partition (more instances than partitions)
+// is ready: it stands by.
 func (w *Worker) Ready() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.generation == 0 {
-		return errors.New("not a member of a consumer group generation")
-	}
 	now := time.Now()
+	if w.member == nil {
+		return w.notMember(now)
+	}
 	var stalled []int
 	for p, st := range w.partitions {
 		if st.stalled(now) > w.cfg.StallAfter {
