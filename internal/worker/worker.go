@@ -335,19 +335,20 @@ func (w *Worker) leave() {
 	w.partitions = map[int]*partitionState{}
 }
 
-// notMember says why the worker is not a member of the group, as of now;
-// w.mu is held.
+// notMember says why the worker is not a member of the group, as of now,
+// short enough for /readyz to show the last attempt's error whole; w.mu
+// is held.
 func (w *Worker) notMember(now time.Time) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "not a member of consumer group %s", w.cfg.GroupID)
+	fmt.Fprintf(&b, "not a member of group %s", w.cfg.GroupID)
 	if w.group.lostAt.IsZero() {
 		b.WriteString(" yet: joining")
 	} else {
-		fmt.Fprintf(&b, " since %s (%s ago): generation %d ended (a heartbeat unanswered or refused, a rebalance, or the coordinator gone); rejoining",
+		fmt.Fprintf(&b, " since %s (%s ago): generation %d ended",
 			w.group.lostAt.UTC().Format(time.RFC3339), now.Sub(w.group.lostAt).Round(time.Second), w.group.lostGen)
 	}
 	if w.group.joinErr != "" {
-		fmt.Fprintf(&b, "; last attempt (%s ago): %s", now.Sub(w.group.joinErrAt).Round(time.Second), w.group.joinErr)
+		fmt.Fprintf(&b, "; last join attempt (%s ago): %s", now.Sub(w.group.joinErrAt).Round(time.Second), w.group.joinErr)
 	}
 	return errors.New(b.String())
 }
