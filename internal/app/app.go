@@ -214,6 +214,9 @@ func (m *Main) Run(ctx context.Context) error {
 		StatementTimeout:  cfg.DB.StatementTimeout,
 		DeadLetterRecords: records,
 		Merchants:         merchants,
+		Orders: func(ctx context.Context, tenantID int64, ch channels.Channel, tradeNo string) (settlement.Order, error) {
+			return settlement.GetOrder(ctx, db, tenantID, ch, tradeNo)
+		},
 	}
 	w := worker.New(worker.Config{
 		Brokers:           cfg.Kafka.Brokers,
