@@ -125,7 +125,14 @@ func (m *Main) Run(ctx context.Context) error {
 			}
 			return errors.New("the worker has not started")
 		}},
-	}, logger, admin.WithPprof(cfg.Admin.Pprof))
+	}, logger, admin.WithPprof(cfg.Admin.Pprof),
+		// What each owned partition holds up and why, for `consumer status`.
+		admin.WithJSON(worker.PartitionsPath, func() any {
+			if w := m.Worker(); w != nil {
+				return w.Partitions()
+			}
+			return []worker.PartitionReport{}
+		}))
 	m.mu.Lock()
 	m.admin = srv
 	m.mu.Unlock()

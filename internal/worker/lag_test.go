@@ -27,9 +27,9 @@ func TestReadyNamesTheLongestStall(t *testing.T) {
 	p1, p4, p7 := w.own(1), w.own(4), w.own(7)
 	require.NoError(t, w.Ready())
 
-	w.holding(p4, 1234)
-	w.holding(p7, 88)
-	w.holding(p1, 10)
+	w.holding(p4, kafka.Message{Offset: 1234, Key: []byte("ALIPAY:2024060122001")})
+	w.holding(p7, kafka.Message{Offset: 88})
+	w.holding(p1, kafka.Message{Offset: 10})
 	w.attemptFailed(p4, errors.New("settle: Error 1205 (HY000): Lock wait timeout exceeded"))
 	w.attemptFailed(p4, errors.New("settle: Error 1205 (HY000): Lock wait timeout exceeded; try restarting transaction"))
 	w.mu.Lock()
@@ -45,8 +45,8 @@ func TestReadyNamesTheLongestStall(t *testing.T) {
 	assert.InDelta(t, 180, stall(t, reg, "4"), 1)
 	assert.Less(t, stall(t, reg, "1"), 1.0, "partition 1 just began holding a message")
 
-	w.advanced(p4, 1235, -1)
-	w.advanced(p7, 89, -1)
+	w.advanced(p4, 1235, nil)
+	w.advanced(p7, 89, nil)
 	require.NoError(t, w.Ready())
 	w.refreshStalls()
 	assert.Zero(t, stall(t, reg, "4"))
