@@ -24,6 +24,7 @@ func TestConflictNamesTheFieldAndBothValues(t *testing.T) {
 		reasons *reasonDeadLetterer
 	}
 	newEnv := func(t *testing.T) env {
+		t.Helper()
 		e := newPipelineEnv(t)
 		r := &reasonDeadLetterer{}
 		e.p.DeadLetterer = r
