@@ -164,6 +164,7 @@ func (w *Worker) monitor(ctx context.Context) {
 			lagDue = time.Since(lastLag) >= w.cfg.LagInterval
 		}
 		w.refreshStalls()
+		w.refreshJoined()
 		if !lagDue {
 			continue
 		}

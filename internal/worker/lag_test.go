@@ -117,6 +117,26 @@ func TestReadyWhileAMemberOnly(t *testing.T) {
 	assert.False(t, w.GroupJoined())
 	assert.Regexp(t, `^not a member of group settlement-consumer since \S+Z \(0s ago\): generation 4 ended$`, w.Ready().Error())
 
+	// A membership the coordinator has not confirmed for longer than a
+	// probe interval, the probe's timeout and a second is not one, though
+	// the generation has not ended (yet).
+	again := &kafka.Generation{ID: 5}
+	w.joined(again, 2)
+	w.probed(again, errors.New("heartbeat of generation 5: context deadline exceeded"))
+	require.NoError(t, w.Ready(), "a probe not answered yet is within the window")
+	w.mu.Lock()
+	w.confirmedAt = time.Now().Add(-w.confirmWithin() - time.Second)
+	w.mu.Unlock()
+	w.refreshJoined()
+	assert.Zero(t, joined())
+	assert.False(t, w.GroupJoined())
+	assert.Regexp(t, `^not a member of group settlement-consumer: generation 5 unconfirmed by the coordinator for 9s \(last \S+Z\); last heartbeat: heartbeat of generation 5: context deadline exceeded$`, w.Ready().Error())
+	w.probed(again, nil)
+	w.refreshJoined()
+	require.NoError(t, w.Ready(), "confirmed again")
+	assert.InDelta(t, 1, joined(), 0)
+	w.left(again)
+
 	second := &kafka.Generation{ID: 1} // a new cluster counts from 1 again
 	w.joined(second, 2)
 	w.left(first)

@@ -114,6 +114,9 @@ type Worker struct {
 	// partition loop that gave up, the group closed); nil while none.
 	member     *kafka.Generation
 	generation int32 // member's ID; 0 while not a member of a generation
+	// confirmedAt is when the coordinator last confirmed the membership:
+	// the generation handed out, or a membership probe answered.
+	confirmedAt time.Time
 	// assignedCount is how many partitions of the topic member assigned.
 	assignedCount int
 	group         groupState
@@ -224,11 +227,12 @@ func (w *Worker) startGeneration(stop, hardStop context.Context, gen *kafka.Gene
 		return // shutting down: the group is about to be left
 	}
 	w.joined(gen, len(assigned))
-	// The membership lasts as long as the generation: kafka-go ends it
-	// when a heartbeat goes unanswered (within groupRequestTimeout) or is
-	// refused, at a rebalance, or when any function started on it returns.
+	// The membership lasts as long as the generation (kafka-go ends it
+	// when a heartbeat is refused or goes unanswered, at a rebalance, or
+	// when any function started on it returns) and only while the
+	// coordinator keeps confirming it (see probeMembership).
 	gen.Start(func(genCtx context.Context) {
-		<-genCtx.Done()
+		w.probeMembership(genCtx, gen)
 		w.left(gen)
 	})
 	w.logger.Info("joined generation", "generation", gen.ID, "member", gen.MemberID, "partitions", len(assigned))
@@ -269,98 +273,6 @@ func (d *drainGroup) closeAndWait() {
 	d.wg.Wait()
 }
 
-// groupRequestTimeout bounds each request of the consumer group to its
-// coordinator (kafka-go's ConsumerGroupConfig.Timeout): a heartbeat the
-// coordinator does not answer within it ends the generation. So the
-// worker knows it has lost the group at most HeartbeatInterval plus this
-// after the coordinator's last answer (8s with the default 3s interval).
-const groupRequestTimeout = 5 * time.Second
-
-// groupState is what the worker knows of the group while it is not a
-// member, for readiness to say why.
-type groupState struct {
-	// lostAt is when the last generation ended; zero before the first.
-	lostAt  time.Time
-	lostGen int32
-	// joinErr is the error of the last failed attempt to join since the
-	// worker was last a member, and joinErrAt when it failed.
-	joinErr   string
-	joinErrAt time.Time
-}
-
-// joined records that the worker is a member of gen, owning assigned of
-// its topic's partitions.
-func (w *Worker) joined(gen *kafka.Generation, assigned int) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.member, w.generation, w.assignedCount = gen, gen.ID, assigned
-	w.group.joinErr, w.group.joinErrAt = "", time.Time{}
-	w.metrics.SetGroupJoined(true)
-}
-
-// left records that gen has ended; nothing when the worker is already a
-// member of a later one.
-func (w *Worker) left(gen *kafka.Generation) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.member != gen {
-		return
-	}
-	w.member, w.generation, w.assignedCount = nil, 0, 0
-	w.group.lostAt, w.group.lostGen = time.Now(), gen.ID
-	w.metrics.SetGroupJoined(false)
-}
-
-// joinFailed records a failed attempt to join the group.
-func (w *Worker) joinFailed(err error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.group.joinErr, w.group.joinErrAt = err.Error(), time.Now()
-}
-
-// leave records that the worker has left the group for good (Run is
-// returning): not a member, and no partition's series left behind.
-func (w *Worker) leave() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.member != nil {
-		w.group.lostAt, w.group.lostGen = time.Now(), w.generation
-	}
-	w.member, w.generation, w.assignedCount = nil, 0, 0
-	w.metrics.SetGroupJoined(false)
-	for p := range w.partitions {
-		w.metrics.DeleteConsumerLag(p)
-		w.metrics.DeletePartitionStalled(p)
-	}
-	w.partitions = map[int]*partitionState{}
-}
-
-// notMember says why the worker is not a member of the group, as of now,
-// short enough for /readyz to show the last attempt's error whole; w.mu
-// is held.
-func (w *Worker) notMember(now time.Time) error {
-	var b strings.Builder
-	fmt.Fprintf(&b, "not a member of group %s", w.cfg.GroupID)
-	if w.group.lostAt.IsZero() {
-		b.WriteString(" yet: joining")
-	} else {
-		fmt.Fprintf(&b, " since %s (%s ago): generation %d ended",
-			w.group.lostAt.UTC().Format(time.RFC3339), now.Sub(w.group.lostAt).Round(time.Second), w.group.lostGen)
-	}
-	if w.group.joinErr != "" {
-		fmt.Fprintf(&b, "; last join attempt (%s ago): %s", now.Sub(w.group.joinErrAt).Round(time.Second), w.group.joinErr)
-	}
-	return errors.New(b.String())
-}
-
-// GroupJoined reports whether the worker is a member of a generation of
-// the group that has not ended (paycb_group_joined).
-func (w *Worker) GroupJoined() bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.member != nil
-}
-
 // ReaderStats is a Prometheus collector of the partition readers' kafka-go
 // statistics (paycb_kafka_reader_*{partition}); register it beside the
 // contract's metrics.
@@ -378,7 +290,7 @@ func (w *Worker) Ready() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	now := time.Now()
-	if w.member == nil {
+	if !w.memberNow(now) {
 		return w.notMember(now)
 	}
 	var stalled []int
