@@ -23,7 +23,7 @@ func TestReadyNamesTheLongestStall(t *testing.T) {
 	m, err := metrics.New(reg)
 	require.NoError(t, err)
 	w := New(Config{StallAfter: time.Minute}, &Pipeline{}, m, nil)
-	w.joined(&kafka.Generation{ID: 3}, 3)
+	w.joined(&kafka.Generation{ID: 3})
 	p1, p4, p7 := w.own(1), w.own(4), w.own(7)
 	require.NoError(t, w.Ready())
 
@@ -107,7 +107,7 @@ func TestReadyWhileAMemberOnly(t *testing.T) {
 	assert.Regexp(t, `^not a member of group settlement-consumer yet: joining; last join attempt \(0s ago\): dial tcp 127.0.0.1:9092: connect: connection refused$`, w.Ready().Error())
 
 	first := &kafka.Generation{ID: 4}
-	w.joined(first, 0)
+	w.joined(first)
 	require.NoError(t, w.Ready(), "a member with no partition stands by")
 	assert.InDelta(t, 1, joined(), 0)
 	assert.True(t, w.GroupJoined())
@@ -121,7 +121,7 @@ func TestReadyWhileAMemberOnly(t *testing.T) {
 	// probe interval, the probe's timeout and a second is not one, though
 	// the generation has not ended (yet).
 	again := &kafka.Generation{ID: 5}
-	w.joined(again, 2)
+	w.joined(again)
 	w.probed(again, errors.New("heartbeat of generation 5: context deadline exceeded"))
 	require.NoError(t, w.Ready(), "a probe not answered yet is within the window")
 	w.mu.Lock()
@@ -138,7 +138,7 @@ func TestReadyWhileAMemberOnly(t *testing.T) {
 	w.left(again)
 
 	second := &kafka.Generation{ID: 1} // a new cluster counts from 1 again
-	w.joined(second, 2)
+	w.joined(second)
 	w.left(first)
 	require.NoError(t, w.Ready(), "the end of an earlier generation is not this one's")
 	assert.InDelta(t, 1, joined(), 0)

@@ -49,12 +49,11 @@ type groupState struct {
 	probeErr string
 }
 
-// joined records that the worker is a member of gen, owning assigned of
-// its topic's partitions.
-func (w *Worker) joined(gen *kafka.Generation, assigned int) {
+// joined records that the worker is a member of gen.
+func (w *Worker) joined(gen *kafka.Generation) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.member, w.generation, w.assignedCount = gen, gen.ID, assigned
+	w.member, w.generation = gen, gen.ID
 	w.confirmedAt = time.Now()
 	w.group.joinErr, w.group.joinErrAt, w.group.probeErr = "", time.Time{}, ""
 	w.metrics.SetGroupJoined(true)
@@ -151,7 +150,7 @@ func (w *Worker) left(gen *kafka.Generation) {
 	if w.member != gen {
 		return
 	}
-	w.member, w.generation, w.assignedCount = nil, 0, 0
+	w.member, w.generation = nil, 0
 	w.group.lostAt, w.group.lostGen = time.Now(), gen.ID
 	w.metrics.SetGroupJoined(false)
 }
@@ -171,7 +170,7 @@ func (w *Worker) leave() {
 	if w.member != nil {
 		w.group.lostAt, w.group.lostGen = time.Now(), w.generation
 	}
-	w.member, w.generation, w.assignedCount = nil, 0, 0
+	w.member, w.generation = nil, 0
 	w.metrics.SetGroupJoined(false)
 	for p := range w.partitions {
 		w.metrics.DeleteConsumerLag(p)

@@ -117,10 +117,8 @@ type Worker struct {
 	// confirmedAt is when the coordinator last confirmed the membership:
 	// the generation handed out, or a membership probe answered.
 	confirmedAt time.Time
-	// assignedCount is how many partitions of the topic member assigned.
-	assignedCount int
-	group         groupState
-	partitions    map[int]*partitionState
+	group       groupState
+	partitions  map[int]*partitionState
 	// assigned wakes the monitor when a partition is assigned, so that its
 	// lag is asked for at once.
 	assigned chan struct{}
@@ -226,7 +224,7 @@ func (w *Worker) startGeneration(stop, hardStop context.Context, gen *kafka.Gene
 	if !drained.add(len(assigned)) {
 		return // shutting down: the group is about to be left
 	}
-	w.joined(gen, len(assigned))
+	w.joined(gen)
 	// The membership lasts as long as the generation (kafka-go ends it
 	// when a heartbeat is refused or goes unanswered, at a rebalance, or
 	// when any function started on it returns) and only while the
@@ -279,9 +277,10 @@ func (d *drainGroup) closeAndWait() {
 func (w *Worker) ReaderStats() prometheus.Collector { return w.stats }
 
 // Ready reports why the worker is not ready: not a member of a live
-// generation of the group (before the first join, and from the moment a
-// generation ends until the next is joined; the error says since when and
-// the last attempt's error), or a partition holding an unfinished message
+// generation of the group (before the first join, from the moment a
+// generation ends until the next is joined, and while the coordinator has
+// not confirmed the membership for longer than a probe interval plus 6s;
+// the error says since when and the last attempt's error), or a partition holding an unfinished message
 // without advancing for longer than Config.StallAfter (the error names the
 // partition, the offset, how long and why: the last error its attempts
 // met). A member assigned no partition (more instances than partitions)
