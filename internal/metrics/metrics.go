@@ -142,9 +142,7 @@ var SettleDurationBuckets = []float64{
 	1, 2.5, 5, 10, 30, 60, 120, 300, 600,
 }
 
-var (
-	eventTypes = []string{EventTypePaymentReceived, EventTypeRefundSucceeded}
-)
+var eventTypes = []string{EventTypePaymentReceived, EventTypeRefundSucceeded}
 
 // Metrics records the contract's metrics. Build it with New. All methods are
 // safe for concurrent use, and a nil *Metrics records nothing, so tests of
