@@ -10,6 +10,13 @@
 // the callbacks (channels.ParseYuan), never a float. They never touch a
 // database or the network: storing and reconciling statements is the
 // caller's job. Facts and sources: the project's statements notes.
+//
+// The channels themselves are channels.Spec values in the channel
+// registry (channels.All); this package cannot be named there (it imports
+// channels), so it keeps one Parser per channel keyed by the Spec's code
+// (parsers.go, ParserOf). TestParsersCoverRegistry fails for a registered
+// channel without one, and Parse refuses such a channel by name
+// (ErrNoParser).
 package statements
 
 import (
