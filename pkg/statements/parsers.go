@@ -22,11 +22,37 @@ type Parser struct {
 	// Parse parses one file and checks it against wantSHA1 when not empty
 	// (see the function Parse).
 	Parse func(data []byte, wantSHA1 string) (Statement, error)
+	// Refunds is how the statement reports refunds.
+	Refunds RefundLines
+	// PaymentSettled, when set, says whether a payment line's status is
+	// money the channel settled (WeChat: SUCCESS); nil: every payment line
+	// is.
+	PaymentSettled func(status string) bool
 	// BindingMerchantID turns a merchant as MerchantIDs (and Line.MerchantID,
 	// Statement.Account) name it into the merchant binding's terms; nil
 	// keeps it as it is. See Statement.BindingMerchantIDs.
 	BindingMerchantID func(id string) string
 }
+
+// RefundLines is how a channel's statement reports refunds, and so how a
+// statement is stored and compared with the ledger.
+type RefundLines uint8
+
+// The shapes of refunds in a statement.
+const (
+	// RefundLinesByNumber: a line per refund with its own number and
+	// amount, as the channel's per-refund callbacks report it (WeChat):
+	// compared refund by refund.
+	RefundLinesByNumber RefundLines = iota + 1
+	// RefundLinesRunning: a line per refund with its own amount while the
+	// callbacks report the cumulative refunded (Alipay): compared as running
+	// totals per trade.
+	RefundLinesRunning
+	// RefundLinesPerOrder: no refund lines; a line per order (KindOrder)
+	// carries its payment and its refunds so far (Shouqianba): compared per
+	// order, and files merge per order rather than replace a day.
+	RefundLinesPerOrder
+)
 
 // parsers are the statement parsers, by channel code.
 var parsers = map[channels.Channel]Parser{
@@ -34,12 +60,15 @@ var parsers = map[channels.Channel]Parser{
 		Parse: func(data []byte, wantSHA1 string) (Statement, error) {
 			return ParseWeChat(bytes.NewReader(data), wantSHA1)
 		},
+		Refunds:        RefundLinesByNumber,
+		PaymentSettled: func(status string) bool { return status == "SUCCESS" },
 	},
 	channels.Alipay: {
 		Parse: func(data []byte, wantSHA1 string) (Statement, error) {
 			st, err := ParseAlipay(bytes.NewReader(data), int64(len(data)))
 			return checkSHA1(st, err, wantSHA1)
 		},
+		Refunds:           RefundLinesRunning,
 		BindingMerchantID: alipayPID,
 	},
 	channels.SQB: {
@@ -47,6 +76,7 @@ var parsers = map[channels.Channel]Parser{
 			st, err := ParseSQB(bytes.NewReader(data))
 			return checkSHA1(st, err, wantSHA1)
 		},
+		Refunds: RefundLinesPerOrder,
 	},
 }
 
@@ -55,4 +85,17 @@ var parsers = map[channels.Channel]Parser{
 func ParserOf(ch channels.Channel) (Parser, bool) {
 	p, ok := parsers[ch]
 	return p, ok
+}
+
+// RefundLinesOf is ch's Parser.Refunds; 0 for a channel without a parser.
+func RefundLinesOf(ch channels.Channel) RefundLines { return parsers[ch].Refunds }
+
+// PaymentSettled reports whether a payment line of ch with status is money
+// the channel settled (Parser.PaymentSettled; true when the channel's
+// parser does not say).
+func PaymentSettled(ch channels.Channel, status string) bool {
+	if f := parsers[ch].PaymentSettled; f != nil {
+		return f(status)
+	}
+	return true
 }
