@@ -59,17 +59,6 @@ func (s setting) defaultText() string {
 	return s.def
 }
 
-// channelCodes lists the registered channels' codes (channels.All), the
-// values worker.channels accepts and, all of them, its default.
-func channelCodes() []string {
-	codes := channels.Codes()
-	out := make([]string, len(codes))
-	for i, c := range codes {
-		out[i] = string(c)
-	}
-	return out
-}
-
 // Bounds. Every number and duration has a least and a greatest value a
 // person could mean; values outside are refused at start.
 var settings = []setting{
@@ -235,7 +224,7 @@ var settings = []setting{
 	},
 	{
 		path: "worker.channels", env: "PAYCB_CHANNELS", usage: "channels accepted, comma-separated; others are dead-lettered unknown_channel",
-		choices: channelCodes, field: func(c *Config) any { return &c.Worker.Channels },
+		choices: channels.CodeStrings, field: func(c *Config) any { return &c.Worker.Channels },
 	},
 	{
 		path: "worker.refunds_preregistered", env: "PAYCB_REFUNDS_PREREGISTERED", usage: "whether every refund is expected to be registered before the channel reports it; when true an unregistered refund is a WARN and a reconciliation discrepancy",

@@ -56,7 +56,7 @@ func NewDecoder(keys KeyProvider, opts ...DecoderOption) *Decoder {
 // code, on an unknown or repeated code and on an empty list.
 func ParseChannels(codes []string) ([]Channel, error) {
 	if len(codes) == 0 {
-		return nil, fmt.Errorf("no channel: want one or more of %s", strings.Join(codeStrings(), ", "))
+		return nil, fmt.Errorf("no channel: want one or more of %s", strings.Join(CodeStrings(), ", "))
 	}
 	chs := make([]Channel, 0, len(codes))
 	for _, code := range codes {
@@ -70,16 +70,6 @@ func ParseChannels(codes []string) ([]Channel, error) {
 		chs = append(chs, ch)
 	}
 	return chs, nil
-}
-
-// codeStrings is Codes as strings.
-func codeStrings() []string {
-	codes := Codes()
-	out := make([]string, len(codes))
-	for i, c := range codes {
-		out[i] = string(c)
-	}
-	return out
 }
 
 // accepts reports whether the decoder accepts ch, and otherwise the reason.

@@ -228,13 +228,19 @@ func Codes() []Channel {
 	return out
 }
 
+// CodeStrings returns the codes of All as strings, in its order.
+func CodeStrings() []string {
+	list := current().list
+	out := make([]string, len(list))
+	for i, s := range list {
+		out[i] = string(s.Code)
+	}
+	return out
+}
+
 // CodeList returns the codes of All for messages: "WECHAT, ALIPAY or SQB".
 func CodeList() string {
-	codes := Codes()
-	names := make([]string, len(codes))
-	for i, c := range codes {
-		names[i] = string(c)
-	}
+	names := CodeStrings()
 	if len(names) < 2 {
 		return strings.Join(names, "")
 	}
