@@ -2,6 +2,8 @@ package channels_test
 
 import (
 	"encoding/json"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -124,6 +126,22 @@ func TestRegisterThroughChannelstest(t *testing.T) {
 		Payment: body,
 		Refund:  func(t channelstest.Trade, _ channelstest.Refund, d channelstest.Delivery) []byte { return body(t, d) },
 	}
+	t.Run("refused", func(t *testing.T) {
+		for name, tc := range map[string]struct {
+			spec   channels.Spec
+			bodies channelstest.Bodies
+		}{
+			"a built-in code":   {func() channels.Spec { s := spec; s.Code = channels.SQB; return s }(), bodies},
+			"an invalid spec":   {func() channels.Spec { s := spec; s.Name = ""; return s }(), bodies},
+			"no refund builder": {spec, channelstest.Bodies{TradeNo: bodies.TradeNo, Payment: bodies.Payment}},
+		} {
+			rec := &fatalRecorder{TB: t}
+			channelstest.Register(rec, tc.spec, tc.bodies)
+			assert.NotEmpty(t, rec.fatal, name)
+		}
+		assert.False(t, code.Valid(), "nothing registered")
+		assert.Len(t, channels.All(), 3)
+	})
 	t.Run("registered", func(t *testing.T) {
 		require.False(t, code.Valid())
 		channelstest.Register(t, spec, bodies)
@@ -170,3 +188,59 @@ func TestBodiesCoverRegistry(t *testing.T) {
 		assert.Equal(t, idempotent.RefundSucceeded, mustDecode(t, channelstest.RefundEnvelope(tr, channelstest.Refund{No: "RF-7", Amount: 100}, channelstest.Delivery{})).Event.Type)
 	}
 }
+
+// TestRegistryReadsWhileATestRegisters: lookups from other goroutines see
+// the registry before or after a registration, never a torn one (run with
+// -race).
+func TestRegistryReadsWhileATestRegisters(t *testing.T) {
+	const code channels.Channel = "RACEPAY"
+	spec := channels.Spec{
+		Code: code, Name: "Race Pay", ContentType: channels.ContentTypeJSON, Refunds: channels.PerRefund,
+		MerchantField: "m", StatementMerchantField: "m", FingerprintFields: []string{"f"},
+		Decode: func(channels.Envelope, channels.KeyProvider) (channels.Result, error) { return channels.Result{}, nil },
+	}
+	env := func(channelstest.Trade, channelstest.Delivery) []byte { return nil }
+	bodies := channelstest.Bodies{
+		TradeNo: func(int) string { return "R1" }, Payment: env,
+		Refund: func(channelstest.Trade, channelstest.Refund, channelstest.Delivery) []byte { return nil },
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				all := channels.All()
+				if n := len(all); n != 3 && n != 4 {
+					t.Errorf("registry of %d channels", n)
+				}
+				if !channels.WeChat.Valid() || !channels.SQB.HasCancel() {
+					t.Error("a built-in channel went missing")
+				}
+				_ = code.Valid()
+			}
+		})
+	}
+	for range 20 {
+		t.Run("register", func(t *testing.T) {
+			channelstest.Register(t, spec, bodies)
+			require.True(t, code.Valid())
+		})
+		require.False(t, code.Valid())
+	}
+	close(stop)
+	wg.Wait()
+}
+
+// fatalRecorder records Fatalf instead of ending the test, to see
+// channelstest.Register refuse.
+type fatalRecorder struct {
+	testing.TB
+	fatal string
+}
+
+func (r *fatalRecorder) Fatalf(format string, args ...any) { r.fatal = fmt.Sprintf(format, args...) }

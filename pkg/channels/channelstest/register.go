@@ -76,10 +76,12 @@ func Register(tb testing.TB, spec channels.Spec, b Bodies) {
 	tb.Helper()
 	if b.TradeNo == nil || b.Payment == nil || b.Refund == nil {
 		tb.Fatalf("channelstest.Register %s: every Bodies builder is required", spec.Code)
+		return
 	}
 	remove, err := registry.Register(spec)
 	if err != nil {
 		tb.Fatalf("channelstest.Register: %v", err)
+		return
 	}
 	bodiesMu.Lock()
 	bodies[spec.Code] = b
