@@ -4,12 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/paycallback/paycallback/internal/app"
 	"github.com/paycallback/paycallback/internal/demo"
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/channels/channelstest"
@@ -64,9 +67,19 @@ func decodeFake(env channels.Envelope, _ channels.KeyProvider) (channels.Result,
 	return res, nil
 }
 
+// fakeMerchant is the merchant fake callbacks name unless b.Merchant says
+// otherwise ("-": none).
+const fakeMerchant = "FAKE-MCH-1"
+
 // fakeEnvelope is one delivery of a fake callback.
 func fakeEnvelope(t channelstest.Trade, b fakeBody, d channelstest.Delivery) []byte {
-	b.TradeNo, b.OrderNo, b.Merchant, b.Total = t.TradeNo, t.MerchantOrderNo, "FAKE-MCH-1", t.Total
+	b.TradeNo, b.OrderNo, b.Total = t.TradeNo, t.MerchantOrderNo, t.Total
+	switch b.Merchant {
+	case "":
+		b.Merchant = fakeMerchant
+	case "-":
+		b.Merchant = ""
+	}
 	b.NotifiedAt = b.At.Add(time.Second + time.Duration(d.Attempt)*4*time.Minute)
 	received := d.ReceivedAt
 	if received.IsZero() {
@@ -85,7 +98,7 @@ func registerFakeChannel(t *testing.T) {
 	t.Helper()
 	channelstest.Register(t, channels.Spec{
 		Code: fakeChannel, Name: "Fake Pay", ContentType: channels.ContentTypeJSON, Refunds: channels.CumulativeRefunds,
-		MerchantField: "merchant", StatementMerchantField: "merchant",
+		MerchantField: "the merchant field", StatementMerchantField: "merchant",
 		FingerprintFields: []string{"status", "total", "refunded", "(CNY)", "order_no"},
 		Decode:            decodeFake,
 	}, channelstest.Bodies{
@@ -176,4 +189,43 @@ func TestAChannelNotRegisteredIsUnknown(t *testing.T) {
 	assert.Equal(t, "unknown_channel", header(dls[0], "x-error-kind"))
 	assert.Contains(t, header(dls[0], "x-error"), string(fakeChannel))
 	assert.InDelta(t, 1.0, counted(t, w.main, "paycb_events_total", map[string]string{"channel": "UNKNOWN"}), 0)
+}
+
+// TestAChannelAddedThroughTheRegistryAloneIsBoundToItsMerchants: the merchant
+// binding accepts the registered channel's lines, and the merchant check
+// refuses its callbacks of another tenant's merchant or of none, naming the
+// Spec's merchant field.
+func TestAChannelAddedThroughTheRegistryAloneIsBoundToItsMerchants(t *testing.T) {
+	registerFakeChannel(t)
+	h := newHarness(t, 1)
+	binding := filepath.Join(t.TempDir(), "merchants")
+	require.NoError(t, os.WriteFile(binding, []byte("1001 FAKEPAY "+fakeMerchant+"\n1002 FAKEPAY FAKE-MCH-2\n"), 0o600))
+	trade := func(seq int) channelstest.Trade { return channelstest.NewTrade(fakeChannel, seq) }
+	bound, other, none := trade(1), trade(2), trade(3)
+	h.produce([]demo.Message{
+		{Value: fakeEnvelope(bound, fakeBody{Status: "PAID", At: bound.PaidAt}, channelstest.Delivery{})},
+		{Value: fakeEnvelope(other, fakeBody{Status: "PAID", At: other.PaidAt, Merchant: "FAKE-MCH-2"}, channelstest.Delivery{})},
+		{Value: fakeEnvelope(none, fakeBody{Status: "PAID", At: none.PaidAt, Merchant: "-"}, channelstest.Delivery{})},
+	})
+	w := h.start(func(m *app.Main) { m.Config.Worker.TenantMerchantsFile = binding })
+	h.waitConsumed(time.Minute)
+
+	dls := h.deadLetters()
+	require.Len(t, dls, 2)
+	reasons := map[string]string{}
+	for _, dl := range dls {
+		assert.Equal(t, "tenant_mismatch", header(dl, "x-error-kind"))
+		var env channels.Envelope
+		require.NoError(t, json.Unmarshal(dl.Value, &env))
+		var b fakeBody
+		require.NoError(t, json.Unmarshal([]byte(env.Body), &b))
+		reasons[b.TradeNo] = header(dl, "x-error")
+	}
+	assert.Contains(t, reasons[other.TradeNo], "binds it to tenant 1002")
+	assert.Contains(t, reasons[none.TradeNo], "names no merchant (the merchant field)", "the Spec's merchant field")
+	n, err := h.db.NewSelect().Table("ss_ledger_entry").Where("channel_code = ?", string(fakeChannel)).Count(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, int64(2), n, "the bound merchant's payment alone is posted")
+	assert.InDelta(t, 2.0, counted(t, w.main, "paycb_events_total",
+		map[string]string{"channel": string(fakeChannel), "outcome": "dead_lettered"}), 0)
 }
