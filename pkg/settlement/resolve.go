@@ -241,7 +241,7 @@ func nothingToResolve(req ResolveRequest, registered bool, resolved []ResolvedDi
 
 // resolutionKey is what matches a discrepancy with a resolution.
 type resolutionKey struct {
-	tenant                                          int64
+	tenant                                     int64
 	channel, trade, refund, check, fingerprint string
 }
 
