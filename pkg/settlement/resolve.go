@@ -289,7 +289,7 @@ FROM ss_refund_resolution WHERE `+strings.Join(conds, " OR ")+` ORDER BY id`, ar
 			return fmt.Errorf("reconcile: read the refund resolutions of %d trades: %w", len(chunk), err)
 		}
 		for _, row := range rows {
-			row.Resolution.ResolvedAt = row.Resolution.ResolvedAt.UTC()
+			row.ResolvedAt = row.ResolvedAt.UTC()
 			index[resolutionKey{row.TenantID, row.Channel, row.TradeNo, row.RefundNo, row.Check, row.Fingerprint}] = row.Resolution
 		}
 	}

@@ -105,8 +105,8 @@ func TestResolveRefund(t *testing.T) {
 
 			_, err = settlement.ResolveRefund(ctx, db, resolveReq(tr, "WHO", "again"))
 			require.ErrorIs(t, err, settlement.ErrNothingToResolve)
-			assert.ErrorContains(t, err, "resolved already")
-			assert.ErrorContains(t, err, "ops@host")
+			require.ErrorContains(t, err, "resolved already")
+			require.ErrorContains(t, err, "ops@host")
 
 			// Registered after its callback: the registration stays
 			// REGISTERED, which is another mismatch, open.
@@ -202,13 +202,13 @@ func TestResolveRefund(t *testing.T) {
 
 			_, err = settlement.ResolveRefund(ctx, db, resolveReq(tr, "OK-1", "nothing wrong"))
 			require.ErrorIs(t, err, settlement.ErrNothingToResolve, "a refund that agrees with its registration")
-			assert.ErrorContains(t, err, "reconcile finds none")
+			require.ErrorContains(t, err, "reconcile finds none")
 
 			notExpected := resolveReq(tr, "NOREG", "n")
 			notExpected.RefundsPreregistered = false
 			_, err = settlement.ResolveRefund(ctx, db, notExpected)
 			require.ErrorIs(t, err, settlement.ErrNothingToResolve)
-			assert.ErrorContains(t, err, "PAYCB_REFUNDS_PREREGISTERED=false")
+			require.ErrorContains(t, err, "PAYCB_REFUNDS_PREREGISTERED=false")
 
 			for name, r := range map[string]settlement.ResolveRequest{
 				"unknown refund number":     resolveReq(tr, "NOPE", "n"),
