@@ -2,8 +2,10 @@
 // event: in one transaction it moves the claim to SETTLED through the claim
 // store's fence, changes the channel order's row and inserts the balanced
 // ledger postings. It also keeps refund pre-registrations (ss_refund_request)
-// and offers an invariant reader (Check, Balances, Orders) for tests, the
-// demo and reconciliation.
+// and operators' decisions on their mismatches (ss_refund_resolution,
+// ResolveRefund: reconcile lists a finding so resolved as resolved while it
+// is found the same), and offers an invariant reader (Check, Balances,
+// Orders) for tests, the demo and reconciliation.
 //
 // Guarantees:
 //
@@ -30,5 +32,7 @@
 //     was already posted (a bug bypassed the claim) and is settled once
 //     without business writes, counted and logged;
 //   - classify a duplicate key other than through idempotent.ClassifyDuplicate;
-//   - acquire claims or talk to Kafka: that is the worker's job.
+//   - acquire claims or talk to Kafka: that is the worker's job;
+//   - change a refund registration on an operator's decision: its status is
+//     what the channel's callbacks made it.
 package settlement
