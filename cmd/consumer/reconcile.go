@@ -8,7 +8,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/paycallback/paycallback/internal/ops"
 	"github.com/paycallback/paycallback/pkg/settlement"
 )
 
@@ -49,17 +48,17 @@ func reconcileCommand(fs *flag.FlagSet) runFunc {
 		if *list {
 			out := newPrinter(env)
 			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-			for _, c := range ops.Checks {
-				_, _ = fmt.Fprintf(tw, "%s\t%s\n", c, ops.CheckSummaries[c])
+			for _, c := range settlement.Checks {
+				_, _ = fmt.Fprintf(tw, "%s\t%s\n", c, settlement.CheckSummaries[c])
 			}
 			out.flush(tw)
 			return out.err
 		}
-		o := ops.ReconcileOptions{
+		o := settlement.ReconcileOptions{
 			PendingAfter: *pending, OpenAfter: *open, Checks: checkList(*only), Skip: checkList(*skip),
 			RefundsPreregistered: env.cfg.Worker.RefundsPreregistered,
 		}
-		if _, _, err := ops.SelectChecks(o); err != nil {
+		if _, _, err := settlement.SelectChecks(o); err != nil {
 			return usagef("reconcile: %w", err)
 		}
 		var err error
@@ -74,7 +73,7 @@ func reconcileCommand(fs *flag.FlagSet) runFunc {
 			return err
 		}
 		defer func() { _ = db.Close() }()
-		rep, err := ops.Reconcile(ctx, db, o)
+		rep, err := settlement.Reconcile(ctx, db, o)
 		if err != nil {
 			return err
 		}
@@ -94,14 +93,14 @@ func reconcileCommand(fs *flag.FlagSet) runFunc {
 	}
 }
 
-func printReconcile(out *printer, rep ops.ReconcileReport) {
+func printReconcile(out *printer, rep settlement.ReconcileReport) {
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	_, _ = fmt.Fprintln(tw, "check\texamined\tdiscrepancies")
 	counts := rep.Counts()
 	for _, c := range rep.Checks {
 		_, _ = fmt.Fprintf(tw, "%s\t%d\t%d\n", c, rep.Examined[c], counts[c])
 	}
-	for _, c := range ops.Checks {
+	for _, c := range settlement.Checks {
 		if why, ok := rep.Skipped[c]; ok {
 			_, _ = fmt.Fprintf(tw, "%s\tskipped: %s\t\n", c, why)
 		}
