@@ -4,7 +4,12 @@
 // reconciling claims, ledger, orders and refund registrations (reconcile),
 // clearing the bulky columns of old settled claims (purge), the group's live
 // lag and stalls (status), everything held about one trade (trade) and
-// writing a test stream to the input topic (publish).
+// writing a test stream to the input topic (publish); and the channel
+// statements (ImportStatement, DeclareEmptyStatements, ReconcileStatement,
+// PublishMissing, StatementStandings): holding each tenant's statement per
+// channel and Beijing day, comparing it with the ledger, publishing what
+// only the statement knows and the standings the worker's metrics read
+// (the rules are in docs/statements.md).
 //
 // Each tool is a function over explicit dependencies (a Kafka description, a
 // bun.IDB, the claim store, a settler) that returns a report the cmd/consumer
