@@ -363,9 +363,25 @@ func checkIdentifiers(m *module) []finding {
 				if known == 0 {
 					continue // prose, not names of this package
 				}
+				// A bare name may be a member of a type the list names:
+				// "(Main.Start and Close)", "(Store, Acquire)".
+				var listed []string
+				for _, n := range names {
+					if typ, _, ok := strings.Cut(n, "."); ok || p.isType(typ) {
+						listed = append(listed, typ)
+					}
+				}
+				memberOfListed := func(name string) bool {
+					for _, typ := range listed {
+						if p.hasMember(typ, name, map[string]bool{}) {
+							return true
+						}
+					}
+					return false
+				}
 				for _, n := range names {
 					typ, member, _ := strings.Cut(n, ".")
-					if hasLower(typ) && !resolve(self, typ, member) && once(n) {
+					if hasLower(typ) && !resolve(self, typ, member) && (member != "" || !memberOfListed(typ)) && once(n) {
 						report(n + " (listed with names that exist)")
 					}
 				}
