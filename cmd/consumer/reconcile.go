@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/paycallback/paycallback/internal/ops"
+	"github.com/paycallback/paycallback/pkg/settlement"
 )
 
 func reconcileCmd() command {
@@ -21,10 +22,12 @@ while workers run) and reports every discrepancy between them, per check.
 --checks runs only the named checks, --skip leaves the named ones out;
 --list-checks prints every check's name and what it reports. Unregistered
 refunds (refund_unregistered) are checked only when
-PAYCB_REFUNDS_PREREGISTERED is true, or when named in --checks.`,
+PAYCB_REFUNDS_PREREGISTERED is true, or when named in --checks. A refund
+discrepancy an operator resolved (consumer refund resolve) is listed as
+resolved, with the note, and does not count while it is found the same.`,
 		exits: []exitStatus{
 			{exitUsage, "a usage or configuration error: a malformed time, a negative duration, an unknown check, no DSN"},
-			{exitFound, "discrepancies found"},
+			{exitFound, "discrepancies found (resolved ones aside)"},
 		},
 		setup: reconcileCommand,
 	}
@@ -104,6 +107,7 @@ func printReconcile(out *printer, rep ops.ReconcileReport) {
 		}
 	}
 	out.flush(tw)
+	printResolved(out, rep.Resolved)
 	if rep.OK() {
 		out.println("\nreconcile: no discrepancies")
 		return
@@ -133,4 +137,19 @@ func dash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// printResolved lists the discrepancies found that an operator resolved.
+func printResolved(out *printer, resolved []settlement.ResolvedDiscrepancy) {
+	if len(resolved) == 0 {
+		return
+	}
+	out.printf("\nresolved by an operator (%d, not discrepancies while found the same):\n", len(resolved))
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	_, _ = fmt.Fprintln(tw, "check\ttenant\tchannel\ttrade\trefund\tdetail\tresolved\tby\tnote")
+	for _, d := range resolved {
+		_, _ = fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%q\n", d.Check, d.TenantID, dash(d.Channel), dash(d.TradeNo), dash(d.RefundNo),
+			d.Detail, d.Resolution.ResolvedAt.Format(time.RFC3339), d.Resolution.ResolvedBy, d.Resolution.Note)
+	}
+	out.flush(tw)
 }

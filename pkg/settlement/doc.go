@@ -4,10 +4,13 @@
 // claim store's fence (Service.SettleBatch; Service.Settle is a batch of
 // one, Service.SettleStored settles from the event stored on a claim). It
 // also keeps refund pre-registrations (ss_refund_request:
-// Service.RegisterRefund, Service.ApplyRefundStatus), reconciles claims,
-// ledger, orders and registrations read-only (Reconcile, whose checks
-// Checks lists), and reads balances and orders for tests, the demo and
-// reconciliation (Balances, Orders, GetOrder, Totals).
+// Service.RegisterRefund, Service.ApplyRefundStatus) and operators'
+// decisions on their mismatches (ss_refund_resolution, ResolveRefund:
+// reconcile lists a finding so resolved as resolved while it is found the
+// same), reconciles claims, ledger, orders and registrations read-only
+// (Reconcile, whose checks Checks lists), and reads balances and orders
+// for tests, the demo and reconciliation (Balances, Orders, GetOrder,
+// Totals).
 //
 // Guarantees:
 //
@@ -52,5 +55,7 @@
 //     claim) and is settled once without business writes, counted and
 //     logged;
 //   - classify a duplicate key other than through idempotent.ClassifyDuplicate;
-//   - acquire claims or talk to Kafka: that is the worker's job.
+//   - acquire claims or talk to Kafka: that is the worker's job;
+//   - change a refund registration on an operator's decision: its status is
+//     what the channel's callbacks made it.
 package settlement
