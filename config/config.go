@@ -314,8 +314,8 @@ type Worker struct {
 	StartupTimeout time.Duration `yaml:"startup_timeout"`
 	// Channels are the channels accepted; a message of another channel is
 	// dead-lettered unknown_channel. Every instance of a group must share
-	// the setting. Env PAYCB_CHANNELS (comma-separated). Default WECHAT,
-	// ALIPAY, SQB.
+	// the setting. Env PAYCB_CHANNELS (comma-separated). Default every
+	// registered channel (channels.All): WECHAT, ALIPAY, SQB.
 	Channels []string `yaml:"channels"`
 	// RefundsPreregistered says whether every refund is expected to have
 	// been registered (consumer refund register) before the channel reports

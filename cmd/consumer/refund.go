@@ -16,11 +16,15 @@ import (
 func refundCmd() command {
 	return command{
 		name:    "refund",
-		summary: "refund pre-registration: register",
+		summary: "refund pre-registration: register, resolve",
 		description: `Refund pre-registration: a refund is registered, committed, before the
-channel is asked to make it, so that its callback can be checked against it.`,
+channel is asked to make it, so that its callback can be checked against it.
+A callback that disagrees with its registration (or, with
+PAYCB_REFUNDS_PREREGISTERED=true, has none) is a consumer reconcile
+discrepancy until an operator resolves it with a note.`,
 		verbs: []command{
 			refundRegisterCmd(),
+			refundResolveCmd(),
 		},
 	}
 }
@@ -44,7 +48,7 @@ Recorded in the audit trail (a log line and an ss_operator_audit row).`,
 
 func refundRegisterCommand(fs *flag.FlagSet) runFunc {
 	tenant := fs.Int64("tenant", 0, "tenant ID (required)")
-	channel := fs.String("channel", "", "WECHAT, ALIPAY or SQB (required)")
+	channel := fs.String("channel", "", channels.CodeList()+" (required)")
 	tradeNo := fs.String("trade-no", "", "the channel's trade number (required)")
 	refundNo := fs.String("refund-no", "", "the refund number the channel will be given and report back; case-sensitive (required)")
 	amount := fs.Int64("amount", 0, "refund amount in fen, positive: 1 is ¥0.01 (required)")
