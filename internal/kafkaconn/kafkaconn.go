@@ -154,6 +154,45 @@ func (c *Conn) Client(timeout time.Duration) *kafka.Client {
 	return &kafka.Client{Addr: kafka.TCP(c.Brokers()...), Timeout: max(timeout, 0), Transport: c.Transport()}
 }
 
+// Partitions lists topic's partition IDs in ascending order, asking each
+// of brokers in turn over Dialer until one answers. A topic with no
+// partition is an error; so is a broker list none of which answers (the
+// last error, through Explain). Beware that the brokers may create a
+// missing topic on this request (auto.create.topics.enable): a caller that
+// must never create one checks that it exists first.
+func (c *Conn) Partitions(ctx context.Context, brokers []string, topic string) ([]int, error) {
+	d := c.Dialer()
+	var lastErr error
+	for _, b := range brokers {
+		kc, err := d.DialContext(ctx, "tcp", b)
+		if err != nil {
+			lastErr = c.Explain(err)
+			continue
+		}
+		ps, err := kc.ReadPartitions(topic)
+		_ = kc.Close()
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		out := make([]int, 0, len(ps))
+		for _, p := range ps {
+			if p.Topic == topic {
+				out = append(out, p.ID)
+			}
+		}
+		slices.Sort(out)
+		if len(out) == 0 {
+			return nil, fmt.Errorf("read partitions of %s: topic has no partitions", topic)
+		}
+		return out, nil
+	}
+	if lastErr == nil {
+		lastErr = errors.New("no brokers configured")
+	}
+	return nil, fmt.Errorf("read partitions of %s: %w", topic, lastErr)
+}
+
 // Check asks the brokers for their metadata once, which connects,
 // completes the TLS handshake and authenticates. Its error goes through
 // Explain: one that wraps ErrRejected means the security setting is
