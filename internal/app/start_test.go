@@ -17,7 +17,7 @@ import (
 // the worker stops before it is ready, Close then returns the same error,
 // a second Start is refused, and Close on a Main never started is nil.
 func TestStartReportsAWorkerThatStopsAtStart(t *testing.T) {
-	assert.NoError(t, (&app.Main{}).Close(), "nothing started, nothing to stop")
+	require.NoError(t, (&app.Main{}).Close(), "nothing started, nothing to stop")
 
 	cfg := config.Default()
 	cfg.Kafka.Brokers = []string{"127.0.0.1:1"}
@@ -25,7 +25,7 @@ func TestStartReportsAWorkerThatStopsAtStart(t *testing.T) {
 	m := &app.Main{Config: cfg, Logger: testLogger(), Registry: metrics.NewRegistry()}
 	err := m.Start(context.Background())
 	require.Error(t, err)
-	assert.ErrorIs(t, err, config.ErrInvalid)
+	require.ErrorIs(t, err, config.ErrInvalid)
 	assert.Equal(t, err, m.Close())
 	assert.Equal(t, err, m.Close(), "Close again: the same result")
 	assert.Error(t, m.Start(context.Background()), "a Main starts once")

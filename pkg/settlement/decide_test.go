@@ -18,11 +18,15 @@ import (
 func TestDecide(t *testing.T) {
 	now := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
 	at := now.Add(-time.Hour)
-	ord := settlement.Order{TenantID: 1001, Channel: channels.Alipay, TradeNo: "T1", Amount: 1000, Currency: "CNY",
-		Status: settlement.OrderPendingPayment}
+	ord := settlement.Order{
+		TenantID: 1001, Channel: channels.Alipay, TradeNo: "T1", Amount: 1000, Currency: "CNY",
+		Status: settlement.OrderPendingPayment,
+	}
 	ev := func(typ idempotent.EventType, cumulative int64) channels.Event {
-		return channels.Event{TenantID: 1001, Channel: channels.Alipay, Type: typ, TradeNo: "T1", OrderTotal: 1000,
-			CumulativeRefunded: cumulative, Currency: "CNY", OccurredAt: at}
+		return channels.Event{
+			TenantID: 1001, Channel: channels.Alipay, Type: typ, TradeNo: "T1", OrderTotal: 1000,
+			CumulativeRefunded: cumulative, Currency: "CNY", OccurredAt: at,
+		}
 	}
 	steps := []struct {
 		name    string
