@@ -16,11 +16,15 @@ import (
 func refundCmd() command {
 	return command{
 		name:    "refund",
-		summary: "refund pre-registration: register",
+		summary: "refund pre-registration: register, resolve",
 		description: `Refund pre-registration: a refund is registered, committed, before the
-channel is asked to make it, so that its callback can be checked against it.`,
+channel is asked to make it, so that its callback can be checked against it.
+A callback that disagrees with its registration (or, with
+PAYCB_REFUNDS_PREREGISTERED=true, has none) is a consumer reconcile
+discrepancy until an operator resolves it with a note.`,
 		verbs: []command{
 			refundRegisterCmd(),
+			refundResolveCmd(),
 		},
 	}
 }

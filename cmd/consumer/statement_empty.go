@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/paycallback/paycallback/internal/ops"
+	"github.com/paycallback/paycallback/internal/statementbook"
 	"github.com/paycallback/paycallback/pkg/statements"
 )
 
@@ -64,9 +64,9 @@ func statementEmptyCommand(fs *flag.FlagSet) runFunc {
 			return err
 		}
 		defer func() { _ = db.Close() }()
-		res, err := ops.DeclareEmptyStatements(ctx, db, *tenant, ch, days, time.Now())
+		res, err := statementbook.DeclareEmptyStatements(ctx, db, *tenant, ch, days, time.Now())
 		if err != nil {
-			if errors.Is(err, ops.ErrStatementHeld) {
+			if errors.Is(err, statementbook.ErrStatementHeld) {
 				err = fmt.Errorf("statement empty: %w: reconcile the day against its statement instead", err)
 			}
 			return env.audit(ctx, db, "", err)

@@ -22,9 +22,9 @@ import (
 	"github.com/paycallback/paycallback/internal/app/apptest"
 	"github.com/paycallback/paycallback/internal/kafkaops"
 	"github.com/paycallback/paycallback/internal/metrics"
-	"github.com/paycallback/paycallback/internal/ops"
 	"github.com/paycallback/paycallback/internal/sqldb"
 	"github.com/paycallback/paycallback/internal/statementauth"
+	"github.com/paycallback/paycallback/internal/statementbook"
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/channels/channelstest"
 	"github.com/paycallback/paycallback/pkg/idempotent"
@@ -69,7 +69,7 @@ func TestStatementReconcile(t *testing.T) {
 		}
 	}
 	importBill := func(sha string, lines ...statements.Line) {
-		_, err := ops.ImportStatement(ctx, db, 1001, statements.Statement{Channel: channels.WeChat, Format: "test", SHA1: sha, Lines: lines}, time.Now())
+		_, err := statementbook.ImportStatement(ctx, db, 1001, statements.Statement{Channel: channels.WeChat, Format: "test", SHA1: sha, Lines: lines}, time.Now())
 		require.NoError(t, err)
 	}
 	day := channelstest.BaseTime.Format(time.DateOnly)
@@ -89,10 +89,10 @@ func TestStatementReconcile(t *testing.T) {
 
 	out, _, err = runCmd(t, lookup, append(args, "--json")...)
 	assert.Equal(t, exitFound, exitCode(err))
-	var rep ops.StatementReport
+	var rep statementbook.StatementReport
 	require.NoError(t, json.Unmarshal([]byte(out), &rep), out)
 	require.Len(t, rep.Items, 1)
-	assert.Equal(t, ops.StatementMissingInLedger, rep.Items[0].Category)
+	assert.Equal(t, statementbook.StatementMissingInLedger, rep.Items[0].Category)
 	assert.Equal(t, withheld.MerchantOrderNo, rep.Items[0].MerchantOrderNo)
 	assert.NotEmpty(t, rep.Items[0].MerchantOrderNo)
 
@@ -103,10 +103,10 @@ func TestStatementReconcile(t *testing.T) {
 	require.Error(t, err)
 	assert.Equal(t, exitFound, exitCode(err))
 	assert.Contains(t, err.Error(), "no_statement")
-	rep = ops.StatementReport{}
+	rep = statementbook.StatementReport{}
 	require.NoError(t, json.Unmarshal([]byte(out), &rep), out)
 	require.Len(t, rep.Items, 1)
-	assert.Equal(t, ops.StatementNoStatement, rep.Items[0].Category)
+	assert.Equal(t, statementbook.StatementNoStatement, rep.Items[0].Category)
 	empty := []string{"statement", "empty", "--channel", "WECHAT", "--tenant", "1001", "--date", "2024-06-05"}
 	_, _, err = runCmd(t, lookup, empty...)
 	assert.Equal(t, exitUsage, exitCode(err), "--note is required")
@@ -514,7 +514,7 @@ func TestStatementReconcilePublishMissing(t *testing.T) {
 	rep, code = publishJSON(1002, channels.WeChat)
 	assert.Equal(t, exitFound, code)
 	require.Len(t, rep.Items, 1)
-	assert.Equal(t, ops.StatementStatusMismatch, rep.Items[0].Category)
+	assert.Equal(t, statementbook.StatementStatusMismatch, rep.Items[0].Category)
 	assert.Equal(t, "P-R1", rep.Items[0].RefundNo)
 	assert.Empty(t, rep.Publish.Published)
 	assert.Empty(t, rep.Publish.NeedsQuery)

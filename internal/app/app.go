@@ -24,8 +24,8 @@ import (
 	"github.com/paycallback/paycallback/internal/admin"
 	"github.com/paycallback/paycallback/internal/kafkaconn"
 	"github.com/paycallback/paycallback/internal/metrics"
-	"github.com/paycallback/paycallback/internal/ops"
 	"github.com/paycallback/paycallback/internal/sqldb"
+	"github.com/paycallback/paycallback/internal/statementbook"
 	"github.com/paycallback/paycallback/internal/watchfile"
 	"github.com/paycallback/paycallback/internal/worker"
 	"github.com/paycallback/paycallback/pkg/channels"
@@ -166,7 +166,7 @@ func (m *Main) Run(ctx context.Context) error {
 	// The statement reconciliation metrics are read from the database at
 	// every scrape (`consumer statement reconcile` records the results).
 	if err := reg.Register(metrics.NewStatementCollector(func(ctx context.Context, now time.Time, days int) ([]metrics.StatementStanding, error) {
-		return ops.StatementStandings(ctx, db, now, days)
+		return statementbook.StatementStandings(ctx, db, now, days)
 	}, logger)); err != nil {
 		return fmt.Errorf("register statement metrics: %w", err)
 	}

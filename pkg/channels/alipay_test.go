@@ -13,7 +13,7 @@ import (
 	"github.com/paycallback/paycallback/pkg/eventkey"
 )
 
-// The real notifications of channels.md (personal fields replaced), with
+// The real notifications of docs/channels.md (personal fields replaced), with
 // the usual surrounding fields.
 var (
 	alipayRealPayment = form(

@@ -6,8 +6,8 @@
 // AES-256-GCM encrypted resource), Alipay trade_status_sync notifications
 // (ALIPAY, form-urlencoded, amounts in yuan strings) and Shouqianba upay
 // (SQB, JSON whose values are all strings). The wire formats and their traps
-// are described in the project's channels.md; the envelope, key format and
-// dead-letter kinds in contract.md.
+// are described, with their sources, in docs/channels.md; the envelope, key
+// format and dead-letter kinds in docs/contract.md.
 //
 // A fourth content type, ContentTypeStatement, carries no callback but an
 // Event rebuilt from a channel statement, with the key and fingerprint the

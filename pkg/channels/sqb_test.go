@@ -12,7 +12,8 @@ import (
 	"github.com/paycallback/paycallback/pkg/eventkey"
 )
 
-// sqbDocPayment is the channels.md example payment callback, verbatim.
+// sqbDocPayment is Shouqianba's documented example payment callback
+// (docs/channels.md), verbatim.
 const sqbDocPayment = `{"terminal_sn":"01939202039923029","sn":"7893259247405832","client_sn":"w145206259311176","client_tsn":"w145206259311176","trade_no":"4003262001201704187463804544","status":"SUCCESS","order_status":"PAID","payway":"3","sub_payway":"1","total_amount":"101","net_amount":"101","subject":"Apple iPhone 6s plus","finish_time":"1492506702864","channel_finish_time":"1492506702000","operator":"test","reflect":"","payment_list":[{"type":"BANKCARD_DEBIT","amount_total":"1"},{"type":"DISCOUNT_CHANNEL_MCH","amount_total":"100"}]}`
 
 // sqbEdit changes fields of a Shouqianba body (nil removes).

@@ -13,7 +13,7 @@ import (
 	"github.com/paycallback/paycallback/pkg/eventkey"
 )
 
-// The channels.md test vectors, verbatim.
+// The fake-key test vectors of docs/channels.md, verbatim.
 const (
 	vecKey = "0123456789abcdef0123456789abcdef"
 

@@ -9,7 +9,7 @@
 // and turn amounts into int64 fen with the same exact decimal parsing as
 // the callbacks (channels.ParseYuan), never a float. They never touch a
 // database or the network: storing and reconciling statements is the
-// caller's job. Facts and sources: the project's statements notes.
+// caller's job. Facts and sources: docs/statements.md.
 package statements
 
 import (

@@ -10,8 +10,8 @@
 // id, create_time, nonce and ciphertext), the decoded fingerprint does not.
 //
 // WeChat bodies are encrypted with AES-256-GCM under Delivery.APIv3Key
-// (default APIv3Key, the fake key of the channels.md test vectors), so a
-// decoder built with Keys() reads them. Delivery.Edit changes the payload
+// (default APIv3Key, the fake key of the test vectors in docs/channels.md),
+// so a decoder built with Keys() reads them. Delivery.Edit changes the payload
 // before it is encoded, to build traps and broken messages.
 //
 // Builders panic on impossible input (a key that is not 32 bytes, a nonce
@@ -34,7 +34,8 @@ import (
 	"github.com/paycallback/paycallback/pkg/channels"
 )
 
-// APIv3Key is the fake WeChat APIv3 key of the channels.md test vectors.
+// APIv3Key is the fake WeChat APIv3 key of the test vectors in
+// docs/channels.md.
 const APIv3Key = "0123456789abcdef0123456789abcdef"
 
 // Keys returns a key provider that gives APIv3Key to every tenant.

@@ -1,4 +1,4 @@
-package ops_test
+package statementbook_test
 
 import (
 	"context"
@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/uptrace/bun"
 
-	"github.com/paycallback/paycallback/internal/ops"
 	"github.com/paycallback/paycallback/internal/sqldb/sqldbtest"
+	"github.com/paycallback/paycallback/internal/statementbook"
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/statements"
 )
@@ -50,20 +50,20 @@ func TestImportStatement(t *testing.T) {
 				return files, lines
 			}
 
-			res, err := ops.ImportStatement(ctx, db, 1001, bill("aaaa"), now)
+			res, err := statementbook.ImportStatement(ctx, db, 1001, bill("aaaa"), now)
 			require.NoError(t, err)
 			require.Len(t, res.Days, 1, "a refund at 23:30 Beijing is still the bill's day, though 15:30 UTC")
-			assert.Equal(t, ops.DayImport{Day: "2024-03-15", Status: ops.ImportNew, Lines: 2, Held: 2, Version: ops.DayVersion(bill("aaaa").Lines)}, res.Days[0])
+			assert.Equal(t, statementbook.DayImport{Day: "2024-03-15", Status: statementbook.ImportNew, Lines: 2, Held: 2, Version: statementbook.DayVersion(bill("aaaa").Lines)}, res.Days[0])
 
-			res, err = ops.ImportStatement(ctx, db, 1001, bill("aaaa"), now)
+			res, err = statementbook.ImportStatement(ctx, db, 1001, bill("aaaa"), now)
 			require.NoError(t, err)
-			assert.Equal(t, ops.ImportUnchanged, res.Days[0].Status, "the same file twice changes nothing")
+			assert.Equal(t, statementbook.ImportUnchanged, res.Days[0].Status, "the same file twice changes nothing")
 			files, lines := count()
 			assert.Equal(t, [2]int64{1, 2}, [2]int64{files, lines})
 
-			other, err := ops.ImportStatement(ctx, db, 2002, bill("aaaa"), now)
+			other, err := statementbook.ImportStatement(ctx, db, 2002, bill("aaaa"), now)
 			require.NoError(t, err)
-			assert.Equal(t, ops.ImportNew, other.Days[0].Status, "statements are held per tenant")
+			assert.Equal(t, statementbook.ImportNew, other.Days[0].Status, "statements are held per tenant")
 
 			corrected := bill("bbbb")
 			corrected.Lines[1].Status = "PROCESSING"
@@ -72,12 +72,12 @@ func TestImportStatement(t *testing.T) {
 				Amount: 500, SettledAmount: 500, Status: "SUCCESS", Time: time.Date(2024, 3, 15, 12, 0, 0, 0, statements.Beijing), Currency: "CNY",
 			})
 			corrected.Lines = corrected.Lines[1:] // the first payment is gone
-			res, err = ops.ImportStatement(ctx, db, 1001, corrected, now)
+			res, err = statementbook.ImportStatement(ctx, db, 1001, corrected, now)
 			require.NoError(t, err)
 			day := res.Days[0]
-			assert.Equal(t, ops.ImportReplaced, day.Status)
+			assert.Equal(t, statementbook.ImportReplaced, day.Status)
 			require.Len(t, day.Changes, 3)
-			byID := map[string]ops.LineChange{}
+			byID := map[string]statementbook.LineChange{}
 			for _, c := range day.Changes {
 				byID[c.Identity] = c
 			}
@@ -112,17 +112,17 @@ func TestImportStatementSpreadsQueryResponsesOverTheirDays(t *testing.T) {
 			Time: time.Date(2024, 3, 15, 0, 1, 0, 0, statements.Beijing), Currency: "CNY",
 		},
 	}}
-	res, err := ops.ImportStatement(ctx, db, 1001, st, time.Now())
+	res, err := statementbook.ImportStatement(ctx, db, 1001, st, time.Now())
 	require.NoError(t, err)
 	require.Len(t, res.Days, 2)
 	assert.Equal(t, "2024-03-14", res.Days[0].Day)
 	assert.Equal(t, "2024-03-15", res.Days[1].Day)
 
-	_, err = ops.ImportStatement(ctx, db, 1001, statements.Statement{Channel: channels.WeChat, SHA1: "dddd"}, time.Now())
+	_, err = statementbook.ImportStatement(ctx, db, 1001, statements.Statement{Channel: channels.WeChat, SHA1: "dddd"}, time.Now())
 	require.ErrorContains(t, err, "no lines and states no day")
-	empty, err := ops.ImportStatement(ctx, db, 1001, statements.Statement{
+	empty, err := statementbook.ImportStatement(ctx, db, 1001, statements.Statement{
 		Channel: channels.Alipay, SHA1: "eeee", From: time.Date(2024, 3, 16, 0, 0, 0, 0, statements.Beijing),
 	}, time.Now())
 	require.NoError(t, err)
-	assert.Equal(t, []ops.DayImport{{Day: "2024-03-16", Status: ops.ImportNew, Version: ops.DayVersion(nil)}}, empty.Days, "an empty Alipay bill is its stated day")
+	assert.Equal(t, []statementbook.DayImport{{Day: "2024-03-16", Status: statementbook.ImportNew, Version: statementbook.DayVersion(nil)}}, empty.Days, "an empty Alipay bill is its stated day")
 }

@@ -1,4 +1,4 @@
-package ops_test
+package statementbook_test
 
 import (
 	"context"
@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/uptrace/bun"
 
-	"github.com/paycallback/paycallback/internal/ops"
 	"github.com/paycallback/paycallback/internal/sqldb/sqldbtest"
+	"github.com/paycallback/paycallback/internal/statementbook"
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/channels/channelstest"
 	"github.com/paycallback/paycallback/pkg/statements"
@@ -53,12 +53,12 @@ func TestReconcileStatementRecordsItsResult(t *testing.T) {
 	w.post(channelstest.RefundEnvelope(t1, channelstest.Refund{No: "R-1", Amount: 500}, d))
 	w.importLines(1, wx, payLine(t1), payLine(t2), refundLine(t1, "R-1", 500, "PROCESSING"))
 	var sha string
-	require.NoError(t, w.db.NewSelect().TableExpr("ss_statement_file").Column("sha1").Where("tenant_id = 1").Scan(context.Background(), &sha))
+	require.NoError(t, w.DB.NewSelect().TableExpr("ss_statement_file").Column("sha1").Where("tenant_id = 1").Scan(context.Background(), &sha))
 
 	before := time.Now().UTC().Add(-time.Millisecond)
 	rep := reconcileDay(t, w, 1, wx, reconDay)
 	require.Len(t, rep.Items, 3)
-	rows := readResults(t, w.db, 1, wx)
+	rows := readResults(t, w.DB, 1, wx)
 	require.Len(t, rows, 1)
 	first := rows[0]
 	assert.Equal(t, sha, first.SHA1)
@@ -72,7 +72,7 @@ func TestReconcileStatementRecordsItsResult(t *testing.T) {
 	w.post(channelstest.PaymentEnvelope(t2, d))
 	rep = reconcileDay(t, w, 1, wx, reconDay)
 	require.Len(t, rep.Items, 2)
-	rows = readResults(t, w.db, 1, wx)
+	rows = readResults(t, w.DB, 1, wx)
 	require.Len(t, rows, 1, "one row per tenant, channel and day")
 	assert.Equal(t, [4]int{0, 1, 0, 1}, [4]int{rows[0].MissingInLedger, rows[0].MissingInStatement, rows[0].AmountMismatch, rows[0].StatusMismatch})
 	assert.Equal(t, 4, rows[0].Postings)
@@ -90,13 +90,13 @@ func TestReconcileStatementNoStatement(t *testing.T) {
 
 	today := time.Now().In(statements.Beijing).Format(time.DateOnly)
 	for _, day := range []string{reconDay, "2024-06-02", today} {
-		rep, err := ops.ReconcileStatement(ctx, w.db, 2, wx, day)
-		require.ErrorIs(t, err, ops.ErrNoStatement, day)
+		rep, err := statementbook.ReconcileStatement(ctx, w.DB, 2, wx, day)
+		require.ErrorIs(t, err, statementbook.ErrNoStatement, day)
 		require.Len(t, rep.Items, 1, day)
-		assert.Equal(t, ops.StatementNoStatement, rep.Items[0].Category, day)
+		assert.Equal(t, statementbook.StatementNoStatement, rep.Items[0].Category, day)
 		assert.False(t, rep.OK(), day)
 	}
-	assert.Empty(t, readResults(t, w.db, 2, wx), "a day without a statement is never recorded, quiet or not")
+	assert.Empty(t, readResults(t, w.DB, 2, wx), "a day without a statement is never recorded, quiet or not")
 }
 
 // TestDeclareEmptyStatements: a day the channel said had no statement is
@@ -111,29 +111,29 @@ func TestDeclareEmptyStatements(t *testing.T) {
 	w.post(channelstest.PaymentEnvelope(tr, d)) // on 2024-06-01
 	now := time.Now()
 
-	res, err := ops.DeclareEmptyStatements(ctx, w.db, 3, wx, []string{reconDay, "2024-06-02"}, now)
+	res, err := statementbook.DeclareEmptyStatements(ctx, w.DB, 3, wx, []string{reconDay, "2024-06-02"}, now)
 	require.NoError(t, err)
-	assert.Equal(t, []ops.EmptyDay{{Day: reconDay, Status: ops.EmptyDeclared}, {Day: "2024-06-02", Status: ops.EmptyDeclared}}, res)
+	assert.Equal(t, []statementbook.EmptyDay{{Day: reconDay, Status: statementbook.EmptyDeclared}, {Day: "2024-06-02", Status: statementbook.EmptyDeclared}}, res)
 	rep := reconcileDay(t, w, 3, wx, reconDay)
-	assert.Equal(t, []string{ops.StatementMissingInStatement + " " + tr.TradeNo + " "}, categories(rep))
+	assert.Equal(t, []string{statementbook.StatementMissingInStatement + " " + tr.TradeNo + " "}, categories(rep))
 	assert.Zero(t, rep.Lines)
 	quiet := reconcileDay(t, w, 3, wx, "2024-06-02")
 	assert.True(t, quiet.OK(), "%+v", quiet.Items)
-	rows := readResults(t, w.db, 3, wx)
+	rows := readResults(t, w.DB, 3, wx)
 	require.Len(t, rows, 2)
 
-	again, err := ops.DeclareEmptyStatements(ctx, w.db, 3, wx, []string{"2024-06-02"}, now)
+	again, err := statementbook.DeclareEmptyStatements(ctx, w.DB, 3, wx, []string{"2024-06-02"}, now)
 	require.NoError(t, err)
-	assert.Equal(t, []ops.EmptyDay{{Day: "2024-06-02", Status: ops.EmptyAlready}}, again)
+	assert.Equal(t, []statementbook.EmptyDay{{Day: "2024-06-02", Status: statementbook.EmptyAlready}}, again)
 
 	w.importLines(4, wx, payLine(trade(wx, 4, 1)))
-	_, err = ops.DeclareEmptyStatements(ctx, w.db, 4, wx, []string{"2024-05-31", reconDay}, now)
-	require.ErrorIs(t, err, ops.ErrStatementHeld)
-	_, err = ops.ReconcileStatement(ctx, w.db, 4, wx, "2024-05-31")
-	require.ErrorIs(t, err, ops.ErrNoStatement, "nothing of the range was recorded")
+	_, err = statementbook.DeclareEmptyStatements(ctx, w.DB, 4, wx, []string{"2024-05-31", reconDay}, now)
+	require.ErrorIs(t, err, statementbook.ErrStatementHeld)
+	_, err = statementbook.ReconcileStatement(ctx, w.DB, 4, wx, "2024-05-31")
+	require.ErrorIs(t, err, statementbook.ErrNoStatement, "nothing of the range was recorded")
 
 	today := now.In(statements.Beijing).Format(time.DateOnly)
-	_, err = ops.DeclareEmptyStatements(ctx, w.db, 3, wx, []string{today}, now)
+	_, err = statementbook.DeclareEmptyStatements(ctx, w.DB, 3, wx, []string{today}, now)
 	require.ErrorContains(t, err, "has not ended")
 
 	// A bill turning up later for a day declared empty is stored as usual.
@@ -148,15 +148,15 @@ func TestStatementResultLatestRunWins(t *testing.T) {
 		ctx := context.Background()
 		base := time.Date(2024, 6, 2, 3, 0, 0, 0, time.UTC)
 		day := "2024-06-01"
-		report := func(missing int) ops.StatementReport {
-			rep := ops.StatementReport{TenantID: 7, Channel: "ALIPAY", Day: day, Lines: missing}
+		report := func(missing int) statementbook.StatementReport {
+			rep := statementbook.StatementReport{TenantID: 7, Channel: "ALIPAY", Day: day, Lines: missing}
 			for range missing {
-				rep.Items = append(rep.Items, ops.StatementItem{Category: ops.StatementMissingInLedger})
+				rep.Items = append(rep.Items, statementbook.StatementItem{Category: statementbook.StatementMissingInLedger})
 			}
 			return rep
 		}
-		require.NoError(t, ops.RecordStatementResult(ctx, db, report(2), "sha-b", base.Add(2*time.Minute)))
-		require.NoError(t, ops.RecordStatementResult(ctx, db, report(1), "sha-a", base.Add(time.Minute)), "an older run finishing later")
+		require.NoError(t, statementbook.RecordStatementResult(ctx, db, report(2), "sha-b", base.Add(2*time.Minute)))
+		require.NoError(t, statementbook.RecordStatementResult(ctx, db, report(1), "sha-a", base.Add(time.Minute)), "an older run finishing later")
 		rows := readResults(t, db, 7, channels.Alipay)
 		require.Len(t, rows, 1)
 		assert.Equal(t, "sha-b", rows[0].SHA1, "the older run changed nothing")
@@ -174,7 +174,7 @@ func TestStatementResultLatestRunWins(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				errs <- ops.RecordStatementResult(ctx, db, report(k), fmt.Sprintf("sha-%02d", k), base.Add(time.Hour+time.Duration(k)*time.Second))
+				errs <- statementbook.RecordStatementResult(ctx, db, report(k), fmt.Sprintf("sha-%02d", k), base.Add(time.Hour+time.Duration(k)*time.Second))
 			}()
 		}
 		wg.Wait()

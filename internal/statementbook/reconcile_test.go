@@ -1,4 +1,4 @@
-package ops_test
+package statementbook_test
 
 import (
 	"context"
@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/uptrace/bun"
 
-	"github.com/paycallback/paycallback/internal/ops"
 	"github.com/paycallback/paycallback/internal/sqldb/sqldbtest"
+	"github.com/paycallback/paycallback/internal/statementbook"
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/channels/channelstest"
 	"github.com/paycallback/paycallback/pkg/statements"
@@ -22,21 +22,21 @@ const reconDay = "2024-06-01" // channelstest.BaseTime's day
 // post settles value as the worker does, the claim keeping the channel's
 // time of the event in occurred_at.
 func (w *world) post(value []byte) {
-	w.t.Helper()
-	ev, _ := w.settle(value)
-	w.exec("UPDATE ss_channel_idempotent SET occurred_at = ? WHERE tenant_id = ? AND idempotent_key = ?",
+	w.TB.Helper()
+	ev, _ := w.Settle(value)
+	w.Exec("UPDATE ss_channel_idempotent SET occurred_at = ? WHERE tenant_id = ? AND idempotent_key = ?",
 		ev.OccurredAt.UTC(), ev.TenantID, string(ev.Key))
 }
 
 // importLines imports lines as one statement of ch for tenant.
 func (w *world) importLines(tenant int64, ch channels.Channel, lines ...statements.Line) {
-	w.t.Helper()
+	w.TB.Helper()
 	for i := range lines {
 		lines[i].LineNo, lines[i].Channel, lines[i].Currency = i+2, ch, "CNY"
 	}
 	st := statements.Statement{Channel: ch, Format: "test", SHA1: fmt.Sprintf("%d-%s-%d", tenant, ch, time.Now().UnixNano()), Lines: lines}
-	_, err := ops.ImportStatement(context.Background(), w.db, tenant, st, time.Now())
-	require.NoError(w.t, err)
+	_, err := statementbook.ImportStatement(context.Background(), w.DB, tenant, st, time.Now())
+	require.NoError(w.TB, err)
 }
 
 func payLine(tr channelstest.Trade) statements.Line {
@@ -59,14 +59,14 @@ func trade(ch channels.Channel, tenant int64, seq int) channelstest.Trade {
 	return tr
 }
 
-func reconcileDay(t *testing.T, w *world, tenant int64, ch channels.Channel, day string) ops.StatementReport {
+func reconcileDay(t *testing.T, w *world, tenant int64, ch channels.Channel, day string) statementbook.StatementReport {
 	t.Helper()
-	rep, err := ops.ReconcileStatement(context.Background(), w.db, tenant, ch, day)
+	rep, err := statementbook.ReconcileStatement(context.Background(), w.DB, tenant, ch, day)
 	require.NoError(t, err)
 	return rep
 }
 
-func categories(rep ops.StatementReport) []string {
+func categories(rep statementbook.StatementReport) []string {
 	var out []string
 	for _, it := range rep.Items {
 		out = append(out, it.Category+" "+it.TradeNo+" "+it.RefundNo)
@@ -103,7 +103,7 @@ func TestReconcileStatement(t *testing.T) {
 		rep := reconcileDay(t, w, 2, wx, reconDay)
 		require.Len(t, rep.Items, 1)
 		it := rep.Items[0]
-		assert.Equal(t, ops.StatementMissingInLedger, it.Category)
+		assert.Equal(t, statementbook.StatementMissingInLedger, it.Category)
 		assert.Equal(t, t2.TradeNo, it.TradeNo)
 		assert.Equal(t, int64(2580), *it.StatementAmount)
 		assert.Nil(t, it.LedgerAmount)
@@ -118,7 +118,7 @@ func TestReconcileStatement(t *testing.T) {
 		w.post(channelstest.PaymentEnvelope(t2, d))
 		w.importLines(3, wx, payLine(t1))
 		rep := reconcileDay(t, w, 3, wx, reconDay)
-		assert.Equal(t, []string{ops.StatementMissingInStatement + " " + t2.TradeNo + " "}, categories(rep))
+		assert.Equal(t, []string{statementbook.StatementMissingInStatement + " " + t2.TradeNo + " "}, categories(rep))
 		assert.Equal(t, int64(2580), *rep.Items[0].LedgerAmount)
 		require.NotEmpty(t, t2.MerchantOrderNo)
 		assert.Equal(t, t2.MerchantOrderNo, rep.Items[0].MerchantOrderNo, "no line names it: the order row does")
@@ -136,9 +136,9 @@ func TestReconcileStatement(t *testing.T) {
 	t.Run("missing in statement, claim without occurred_at", func(t *testing.T) {
 		t1, t2 := trade(wx, 4, 1), trade(wx, 4, 2)
 		w.post(channelstest.PaymentEnvelope(t1, d))
-		w.settle(channelstest.PaymentEnvelope(t2, d)) // an old claim: the time only in event_json
+		w.Settle(channelstest.PaymentEnvelope(t2, d)) // an old claim: the time only in event_json
 		w.importLines(4, wx, payLine(t1))
-		assert.Equal(t, []string{ops.StatementMissingInStatement + " " + t2.TradeNo + " "}, categories(reconcileDay(t, w, 4, wx, reconDay)))
+		assert.Equal(t, []string{statementbook.StatementMissingInStatement + " " + t2.TradeNo + " "}, categories(reconcileDay(t, w, 4, wx, reconDay)))
 	})
 
 	t.Run("amount difference", func(t *testing.T) {
@@ -149,7 +149,7 @@ func TestReconcileStatement(t *testing.T) {
 		w.importLines(5, wx, l)
 		rep := reconcileDay(t, w, 5, wx, reconDay)
 		require.Len(t, rep.Items, 1)
-		assert.Equal(t, ops.StatementAmountMismatch, rep.Items[0].Category)
+		assert.Equal(t, statementbook.StatementAmountMismatch, rep.Items[0].Category)
 		assert.Equal(t, [2]int64{2590, 2580}, [2]int64{*rep.Items[0].StatementAmount, *rep.Items[0].LedgerAmount})
 	})
 
@@ -163,8 +163,8 @@ func TestReconcileStatement(t *testing.T) {
 		w.importLines(6, wx, payLine(t1), refundLine(t1, "R-9", 500, "PROCESSING"), revoked)
 		rep := reconcileDay(t, w, 6, wx, reconDay)
 		assert.Equal(t, []string{
-			ops.StatementStatusMismatch + " " + t1.TradeNo + " R-9",
-			ops.StatementStatusMismatch + " " + t2.TradeNo + " ",
+			statementbook.StatementStatusMismatch + " " + t1.TradeNo + " R-9",
+			statementbook.StatementStatusMismatch + " " + t2.TradeNo + " ",
 		}, categories(rep))
 		assert.Contains(t, rep.Items[0].Message, "snapshot")
 		assert.Contains(t, rep.Items[0].Message, "never updated")
@@ -184,7 +184,7 @@ func TestReconcileStatement(t *testing.T) {
 		rep := reconcileDay(t, w, 7, ali, reconDay)
 		require.Len(t, rep.Items, 1)
 		it := rep.Items[0]
-		assert.Equal(t, ops.StatementAmountMismatch, it.Category)
+		assert.Equal(t, statementbook.StatementAmountMismatch, it.Category)
 		assert.Equal(t, [2]int64{5500, 5000}, [2]int64{*it.StatementAmount, *it.LedgerAmount}, "the day's totals of the trade")
 	})
 
@@ -199,12 +199,12 @@ func TestReconcileStatement(t *testing.T) {
 		w.importLines(8, sqb, order(t1, 1580, channels.SQBPartialRefunded), order(t2, 2580, channels.SQBPaid))
 		assert.Empty(t, reconcileDay(t, w, 8, sqb, reconDay).Items)
 		w.importLines(8, sqb, order(t1, 580, channels.SQBPartialRefunded), order(t2, 2580, channels.SQBPaid))
-		assert.Equal(t, []string{ops.StatementAmountMismatch + " " + t1.TradeNo + " "}, categories(reconcileDay(t, w, 8, sqb, reconDay)))
+		assert.Equal(t, []string{statementbook.StatementAmountMismatch + " " + t1.TradeNo + " "}, categories(reconcileDay(t, w, 8, sqb, reconDay)))
 	})
 
 	t.Run("no statement for the day", func(t *testing.T) {
-		_, err := ops.ReconcileStatement(context.Background(), w.db, 9, wx, reconDay)
-		require.ErrorIs(t, err, ops.ErrNoStatement)
+		_, err := statementbook.ReconcileStatement(context.Background(), w.DB, 9, wx, reconDay)
+		require.ErrorIs(t, err, statementbook.ErrNoStatement)
 	})
 }
 
@@ -263,7 +263,7 @@ func testAlipayRunningTotals(t *testing.T, db *bun.DB) {
 		w.importLines(tenant, ali, payLine(tr), aliRefundLine(tr, "REQ-1", 3000, at(d1, 14, 0)))
 
 		rep := reconcileDay(t, w, tenant, ali, d1)
-		require.Equal(t, []string{ops.StatementMissingInLedger + " " + tr.TradeNo + " "}, categories(rep),
+		require.Equal(t, []string{statementbook.StatementMissingInLedger + " " + tr.TradeNo + " "}, categories(rep),
 			"with only the first day imported, the refund is missing at the end of it")
 		assert.Equal(t, int64(3000), *rep.Items[0].StatementAmount)
 		assert.Nil(t, rep.Items[0].LedgerAmount)
@@ -274,7 +274,7 @@ func testAlipayRunningTotals(t *testing.T, db *bun.DB) {
 		assert.Empty(t, reconcileDay(t, w, tenant, ali, d1).Items, "the ledger caught up on the second day")
 
 		// The first refund's callback arrives at last: no money moves.
-		_, res := w.settle(aliRefund(tr, "B-1", 3000, at(d1, 14, 0)))
+		_, res := w.Settle(aliRefund(tr, "B-1", 3000, at(d1, 14, 0)))
 		assert.Equal(t, "NO_MONEY", string(res.Outcome))
 		assert.Empty(t, reconcileDay(t, w, tenant, ali, d1).Items)
 		assert.Empty(t, reconcileDay(t, w, tenant, ali, d2).Items)
@@ -286,7 +286,7 @@ func testAlipayRunningTotals(t *testing.T, db *bun.DB) {
 		w.post(aliRefund(tr, "B-1", 1000, time.Date(2024, 6, 1, 23, 59, 59, 900_000_000, statements.Beijing)))
 		w.importLines(tenant, ali, payLine(tr))
 		rep := reconcileDay(t, w, tenant, ali, d1)
-		require.Equal(t, []string{ops.StatementMissingInStatement + " " + tr.TradeNo + " B-1"}, categories(rep),
+		require.Equal(t, []string{statementbook.StatementMissingInStatement + " " + tr.TradeNo + " B-1"}, categories(rep),
 			"without the next day's statement the refund is in none")
 		assert.Equal(t, int64(1000), *rep.Items[0].LedgerAmount)
 		assert.Equal(t, "ALIPAY:"+tr.TradeNo+":REFUND_SUCCEEDED:B-1", rep.Items[0].Key)
@@ -305,11 +305,11 @@ func testAlipayRunningTotals(t *testing.T, db *bun.DB) {
 			aliRefundLine(tr, "REQ-2", 2000, at(d2, 11, 0)), aliRefundLine(tr, "REQ-3", 500, at(d3, 9, 30)))
 		assert.Empty(t, reconcileDay(t, w, tenant, ali, d1).Items)
 		rep := reconcileDay(t, w, tenant, ali, d2)
-		require.Equal(t, []string{ops.StatementMissingInLedger + " " + tr.TradeNo + " "}, categories(rep))
+		require.Equal(t, []string{statementbook.StatementMissingInLedger + " " + tr.TradeNo + " "}, categories(rep))
 		assert.Equal(t, int64(2000), *rep.Items[0].StatementAmount, "the day's refunds the ledger lacks")
 		assert.Contains(t, rep.Items[0].Message, "at the end of 2024-06-03: statement 3500, ledger 1000")
 		rep = reconcileDay(t, w, tenant, ali, d3)
-		require.Equal(t, []string{ops.StatementMissingInLedger + " " + tr.TradeNo + " "}, categories(rep))
+		require.Equal(t, []string{statementbook.StatementMissingInLedger + " " + tr.TradeNo + " "}, categories(rep))
 		assert.Equal(t, int64(500), *rep.Items[0].StatementAmount, "what the difference grew by, not the 2000 reported the day before")
 
 		w.post(aliRefund(tr, "B-3", 3500, at(d3, 9, 30))) // carries B-2's 2000
@@ -321,7 +321,7 @@ func testAlipayRunningTotals(t *testing.T, db *bun.DB) {
 		// an amount_mismatch of the running totals.
 		w.post(aliRefund(tr, "B-4", 4000, at(d3, 15, 0)))
 		rep = reconcileDay(t, w, tenant, ali, d3)
-		require.Equal(t, []string{ops.StatementAmountMismatch + " " + tr.TradeNo + " "}, categories(rep))
+		require.Equal(t, []string{statementbook.StatementAmountMismatch + " " + tr.TradeNo + " "}, categories(rep))
 		assert.Equal(t, [2]int64{3500, 4000}, [2]int64{*rep.Items[0].StatementAmount, *rep.Items[0].LedgerAmount})
 		assert.Empty(t, reconcileDay(t, w, tenant, ali, d2).Items, "the ledger went past the day's total since")
 	})
@@ -335,7 +335,7 @@ func testAlipayRunningTotals(t *testing.T, db *bun.DB) {
 		w.importLines(tenant, ali, payLine(tr), aliRefundLine(tr, "REQ-1", 1500, at(d1, 14, 0)),
 			aliRefundLine(tr, "REQ-2", 1000, at(d2, 14, 0)))
 		rep := reconcileDay(t, w, tenant, ali, d1)
-		require.Equal(t, []string{ops.StatementAmountMismatch + " " + tr.TradeNo + " "}, categories(rep))
+		require.Equal(t, []string{statementbook.StatementAmountMismatch + " " + tr.TradeNo + " "}, categories(rep))
 		assert.Equal(t, [2]int64{1500, 1000}, [2]int64{*rep.Items[0].StatementAmount, *rep.Items[0].LedgerAmount})
 		assert.Contains(t, rep.Items[0].Message, "at the end of 2024-06-02: statement 2500, ledger 2000")
 		assert.Empty(t, reconcileDay(t, w, tenant, ali, d2).Items, "the same 500 apart: not reported again")
@@ -348,7 +348,7 @@ func testAlipayRunningTotals(t *testing.T, db *bun.DB) {
 		// d1's statement is not imported; d3's has nothing of the trade.
 		w.importLines(tenant, ali, aliRefundLine(tr, "REQ-2", 500, at(d2, 10, 0)), filler(tenant, 2, d3))
 		rep := reconcileDay(t, w, tenant, ali, d2)
-		require.Equal(t, []string{ops.StatementAmountMismatch + " " + tr.TradeNo + " "}, categories(rep))
+		require.Equal(t, []string{statementbook.StatementAmountMismatch + " " + tr.TradeNo + " "}, categories(rep))
 		assert.Equal(t, [2]int64{500, 1500}, [2]int64{*rep.Items[0].StatementAmount, *rep.Items[0].LedgerAmount})
 		assert.Contains(t, rep.Items[0].Message, "since 2024-06-02")
 		assert.Empty(t, reconcileDay(t, w, tenant, ali, d3).Items)

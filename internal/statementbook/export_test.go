@@ -1,4 +1,4 @@
-package ops
+package statementbook
 
 // RecordStatementResult exposes recordStatementResult to the tests, which
 // need runs at times of their choosing.

@@ -1,4 +1,4 @@
-package ops_test
+package statementbook_test
 
 import (
 	"context"
@@ -11,8 +11,8 @@ import (
 	"github.com/uptrace/bun"
 
 	"github.com/paycallback/paycallback/internal/metrics"
-	"github.com/paycallback/paycallback/internal/ops"
 	"github.com/paycallback/paycallback/internal/sqldb/sqldbtest"
+	"github.com/paycallback/paycallback/internal/statementbook"
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/statements"
 )
@@ -32,14 +32,14 @@ func TestStatementStandings(t *testing.T) {
 				LineNo: 2, Channel: ch, Kind: statements.KindPayment, TradeNo: fmt.Sprintf("T-%d-%d", tenant, d),
 				Amount: 100, SettledAmount: 100, Status: "SUCCESS", Time: day(d).Add(9 * time.Hour), Currency: "CNY",
 			}}}
-			_, err := ops.ImportStatement(ctx, db, tenant, st, now)
+			_, err := statementbook.ImportStatement(ctx, db, tenant, st, now)
 			require.NoError(t, err)
 		}
 		// rec records a run of the day against the statement held (its
 		// version), or, for a day holding none, against sha alone.
 		rec := func(tenant int64, ch channels.Channel, d int, sha string, items ...string) {
 			t.Helper()
-			rep := ops.StatementReport{TenantID: tenant, Channel: string(ch), Day: day(d).Format(time.DateOnly)}
+			rep := statementbook.StatementReport{TenantID: tenant, Channel: string(ch), Day: day(d).Format(time.DateOnly)}
 			var held []string
 			require.NoError(t, db.NewSelect().TableExpr("ss_statement_file").Column("version").
 				Where("tenant_id = ?", tenant).Where("channel_code = ?", string(ch)).Where("statement_day = ?", rep.Day).
@@ -48,9 +48,9 @@ func TestStatementStandings(t *testing.T) {
 				rep.StatementVersion = held[0]
 			}
 			for _, c := range items {
-				rep.Items = append(rep.Items, ops.StatementItem{Category: c})
+				rep.Items = append(rep.Items, statementbook.StatementItem{Category: c})
 			}
-			require.NoError(t, ops.RecordStatementResult(ctx, db, rep, sha, now))
+			require.NoError(t, statementbook.RecordStatementResult(ctx, db, rep, sha, now))
 		}
 		wx, ali := channels.WeChat, channels.Alipay
 
@@ -58,9 +58,9 @@ func TestStatementStandings(t *testing.T) {
 		// reconciled, the latest with discrepancies; today's import is left out.
 		for d := 2; d <= 9; d++ {
 			imp(1, wx, d, fmt.Sprint("w1-", d))
-			rec(1, wx, d, fmt.Sprint("w1-", d), ops.StatementMissingInStatement)
+			rec(1, wx, d, fmt.Sprint("w1-", d), statementbook.StatementMissingInStatement)
 		}
-		rec(1, wx, 9, "w1-9", ops.StatementMissingInLedger, ops.StatementMissingInLedger, ops.StatementStatusMismatch)
+		rec(1, wx, 9, "w1-9", statementbook.StatementMissingInLedger, statementbook.StatementMissingInLedger, statementbook.StatementStatusMismatch)
 		imp(1, wx, 10, "w1-10")
 		// Tenant 2, WeChat: 06-05 reconciled, 06-06 skipped, 06-07
 		// reconciled, 06-08 reconciled and then corrected, 06-09 not yet.
@@ -68,7 +68,7 @@ func TestStatementStandings(t *testing.T) {
 			imp(2, wx, d, fmt.Sprint("w2-", d))
 		}
 		rec(2, wx, 5, "w2-5")
-		rec(2, wx, 7, "w2-7", ops.StatementAmountMismatch)
+		rec(2, wx, 7, "w2-7", statementbook.StatementAmountMismatch)
 		rec(2, wx, 8, "w2-8")
 		imp(2, wx, 8, "w2-8-corrected")
 		// Tenant 3, Alipay: imported, never reconciled.
@@ -83,11 +83,11 @@ func TestStatementStandings(t *testing.T) {
 		// result recorded for 06-09 without a statement (as a quiet day
 		// was, before no_statement) stands for nothing.
 		imp(5, wx, 7, "w5-7")
-		rec(5, wx, 7, "w5-7", ops.StatementMissingInLedger)
+		rec(5, wx, 7, "w5-7", statementbook.StatementMissingInLedger)
 		rec(5, wx, 9, "")
 		five := func() metrics.StatementStanding {
 			t.Helper()
-			got, err := ops.StatementStandings(ctx, db, now, 7)
+			got, err := statementbook.StatementStandings(ctx, db, now, 7)
 			require.NoError(t, err)
 			for _, s := range got {
 				if s.TenantID == 5 {
@@ -103,19 +103,19 @@ func TestStatementStandings(t *testing.T) {
 		assert.Zero(t, s5.UnreconciledDays)
 		// The channel's answer for 06-08: no bill. Declared, not reconciled
 		// yet; reconciled, the day is clean.
-		_, err := ops.DeclareEmptyStatements(ctx, db, 5, wx, []string{"2024-06-08"}, now)
+		_, err := statementbook.DeclareEmptyStatements(ctx, db, 5, wx, []string{"2024-06-08"}, now)
 		require.NoError(t, err)
 		s5 = five()
 		assert.Zero(t, s5.MissingDays)
 		assert.Equal(t, 1, s5.UnreconciledDays, "declared empty, not reconciled yet")
-		_, err = ops.ReconcileStatement(ctx, db, 5, wx, "2024-06-08")
+		_, err = statementbook.ReconcileStatement(ctx, db, 5, wx, "2024-06-08")
 		require.NoError(t, err)
 		s5 = five()
 		assert.Zero(t, s5.UnreconciledDays)
 		assert.True(t, s5.LastReconciledDay.Equal(day(8)), "last %s", s5.LastReconciledDay)
-		assert.Equal(t, 1, s5.Discrepancies[ops.StatementMissingInLedger], "06-07's, still open")
+		assert.Equal(t, 1, s5.Discrepancies[statementbook.StatementMissingInLedger], "06-07's, still open")
 
-		got, err := ops.StatementStandings(ctx, db, now, 7)
+		got, err := statementbook.StatementStandings(ctx, db, now, 7)
 		require.NoError(t, err)
 		byKey := map[string]metrics.StatementStanding{}
 		for _, s := range got {

@@ -1,4 +1,4 @@
-package ops_test
+package statementbook_test
 
 import (
 	"context"
@@ -13,9 +13,11 @@ import (
 	"github.com/uptrace/bun"
 
 	"github.com/paycallback/paycallback/internal/kafkaops"
+	"github.com/paycallback/paycallback/internal/ledgertest"
 	"github.com/paycallback/paycallback/internal/ops"
 	"github.com/paycallback/paycallback/internal/sqldb/sqldbtest"
 	"github.com/paycallback/paycallback/internal/statementauth"
+	"github.com/paycallback/paycallback/internal/statementbook"
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/channels/channelstest"
 	"github.com/paycallback/paycallback/pkg/idempotent"
@@ -42,16 +44,16 @@ func signatureOf(m kafka.Message) string {
 }
 
 // publishDay reconciles the day and publishes what is missing.
-func publishDay(t *testing.T, w *world, k ops.Kafka, tenant int64, ch channels.Channel) (ops.StatementReport, ops.PublishReport) {
+func publishDay(t *testing.T, w *world, k ops.Kafka, tenant int64, ch channels.Channel) (statementbook.StatementReport, statementbook.PublishReport) {
 	t.Helper()
 	rep := reconcileDay(t, w, tenant, ch, reconDay)
-	pub, err := ops.PublishMissing(context.Background(), w.db, k, rep, testSigning, time.Now())
+	pub, err := statementbook.PublishMissing(context.Background(), w.DB, input(k), rep, testSigning, time.Now())
 	require.NoError(t, err)
 	return rep, pub
 }
 
 // keysOf lists the items' keys, or trade numbers where there is no key.
-func keysOf(items []ops.PublishItem) []string {
+func keysOf(items []statementbook.PublishItem) []string {
 	out := []string{}
 	for _, it := range items {
 		if it.Key != "" {
@@ -74,7 +76,7 @@ func topicEvents(t *testing.T, w *world, k ops.Kafka) (map[string]channels.Event
 		require.NoError(t, json.Unmarshal(m.Value, &env))
 		assert.Equal(t, channels.ContentTypeStatement, env.ContentType)
 		require.NoError(t, testSigning.Verify(m.Value, signatureOf(m)), "signed with the current key")
-		res, err := w.dec.Decode(m.Value)
+		res, err := w.Dec.Decode(m.Value)
 		require.NoError(t, err)
 		assert.Equal(t, string(res.Event.Channel)+":"+res.Event.TradeNo, string(m.Key), "keyed like the callbacks")
 		out[string(res.Event.Key)] = res.Event
@@ -96,7 +98,7 @@ func topicEventsByTrade(t *testing.T, w *world, k ops.Kafka) map[string]channels
 // decoded is the event a callback decodes to.
 func decoded(t *testing.T, w *world, value []byte) channels.Event {
 	t.Helper()
-	res, err := w.dec.Decode(value)
+	res, err := w.Dec.Decode(value)
 	require.NoError(t, err)
 	return res.Event
 }
@@ -122,7 +124,7 @@ func TestPublishMissing(t *testing.T) {
 	w.post(channelstest.RefundEnvelope(processing, channelstest.Refund{No: "R-5", Amount: 300}, d))
 	w.post(channelstest.PaymentEnvelope(orphan, d))
 	orphanRefund := channelstest.RefundEnvelope(orphan, channelstest.Refund{No: "R-6", Amount: 200}, d)
-	w.acquire(orphanRefund) // claimed, never settled
+	w.Acquire(orphanRefund) // claimed, never settled
 	withheldRefund := channelstest.RefundEnvelope(refunded, channelstest.Refund{No: "R-3", Amount: 1000}, d)
 	elsewhereRefund := refundLine(elsewhere, "R-4", 500, "SUCCESS")
 	elsewhereRefund.Time = channelstest.BaseTime.Add(2 * time.Hour) // refunded on the day
@@ -168,16 +170,16 @@ func TestPublishMissing(t *testing.T) {
 	// The worker settles the published events; the withheld callbacks,
 	// delivered afterwards, are duplicates, never conflicts.
 	for _, m := range events {
-		_, err := w.svc.Settle(ctx, w.acquireEvent(m))
+		_, err := w.Svc.Settle(ctx, w.acquireEvent(m))
 		require.NoError(t, err)
 	}
 	for _, v := range [][]byte{channelstest.PaymentEnvelope(withheld, channelstest.Delivery{Attempt: 2}), withheldRefund} {
 		ev := decoded(t, w, v)
 		body, err := json.Marshal(ev)
 		require.NoError(t, err)
-		r, err := w.claims.Acquire(ctx, idempotent.Claim{
+		r, err := w.Claims.Acquire(ctx, idempotent.Claim{
 			TenantID: ev.TenantID, Key: ev.Key, EventType: ev.Type, Fingerprint: ev.Fingerprint, Event: body,
-			Source: idempotent.Source{Topic: testTopic, Partition: 2, Offset: 900},
+			Source: idempotent.Source{Topic: ledgertest.Topic, Partition: 2, Offset: 900},
 		})
 		require.NoError(t, err)
 		assert.Equal(t, idempotent.Duplicate, r.Kind, "%s", ev.Key)
@@ -248,8 +250,8 @@ func TestPublishMissing(t *testing.T) {
 		corrected := payLine(tr) // as many lines, another amount
 		corrected.Amount = tr.Total + 1
 		w.importLines(67, channels.WeChat, corrected)
-		_, err := ops.PublishMissing(ctx, w.db, k, rep, testSigning, time.Now())
-		require.ErrorIs(t, err, ops.ErrStatementChanged)
+		_, err := statementbook.PublishMissing(ctx, w.DB, input(k), rep, testSigning, time.Now())
+		require.ErrorIs(t, err, statementbook.ErrStatementChanged)
 		_, n := topicEvents(t, w, k)
 		assert.Equal(t, 0, n, "nothing published from a report of another file")
 	})
@@ -274,7 +276,7 @@ func TestPublishMissing(t *testing.T) {
 		_, pub := publishDay(t, w, k, 69, channels.WeChat)
 		require.Len(t, pub.Published, 2)
 		// As an earlier version recorded them: no signature.
-		_, err := w.db.NewUpdate().TableExpr("ss_statement_publish").Set("signature_key_id = NULL").Where("tenant_id = ?", 69).Exec(ctx)
+		_, err := w.DB.NewUpdate().TableExpr("ss_statement_publish").Set("signature_key_id = NULL").Where("tenant_id = ?", 69).Exec(ctx)
 		require.NoError(t, err)
 		// One of them reached the worker before the upgrade and was claimed.
 		w.acquireEvent(topicEventsByTrade(t, w, k)[claimedTr.TradeNo])
@@ -289,7 +291,7 @@ func TestPublishMissing(t *testing.T) {
 		assert.Equal(t, 1, n)
 		assert.Contains(t, events, pub.Published[0].Key)
 		var keyID string
-		require.NoError(t, w.db.NewSelect().ColumnExpr("signature_key_id").TableExpr("ss_statement_publish").
+		require.NoError(t, w.DB.NewSelect().ColumnExpr("signature_key_id").TableExpr("ss_statement_publish").
 			Where("tenant_id = ?", 69).Where("idempotent_key = ?", pub.Published[0].Key).Scan(ctx, &keyID))
 		assert.Equal(t, "ops-test", keyID)
 
@@ -304,7 +306,7 @@ func TestPublishMissing(t *testing.T) {
 		w.importLines(68, channels.WeChat, payLine(tr))
 		rep := reconcileDay(t, w, 68, channels.WeChat, reconDay)
 		require.Len(t, rep.Items, 1)
-		_, err := ops.PublishMissing(ctx, w.db, k, rep, statementauth.Keys{}, time.Now())
+		_, err := statementbook.PublishMissing(ctx, w.DB, input(k), rep, statementauth.Keys{}, time.Now())
 		require.ErrorIs(t, err, statementauth.ErrNoKeys)
 		assert.Contains(t, err.Error(), "PAYCB_STATEMENT_KEY_FILE")
 		_, n := topicEvents(t, w, k)
@@ -319,7 +321,7 @@ func TestPublishMissing(t *testing.T) {
 		rep := reconcileDay(t, w, 66, channels.WeChat, reconDay)
 		gone := mustKafka(t, 1)
 		gone.Topic = "no-such-topic"
-		_, err := ops.PublishMissing(ctx, w.db, gone, rep, testSigning, time.Now())
+		_, err := statementbook.PublishMissing(ctx, w.DB, input(gone), rep, testSigning, time.Now())
 		require.ErrorIs(t, err, ops.ErrTopicNotFound)
 		_, pub := publishDay(t, w, mustKafka(t, 1), 66, channels.WeChat)
 		assert.Len(t, pub.Published, 1, "not recorded as published")
@@ -328,16 +330,15 @@ func TestPublishMissing(t *testing.T) {
 
 // acquireEvent claims ev as the worker would for the message carrying it.
 func (w *world) acquireEvent(ev channels.Event) channels.Event {
-	w.t.Helper()
+	w.TB.Helper()
 	body, err := json.Marshal(ev)
-	require.NoError(w.t, err)
-	r, err := w.claims.Acquire(context.Background(), idempotent.Claim{
+	require.NoError(w.TB, err)
+	r, err := w.Claims.Acquire(context.Background(), idempotent.Claim{
 		TenantID: ev.TenantID, Key: ev.Key, EventType: ev.Type, Fingerprint: ev.Fingerprint, Event: body, OccurredAt: ev.OccurredAt,
-		Source: idempotent.Source{Topic: testTopic, Partition: 1, Offset: w.offset},
+		Source: idempotent.Source{Topic: ledgertest.Topic, Partition: 1, Offset: w.NextOffset()},
 	})
-	require.NoError(w.t, err)
-	require.Equal(w.t, idempotent.Acquired, r.Kind, "%s", ev.Key)
-	w.offset++
+	require.NoError(w.TB, err)
+	require.Equal(w.TB, idempotent.Acquired, r.Kind, "%s", ev.Key)
 	return ev
 }
 
@@ -350,13 +351,13 @@ func TestPublishMissingOnEveryDialect(t *testing.T) {
 		tr := trade(channels.WeChat, 71, 1)
 		line := payLine(tr)
 		line.LineNo, line.Channel, line.Currency = 2, channels.WeChat, "CNY"
-		_, err := ops.ImportStatement(ctx, db, 71, statements.Statement{Channel: channels.WeChat, Format: "test", SHA1: "sha-71", Lines: []statements.Line{line}}, time.Now())
+		_, err := statementbook.ImportStatement(ctx, db, 71, statements.Statement{Channel: channels.WeChat, Format: "test", SHA1: "sha-71", Lines: []statements.Line{line}}, time.Now())
 		require.NoError(t, err)
-		rep, err := ops.ReconcileStatement(ctx, db, 71, channels.WeChat, reconDay)
+		rep, err := statementbook.ReconcileStatement(ctx, db, 71, channels.WeChat, reconDay)
 		require.NoError(t, err)
 		require.Len(t, rep.Items, 1)
 		for run, want := range []int{1, 0} {
-			pub, err := ops.PublishMissing(ctx, db, k, rep, testSigning, time.Now())
+			pub, err := statementbook.PublishMissing(ctx, db, input(k), rep, testSigning, time.Now())
 			require.NoError(t, err)
 			assert.Len(t, pub.Published, want, "run %d", run+1)
 			assert.Len(t, pub.AlreadyPublished, 1-want, "run %d", run+1)
@@ -387,7 +388,7 @@ func TestPublishMissingConcurrently(t *testing.T) {
 	published := make(chan int, runs)
 	for range runs {
 		go func() {
-			pub, err := ops.PublishMissing(context.Background(), w.db, k, rep, testSigning, time.Now())
+			pub, err := statementbook.PublishMissing(context.Background(), w.DB, input(k), rep, testSigning, time.Now())
 			errs <- err
 			published <- len(pub.Published)
 		}()
@@ -402,7 +403,7 @@ func TestPublishMissingConcurrently(t *testing.T) {
 		Key string `bun:"idempotent_key"`
 		N   int    `bun:"n"`
 	}
-	require.NoError(t, w.db.NewSelect().ColumnExpr("idempotent_key, COUNT(*) AS n").TableExpr("ss_statement_publish").
+	require.NoError(t, w.DB.NewSelect().ColumnExpr("idempotent_key, COUNT(*) AS n").TableExpr("ss_statement_publish").
 		Where("tenant_id = ?", 72).GroupExpr("idempotent_key").Scan(context.Background(), &rows))
 	require.Len(t, rows, 5)
 	for _, r := range rows {
@@ -411,7 +412,7 @@ func TestPublishMissingConcurrently(t *testing.T) {
 	events, n := topicEvents(t, w, k)
 	assert.Len(t, events, 5)
 	assert.Equal(t, total, n, "what the runs say they published is on the topic")
-	pub, err := ops.PublishMissing(context.Background(), w.db, k, rep, testSigning, time.Now())
+	pub, err := statementbook.PublishMissing(context.Background(), w.DB, input(k), rep, testSigning, time.Now())
 	require.NoError(t, err)
 	assert.Empty(t, pub.Published)
 	assert.Len(t, pub.AlreadyPublished, 5)

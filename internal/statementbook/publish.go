@@ -1,4 +1,4 @@
-package ops
+package statementbook
 
 import (
 	"cmp"
@@ -107,7 +107,17 @@ type statementPublish struct {
 // was imported in between): reconcile again.
 var ErrStatementChanged = errors.New("the day's statement changed since it was reconciled")
 
-// PublishMissing publishes to the input topic k.Topic, for each
+// Topic is the worker's input topic, which PublishMissing writes to.
+type Topic struct {
+	// Name is the topic's name, reported as PublishReport.Topic.
+	Name string
+	// Publish writes msgs to the topic in order, each keyed message to its
+	// key's partition, and returns once all in-sync replicas acknowledged
+	// every one; it never creates the topic (the commands use ops.Publish).
+	Publish func(ctx context.Context, msgs []kafkaops.Message) error
+}
+
+// PublishMissing publishes to the input topic to, for each
 // missing_in_ledger item of rep that the day's statement describes exactly,
 // the canonical event the channel's callback would have produced (same key,
 // same fingerprint; channels.NewStatementEvent), in an envelope of content
@@ -138,10 +148,10 @@ var ErrStatementChanged = errors.New("the day's statement changed since it was r
 // duplicate. The events carry the statement line's time as occurred_at and
 // now as received_at. It fails, publishing nothing, when the topic is
 // missing or the statement held for the day is no longer rep's.
-func PublishMissing(ctx context.Context, db *bun.DB, k Kafka, rep StatementReport, signing statementauth.Keys, now time.Time) (PublishReport, error) {
+func PublishMissing(ctx context.Context, db *bun.DB, to Topic, rep StatementReport, signing statementauth.Keys, now time.Time) (PublishReport, error) {
 	ch := channels.Channel(rep.Channel)
 	out := PublishReport{
-		TenantID: rep.TenantID, Channel: rep.Channel, Day: rep.Day, Topic: k.Topic,
+		TenantID: rep.TenantID, Channel: rep.Channel, Day: rep.Day, Topic: to.Name,
 		Published: []PublishItem{}, AlreadyPublished: []PublishItem{}, Claimed: []PublishItem{}, NeedsQuery: []PublishItem{},
 	}
 	if signing.Len() == 0 {
@@ -259,7 +269,7 @@ func PublishMissing(ctx context.Context, db *bun.DB, k Kafka, rep StatementRepor
 				Headers: []kafka.Header{{Key: statementauth.HeaderSignature, Value: []byte(sig)}},
 			}
 		}
-		if err := Publish(ctx, k, msgs); err != nil {
+		if err := to.Publish(ctx, msgs); err != nil {
 			return out, fmt.Errorf("publish missing: %w", err)
 		}
 		at := now.UTC().Truncate(time.Microsecond)
@@ -271,7 +281,7 @@ func PublishMissing(ctx context.Context, db *bun.DB, k Kafka, rep StatementRepor
 			keyID := signing.CurrentID()
 			row := statementPublish{
 				TenantID: rep.TenantID, Key: string(c.ev.Key), ChannelCode: string(ch), StatementDay: rep.Day,
-				StatementSHA1: src, LineNo: c.item.LineNo, Fingerprint: c.ev.Fingerprint, Topic: k.Topic, PublishedAt: at,
+				StatementSHA1: src, LineNo: c.item.LineNo, Fingerprint: c.ev.Fingerprint, Topic: to.Name, PublishedAt: at,
 				SignatureKeyID: &keyID,
 			}
 			var err error

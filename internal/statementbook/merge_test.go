@@ -1,4 +1,4 @@
-package ops_test
+package statementbook_test
 
 import (
 	"context"
@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/uptrace/bun"
 
-	"github.com/paycallback/paycallback/internal/ops"
 	"github.com/paycallback/paycallback/internal/sqldb/sqldbtest"
+	"github.com/paycallback/paycallback/internal/statementbook"
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/statements"
 )
@@ -70,9 +70,9 @@ type heldRow struct {
 	Source     string `bun:"source_sha1"`
 }
 
-func importOne(t *testing.T, db *bun.DB, tenant int64, st statements.Statement) ops.DayImport {
+func importOne(t *testing.T, db *bun.DB, tenant int64, st statements.Statement) statementbook.DayImport {
 	t.Helper()
-	res, err := ops.ImportStatement(context.Background(), db, tenant, st, time.Now())
+	res, err := statementbook.ImportStatement(context.Background(), db, tenant, st, time.Now())
 	require.NoError(t, err)
 	require.Len(t, res.Days, 1)
 	return res.Days[0]
@@ -85,9 +85,9 @@ func TestImportSQBFilesMerge(t *testing.T) {
 	sqldbtest.Dialects(t, func(t *testing.T, db *bun.DB) { //nolint:thelper // a test body run once per dialect
 		ctx := context.Background()
 		first := importOne(t, db, 1, sqbFile("sqb-a", sqbOrder("7801", channels.SQBPaid, 1000, 1000, at(9, 0))))
-		assert.Equal(t, ops.ImportNew, first.Status)
+		assert.Equal(t, statementbook.ImportNew, first.Status)
 		second := importOne(t, db, 1, sqbFile("sqb-b", sqbOrder("7802", channels.SQBPaid, 2000, 2000, at(10, 0))))
-		assert.Equal(t, ops.ImportMerged, second.Status)
+		assert.Equal(t, statementbook.ImportMerged, second.Status)
 		assert.Equal(t, 2, second.Held)
 		require.Len(t, second.Changes, 1)
 		assert.Nil(t, second.Changes[0].Old, "an order added, none removed")
@@ -98,15 +98,15 @@ func TestImportSQBFilesMerge(t *testing.T) {
 		assert.Equal(t, "sqb-b", held["7802"].Source)
 		assert.Equal(t, "100000000000000001", held["7801"].MerchantID)
 
-		rep, err := ops.ReconcileStatement(ctx, db, 1, channels.SQB, mergeDay)
+		rep, err := statementbook.ReconcileStatement(ctx, db, 1, channels.SQB, mergeDay)
 		require.NoError(t, err)
 		assert.Equal(t, 2, rep.Lines)
-		assert.Equal(t, []string{ops.StatementMissingInLedger + " 7801 ", ops.StatementMissingInLedger + " 7802 "}, categories(rep),
+		assert.Equal(t, []string{statementbook.StatementMissingInLedger + " 7801 ", statementbook.StatementMissingInLedger + " 7802 "}, categories(rep),
 			"both orders are reconciled: nothing is posted for either")
 		assert.Equal(t, second.Version, rep.StatementVersion)
 
 		again := importOne(t, db, 1, sqbFile("sqb-b", sqbOrder("7802", channels.SQBPaid, 2000, 2000, at(10, 0))))
-		assert.Equal(t, ops.ImportUnchanged, again.Status, "the same responses again")
+		assert.Equal(t, statementbook.ImportUnchanged, again.Status, "the same responses again")
 		assert.Equal(t, second.Version, again.Version)
 	})
 }
@@ -127,7 +127,7 @@ func TestImportSQBLaterResponseSupersedes(t *testing.T) {
 			sqbOrder("7901", channels.SQBRefunded, 1000, 0, at(15, 0)),
 			sqbOrder("7902", channels.SQBPartialRefunded, 3000, 2000, at(11, 0)),
 			sqbOrder("7903", channels.SQBPartialRefunded, 500, 100, at(11, 59))))
-		assert.Equal(t, ops.ImportMerged, day.Status)
+		assert.Equal(t, statementbook.ImportMerged, day.Status)
 		assert.Equal(t, []string{"7903"}, day.Older)
 		require.Len(t, day.Changes, 2)
 		for _, c := range day.Changes {
@@ -172,14 +172,14 @@ func TestImportWeChatBillReplacesItsMerchantsDay(t *testing.T) {
 	sqldbtest.Dialects(t, func(t *testing.T, db *bun.DB) { //nolint:thelper // a test body run once per dialect
 		importOne(t, db, 3, wechatBill("a1", "1900000001", "4201", "4202"))
 		b := importOne(t, db, 3, wechatBill("b1", "1900000002", "4301"))
-		assert.Equal(t, ops.ImportReplaced, b.Status)
+		assert.Equal(t, statementbook.ImportReplaced, b.Status)
 		require.Len(t, b.Changes, 1, "another merchant's bill changes none of the first merchant's lines")
 		assert.Equal(t, "PAYMENT 4301", b.Changes[0].Identity)
 		assert.Nil(t, b.Changes[0].Old)
 		assert.Len(t, heldLines(t, db, 3, channels.WeChat, mergeDay), 3, "another merchant's bill of the day stays")
 
 		corrected := importOne(t, db, 3, wechatBill("a2", "1900000001", "4202", "4203"))
-		assert.Equal(t, ops.ImportReplaced, corrected.Status)
+		assert.Equal(t, statementbook.ImportReplaced, corrected.Status)
 		require.Len(t, corrected.Changes, 2)
 		assert.Equal(t, "PAYMENT 4201", corrected.Changes[0].Identity)
 		assert.Nil(t, corrected.Changes[0].New, "removed from the merchant's day")
@@ -191,7 +191,7 @@ func TestImportWeChatBillReplacesItsMerchantsDay(t *testing.T) {
 		assert.Equal(t, 3, corrected.Held)
 
 		same := importOne(t, db, 3, wechatBill("a2", "1900000001", "4202", "4203"))
-		assert.Equal(t, ops.ImportUnchanged, same.Status)
+		assert.Equal(t, statementbook.ImportUnchanged, same.Status)
 	})
 }
 
@@ -208,15 +208,15 @@ func sortedKeys(m map[string]heldRow) []string {
 // files; a changed line changes it.
 func TestDayVersion(t *testing.T) {
 	a, b := sqbOrder("1", channels.SQBPaid, 100, 100, at(9, 0)), sqbOrder("2", channels.SQBPaid, 200, 200, at(9, 1))
-	v := ops.DayVersion([]statements.Line{a, b})
+	v := statementbook.DayVersion([]statements.Line{a, b})
 	b2 := b
 	b2.LineNo = 7
-	assert.Equal(t, v, ops.DayVersion([]statements.Line{b2, a}), "order and line numbers are not the version")
+	assert.Equal(t, v, statementbook.DayVersion([]statements.Line{b2, a}), "order and line numbers are not the version")
 	b2.SettledAmount = 150
-	assert.NotEqual(t, v, ops.DayVersion([]statements.Line{a, b2}))
+	assert.NotEqual(t, v, statementbook.DayVersion([]statements.Line{a, b2}))
 	b2 = b
 	b2.MerchantID = "other"
-	assert.NotEqual(t, v, ops.DayVersion([]statements.Line{a, b2}))
+	assert.NotEqual(t, v, statementbook.DayVersion([]statements.Line{a, b2}))
 	assert.Len(t, v, 64)
 }
 
@@ -231,21 +231,21 @@ func TestPublishMissingRefusesAStaleDayVersion(t *testing.T) {
 	importOne(t, db, 4, sqbFile("p1",
 		sqbOrder("7701", channels.SQBPaid, 1000, 1000, at(9, 0)),
 		sqbOrder("7702", channels.SQBPaid, 2000, 2000, at(10, 0))))
-	rep, err := ops.ReconcileStatement(ctx, db, 4, channels.SQB, mergeDay)
+	rep, err := statementbook.ReconcileStatement(ctx, db, 4, channels.SQB, mergeDay)
 	require.NoError(t, err)
 	require.Len(t, rep.Items, 2)
 	sha := rep.StatementSHA1
 
 	importOne(t, db, 4, sqbFile("p2", sqbOrder("7702", channels.SQBPaid, 2000, 2000, at(10, 0).AddDate(0, 0, 1))))
-	pub, err := ops.PublishMissing(ctx, db, k, rep, testSigning, time.Now())
-	require.ErrorIs(t, err, ops.ErrStatementChanged)
+	pub, err := statementbook.PublishMissing(ctx, db, input(k), rep, testSigning, time.Now())
+	require.ErrorIs(t, err, statementbook.ErrStatementChanged)
 	assert.Empty(t, pub.Published)
 	assert.Equal(t, sha, pub.StatementSHA1, "the day's file is the same: only the version tells")
 
-	rep, err = ops.ReconcileStatement(ctx, db, 4, channels.SQB, mergeDay)
+	rep, err = statementbook.ReconcileStatement(ctx, db, 4, channels.SQB, mergeDay)
 	require.NoError(t, err)
 	require.Len(t, rep.Items, 1)
-	pub, err = ops.PublishMissing(ctx, db, k, rep, testSigning, time.Now())
+	pub, err = statementbook.PublishMissing(ctx, db, input(k), rep, testSigning, time.Now())
 	require.NoError(t, err)
 	assert.Equal(t, []string{"SQB:7701:PAYMENT_RECEIVED"}, keysOf(pub.Published))
 	assert.Equal(t, "p1", pub.Published[0].StatementSHA1, "the line's own file")
