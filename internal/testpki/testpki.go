@@ -71,20 +71,12 @@ func NewCAFile(tb testing.TB) string {
 // dir/name.pem.
 func newCA(tb testing.TB, dir, name string) (*x509.Certificate, *ecdsa.PrivateKey) {
 	tb.Helper()
-	key := newKey(tb)
-	tmpl := &x509.Certificate{
-		SerialNumber:          serial(tb),
+	der, key := certify(tb, name, &x509.Certificate{
 		Subject:               pkix.Name{CommonName: "paycb test " + name},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
 		IsCA:                  true,
 		BasicConstraintsValid: true,
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		tb.Fatalf("create %s certificate: %v", name, err)
-	}
+	}, nil, nil)
 	cert, err := x509.ParseCertificate(der)
 	if err != nil {
 		tb.Fatalf("parse %s certificate: %v", name, err)
@@ -97,15 +89,8 @@ func newCA(tb testing.TB, dir, name string) (*x509.Certificate, *ecdsa.PrivateKe
 // key to dir/name.pem and dir/name-key.pem.
 func issue(tb testing.TB, dir, name string, ca *x509.Certificate, caKey *ecdsa.PrivateKey, tmpl *x509.Certificate) (certFile, keyFile string) {
 	tb.Helper()
-	key := newKey(tb)
-	tmpl.SerialNumber = serial(tb)
-	tmpl.NotBefore = time.Now().Add(-time.Hour)
-	tmpl.NotAfter = time.Now().Add(24 * time.Hour)
 	tmpl.KeyUsage = x509.KeyUsageDigitalSignature
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-	if err != nil {
-		tb.Fatalf("create %s certificate: %v", name, err)
-	}
+	der, key := certify(tb, name, tmpl, ca, caKey)
 	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
 	if err != nil {
 		tb.Fatalf("marshal %s key: %v", name, err)
@@ -114,6 +99,25 @@ func issue(tb testing.TB, dir, name string, ca *x509.Certificate, caKey *ecdsa.P
 	writePEM(tb, certFile, "CERTIFICATE", der)
 	writePEM(tb, keyFile, "PRIVATE KEY", keyDER)
 	return certFile, keyFile
+}
+
+// certify makes a key and a certificate of tmpl for it, valid for a day
+// from an hour ago, signed by parent's key, or by its own when parent is
+// nil (an authority).
+func certify(tb testing.TB, name string, tmpl, parent *x509.Certificate, parentKey *ecdsa.PrivateKey) ([]byte, *ecdsa.PrivateKey) {
+	tb.Helper()
+	key := newKey(tb)
+	tmpl.SerialNumber = serial(tb)
+	tmpl.NotBefore = time.Now().Add(-time.Hour)
+	tmpl.NotAfter = time.Now().Add(24 * time.Hour)
+	if parent == nil {
+		parent, parentKey = tmpl, key
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, parentKey)
+	if err != nil {
+		tb.Fatalf("create %s certificate: %v", name, err)
+	}
+	return der, key
 }
 
 func newKey(tb testing.TB) *ecdsa.PrivateKey {
