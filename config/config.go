@@ -8,10 +8,10 @@
 // password and the WeChat APIv3 keys are held in Secret and DSN, whose every
 // printed form is masked.
 //
-// Of the project's packages it imports only pure ones: pkg/channels for
-// the domain's facts it validates against (the channel names of the merchant
-// binding, the APIv3 key length), which a depguard rule keeps free of
-// anything that talks to a database, and the file readers
+// Of the project's packages it imports only pure ones: pkg/channels for the
+// domain's facts it validates against (the registered channels and their
+// merchant fields, the APIv3 key length), which a depguard rule keeps free
+// of anything that talks to a database, and the file readers
 // internal/statementauth and internal/watchfile.
 package config
 
@@ -320,8 +320,8 @@ type Worker struct {
 	StartupTimeout time.Duration `yaml:"startup_timeout"`
 	// Channels are the channels accepted; a message of another channel is
 	// dead-lettered unknown_channel. Every instance of a group must share
-	// the setting. Env PAYCB_CHANNELS (comma-separated). Default WECHAT,
-	// ALIPAY, SQB.
+	// the setting. Env PAYCB_CHANNELS (comma-separated). Default every
+	// registered channel (channels.All): WECHAT, ALIPAY, SQB.
 	Channels []string `yaml:"channels"`
 	// RefundsPreregistered says whether every refund is expected to have
 	// been registered (consumer refund register) before the channel reports

@@ -46,7 +46,7 @@ Recorded in the audit trail (a log line and an ss_operator_audit row).`,
 
 func refundRegisterCommand(fs *flag.FlagSet) runFunc {
 	tenant := fs.Int64("tenant", 0, "tenant ID (required)")
-	channel := fs.String("channel", "", "WECHAT, ALIPAY or SQB (required)")
+	channel := fs.String("channel", "", channels.CodeList()+" (required)")
 	tradeNo := fs.String("trade-no", "", "the channel's trade number (required)")
 	refundNo := fs.String("refund-no", "", "the refund number the channel will be given and report back; case-sensitive (required)")
 	amount := fs.Int64("amount", 0, "refund amount in fen, positive: 1 is ¥0.01 (required)")

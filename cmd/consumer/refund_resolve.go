@@ -42,7 +42,7 @@ ss_operator_audit row) with the note.`,
 
 func refundResolveCommand(fs *flag.FlagSet) runFunc {
 	tenant := fs.Int64("tenant", 0, "tenant ID (required)")
-	channel := fs.String("channel", "", "WECHAT, ALIPAY or SQB (required)")
+	channel := fs.String("channel", "", channels.CodeList()+" (required)")
 	tradeNo := fs.String("trade-no", "", "the channel's trade number (required)")
 	refundNo := fs.String("refund-no", "", "the refund number, as the channel reports it; case-sensitive (required)")
 	note := fs.String("note", "", "what was decided and why, e.g. \"refund made by hand in the merchant portal; finance confirmed 2026-12-03\" (required)")

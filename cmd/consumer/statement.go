@@ -80,7 +80,7 @@ Without the variable, import refuses.`,
 }
 
 func statementImportCommand(fs *flag.FlagSet) runFunc {
-	channel := fs.String("channel", "", "WECHAT, ALIPAY or SQB (required)")
+	channel := fs.String("channel", "", channels.CodeList()+" (required)")
 	tenant := fs.Int64("tenant", 0, "tenant ID (required)")
 	file := fs.String("file", "", "the statement file (required)")
 	sha := fs.String("sha1", "", "expected SHA-1 (hex) of the uncompressed file, e.g. WeChat's hash_value")
@@ -158,7 +158,7 @@ func statementTarget(verb, channel string, tenant int64, name, value string) (ch
 	}
 	ch := channels.Channel(channel)
 	if !ch.Valid() {
-		return "", usagef("statement %s: --channel %q is not WECHAT, ALIPAY or SQB", verb, channel)
+		return "", usagef("statement %s: --channel %q is not %s", verb, channel, channels.CodeList())
 	}
 	if tenant < 0 {
 		return "", usagef("statement %s: --tenant %d must be positive", verb, tenant)

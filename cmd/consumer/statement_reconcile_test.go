@@ -300,7 +300,7 @@ func TestStatementEventAndCallbackAreOneEvent(t *testing.T) {
 	}
 	var pairs []pair
 	produced := 0
-	for i, ch := range []channels.Channel{channels.WeChat, channels.Alipay, channels.SQB} {
+	for i, ch := range channels.Codes() {
 		for j, statementFirst := range []bool{true, false} {
 			tr := channelstest.NewTrade(ch, 800+10*i+j)
 			cb := channelstest.PaymentEnvelope(tr, d)
@@ -549,7 +549,7 @@ func TestStatementReconcilePublishMissing(t *testing.T) {
 	assert.Equal(t, published+2, w.events(t, map[string]string{"outcome": "acquired"}), "the two cumulative refunds are new")
 	assert.Zero(t, w.events(t, map[string]string{"outcome": "conflict"}))
 	assert.Zero(t, w.events(t, map[string]string{"outcome": "dead_lettered"}))
-	for _, ch := range []channels.Channel{channels.WeChat, channels.Alipay, channels.SQB} {
+	for _, ch := range channels.Codes() {
 		out, err := reconcile(1001, ch)
 		require.NoError(t, err, "%s\n%s", ch, out)
 		assert.Contains(t, out, "no discrepancies")

@@ -24,16 +24,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/paycallback/paycallback/internal/buildinfo"
+	"github.com/paycallback/paycallback/pkg/channels"
 )
 
-// Channel label values of paycb_events_total. Anything else is recorded as
-// ChannelUnknown.
-const (
-	ChannelWeChat  = "WECHAT"
-	ChannelAlipay  = "ALIPAY"
-	ChannelSQB     = "SQB"
-	ChannelUnknown = "UNKNOWN"
-)
+// ChannelUnknown is the channel label value of paycb_events_total for a
+// channel that is not registered. The registered channels' values are
+// their Spec.MetricLabel (channels.All: WECHAT, ALIPAY, SQB).
+const ChannelUnknown = "UNKNOWN"
 
 // Event-type label values of paycb_events_total. Anything else is recorded
 // as EventTypeUnknown.
@@ -148,10 +145,7 @@ var SettleDurationBuckets = []float64{
 	1, 2.5, 5, 10, 30, 60, 120, 300, 600,
 }
 
-var (
-	channels   = []string{ChannelWeChat, ChannelAlipay, ChannelSQB}
-	eventTypes = []string{EventTypePaymentReceived, EventTypeRefundSucceeded}
-)
+var eventTypes = []string{EventTypePaymentReceived, EventTypeRefundSucceeded}
 
 // Metrics records the contract's metrics. Build it with New. All methods are
 // safe for concurrent use, and a nil *Metrics records nothing, so tests of
@@ -227,10 +221,10 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 		}
 	}
 
-	for _, ch := range channels {
+	for _, spec := range channels.All() {
 		for _, et := range eventTypes {
 			for _, o := range Outcomes {
-				m.events.WithLabelValues(ch, et, string(o))
+				m.events.WithLabelValues(spec.MetricLabel(), et, string(o))
 			}
 		}
 	}
@@ -382,15 +376,14 @@ func (m *Metrics) WeChatDecrypted(tenant int64, position, keys int) {
 	m.decryptKeys.WithLabelValues(pos, label).Inc()
 }
 
-// ClampChannel returns channel when it is one of the contract's channels
-// (WECHAT, ALIPAY, SQB; exact match), else ChannelUnknown.
+// ClampChannel returns the metric label of channel when it is a registered
+// channel (channels.Lookup, exact match: WECHAT, ALIPAY, SQB), else
+// ChannelUnknown.
 func ClampChannel(channel string) string {
-	switch channel {
-	case ChannelWeChat, ChannelAlipay, ChannelSQB:
-		return channel
-	default:
-		return ChannelUnknown
+	if spec, ok := channels.Lookup(channels.Channel(channel)); ok {
+		return spec.MetricLabel()
 	}
+	return ChannelUnknown
 }
 
 // ClampEventType returns eventType when it is PAYMENT_RECEIVED or

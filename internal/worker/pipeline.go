@@ -494,16 +494,10 @@ func (p *Pipeline) checkMerchant(res channels.Result) string {
 }
 
 // merchantField names the field a channel's callback names its merchant
-// by.
+// by (channels.Spec.MerchantField).
 func merchantField(ch channels.Channel) string {
-	switch ch {
-	case channels.WeChat:
-		return "mchid or sub_mchid"
-	case channels.Alipay:
-		return "seller_id"
-	default:
-		return "terminal_sn"
-	}
+	spec, _ := channels.Lookup(ch) // a decoded callback's channel is registered
+	return spec.MerchantField
 }
 
 // deadLetterTenantMismatch dead-letters a decoded callback whose merchant

@@ -16,7 +16,7 @@ import (
 )
 
 func TestEventJSONRoundTrip(t *testing.T) {
-	for _, ch := range []channels.Channel{channels.WeChat, channels.Alipay, channels.SQB} {
+	for _, ch := range channels.Codes() {
 		trade := channelstest.NewTrade(ch, 31)
 		for name, v := range map[string][]byte{
 			"payment": channelstest.PaymentEnvelope(trade, channelstest.Delivery{}),

@@ -19,7 +19,7 @@ import (
 
 func fixtureSeeds() [][]byte {
 	var out [][]byte
-	for i, ch := range []channels.Channel{channels.WeChat, channels.Alipay, channels.SQB} {
+	for i, ch := range channels.Codes() {
 		tr := channelstest.NewTrade(ch, 100+i)
 		out = append(out,
 			channelstest.PaymentEnvelope(tr, channelstest.Delivery{}),

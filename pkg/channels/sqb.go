@@ -154,16 +154,22 @@ func (b *sqbBody) merchant() string {
 
 // SQBCancelKey is the idempotency key of the CANCELED callback of
 // Shouqianba trade tradeNo: SQB:<tradeNo>:REFUND_SUCCEEDED:CANCEL.
+// It is CancelKey(SQB, tradeNo).
 func SQBCancelKey(tradeNo string) (eventkey.Key, error) {
-	return refundKey(SQB, tradeNo, SQBCancelRefundNo)
+	return CancelKey(SQB, tradeNo)
 }
 
-// IsCancel reports whether e is a Shouqianba CANCELED order (refund number
+// IsCancel reports whether e is the cancel of a channel that has one
+// (Spec.CancelRefundNo; a Shouqianba CANCELED order, refund number
 // CANCEL): it nets the trade to zero rather than refunding an amount. It
 // reverses the payment posted for the trade; with none posted it moves
 // nothing, and a payment settled later for the trade is reversed with it.
 func (e Event) IsCancel() bool {
-	return e.Channel == SQB && e.Type == eventkey.RefundSucceeded && e.RefundNo == SQBCancelRefundNo
+	if e.Type != eventkey.RefundSucceeded {
+		return false
+	}
+	no := e.Channel.CancelRefundNo()
+	return no != "" && e.RefundNo == no
 }
 
 // sqbRefundNo is refund_request_no, else the suffix of client_tsn

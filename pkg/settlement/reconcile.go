@@ -391,9 +391,9 @@ func (r *reconciler) ledgerRows(ctx context.Context) error {
 	w, args := r.window("l.created_at")
 	valid := []string{"l.account = ?"}
 	accounts := []any{AccountMerchantPayable}
-	for _, ch := range []channels.Channel{channels.WeChat, channels.Alipay, channels.SQB} {
+	for _, spec := range channels.All() {
 		valid = append(valid, "(l.channel_code = ? AND l.account = ?)")
-		accounts = append(accounts, string(ch), ReceivableAccount(ch))
+		accounts = append(accounts, string(spec.Code), ReceivableAccount(spec.Code))
 	}
 	var rows []ledgerEntryRow
 	err := r.scan(ctx, CheckLedgerRow, &rows, `
@@ -700,8 +700,8 @@ ORDER BY created_at`, append([]any{cutoff}, args...)...)
 	}
 	var cancelKeys []string
 	for _, row := range rows {
-		if row.Channel == string(channels.SQB) && row.Refunded == 0 {
-			if k, err := channels.SQBCancelKey(row.TradeNo); err == nil {
+		if ch := channels.Channel(row.Channel); ch.HasCancel() && row.Refunded == 0 {
+			if k, err := channels.CancelKey(ch, row.TradeNo); err == nil {
 				cancelKeys = append(cancelKeys, string(k))
 			}
 		}
@@ -722,7 +722,7 @@ ORDER BY created_at`, append([]any{cutoff}, args...)...)
 		}
 	}
 	for _, row := range rows {
-		if k, err := channels.SQBCancelKey(row.TradeNo); err == nil && row.Channel == string(channels.SQB) && row.Refunded == 0 &&
+		if k, err := channels.CancelKey(channels.Channel(row.Channel), row.TradeNo); err == nil && row.Refunded == 0 &&
 			cancelled[fmt.Sprintf("%d/%s", row.TenantID, k)] {
 			continue // known only from an unpaid cancel
 		}
@@ -838,7 +838,7 @@ ORDER BY rr.tenant_id, rr.channel_code, rr.channel_trade_no, rr.refund_no`, args
 			})
 		}
 		status := RegistrationStatus(row.Status)
-		cumulative := channels.Channel(row.Channel) != channels.WeChat
+		cumulative := channels.Channel(row.Channel).Cumulative()
 		settled := row.Claim.String == string(idempotent.StatusSettled)
 		switch {
 		case settled && row.Outcome.String == string(idempotent.OutcomeOverRefund):

@@ -1,5 +1,7 @@
-// Package channelstest builds realistic callback envelopes for the three
-// payment channels, for tests, the demo and simulations.
+// Package channelstest builds realistic callback envelopes for the
+// registered payment channels (channels.All), for tests, the demo and
+// simulations, and is the one place a test adds a channel of its own
+// (Register).
 //
 // Describe a trade with Trade (NewTrade fills realistic numbers), a refund
 // with Refund, and one delivery of a notification with Delivery; the
@@ -67,12 +69,9 @@ func NewTrade(ch channels.Channel, seq int) Trade {
 		Total:           2580,
 		PaidAt:          BaseTime.Add(time.Duration(seq) * time.Second),
 	}
-	switch ch {
-	case channels.WeChat:
-		t.TradeNo = fmt.Sprintf("42000022112024060%012d", seq)
-	case channels.Alipay:
-		t.TradeNo = fmt.Sprintf("2024060122001439%012d", seq)
-	default:
+	if b, ok := BodiesOf(ch); ok {
+		t.TradeNo = b.TradeNo(seq)
+	} else {
 		t.TradeNo = fmt.Sprintf("789325%010d", seq)
 	}
 	return t
@@ -144,15 +143,7 @@ type Delivery struct {
 
 // PaymentEnvelope is the payment notification of t on its channel.
 func PaymentEnvelope(t Trade, d Delivery) []byte {
-	switch t.Channel {
-	case channels.WeChat:
-		return WeChatPayment(t, d)
-	case channels.Alipay:
-		return AlipayPayment(t, d)
-	case channels.SQB:
-		return SQBPayment(t, d)
-	}
-	panic("channelstest: unknown channel " + string(t.Channel))
+	return mustBodies(t.Channel).Payment(t, d)
 }
 
 // StatementPayment is the statement event `consumer statement reconcile
@@ -184,15 +175,7 @@ func StatementPayment(t Trade) (channels.Event, []byte) {
 // (for Alipay a partial refund, or a full one when the cumulative reaches the
 // total; for Shouqianba PARTIAL_REFUNDED or REFUNDED likewise).
 func RefundEnvelope(t Trade, r Refund, d Delivery) []byte {
-	switch t.Channel {
-	case channels.WeChat:
-		return WeChatRefund(t, r, "SUCCESS", d)
-	case channels.Alipay:
-		return AlipayRefund(t, r, d)
-	case channels.SQB:
-		return SQBRefund(t, r, d)
-	}
-	panic("channelstest: unknown channel " + string(t.Channel))
+	return mustBodies(t.Channel).Refund(t, r, d)
 }
 
 // Envelope wraps a body in the contract's envelope JSON with the content
