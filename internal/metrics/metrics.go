@@ -159,6 +159,7 @@ type Metrics struct {
 	settleDur   prometheus.Histogram
 	lag         *prometheus.GaugeVec
 	stalled     *prometheus.GaugeVec
+	joined      prometheus.Gauge
 	decryptKeys *prometheus.CounterVec
 }
 
@@ -204,6 +205,10 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "paycb_partition_stalled_seconds",
 			Help: "Seconds since each partition assigned to this worker last advanced while it holds an unfinished message (0 when it holds none).",
 		}, []string{"partition"}),
+		joined: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "paycb_group_joined",
+			Help: "1 while this instance is a member of the consumer group with a live session (a generation not ended), else 0.",
+		}),
 		decryptKeys: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "paycb_wechat_decrypt_key_total",
 			Help: "WeChat resources decrypted, by the position of the APIv3 key that opened them (1 = current); tenant set only for tenants with several keys.",
@@ -215,7 +220,7 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 		Help: "The running build: 1, labelled with its version, VCS revision and Go version.",
 	}, []string{"version", "revision", "goversion"})
 	buildInfo.WithLabelValues(build.Version, build.Revision, build.GoVersion).Set(1)
-	for _, c := range []prometheus.Collector{m.events, m.deadLetters, m.settles, m.errors, m.orphans, m.settleDur, m.lag, m.stalled, m.decryptKeys, buildInfo} {
+	for _, c := range []prometheus.Collector{m.events, m.deadLetters, m.settles, m.errors, m.orphans, m.settleDur, m.lag, m.stalled, m.joined, m.decryptKeys, buildInfo} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register metrics: %w", err)
 		}
@@ -348,6 +353,20 @@ func (m *Metrics) DeletePartitionStalled(partition int) {
 		return
 	}
 	m.stalled.DeleteLabelValues(strconv.Itoa(partition))
+}
+
+// SetGroupJoined sets paycb_group_joined: 1 while this instance is a
+// member of the group with a live session, 0 otherwise (its value from
+// New until the first generation is joined).
+func (m *Metrics) SetGroupJoined(joined bool) {
+	if m == nil {
+		return
+	}
+	v := 0.0
+	if joined {
+		v = 1
+	}
+	m.joined.Set(v)
 }
 
 // MaxKeyPosition is the largest key position paycb_wechat_decrypt_key_total

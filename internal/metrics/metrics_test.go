@@ -162,6 +162,12 @@ paycb_consumer_lag{partition="0"} 12
 # TYPE paycb_partition_stalled_seconds gauge
 paycb_partition_stalled_seconds{partition="3"} 2.5
 `)))
+
+	assert.InDelta(t, 0, testutil.ToFloat64(m.joined), 0, "not joined until told")
+	m.SetGroupJoined(true)
+	assert.InDelta(t, 1, testutil.ToFloat64(m.joined), 0)
+	m.SetGroupJoined(false)
+	assert.InDelta(t, 0, testutil.ToFloat64(m.joined), 0)
 }
 
 // TestBuildInfo: one paycb_build_info series, 1, labelled with this build.

@@ -66,6 +66,12 @@ type Pipeline struct {
 	// decides on.
 	DeadLetterRecords DeadLetterRecords
 
+	// Orders, when set, reads a trade's order row (settlement.GetOrder): a
+	// conflict whose first claim's stored event purge has cleared names the
+	// differing field from it. Nil: such a conflict says only that the
+	// stored event was purged.
+	Orders func(ctx context.Context, tenantID int64, ch channels.Channel, tradeNo string) (settlement.Order, error)
+
 	Metrics *metrics.Metrics
 	Logger  *slog.Logger
 	// StatementTimeout bounds each database step of a batch (zero: no
@@ -326,11 +332,13 @@ func (p *Pipeline) handleMoney(ctx context.Context, msgs []kafka.Message, states
 		st := &states[it.i]
 		msg := msgs[it.i]
 		claim := r.Existing
+		var first *channels.Event // the claim's event, when this batch made the claim
 		if r.Kind == idempotent.Acquired {
 			claim = idempotent.Record{Fingerprint: leaders[j].ev.Fingerprint, Source: leaders[j].src}
+			first = &leaders[j].ev
 		}
 		if it.ev.Fingerprint != claim.Fingerprint {
-			if err := p.conflict(ctx, msg, it.ev, claim.Fingerprint, claim.Source); err != nil {
+			if err := p.conflict(ctx, msg, it.ev, claim, first); err != nil {
 				errs.add(err)
 				continue
 			}
