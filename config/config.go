@@ -7,6 +7,12 @@
 // print, log or return in an error the value of a secret: the database DSN's
 // password and the WeChat APIv3 keys are held in Secret and DSN, whose every
 // printed form is masked.
+//
+// Of the project's packages it imports only pure ones: pkg/channels for the
+// domain's facts it validates against (the registered channels and their
+// merchant fields, the APIv3 key length), which a depguard rule keeps free
+// of anything that talks to a database, and the file readers
+// internal/statementauth and internal/watchfile.
 package config
 
 import (

@@ -152,17 +152,9 @@ func merchantBinding(env *environment, what string) (config.MerchantBinding, err
 // and --tenant, and the verb's own required flag (name, value), reporting
 // every missing one at once; the errors are usage errors.
 func statementTarget(verb, channel string, tenant int64, name, value string) (channels.Channel, error) {
-	var missing []string
-	for _, f := range []struct {
-		name string
-		set  bool
-	}{{"--channel", channel != ""}, {"--tenant", tenant != 0}, {name, value != ""}} {
-		if !f.set {
-			missing = append(missing, f.name)
-		}
-	}
-	if len(missing) > 0 {
-		return "", usagef("statement %s: required: %s", verb, strings.Join(missing, ", "))
+	if err := requireFlags("statement "+verb,
+		required{"--channel", channel != ""}, required{"--tenant", tenant != 0}, required{name, value != ""}); err != nil {
+		return "", err
 	}
 	ch := channels.Channel(channel)
 	if !ch.Valid() {

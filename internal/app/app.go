@@ -2,7 +2,8 @@
 // decoder, settlement, Kafka consumer group, dead-letter writer, orphan
 // sweeper and the admin HTTP server. `consumer run`, `consumer demo` and the
 // end-to-end tests all start the worker through Main, exactly as production
-// does. Only cmd/ and this package know every part.
+// does (tests through Start and Close, by apptest.MustRun). Only cmd/ and
+// this package know every part.
 package app
 
 import (
@@ -55,6 +56,7 @@ type Main struct {
 	admin  *admin.Server
 	stkeys *statementKeys
 	ready  chan struct{}
+	bg     *background // Start's Run, for Close
 }
 
 // Run starts every part and blocks until ctx ends, then shuts down in order:

@@ -743,6 +743,34 @@ func (h *harness) startConsumer(ctx context.Context, c consumerRun) (*proc, stri
 	return p, "http://" + admin + "/readyz", nil
 }
 
+// startReady starts a consumer for c (startConsumer) and waits until its
+// /readyz answers; the caller kills it when done.
+func (h *harness) startReady(ctx context.Context, c consumerRun) (*proc, error) {
+	p, readyURL, err := h.startConsumer(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.waitReady(ctx, readyURL, time.Minute); err != nil {
+		p.kill()
+		return nil, err
+	}
+	return p, nil
+}
+
+// finish stops the consumer p gracefully and returns what its row cost
+// since before: the database's share, the worker's CPU and its peak RSS.
+func (h *harness) finish(ctx context.Context, p *proc, before reading) (usage, time.Duration, int64, error) {
+	u := h.meter.since(before, h.meter.read(ctx))
+	worker, rss, err := p.usage()
+	if err != nil {
+		return usage{}, 0, 0, err
+	}
+	if err := p.stop(45 * time.Second); err != nil {
+		return usage{}, 0, 0, err
+	}
+	return u, worker, rss, nil
+}
+
 // consumeTimeout bounds how long one pipeline row may take to commit
 // everything.
 func (h *harness) consumeTimeout(messages int) time.Duration {
@@ -755,26 +783,19 @@ func (h *harness) consumeTimeout(messages int) time.Duration {
 func (h *harness) throughput(ctx context.Context, c consumerRun, messages, events int) (Row, error) {
 	before := h.meter.read(ctx)
 	start := time.Now()
-	p, readyURL, err := h.startConsumer(ctx, c)
+	p, err := h.startReady(ctx, c)
 	if err != nil {
 		return Row{}, err
 	}
 	defer p.kill()
-	if err := p.waitReady(ctx, readyURL, time.Minute); err != nil {
-		return Row{}, err
-	}
 	startup := time.Since(start)
 	first, err := h.waitConsumed(ctx, p, c, messages)
 	if err != nil {
 		return Row{}, err
 	}
 	elapsed := time.Since(start)
-	u := h.meter.since(before, h.meter.read(ctx))
-	worker, rss, err := p.usage()
+	u, worker, rss, err := h.finish(ctx, p, before)
 	if err != nil {
-		return Row{}, err
-	}
-	if err := p.stop(45 * time.Second); err != nil {
 		return Row{}, err
 	}
 	row := Row{
@@ -900,14 +921,11 @@ func (h *harness) paced(ctx context.Context, c consumerRun, stream demo.Stream, 
 	msgRate := rate * float64(len(msgs)) / float64(max(1, stream.Events))
 	before := h.meter.read(ctx)
 	start := time.Now()
-	p, readyURL, err := h.startConsumer(ctx, c)
+	p, err := h.startReady(ctx, c)
 	if err != nil {
 		return Row{}, err
 	}
 	defer p.kill()
-	if err := p.waitReady(ctx, readyURL, time.Minute); err != nil {
-		return Row{}, err
-	}
 	startup := time.Since(start)
 	published, achieved, err := producePaced(ctx, h.brokers, c.topic, msgs, msgRate)
 	if err != nil {
@@ -918,12 +936,8 @@ func (h *harness) paced(ctx context.Context, c consumerRun, stream demo.Stream, 
 		return Row{}, err
 	}
 	drain := time.Since(lastPublish)
-	u := h.meter.since(before, h.meter.read(ctx))
-	worker, rss, err := p.usage()
+	u, worker, rss, err := h.finish(ctx, p, before)
 	if err != nil {
-		return Row{}, err
-	}
-	if err := p.stop(45 * time.Second); err != nil {
 		return Row{}, err
 	}
 	lat, err := latencies(ctx, db, c.topic, published)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/paycallback/paycallback/config"
 	"github.com/paycallback/paycallback/internal/app"
+	"github.com/paycallback/paycallback/internal/app/apptest"
 	"github.com/paycallback/paycallback/internal/demo"
 	"github.com/paycallback/paycallback/internal/kafkaops"
 	"github.com/paycallback/paycallback/internal/metrics"
@@ -51,32 +52,8 @@ paycb_partition_stalled_seconds{partition="x"} 1
 // startMain starts the worker through app.Main and stops it at cleanup.
 func startMain(t *testing.T, cfg config.Config) (*app.Main, func()) {
 	t.Helper()
-	m := &app.Main{Config: cfg, Logger: slog.New(slog.DiscardHandler), Registry: metrics.NewRegistry()}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- m.Run(ctx) }()
-	select {
-	case <-m.Ready():
-	case err := <-done:
-		cancel()
-		t.Fatalf("worker stopped at start: %v", err)
-	}
-	stopped := false
-	stop := func() {
-		t.Helper()
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		select {
-		case err := <-done:
-			require.NoError(t, err)
-		case <-time.After(60 * time.Second):
-			t.Fatal("worker did not stop within 60s")
-		}
-	}
-	t.Cleanup(stop)
+	m := apptest.MustRun(t, &app.Main{Config: cfg, Logger: slog.New(slog.DiscardHandler), Registry: metrics.NewRegistry()})
+	stop := func() { t.Helper(); apptest.MustClose(t, m) }
 	return m, stop
 }
 

@@ -71,6 +71,10 @@
 //     a payment yet" belong to settlement);
 //   - do I/O, log, or read the environment or clock (keys come through a
 //     KeyProvider);
+//   - import anything that talks to a database (bun, the MySQL and SQLite
+//     drivers, pkg/idempotent, pkg/settlement, internal/sqldb): keys and
+//     event types come from the pure pkg/eventkey, and a depguard rule in
+//     .golangci.yml keeps it so;
 //   - represent money as float64 (amounts are int64 fen, parsed from their
 //     decimal text exactly);
 //   - hash or key on the raw body: the fingerprint covers only the event

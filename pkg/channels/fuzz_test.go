@@ -9,7 +9,7 @@ import (
 
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/channels/channelstest"
-	"github.com/paycallback/paycallback/pkg/idempotent"
+	"github.com/paycallback/paycallback/pkg/eventkey"
 )
 
 // The fuzz targets check, for any input: no panic, every failure is a
@@ -27,7 +27,7 @@ func fixtureSeeds() [][]byte {
 		)
 		// The same payment rebuilt from a statement.
 		ev, err := channels.NewStatementEvent(channels.Event{
-			TenantID: tr.TenantID, Channel: ch, Type: idempotent.PaymentReceived, TradeNo: tr.TradeNo,
+			TenantID: tr.TenantID, Channel: ch, Type: eventkey.PaymentReceived, TradeNo: tr.TradeNo,
 			MerchantOrderNo: tr.MerchantOrderNo, OrderTotal: tr.Total, OccurredAt: tr.PaidAt, ReceivedAt: tr.PaidAt, RawStatus: "SUCCESS",
 		})
 		if err != nil {

@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/paycallback/paycallback/pkg/channels/internal/registry"
-	"github.com/paycallback/paycallback/pkg/idempotent"
+	"github.com/paycallback/paycallback/pkg/eventkey"
 )
 
 // RefundModel says how a channel reports the amount of a refund.
@@ -290,7 +290,7 @@ var errAlreadyRegistered = errors.New("channel already registered")
 // channel ch: <ch>:<tradeNo>:REFUND_SUCCEEDED:<Spec.CancelRefundNo>. It
 // fails with KindUnsupported when ch has no cancel, and with KindMalformed
 // for a trade number no key can be built of.
-func CancelKey(ch Channel, tradeNo string) (idempotent.Key, error) {
+func CancelKey(ch Channel, tradeNo string) (eventkey.Key, error) {
 	no := ch.CancelRefundNo()
 	if no == "" {
 		return "", errorf(KindUnsupported, "channel %s has no cancel", quote(string(ch)))

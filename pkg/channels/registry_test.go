@@ -12,7 +12,7 @@ import (
 
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/channels/channelstest"
-	"github.com/paycallback/paycallback/pkg/idempotent"
+	"github.com/paycallback/paycallback/pkg/eventkey"
 )
 
 // TestRegistryBuiltIn pins the built-in channels and the facts the rest of
@@ -57,7 +57,7 @@ func TestRegistryBuiltIn(t *testing.T) {
 	}
 	k, err := channels.CancelKey(channels.SQB, "7893250000000001")
 	require.NoError(t, err)
-	assert.Equal(t, idempotent.Key("SQB:7893250000000001:REFUND_SUCCEEDED:CANCEL"), k)
+	assert.Equal(t, eventkey.Key("SQB:7893250000000001:REFUND_SUCCEEDED:CANCEL"), k)
 	_, err = channels.CancelKey(channels.WeChat, "1")
 	require.Error(t, err, "WeChat has no cancel")
 	all := channels.All()
@@ -105,12 +105,12 @@ func TestRegisterThroughChannelstest(t *testing.T) {
 		if err := json.Unmarshal([]byte(env.Body), &b); err != nil {
 			return channels.Result{}, &channels.Error{Kind: channels.KindMalformed, Err: err}
 		}
-		k, err := idempotent.NewPaymentKey(string(code), b.Trade)
+		k, err := eventkey.NewPaymentKey(string(code), b.Trade)
 		if err != nil {
 			return channels.Result{}, &channels.Error{Kind: channels.KindMalformed, Err: err}
 		}
 		return channels.Result{Event: channels.Event{
-			Type: idempotent.PaymentReceived, TradeNo: b.Trade, MerchantOrderNo: "O-" + b.Trade,
+			Type: eventkey.PaymentReceived, TradeNo: b.Trade, MerchantOrderNo: "O-" + b.Trade,
 			OrderTotal: b.Total, OccurredAt: channelstest.BaseTime.UTC(), Key: k,
 		}}, nil
 	}
@@ -158,7 +158,7 @@ func TestRegisterThroughChannelstest(t *testing.T) {
 		assert.Equal(t, "T3", tr.TradeNo)
 		res := mustDecode(t, channelstest.PaymentEnvelope(tr, channelstest.Delivery{}))
 		assert.Equal(t, code, res.Event.Channel)
-		assert.Equal(t, idempotent.Key("TESTPAY:T3:PAYMENT_RECEIVED"), res.Event.Key)
+		assert.Equal(t, eventkey.Key("TESTPAY:T3:PAYMENT_RECEIVED"), res.Event.Key)
 		assert.Equal(t, channels.CurrencyCNY, res.Event.Currency)
 		assert.Equal(t, channels.Fingerprint(res.Event), res.Event.Fingerprint)
 
@@ -185,7 +185,7 @@ func TestBodiesCoverRegistry(t *testing.T) {
 		tr := channelstest.NewTrade(spec.Code, 7)
 		assert.Equal(t, b.TradeNo(7), tr.TradeNo)
 		assert.Equal(t, spec.Code, mustDecode(t, channelstest.PaymentEnvelope(tr, channelstest.Delivery{})).Event.Channel)
-		assert.Equal(t, idempotent.RefundSucceeded, mustDecode(t, channelstest.RefundEnvelope(tr, channelstest.Refund{No: "RF-7", Amount: 100}, channelstest.Delivery{})).Event.Type)
+		assert.Equal(t, eventkey.RefundSucceeded, mustDecode(t, channelstest.RefundEnvelope(tr, channelstest.Refund{No: "RF-7", Amount: 100}, channelstest.Delivery{})).Event.Type)
 	}
 }
 

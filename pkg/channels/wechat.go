@@ -7,7 +7,7 @@ import (
 	"encoding/json"
 	"time"
 
-	"github.com/paycallback/paycallback/pkg/idempotent"
+	"github.com/paycallback/paycallback/pkg/eventkey"
 )
 
 // WeChat Pay v3 notification constants.
@@ -194,7 +194,7 @@ func decodeWeChatTransaction(plain []byte, n *wechatNotification) (res Result, e
 		return Result{}, err
 	}
 	ev := Event{
-		Type:            idempotent.PaymentReceived,
+		Type:            eventkey.PaymentReceived,
 		TradeNo:         tx.TransactionID,
 		MerchantOrderNo: tx.OutTradeNo,
 		RawStatus:       tx.TradeState,
@@ -266,7 +266,7 @@ func decodeWeChatRefund(plain []byte, n *wechatNotification) (res Result, err er
 		return res, nil
 	}
 	// SUCCESS: money moves.
-	ev.Type = idempotent.RefundSucceeded
+	ev.Type = eventkey.RefundSucceeded
 	ev.Key = key
 	if err := checkID("wechat out_trade_no", rf.OutTradeNo); err != nil {
 		return Result{}, err

@@ -9,10 +9,12 @@
 //     transaction, and have committed the claim before they report
 //     Acquired, so no business rollback can release it.
 //   - Only a duplicate-key error on the claim's unique index means
-//     "duplicate" (ClassifyDuplicate). Every other error is returned wrapped
+//     "duplicate" (ClassifyDuplicate, which is pkg/dberr's one
+//     classifier). Every other error is returned wrapped
 //     and is never reported as a duplicate.
 //   - Keys compare byte for byte (VARBINARY / BLOB columns); the key builder
-//     refuses rather than truncates.
+//     (pkg/eventkey, whose Key and EventType this package's are) refuses
+//     rather than truncates.
 //   - Settle (and SettleMany, one UPDATE per tenant) is a fence: inside the
 //     caller's business transaction it moves a claim from ACQUIRED to
 //     SETTLED only if it is still ACQUIRED (with the event's fingerprint,

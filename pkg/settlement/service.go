@@ -247,6 +247,40 @@ func decide(st *settlement, ord Order, now time.Time) (next Order, write bool, e
 	return next, true, nil
 }
 
+// Decision is what Decide worked out for one event on its order row.
+type Decision struct {
+	// Order is the order row as it must be written.
+	Order Order
+	// Write is false when nothing about the order changes (an
+	// over-refund).
+	Write bool
+	// Outcome is the claim's settle outcome.
+	Outcome idempotent.Outcome
+	// Amount is the fen the event's own posting moves (0 when nothing is
+	// posted).
+	Amount int64
+	// Reversal is the fen a payment's settlement reverses at once under the
+	// key of the trade's earlier Shouqianba cancel decided in the same
+	// batch (0: none).
+	Reversal int64
+}
+
+// Decide applies ev to the order row ord exactly as Settle and SettleBatch
+// do on the locked row, with no I/O: the outcome, the fen moved and the
+// order as it must be written. It is the one decision, exported so that
+// the benchmark's rule floor (internal/bench) measures what settlement
+// decides rather than a copy of it. A payment on an order already paid is
+// an error (its posting exists without its claim); so is an event type
+// that is not the contract's, wrapping ErrInvalidEvent.
+func Decide(ord Order, ev channels.Event, now time.Time) (Decision, error) {
+	st := settlement{ev: ev, cancelIndex: -1}
+	next, write, err := decide(&st, ord, now)
+	if err != nil {
+		return Decision{}, err
+	}
+	return Decision{Order: next, Write: write, Outcome: st.outcome, Amount: st.amount, Reversal: st.reversal}, nil
+}
+
 // decideCancel decides a Shouqianba CANCELED order against the locked
 // order row ord, writing what changes into next. A cancel nets the trade to
 // zero, whatever the timestamps and whatever arrives later: with a payment

@@ -21,7 +21,7 @@ import (
 	"time"
 
 	"github.com/paycallback/paycallback/pkg/channels"
-	"github.com/paycallback/paycallback/pkg/idempotent"
+	"github.com/paycallback/paycallback/pkg/eventkey"
 	"github.com/paycallback/paycallback/pkg/statements"
 )
 
@@ -125,7 +125,7 @@ func line(e channels.Event, kind statements.Kind, amount int64) statements.Line 
 func wechatLines(evs []channels.Event) []statements.Line {
 	lines := make([]statements.Line, 0, len(evs))
 	for _, e := range evs {
-		if e.Type == idempotent.PaymentReceived {
+		if e.Type == eventkey.PaymentReceived {
 			l := line(e, statements.KindPayment, e.OrderTotal)
 			l.FeeMicroYuan = wechatFee(e.OrderTotal)
 			lines = append(lines, l)
@@ -142,7 +142,7 @@ func alipayLines(evs []channels.Event) ([]statements.Line, error) {
 	var lines []statements.Line
 	refunds := map[string][]channels.Event{}
 	for _, e := range evs {
-		if e.Type == idempotent.PaymentReceived {
+		if e.Type == eventkey.PaymentReceived {
 			lines = append(lines, line(e, statements.KindPayment, e.OrderTotal))
 			continue
 		}
