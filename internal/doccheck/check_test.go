@@ -685,3 +685,31 @@ func checkCodePath(m *module, path string) string {
 	}
 	return fmt.Sprintf("`%s` names a path that does not exist", path)
 }
+
+// checkDocFiles reports each package without a doc.go holding its package
+// comment, and each other non-test file that carries a package comment.
+func checkDocFiles(m *module) []finding {
+	var fs []finding
+	for _, p := range m.Pkgs {
+		docGo := p.Dir + "/doc.go"
+		if p.Dir == "." {
+			docGo = "doc.go"
+		}
+		var haveDoc bool
+		for _, f := range p.Files {
+			name := p.Filename[f]
+			switch {
+			case name == docGo && f.Doc != nil:
+				haveDoc = true
+			case name != docGo && f.Doc != nil:
+				fs = append(fs, finding{File: name, Message: fmt.Sprintf(
+					"carries package %s's comment; move it into %s, the one place that says the package's job", p.Name, docGo)})
+			}
+		}
+		if !haveDoc {
+			fs = append(fs, finding{File: docGo, Message: fmt.Sprintf(
+				"is missing or has no package comment: package %s must say its one job (and what it must never do) there", p.Name)})
+		}
+	}
+	return fs
+}

@@ -35,7 +35,11 @@
 //     is a pattern or listed in notFiles with its reason; every
 //     repository path a package doc comment names (a word starting cmd/,
 //     config/, schema/, pkg/, internal/, docs/, deploy/, scripts/ or
-//     bench/) must exist.
+//     bench/) must exist;
+//   - a package whose one job is not said in one place: every package
+//     directory must hold a doc.go carrying the package comment, and no
+//     other non-test file of it may carry one (two package comments are
+//     merged by go doc into one the reader cannot find the source of).
 //
 // Each rule is also run on a small fixture in testdata/fixture holding one
 // bad identifier, one missing package directory and broken links, and

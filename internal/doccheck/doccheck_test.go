@@ -71,6 +71,15 @@ func TestLinksPointAtFiles(t *testing.T) {
 
 // The fixture holds one drift of each kind; every rule must report it, and
 // only it.
+// TestEveryPackageSaysItsJobInDocGo fails when a package has no doc.go
+// holding its package comment, or another file carries one.
+func TestEveryPackageSaysItsJobInDocGo(t *testing.T) {
+	m := mustLoad(t, moduleRoot(t))
+	if fs := checkDocFiles(m); len(fs) > 0 {
+		t.Errorf("package comments outside doc.go:%s", list(fs))
+	}
+}
+
 func TestCheckersReportTheFixturesDrift(t *testing.T) {
 	m := mustLoad(t, filepath.Join("testdata", "fixture"))
 
@@ -98,6 +107,13 @@ func TestCheckersReportTheFixturesDrift(t *testing.T) {
 		assert.Equal(t, "the layout misses these package directories; add a line `dir/  what it is` for each:\n\tpkg/forgotten/", fs[0].Message,
 			"a directory with only tests is not a package to list")
 		assert.Equal(t, "the layout lists directories that do not exist:\n\tpkg/moved/", fs[1].Message)
+	})
+	t.Run("doc.go", func(t *testing.T) {
+		fs := checkDocFiles(m)
+		got := list(fs)
+		assert.Contains(t, got, "pkg/forgotten/forgotten.go: carries package forgotten's comment; move it into pkg/forgotten/doc.go")
+		assert.Contains(t, got, "pkg/forgotten/doc.go: is missing or has no package comment: package forgotten must say its one job")
+		assert.Len(t, fs, 2, "pkg/good's doc.go holds its comment and good.go has none:%s", got)
 	})
 	t.Run("links", func(t *testing.T) {
 		fs, err := checkLinks(m)
