@@ -13,8 +13,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/paycallback/paycallback/internal/ops"
 	"github.com/paycallback/paycallback/internal/sqldb"
+	"github.com/paycallback/paycallback/internal/statementbook"
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/statements"
 )
@@ -72,12 +72,12 @@ func TestWorkerExportsStatementReconciliation(t *testing.T) {
 				Amount: 1000, SettledAmount: 1000, Status: "SUCCESS", Time: day.Add(10 * time.Hour), Currency: "CNY",
 			})
 		}
-		_, err := ops.ImportStatement(ctx, db, tenant, st, time.Now())
+		_, err := statementbook.ImportStatement(ctx, db, tenant, st, time.Now())
 		require.NoError(t, err)
 	}
 	reconcile := func(tenant int64, ch channels.Channel, day time.Time, found int) {
 		t.Helper()
-		rep, err := ops.ReconcileStatement(ctx, db, tenant, ch, day.Format(time.DateOnly))
+		rep, err := statementbook.ReconcileStatement(ctx, db, tenant, ch, day.Format(time.DateOnly))
 		require.NoError(t, err)
 		require.Len(t, rep.Items, found)
 	}

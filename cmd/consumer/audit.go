@@ -11,8 +11,8 @@ import (
 )
 
 // audit records a state-changing operator action that has ended (replay
-// applied, dlq redrive, orphans --settle, purge, refund register, dlq
-// close; never a dry run): one INFO "operator action" log line and, when db
+// applied, dlq redrive, orphans --settle, purge, refund register, refund
+// resolve, dlq close; never a dry run): one INFO "operator action" log line and, when db
 // is not nil, one ss_operator_audit row, with the OS user, the host, the
 // command, its arguments with secrets masked and the result ("ok" or
 // "failed (exit N)" for err). detail says what the action did; on failure

@@ -8,7 +8,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/paycallback/paycallback/internal/ops"
+	"github.com/paycallback/paycallback/pkg/settlement"
 )
 
 func reconcileCmd() command {
@@ -21,10 +21,12 @@ while workers run) and reports every discrepancy between them, per check.
 --checks runs only the named checks, --skip leaves the named ones out;
 --list-checks prints every check's name and what it reports. Unregistered
 refunds (refund_unregistered) are checked only when
-PAYCB_REFUNDS_PREREGISTERED is true, or when named in --checks.`,
+PAYCB_REFUNDS_PREREGISTERED is true, or when named in --checks. A refund
+discrepancy an operator resolved (consumer refund resolve) is listed as
+resolved, with the note, and does not count while it is found the same.`,
 		exits: []exitStatus{
 			{exitUsage, "a usage or configuration error: a malformed time, a negative duration, an unknown check, no DSN"},
-			{exitFound, "discrepancies found"},
+			{exitFound, "discrepancies found (resolved ones aside)"},
 		},
 		setup: reconcileCommand,
 	}
@@ -46,17 +48,17 @@ func reconcileCommand(fs *flag.FlagSet) runFunc {
 		if *list {
 			out := newPrinter(env)
 			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-			for _, c := range ops.Checks {
-				_, _ = fmt.Fprintf(tw, "%s\t%s\n", c, ops.CheckSummaries[c])
+			for _, c := range settlement.Checks {
+				_, _ = fmt.Fprintf(tw, "%s\t%s\n", c, settlement.CheckSummaries[c])
 			}
 			out.flush(tw)
 			return out.err
 		}
-		o := ops.ReconcileOptions{
+		o := settlement.ReconcileOptions{
 			PendingAfter: *pending, OpenAfter: *open, Checks: checkList(*only), Skip: checkList(*skip),
 			RefundsPreregistered: env.cfg.Worker.RefundsPreregistered,
 		}
-		if _, _, err := ops.SelectChecks(o); err != nil {
+		if _, _, err := settlement.SelectChecks(o); err != nil {
 			return usagef("reconcile: %w", err)
 		}
 		var err error
@@ -71,7 +73,7 @@ func reconcileCommand(fs *flag.FlagSet) runFunc {
 			return err
 		}
 		defer func() { _ = db.Close() }()
-		rep, err := ops.Reconcile(ctx, db, o)
+		rep, err := settlement.Reconcile(ctx, db, o)
 		if err != nil {
 			return err
 		}
@@ -91,19 +93,20 @@ func reconcileCommand(fs *flag.FlagSet) runFunc {
 	}
 }
 
-func printReconcile(out *printer, rep ops.ReconcileReport) {
+func printReconcile(out *printer, rep settlement.ReconcileReport) {
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	_, _ = fmt.Fprintln(tw, "check\texamined\tdiscrepancies")
 	counts := rep.Counts()
 	for _, c := range rep.Checks {
 		_, _ = fmt.Fprintf(tw, "%s\t%d\t%d\n", c, rep.Examined[c], counts[c])
 	}
-	for _, c := range ops.Checks {
+	for _, c := range settlement.Checks {
 		if why, ok := rep.Skipped[c]; ok {
 			_, _ = fmt.Fprintf(tw, "%s\tskipped: %s\t\n", c, why)
 		}
 	}
 	out.flush(tw)
+	printResolved(out, rep.Resolved)
 	if rep.OK() {
 		out.println("\nreconcile: no discrepancies")
 		return
@@ -133,4 +136,19 @@ func dash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// printResolved lists the discrepancies found that an operator resolved.
+func printResolved(out *printer, resolved []settlement.ResolvedDiscrepancy) {
+	if len(resolved) == 0 {
+		return
+	}
+	out.printf("\nresolved by an operator (%d, not discrepancies while found the same):\n", len(resolved))
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	_, _ = fmt.Fprintln(tw, "check\ttenant\tchannel\ttrade\trefund\tdetail\tresolved\tby\tnote")
+	for _, d := range resolved {
+		_, _ = fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%q\n", d.Check, d.TenantID, dash(d.Channel), dash(d.TradeNo), dash(d.RefundNo),
+			d.Detail, d.Resolution.ResolvedAt.Format(time.RFC3339), d.Resolution.ResolvedBy, d.Resolution.Note)
+	}
+	out.flush(tw)
 }

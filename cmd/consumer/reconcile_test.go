@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/paycallback/paycallback/internal/ops"
 	"github.com/paycallback/paycallback/internal/sqldb"
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/channels/channelstest"
@@ -72,7 +71,7 @@ func TestReconcileGatesAJob(t *testing.T) {
 
 	out, _, err = runCmd(t, lookup, "reconcile", "--list-checks")
 	require.NoError(t, err, out)
-	for _, c := range ops.Checks {
+	for _, c := range settlement.Checks {
 		assert.Contains(t, out, c+"  ")
 	}
 
@@ -96,7 +95,7 @@ func TestReconcileGatesAJob(t *testing.T) {
 	out, _, err = runCmd(t, lookup, "reconcile", "--json", "--checks", "posting_unbalanced")
 	require.Error(t, err)
 	assert.Equal(t, 3, exitCode(err), out)
-	var rep ops.ReconcileReport
+	var rep settlement.ReconcileReport
 	require.NoError(t, json.Unmarshal([]byte(out), &rep), out)
 	assert.Equal(t, []string{"posting_unbalanced"}, rep.Checks)
 	require.Len(t, rep.Discrepancies, 1)

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/paycallback/paycallback/config"
-	"github.com/paycallback/paycallback/internal/ops"
+	"github.com/paycallback/paycallback/internal/statementbook"
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/statements"
 )
@@ -80,7 +80,7 @@ Without the variable, import refuses.`,
 }
 
 func statementImportCommand(fs *flag.FlagSet) runFunc {
-	channel := fs.String("channel", "", "WECHAT, ALIPAY or SQB (required)")
+	channel := fs.String("channel", "", channels.CodeList()+" (required)")
 	tenant := fs.Int64("tenant", 0, "tenant ID (required)")
 	file := fs.String("file", "", "the statement file (required)")
 	sha := fs.String("sha1", "", "expected SHA-1 (hex) of the uncompressed file, e.g. WeChat's hash_value")
@@ -108,7 +108,7 @@ func statementImportCommand(fs *flag.FlagSet) runFunc {
 			}
 			return fmt.Errorf("statement import %s: %w", *file, err)
 		}
-		if err := ops.CheckStatementMerchants(binding, env.cfg.Worker.TenantMerchantsFile, *tenant, st); err != nil {
+		if err := statementbook.CheckStatementMerchants(binding, env.cfg.Worker.TenantMerchantsFile, *tenant, st); err != nil {
 			return &exitError{code: exitRefused, err: fmt.Errorf("statement import refused %s: %w", *file, err)}
 		}
 		db, err := openDB(ctx, env)
@@ -116,7 +116,7 @@ func statementImportCommand(fs *flag.FlagSet) runFunc {
 			return err
 		}
 		defer func() { _ = db.Close() }()
-		res, err := ops.ImportStatement(ctx, db, *tenant, st, time.Now())
+		res, err := statementbook.ImportStatement(ctx, db, *tenant, st, time.Now())
 		if err != nil {
 			return env.audit(ctx, db, "", fmt.Errorf("statement import %s: %w", *file, err))
 		}
@@ -152,21 +152,13 @@ func merchantBinding(env *environment, what string) (config.MerchantBinding, err
 // and --tenant, and the verb's own required flag (name, value), reporting
 // every missing one at once; the errors are usage errors.
 func statementTarget(verb, channel string, tenant int64, name, value string) (channels.Channel, error) {
-	var missing []string
-	for _, f := range []struct {
-		name string
-		set  bool
-	}{{"--channel", channel != ""}, {"--tenant", tenant != 0}, {name, value != ""}} {
-		if !f.set {
-			missing = append(missing, f.name)
-		}
-	}
-	if len(missing) > 0 {
-		return "", usagef("statement %s: required: %s", verb, strings.Join(missing, ", "))
+	if err := requireFlags("statement "+verb,
+		required{"--channel", channel != ""}, required{"--tenant", tenant != 0}, required{name, value != ""}); err != nil {
+		return "", err
 	}
 	ch := channels.Channel(channel)
 	if !ch.Valid() {
-		return "", usagef("statement %s: --channel %q is not WECHAT, ALIPAY or SQB", verb, channel)
+		return "", usagef("statement %s: --channel %q is not %s", verb, channel, channels.CodeList())
 	}
 	if tenant < 0 {
 		return "", usagef("statement %s: --tenant %d must be positive", verb, tenant)
@@ -204,7 +196,7 @@ func isHexSHA1(s string) bool {
 }
 
 // importSummary is one line per day for the audit trail.
-func importSummary(res ops.ImportResult) string {
+func importSummary(res statementbook.ImportResult) string {
 	parts := make([]string, 0, len(res.Days))
 	for _, d := range res.Days {
 		parts = append(parts, fmt.Sprintf("%s %s (%d lines, %d changes)", d.Day, d.Status, d.Lines, len(d.Changes)))
@@ -212,7 +204,7 @@ func importSummary(res ops.ImportResult) string {
 	return fmt.Sprintf("tenant %d %s %s sha1 %s: %s", res.TenantID, res.Channel, res.Format, res.SHA1, strings.Join(parts, "; "))
 }
 
-func printImport(out *printer, res ops.ImportResult) {
+func printImport(out *printer, res statementbook.ImportResult) {
 	out.printf("tenant %d %s statement (%s, sha1 %s)\n", res.TenantID, res.Channel, res.Format, res.SHA1)
 	for _, d := range res.Days {
 		out.printf("%s: %s, %d lines in the file, %d held, version %s\n", d.Day, d.Status, d.Lines, d.Held, d.Version)

@@ -8,7 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/paycallback/paycallback/internal/ops"
+	"github.com/paycallback/paycallback/internal/statementbook"
+	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/statements"
 )
 
@@ -44,7 +45,7 @@ the audit trail with the note.`,
 }
 
 func statementEmptyCommand(fs *flag.FlagSet) runFunc {
-	channel := fs.String("channel", "", "WECHAT, ALIPAY or SQB (required)")
+	channel := fs.String("channel", "", channels.CodeList()+" (required)")
 	tenant := fs.Int64("tenant", 0, "tenant ID (required)")
 	date := fs.String("date", "", "the day, YYYY-MM-DD, Beijing time")
 	from := fs.String("from", "", "the first day of a range, YYYY-MM-DD, Beijing time")
@@ -64,9 +65,9 @@ func statementEmptyCommand(fs *flag.FlagSet) runFunc {
 			return err
 		}
 		defer func() { _ = db.Close() }()
-		res, err := ops.DeclareEmptyStatements(ctx, db, *tenant, ch, days, time.Now())
+		res, err := statementbook.DeclareEmptyStatements(ctx, db, *tenant, ch, days, time.Now())
 		if err != nil {
-			if errors.Is(err, ops.ErrStatementHeld) {
+			if errors.Is(err, statementbook.ErrStatementHeld) {
 				err = fmt.Errorf("statement empty: %w: reconcile the day against its statement instead", err)
 			}
 			return env.audit(ctx, db, "", err)

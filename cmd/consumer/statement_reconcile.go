@@ -9,8 +9,10 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/paycallback/paycallback/internal/kafkaops"
 	"github.com/paycallback/paycallback/internal/ops"
 	"github.com/paycallback/paycallback/internal/statementauth"
+	"github.com/paycallback/paycallback/internal/statementbook"
 	"github.com/paycallback/paycallback/pkg/channels"
 )
 
@@ -80,7 +82,7 @@ published; reconcile again afterwards.`,
 }
 
 func statementReconcileCommand(fs *flag.FlagSet) runFunc {
-	channel := fs.String("channel", "", "WECHAT, ALIPAY or SQB (required)")
+	channel := fs.String("channel", "", channels.CodeList()+" (required)")
 	tenant := fs.Int64("tenant", 0, "tenant ID (required)")
 	date := fs.String("date", "", "the statement's day, YYYY-MM-DD, Beijing time (required)")
 	publish := fs.Bool("publish-missing", false, "publish to the input topic the missing_in_ledger events the statement describes exactly")
@@ -120,20 +122,23 @@ func statementReconcileCommand(fs *flag.FlagSet) runFunc {
 			}
 			return env.audit(ctx, db, detail, err)
 		}
-		rep, err := ops.ReconcileStatement(ctx, db, *tenant, ch, *date)
-		if errors.Is(err, ops.ErrNoStatement) {
+		rep, err := statementbook.ReconcileStatement(ctx, db, *tenant, ch, *date)
+		if errors.Is(err, statementbook.ErrNoStatement) {
 			return finish("", noStatementExit(newPrinter(env), rep, *asJSON, ch, *tenant, *date))
 		}
 		if err != nil {
 			return finish("", err)
 		}
-		var pub *ops.PublishReport
+		var pub *statementbook.PublishReport
 		if *publish {
 			k, err := opsKafka(ctx, env)
 			if err != nil {
 				return finish("", err)
 			}
-			p, err := ops.PublishMissing(ctx, db, k, rep, signing, time.Now())
+			input := statementbook.Topic{Name: k.Topic, Publish: func(ctx context.Context, msgs []kafkaops.Message) error {
+				return ops.Publish(ctx, k, msgs)
+			}}
+			p, err := statementbook.PublishMissing(ctx, db, input, rep, signing, time.Now())
 			if err != nil {
 				if len(p.Published) > 0 {
 					err = fmt.Errorf("%w (published before the failure: %s)", err, strings.Join(publishedKeys(p.Published), ", "))
@@ -193,7 +198,7 @@ const maxAuditKeys = 50
 
 // publishDetail says what --publish-missing did, for the audit trail: the
 // counts and the keys published (at most maxAuditKeys of them).
-func publishDetail(p ops.PublishReport) string {
+func publishDetail(p statementbook.PublishReport) string {
 	detail := p.Summary()
 	if len(p.Published) == 0 {
 		return detail
@@ -210,11 +215,11 @@ func publishDetail(p ops.PublishReport) string {
 // statementReconcileJSON is the --json report: the reconciliation, and
 // with --publish-missing what was published.
 type statementReconcileJSON struct {
-	ops.StatementReport
-	Publish *ops.PublishReport `json:"publish,omitempty"`
+	statementbook.StatementReport
+	Publish *statementbook.PublishReport `json:"publish,omitempty"`
 }
 
-func publishedKeys(items []ops.PublishItem) []string {
+func publishedKeys(items []statementbook.PublishItem) []string {
 	keys := make([]string, len(items))
 	for i, it := range items {
 		keys[i] = it.Key
@@ -223,7 +228,7 @@ func publishedKeys(items []ops.PublishItem) []string {
 }
 
 // printPublishMissing prints what --publish-missing did, one item a line.
-func printPublishMissing(out *printer, p ops.PublishReport, remain bool) {
+func printPublishMissing(out *printer, p statementbook.PublishReport, remain bool) {
 	out.println()
 	out.printf("publish missing: published %d to %s, already published %d, claimed %d, needs the query API %d (statement sha1 %s)\n",
 		len(p.Published), p.Topic, len(p.AlreadyPublished), len(p.Claimed), len(p.NeedsQuery), dash(p.StatementSHA1))
@@ -232,7 +237,7 @@ func printPublishMissing(out *printer, p ops.PublishReport, remain bool) {
 		_, _ = fmt.Fprintln(tw, "result\ttrade\trefund\tamount\tline\tdetail")
 		for _, l := range []struct {
 			name  string
-			items []ops.PublishItem
+			items []statementbook.PublishItem
 		}{{"published", p.Published}, {"already_published", p.AlreadyPublished}, {"claimed", p.Claimed}, {"needs_query", p.NeedsQuery}} {
 			for _, it := range l.items {
 				detail := it.Reason
@@ -249,7 +254,7 @@ func printPublishMissing(out *printer, p ops.PublishReport, remain bool) {
 	}
 }
 
-func printStatementReconcile(out *printer, rep ops.StatementReport) {
+func printStatementReconcile(out *printer, rep statementbook.StatementReport) {
 	neighbours := "none imported"
 	if len(rep.Neighbours) > 0 {
 		neighbours = strings.Join(rep.Neighbours, ", ")
@@ -278,7 +283,7 @@ func printStatementReconcile(out *printer, rep ops.StatementReport) {
 
 // noStatementExit prints the report of a day without a statement and
 // returns its exit: 3, for the day is not clean.
-func noStatementExit(out *printer, rep ops.StatementReport, asJSON bool, ch channels.Channel, tenant int64, day string) error {
+func noStatementExit(out *printer, rep statementbook.StatementReport, asJSON bool, ch channels.Channel, tenant int64, day string) error {
 	if asJSON {
 		out.json(statementReconcileJSON{StatementReport: rep})
 	} else {

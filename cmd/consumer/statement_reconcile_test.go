@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,11 +19,12 @@ import (
 
 	"github.com/paycallback/paycallback/config"
 	"github.com/paycallback/paycallback/internal/app"
+	"github.com/paycallback/paycallback/internal/app/apptest"
 	"github.com/paycallback/paycallback/internal/kafkaops"
 	"github.com/paycallback/paycallback/internal/metrics"
-	"github.com/paycallback/paycallback/internal/ops"
 	"github.com/paycallback/paycallback/internal/sqldb"
 	"github.com/paycallback/paycallback/internal/statementauth"
+	"github.com/paycallback/paycallback/internal/statementbook"
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/channels/channelstest"
 	"github.com/paycallback/paycallback/pkg/idempotent"
@@ -69,7 +69,7 @@ func TestStatementReconcile(t *testing.T) {
 		}
 	}
 	importBill := func(sha string, lines ...statements.Line) {
-		_, err := ops.ImportStatement(ctx, db, 1001, statements.Statement{Channel: channels.WeChat, Format: "test", SHA1: sha, Lines: lines}, time.Now())
+		_, err := statementbook.ImportStatement(ctx, db, 1001, statements.Statement{Channel: channels.WeChat, Format: "test", SHA1: sha, Lines: lines}, time.Now())
 		require.NoError(t, err)
 	}
 	day := channelstest.BaseTime.Format(time.DateOnly)
@@ -89,10 +89,10 @@ func TestStatementReconcile(t *testing.T) {
 
 	out, _, err = runCmd(t, lookup, append(args, "--json")...)
 	assert.Equal(t, exitFound, exitCode(err))
-	var rep ops.StatementReport
+	var rep statementbook.StatementReport
 	require.NoError(t, json.Unmarshal([]byte(out), &rep), out)
 	require.Len(t, rep.Items, 1)
-	assert.Equal(t, ops.StatementMissingInLedger, rep.Items[0].Category)
+	assert.Equal(t, statementbook.StatementMissingInLedger, rep.Items[0].Category)
 	assert.Equal(t, withheld.MerchantOrderNo, rep.Items[0].MerchantOrderNo)
 	assert.NotEmpty(t, rep.Items[0].MerchantOrderNo)
 
@@ -103,10 +103,10 @@ func TestStatementReconcile(t *testing.T) {
 	require.Error(t, err)
 	assert.Equal(t, exitFound, exitCode(err))
 	assert.Contains(t, err.Error(), "no_statement")
-	rep = ops.StatementReport{}
+	rep = statementbook.StatementReport{}
 	require.NoError(t, json.Unmarshal([]byte(out), &rep), out)
 	require.Len(t, rep.Items, 1)
-	assert.Equal(t, ops.StatementNoStatement, rep.Items[0].Category)
+	assert.Equal(t, statementbook.StatementNoStatement, rep.Items[0].Category)
 	empty := []string{"statement", "empty", "--channel", "WECHAT", "--tenant", "1001", "--date", "2024-06-05"}
 	_, _, err = runCmd(t, lookup, empty...)
 	assert.Equal(t, exitUsage, exitCode(err), "--note is required")
@@ -151,31 +151,8 @@ func runWorker(t *testing.T, vars map[string]string) testWorker {
 	cfg, err := config.Load(nil, lookupIn(vars))
 	require.NoError(t, err)
 	reg := metrics.NewRegistry()
-	m := &app.Main{Config: cfg, Logger: slog.New(slog.DiscardHandler), Registry: reg}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- m.Run(ctx) }()
-	select {
-	case <-m.Ready():
-	case err := <-done:
-		cancel()
-		t.Fatalf("worker stopped at start: %v", err)
-	}
-	var once sync.Once
-	stop := func() {
-		once.Do(func() {
-			cancel()
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Errorf("worker stopped with %v", err)
-				}
-			case <-time.After(60 * time.Second):
-				t.Error("worker did not stop within 60s")
-			}
-		})
-	}
-	t.Cleanup(stop)
+	m := apptest.MustRun(t, &app.Main{Config: cfg, Logger: slog.New(slog.DiscardHandler), Registry: reg})
+	stop := func() { apptest.MustClose(t, m) }
 	return testWorker{reg: reg, stop: stop}
 }
 
@@ -323,7 +300,7 @@ func TestStatementEventAndCallbackAreOneEvent(t *testing.T) {
 	}
 	var pairs []pair
 	produced := 0
-	for i, ch := range []channels.Channel{channels.WeChat, channels.Alipay, channels.SQB} {
+	for i, ch := range channels.Codes() {
 		for j, statementFirst := range []bool{true, false} {
 			tr := channelstest.NewTrade(ch, 800+10*i+j)
 			cb := channelstest.PaymentEnvelope(tr, d)
@@ -537,7 +514,7 @@ func TestStatementReconcilePublishMissing(t *testing.T) {
 	rep, code = publishJSON(1002, channels.WeChat)
 	assert.Equal(t, exitFound, code)
 	require.Len(t, rep.Items, 1)
-	assert.Equal(t, ops.StatementStatusMismatch, rep.Items[0].Category)
+	assert.Equal(t, statementbook.StatementStatusMismatch, rep.Items[0].Category)
 	assert.Equal(t, "P-R1", rep.Items[0].RefundNo)
 	assert.Empty(t, rep.Publish.Published)
 	assert.Empty(t, rep.Publish.NeedsQuery)
@@ -572,7 +549,7 @@ func TestStatementReconcilePublishMissing(t *testing.T) {
 	assert.Equal(t, published+2, w.events(t, map[string]string{"outcome": "acquired"}), "the two cumulative refunds are new")
 	assert.Zero(t, w.events(t, map[string]string{"outcome": "conflict"}))
 	assert.Zero(t, w.events(t, map[string]string{"outcome": "dead_lettered"}))
-	for _, ch := range []channels.Channel{channels.WeChat, channels.Alipay, channels.SQB} {
+	for _, ch := range channels.Codes() {
 		out, err := reconcile(1001, ch)
 		require.NoError(t, err, "%s\n%s", ch, out)
 		assert.Contains(t, out, "no discrepancies")

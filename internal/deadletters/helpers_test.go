@@ -14,6 +14,7 @@ import (
 
 	"github.com/paycallback/paycallback/config"
 	"github.com/paycallback/paycallback/internal/app"
+	"github.com/paycallback/paycallback/internal/app/apptest"
 	"github.com/paycallback/paycallback/internal/deadletters"
 	"github.com/paycallback/paycallback/internal/kafkaops"
 	"github.com/paycallback/paycallback/internal/kafkaops/kafkaopstest"
@@ -110,37 +111,17 @@ func migratedWorker(t *testing.T, k ops.Kafka) (config.Config, *bun.DB) {
 	return cfg, db
 }
 
-// runWorker starts the worker on cfg and returns once it is ready; the
-// function it returns stops it (also at cleanup) and returns its registry.
+// runWorker starts the worker on cfg and returns once it is ready
+// (apptest.MustRun); the function it returns stops it and returns its
+// registry.
 func runWorker(t *testing.T, cfg config.Config) func() *prometheus.Registry {
 	t.Helper()
-	m := &app.Main{Config: cfg, Logger: slog.New(slog.DiscardHandler), Registry: metrics.NewRegistry()}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- m.Run(ctx) }()
-	select {
-	case <-m.Ready():
-	case err := <-done:
-		cancel()
-		t.Fatalf("worker stopped at start: %v", err)
-	}
-	stopped := false
-	stop := func() *prometheus.Registry {
+	m := apptest.MustRun(t, &app.Main{Config: cfg, Logger: slog.New(slog.DiscardHandler), Registry: metrics.NewRegistry()})
+	return func() *prometheus.Registry {
 		t.Helper()
-		if !stopped {
-			stopped = true
-			cancel()
-			select {
-			case err := <-done:
-				require.NoError(t, err)
-			case <-time.After(60 * time.Second):
-				t.Fatal("worker did not stop within 60s")
-			}
-		}
+		apptest.MustClose(t, m)
 		return m.Registry
 	}
-	t.Cleanup(func() { stop() })
-	return stop
 }
 
 // outcomes sums paycb_events_total by outcome.

@@ -1,14 +1,9 @@
-// Package kafkaops holds the Kafka chores that sit beside the consumer:
-// starting an in-process broker (kfake) for the demo and tests, producing a
-// stream, reading a topic back, and reading a group's committed offsets
-// against the partitions' ends. It never commits offsets on a live group.
 package kafkaops
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -125,7 +120,7 @@ func (p PartitionProgress) Lag() int64 {
 func Progress(ctx context.Context, brokers []string, group, topic string, opts ...Option) ([]PartitionProgress, error) {
 	o := apply(opts)
 	client := o.client(brokers)
-	parts, err := partitions(ctx, o.conn.Dialer(), brokers, topic)
+	parts, err := o.conn.Partitions(ctx, brokers, topic)
 	if err != nil {
 		return nil, err
 	}
@@ -206,7 +201,7 @@ func WaitConsumed(ctx context.Context, brokers []string, group, topic string, in
 func ReadAll(ctx context.Context, brokers []string, topic string, opts ...Option) ([]kafka.Message, error) {
 	o := apply(opts)
 	dialer := o.conn.Dialer()
-	parts, err := partitions(ctx, dialer, brokers, topic)
+	parts, err := o.conn.Partitions(ctx, brokers, topic)
 	if err != nil {
 		return nil, err
 	}
@@ -243,32 +238,6 @@ func ReadAll(ctx context.Context, brokers []string, topic string, opts ...Option
 		_ = r.Close()
 	}
 	return out, nil
-}
-
-func partitions(ctx context.Context, d *kafka.Dialer, brokers []string, topic string) ([]int, error) {
-	var lastErr error
-	for _, b := range brokers {
-		kc, err := d.DialContext(ctx, "tcp", b)
-		if err != nil {
-			lastErr = err
-			continue
-		}
-		ps, err := kc.ReadPartitions(topic)
-		_ = kc.Close()
-		if err != nil {
-			lastErr = err
-			continue
-		}
-		out := make([]int, len(ps))
-		for i, p := range ps {
-			out[i] = p.ID
-		}
-		return out, nil
-	}
-	if lastErr == nil {
-		lastErr = errors.New("no brokers")
-	}
-	return nil, fmt.Errorf("read partitions of %s: %w", topic, lastErr)
 }
 
 // ListOffsets asks client for one offset per partition of topic, one kind
@@ -355,44 +324,15 @@ func RequireTopic(ctx context.Context, client *kafka.Client, topic string) error
 	return fmt.Errorf("topic %q: %w (check kafka.topic, PAYCB_KAFKA_TOPIC); nothing was created", topic, ErrTopicNotFound)
 }
 
-// TopicPartitions lists topic's partition IDs in ascending order, asking
-// brokers in turn over conn (nil: plain TCP). A missing topic is an error
+// TopicPartitions lists topic's partition IDs in ascending order
+// (conn.Partitions; conn nil: plain TCP). A missing topic is an error
 // wrapping ErrTopicNotFound (RequireTopic through client), and is never
 // created: the partition listing would ask the brokers to create it.
 func TopicPartitions(ctx context.Context, client *kafka.Client, conn *kafkaconn.Conn, brokers []string, topic string) ([]int, error) {
 	if err := RequireTopic(ctx, client, topic); err != nil {
 		return nil, err
 	}
-	d := conn.Dialer()
-	var lastErr error
-	for _, b := range brokers {
-		kc, err := d.DialContext(ctx, "tcp", b)
-		if err != nil {
-			lastErr = conn.Explain(err)
-			continue
-		}
-		ps, err := kc.ReadPartitions(topic)
-		_ = kc.Close()
-		if err != nil {
-			lastErr = err
-			continue
-		}
-		out := make([]int, 0, len(ps))
-		for _, p := range ps {
-			if p.Topic == topic {
-				out = append(out, p.ID)
-			}
-		}
-		sort.Ints(out)
-		if len(out) == 0 {
-			return nil, fmt.Errorf("read partitions of %s: topic has no partitions", topic)
-		}
-		return out, nil
-	}
-	if lastErr == nil {
-		lastErr = errors.New("no brokers configured")
-	}
-	return nil, fmt.Errorf("read partitions of %s: %w", topic, lastErr)
+	return conn.Partitions(ctx, brokers, topic)
 }
 
 // ReadRange reads the messages of topic's partition p from offset from up

@@ -25,6 +25,7 @@ import (
 	"github.com/paycallback/paycallback/internal/kafkaops"
 	"github.com/paycallback/paycallback/internal/kafkaops/kafkaopstest"
 	"github.com/paycallback/paycallback/internal/ops"
+	"github.com/paycallback/paycallback/pkg/settlement"
 )
 
 // groupsTool runs kafka-consumer-groups with args and returns its output.
@@ -168,7 +169,7 @@ func TestApacheKafkaReplayPlanAgreesWithKafkaConsumerGroups(t *testing.T) {
 	second := outcomes(t, stop())
 	assert.InDelta(t, float64(later.Events), second["acquired"], 0, "only the unread events are new")
 	assert.InDelta(t, float64(recent.Events), second["redelivered"], 0, "each replayed message that made a claim comes back as redelivered")
-	rep, err := ops.Reconcile(ctx, db, ops.ReconcileOptions{})
+	rep, err := settlement.Reconcile(ctx, db, settlement.ReconcileOptions{})
 	require.NoError(t, err)
 	assert.NoError(t, rep.Err(), "the books reconcile")
 }

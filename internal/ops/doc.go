@@ -1,16 +1,19 @@
 // Package ops holds the operators' tools that sit beside the worker: resetting
-// the consumer group's offsets to replay history (replay), listing and
-// settling orphaned claims (orphans), reconciling claims, ledger, orders and
-// refund registrations (reconcile), clearing the bulky columns of old settled
-// claims (purge), the group's live lag and stalls (status), everything held
-// about one trade (trade) and writing a test stream to the input topic
-// (publish). Dead letters are internal/deadletters' alone.
+// the consumer group's offsets to replay history (replay), listing and settling
+// orphaned claims (orphans), clearing the bulky columns of old settled claims
+// (purge), the group's live lag and stalls (status), everything held about
+// one trade (trade) and writing a test stream to the input topic (publish).
+// Its one job is these operator back ends; what they stand on lives
+// elsewhere: the ledger's reconciliation in pkg/settlement
+// (settlement.Reconcile, which consumer reconcile calls), the channel
+// statements in internal/statementbook, and everything about dead letters
+// (list, show, close, redrive, and a trade's) in internal/deadletters.
 //
 // Each tool is a function over explicit dependencies (a Kafka description, a
 // bun.IDB, the claim store, a settler) that returns a report the cmd/consumer
 // front ends print; nothing here reads flags or the environment. The SQL of
-// Reconcile and Purge is MySQL/MariaDB's (COUNT(DISTINCT a, b), UPDATE …
-// LIMIT): the embedded SQLite database of the demo is not their target.
+// Purge is MySQL/MariaDB's (UPDATE … LIMIT): the embedded SQLite database of
+// the demo is not its target.
 //
 // This package must never:
 //

@@ -31,8 +31,10 @@ func CheckTestTenant(ctx context.Context, db bun.IDB, tenant int64) error {
 // Publish writes msgs to the input topic k.Topic in order, keyed messages
 // to their key's partition, and returns once all in-sync replicas
 // acknowledged every one. It is how `consumer publish` sends a test stream
-// (demo.TestStream) to a deployment. It never creates the topic: a missing
-// one is an error wrapping ErrTopicNotFound, and nothing is written.
+// (demo.TestStream) to a deployment, and how `consumer statement reconcile
+// --publish-missing` sends the events statementbook.PublishMissing rebuilds.
+// It never creates the topic: a missing one is an error wrapping
+// ErrTopicNotFound, and nothing is written.
 func Publish(ctx context.Context, k Kafka, msgs []kafkaops.Message) error {
 	if err := k.requireTopic(ctx, k.Topic); err != nil {
 		return fmt.Errorf("publish: %w", err)

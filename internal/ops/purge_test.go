@@ -8,9 +8,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/paycallback/paycallback/internal/ledgertest"
 	"github.com/paycallback/paycallback/internal/ops"
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/channels/channelstest"
+	"github.com/paycallback/paycallback/pkg/settlement"
 )
 
 func TestTopicRetentionFromTheBroker(t *testing.T) {
@@ -57,17 +59,17 @@ func TestPurge(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx := context.Background()
-			w := newWorld(t)
-			old1, _ := w.settle(channelstest.PaymentEnvelope(channelstest.NewTrade(channels.WeChat, 1), channelstest.Delivery{}))
-			old2, _ := w.settle(channelstest.PaymentEnvelope(channelstest.NewTrade(channels.Alipay, 2), channelstest.Delivery{}))
-			w.settle(channelstest.PaymentEnvelope(channelstest.NewTrade(channels.SQB, 3), channelstest.Delivery{}))
-			acquired := w.acquire(channelstest.PaymentEnvelope(channelstest.NewTrade(channels.SQB, 4), channelstest.Delivery{}))
+			w := ledgertest.New(t)
+			old1, _ := w.Settle(channelstest.PaymentEnvelope(channelstest.NewTrade(channels.WeChat, 1), channelstest.Delivery{}))
+			old2, _ := w.Settle(channelstest.PaymentEnvelope(channelstest.NewTrade(channels.Alipay, 2), channelstest.Delivery{}))
+			w.Settle(channelstest.PaymentEnvelope(channelstest.NewTrade(channels.SQB, 3), channelstest.Delivery{}))
+			acquired := w.Acquire(channelstest.PaymentEnvelope(channelstest.NewTrade(channels.SQB, 4), channelstest.Delivery{}))
 			for _, ev := range []channels.Event{old1, old2} {
-				w.exec(`UPDATE ss_channel_idempotent SET created_at = ?, settled_at = ? WHERE idempotent_key = ?`, ago(40*day), ago(40*day), string(ev.Key))
+				w.Exec(`UPDATE ss_channel_idempotent SET created_at = ?, settled_at = ? WHERE idempotent_key = ?`, ledgertest.Ago(40*day), ledgertest.Ago(40*day), string(ev.Key))
 			}
-			w.exec(`UPDATE ss_channel_idempotent SET created_at = ?, last_error = 'boom' WHERE idempotent_key = ?`, ago(40*day), string(acquired.Key))
+			w.Exec(`UPDATE ss_channel_idempotent SET created_at = ?, last_error = 'boom' WHERE idempotent_key = ?`, ledgertest.Ago(40*day), string(acquired.Key))
 
-			res, err := ops.Purge(ctx, w.db, tt.opts)
+			res, err := ops.Purge(ctx, w.DB, tt.opts)
 			if tt.wantErr != nil {
 				require.ErrorIs(t, err, tt.wantErr)
 			} else {
@@ -75,10 +77,10 @@ func TestPurge(t *testing.T) {
 				assert.Equal(t, tt.cleared, res.Rows)
 			}
 			var got counts
-			require.NoError(t, w.db.NewRaw(`SELECT COUNT(*), COUNT(event_json), COUNT(last_error) FROM ss_channel_idempotent`).
+			require.NoError(t, w.DB.NewRaw(`SELECT COUNT(*), COUNT(event_json), COUNT(last_error) FROM ss_channel_idempotent`).
 				Scan(ctx, &got.rows, &got.withEvent, &got.withError))
 			assert.Equal(t, tt.after, got, "rows, stored events, last errors")
-			rep, err := ops.Reconcile(ctx, w.db, ops.ReconcileOptions{})
+			rep, err := settlement.Reconcile(ctx, w.DB, settlement.ReconcileOptions{})
 			require.NoError(t, err)
 			assert.True(t, rep.OK(), "a purge changes nothing reconcile checks: %+v", rep.Discrepancies)
 		})

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/uptrace/bun"
 
-	"github.com/paycallback/paycallback/internal/ops"
+	"github.com/paycallback/paycallback/internal/ledgertest"
 	"github.com/paycallback/paycallback/internal/sqldb/sqldbtest"
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/channels/channelstest"
@@ -21,147 +21,149 @@ import (
 
 // baseline settles a consistent world: a WeChat trade paid, a registered
 // refund that succeeded, and an Alipay trade paid.
-func baseline(w *world) (wx, ali channelstest.Trade) {
+func baseline(w *ledgertest.World) (wx, ali channelstest.Trade) {
 	wx = channelstest.NewTrade(channels.WeChat, 1)
 	ali = channelstest.NewTrade(channels.Alipay, 2)
-	w.settle(channelstest.PaymentEnvelope(wx, channelstest.Delivery{}))
-	w.settle(channelstest.PaymentEnvelope(ali, channelstest.Delivery{}))
-	w.register(wx, "rf-1", 500)
-	w.settle(channelstest.RefundEnvelope(wx, channelstest.Refund{No: "rf-1", Amount: 500}, channelstest.Delivery{}))
+	w.Settle(channelstest.PaymentEnvelope(wx, channelstest.Delivery{}))
+	w.Settle(channelstest.PaymentEnvelope(ali, channelstest.Delivery{}))
+	w.Register(wx, "rf-1", 500)
+	w.Settle(channelstest.RefundEnvelope(wx, channelstest.Refund{No: "rf-1", Amount: 500}, channelstest.Delivery{}))
 	return wx, ali
 }
 
 func TestReconcile(t *testing.T) {
 	tests := []struct {
 		name   string
-		mutate func(w *world, wx, ali channelstest.Trade)
-		opts   func() ops.ReconcileOptions
+		mutate func(w *ledgertest.World, wx, ali channelstest.Trade)
+		opts   func() settlement.ReconcileOptions
 		want   map[string]int // check -> discrepancies; every other check 0
 	}{
-		{name: "consistent books", mutate: func(*world, channelstest.Trade, channelstest.Trade) {}},
+		{name: "consistent books", mutate: func(*ledgertest.World, channelstest.Trade, channelstest.Trade) {}},
 		{
 			name: "a posting row lost",
-			mutate: func(w *world, wx, _ channelstest.Trade) {
-				w.exec(`DELETE FROM ss_ledger_entry WHERE idempotent_key = ? AND direction = 'DEBIT'`, "WECHAT:"+wx.TradeNo+":PAYMENT_RECEIVED")
+			mutate: func(w *ledgertest.World, wx, _ channelstest.Trade) {
+				w.Exec(`DELETE FROM ss_ledger_entry WHERE idempotent_key = ? AND direction = 'DEBIT'`, "WECHAT:"+wx.TradeNo+":PAYMENT_RECEIVED")
 			},
-			want: map[string]int{ops.CheckPostingUnbalanced: 1, ops.CheckOrderLedger: 1},
+			want: map[string]int{settlement.CheckPostingUnbalanced: 1, settlement.CheckOrderLedger: 1},
 		},
 		{
 			name: "postings with no claim",
-			mutate: func(w *world, _, ali channelstest.Trade) {
+			mutate: func(w *ledgertest.World, _, ali channelstest.Trade) {
 				for _, row := range []struct{ account, dir string }{{"channel_receivable:ALIPAY", "DEBIT"}, {"merchant_payable", "CREDIT"}} {
-					w.exec(`INSERT INTO ss_ledger_entry (tenant_id, idempotent_key, channel_code, channel_trade_no, account, direction, amount, currency, created_at)
+					w.Exec(`INSERT INTO ss_ledger_entry (tenant_id, idempotent_key, channel_code, channel_trade_no, account, direction, amount, currency, created_at)
 VALUES (?, ?, 'ALIPAY', ?, ?, ?, 100, 'CNY', ?)`, ali.TenantID, "ALIPAY:"+ali.TradeNo+":REFUND_SUCCEEDED:ghost", ali.TradeNo, row.account, row.dir, time.Now().UTC())
 				}
 			},
-			want: map[string]int{ops.CheckPostingWithoutClaim: 1, ops.CheckOrderLedger: 1},
+			want: map[string]int{settlement.CheckPostingWithoutClaim: 1, settlement.CheckOrderLedger: 1},
 		},
 		{
 			name: "order paid amount drifted from the ledger",
-			mutate: func(w *world, _, ali channelstest.Trade) {
-				w.exec(`UPDATE ss_channel_order SET paid_amount = paid_amount + 1 WHERE channel_trade_no = ?`, ali.TradeNo)
+			mutate: func(w *ledgertest.World, _, ali channelstest.Trade) {
+				w.Exec(`UPDATE ss_channel_order SET paid_amount = paid_amount + 1 WHERE channel_trade_no = ?`, ali.TradeNo)
 			},
-			want: map[string]int{ops.CheckOrderLedger: 1},
+			want: map[string]int{settlement.CheckOrderLedger: 1},
 		},
 		{
 			name: "ledger rows for a trade with no order",
-			mutate: func(w *world, _, ali channelstest.Trade) {
-				w.exec(`DELETE FROM ss_channel_order WHERE channel_trade_no = ?`, ali.TradeNo)
+			mutate: func(w *ledgertest.World, _, ali channelstest.Trade) {
+				w.Exec(`DELETE FROM ss_channel_order WHERE channel_trade_no = ?`, ali.TradeNo)
 			},
-			want: map[string]int{ops.CheckLedgerWithoutOrder: 1},
+			want: map[string]int{settlement.CheckLedgerWithoutOrder: 1},
 		},
 		{
 			name: "refund without payment pending for two days",
-			mutate: func(w *world, _, _ channelstest.Trade) {
+			mutate: func(w *ledgertest.World, _, _ channelstest.Trade) {
 				tr := channelstest.NewTrade(channels.WeChat, 3)
-				w.settle(channelstest.RefundEnvelope(tr, channelstest.Refund{No: "rf-9", Amount: 100}, channelstest.Delivery{}))
-				w.exec(`UPDATE ss_channel_order SET created_at = ? WHERE channel_trade_no = ?`, ago(48*time.Hour), tr.TradeNo)
+				w.Settle(channelstest.RefundEnvelope(tr, channelstest.Refund{No: "rf-9", Amount: 100}, channelstest.Delivery{}))
+				w.Exec(`UPDATE ss_channel_order SET created_at = ? WHERE channel_trade_no = ?`, ledgertest.Ago(48*time.Hour), tr.TradeNo)
 			},
-			want: map[string]int{ops.CheckPendingPayment: 1, ops.CheckRefundUnregistered: 1},
+			want: map[string]int{settlement.CheckPendingPayment: 1, settlement.CheckRefundUnregistered: 1},
 		},
 		{
 			name: "unregistered refunds are not discrepancies where refunds are not pre-registered",
-			mutate: func(w *world, _, _ channelstest.Trade) {
+			mutate: func(w *ledgertest.World, _, _ channelstest.Trade) {
 				tr := channelstest.NewTrade(channels.WeChat, 3)
-				w.settle(channelstest.PaymentEnvelope(tr, channelstest.Delivery{}))
-				w.settle(channelstest.RefundEnvelope(tr, channelstest.Refund{No: "rf-9", Amount: 100}, channelstest.Delivery{}))
+				w.Settle(channelstest.PaymentEnvelope(tr, channelstest.Delivery{}))
+				w.Settle(channelstest.RefundEnvelope(tr, channelstest.Refund{No: "rf-9", Amount: 100}, channelstest.Delivery{}))
 			},
-			opts: func() ops.ReconcileOptions { return ops.ReconcileOptions{} },
+			opts: func() settlement.ReconcileOptions { return settlement.ReconcileOptions{} },
 		},
 		{
 			name: "a ledger row with a negative amount and a foreign account",
-			mutate: func(w *world, wx, _ channelstest.Trade) {
-				w.exec(`UPDATE ss_ledger_entry SET amount = -amount, account = 'channel_receivable:ALIPAY' WHERE idempotent_key = ? AND direction = 'DEBIT'`,
+			mutate: func(w *ledgertest.World, wx, _ channelstest.Trade) {
+				w.Exec(`UPDATE ss_ledger_entry SET amount = -amount, account = 'channel_receivable:ALIPAY' WHERE idempotent_key = ? AND direction = 'DEBIT'`,
 					"WECHAT:"+wx.TradeNo+":PAYMENT_RECEIVED")
 			},
-			want: map[string]int{ops.CheckLedgerRow: 1, ops.CheckPostingUnbalanced: 1, ops.CheckOrderLedger: 1},
+			want: map[string]int{settlement.CheckLedgerRow: 1, settlement.CheckPostingUnbalanced: 1, settlement.CheckOrderLedger: 1},
 		},
 		{
 			name: "an order whose status disagrees with its amounts",
-			mutate: func(w *world, _, ali channelstest.Trade) {
-				w.exec(`UPDATE ss_channel_order SET status = 'REFUNDED' WHERE channel_trade_no = ?`, ali.TradeNo)
+			mutate: func(w *ledgertest.World, _, ali channelstest.Trade) {
+				w.Exec(`UPDATE ss_channel_order SET status = 'REFUNDED' WHERE channel_trade_no = ?`, ali.TradeNo)
 			},
-			want: map[string]int{ops.CheckOrderState: 1},
+			want: map[string]int{settlement.CheckOrderState: 1},
 		},
 		{
 			name: "refund pending for an hour is not yet reported",
-			mutate: func(w *world, _, _ channelstest.Trade) {
+			mutate: func(w *ledgertest.World, _, _ channelstest.Trade) {
 				tr := channelstest.NewTrade(channels.WeChat, 3)
-				w.register(channelstest.NewTrade(channels.WeChat, 1), "rf-x", 1) // keep refunds registered
-				w.settle(channelstest.RefundEnvelope(tr, channelstest.Refund{No: "rf-9", Amount: 100}, channelstest.Delivery{}))
-				w.exec(`UPDATE ss_channel_order SET created_at = ? WHERE channel_trade_no = ?`, ago(time.Hour), tr.TradeNo)
+				w.Register(channelstest.NewTrade(channels.WeChat, 1), "rf-x", 1) // keep refunds registered
+				w.Settle(channelstest.RefundEnvelope(tr, channelstest.Refund{No: "rf-9", Amount: 100}, channelstest.Delivery{}))
+				w.Exec(`UPDATE ss_channel_order SET created_at = ? WHERE channel_trade_no = ?`, ledgertest.Ago(time.Hour), tr.TradeNo)
 			},
-			want: map[string]int{ops.CheckRefundUnregistered: 1},
+			want: map[string]int{settlement.CheckRefundUnregistered: 1},
 		},
 		{
 			name: "refund callback with a different amount than registered",
-			mutate: func(w *world, wx, _ channelstest.Trade) {
-				w.register(wx, "rf-2", 300)
-				w.settle(channelstest.RefundEnvelope(wx, channelstest.Refund{No: "rf-2", Amount: 200}, channelstest.Delivery{}))
+			mutate: func(w *ledgertest.World, wx, _ channelstest.Trade) {
+				w.Register(wx, "rf-2", 300)
+				w.Settle(channelstest.RefundEnvelope(wx, channelstest.Refund{No: "rf-2", Amount: 200}, channelstest.Delivery{}))
 			},
-			want: map[string]int{ops.CheckRefundMismatch: 1},
+			want: map[string]int{settlement.CheckRefundMismatch: 1},
 		},
 		{
 			name: "registration open for two days with no callback",
-			mutate: func(w *world, wx, _ channelstest.Trade) {
-				w.register(wx, "rf-3", 100)
-				w.exec(`UPDATE ss_refund_request SET created_at = ? WHERE refund_no = 'rf-3'`, ago(48*time.Hour))
+			mutate: func(w *ledgertest.World, wx, _ channelstest.Trade) {
+				w.Register(wx, "rf-3", 100)
+				w.Exec(`UPDATE ss_refund_request SET created_at = ? WHERE refund_no = 'rf-3'`, ledgertest.Ago(48*time.Hour))
 			},
-			want: map[string]int{ops.CheckRefundOpen: 1},
+			want: map[string]int{settlement.CheckRefundOpen: 1},
 		},
 		{
 			name: "over-refund never dead-lettered",
-			mutate: func(w *world, _, ali channelstest.Trade) {
-				_, res := w.settle(channelstest.RefundEnvelope(ali, channelstest.Refund{No: "big", Amount: ali.Total + 1}, channelstest.Delivery{}))
-				require.Equal(w.t, idempotent.OutcomeOverRefund, res.Outcome)
+			mutate: func(w *ledgertest.World, _, ali channelstest.Trade) {
+				_, res := w.Settle(channelstest.RefundEnvelope(ali, channelstest.Refund{No: "big", Amount: ali.Total + 1}, channelstest.Delivery{}))
+				require.Equal(w.TB, idempotent.OutcomeOverRefund, res.Outcome)
 			},
-			want: map[string]int{ops.CheckOverRefundNotDeadLettered: 1},
+			want: map[string]int{settlement.CheckOverRefundNotDeadLettered: 1},
 		},
 		{
 			name: "over-refund dead-lettered is fine",
-			mutate: func(w *world, _, ali channelstest.Trade) {
-				ev, _ := w.settle(channelstest.RefundEnvelope(ali, channelstest.Refund{No: "big", Amount: ali.Total + 1}, channelstest.Delivery{}))
-				require.NoError(w.t, w.claims.MarkDeadLettered(context.Background(), ev.TenantID, ev.Key))
+			mutate: func(w *ledgertest.World, _, ali channelstest.Trade) {
+				ev, _ := w.Settle(channelstest.RefundEnvelope(ali, channelstest.Refund{No: "big", Amount: ali.Total + 1}, channelstest.Delivery{}))
+				require.NoError(w.TB, w.Claims.MarkDeadLettered(context.Background(), ev.TenantID, ev.Key))
 			},
 		},
 		{
 			name: "a window that excludes the damage",
-			mutate: func(w *world, wx, _ channelstest.Trade) {
-				w.exec(`DELETE FROM ss_ledger_entry WHERE idempotent_key = ? AND direction = 'DEBIT'`, "WECHAT:"+wx.TradeNo+":PAYMENT_RECEIVED")
+			mutate: func(w *ledgertest.World, wx, _ channelstest.Trade) {
+				w.Exec(`DELETE FROM ss_ledger_entry WHERE idempotent_key = ? AND direction = 'DEBIT'`, "WECHAT:"+wx.TradeNo+":PAYMENT_RECEIVED")
 			},
-			opts: func() ops.ReconcileOptions { return ops.ReconcileOptions{From: time.Now().Add(time.Hour)} },
+			opts: func() settlement.ReconcileOptions {
+				return settlement.ReconcileOptions{From: time.Now().Add(time.Hour)}
+			},
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			eachDialect(t, func(t *testing.T, w *world) { //nolint:thelper // a test body run once per dialect
+			eachDialect(t, func(t *testing.T, w *ledgertest.World) { //nolint:thelper // a test body run once per dialect
 				wx, ali := baseline(w)
 				tt.mutate(w, wx, ali)
-				o := ops.ReconcileOptions{RefundsPreregistered: true}
+				o := settlement.ReconcileOptions{RefundsPreregistered: true}
 				if tt.opts != nil {
 					o = tt.opts()
 				}
-				rep, err := ops.Reconcile(context.Background(), w.db, o)
+				rep, err := settlement.Reconcile(context.Background(), w.DB, o)
 				require.NoError(t, err)
 				want := map[string]int{}
 				for _, c := range rep.Checks {
@@ -177,62 +179,53 @@ VALUES (?, ?, 'ALIPAY', ?, ?, ?, 100, 'CNY', ?)`, ali.TenantID, "ALIPAY:"+ali.Tr
 
 // eachDialect runs fn on a fresh world on MariaDB and on the embedded
 // SQLite database: the checks are one implementation for both.
-func eachDialect(t *testing.T, fn func(t *testing.T, w *world)) {
+func eachDialect(t *testing.T, fn func(t *testing.T, w *ledgertest.World)) {
 	t.Helper()
 	for name, open := range map[string]func(testing.TB) *bun.DB{"mysql": sqldbtest.MustMySQL, "sqlite": sqldbtest.MustSQLite} {
 		t.Run(name, func(t *testing.T) {
-			fn(t, newWorldOn(t, open(t)))
+			fn(t, ledgertest.On(t, open(t)))
 		})
 	}
-}
-
-// newWorldOn is newWorld on db.
-func newWorldOn(t *testing.T, db *bun.DB) *world {
-	t.Helper()
-	claims := idempotent.NewStore(db)
-	svc, err := settlement.New(db, claims, nil, nil)
-	require.NoError(t, err)
-	return &world{t: t, db: db, claims: claims, svc: svc, dec: channels.NewDecoder(channelstest.Keys())}
 }
 
 func TestSelectChecks(t *testing.T) {
 	tests := []struct {
 		name        string
-		o           ops.ReconcileOptions
+		o           settlement.ReconcileOptions
 		wantRun     []string
 		wantSkipped map[string]string
 		wantErr     bool
 	}{
 		{
 			name:        "default: every check but refund_unregistered",
-			wantRun:     slices.DeleteFunc(slices.Clone(settlement.Checks), func(c string) bool { return c == ops.CheckRefundUnregistered }),
-			wantSkipped: map[string]string{ops.CheckRefundUnregistered: settlement.SkippedNotPreregistered},
+			wantRun:     slices.DeleteFunc(slices.Clone(settlement.Checks), func(c string) bool { return c == settlement.CheckRefundUnregistered }),
+			wantSkipped: map[string]string{settlement.CheckRefundUnregistered: settlement.SkippedNotPreregistered},
 		},
 		{
 			name:        "refunds pre-registered: every check",
-			o:           ops.ReconcileOptions{RefundsPreregistered: true},
+			o:           settlement.ReconcileOptions{RefundsPreregistered: true},
 			wantRun:     settlement.Checks,
 			wantSkipped: map[string]string{},
 		},
 		{
 			name:    "only the named checks, in their order, refund_unregistered when asked for",
-			o:       ops.ReconcileOptions{Checks: []string{ops.CheckRefundUnregistered, ops.CheckPostingUnbalanced}},
-			wantRun: []string{ops.CheckPostingUnbalanced, ops.CheckRefundUnregistered},
+			o:       settlement.ReconcileOptions{Checks: []string{settlement.CheckRefundUnregistered, settlement.CheckPostingUnbalanced}},
+			wantRun: []string{settlement.CheckPostingUnbalanced, settlement.CheckRefundUnregistered},
 		},
 		{
 			name:    "skip wins over checks",
-			o:       ops.ReconcileOptions{RefundsPreregistered: true, Checks: []string{ops.CheckOrderLedger, ops.CheckOrderState}, Skip: []string{ops.CheckOrderState}},
-			wantRun: []string{ops.CheckOrderLedger},
+			o:       settlement.ReconcileOptions{RefundsPreregistered: true, Checks: []string{settlement.CheckOrderLedger, settlement.CheckOrderState}, Skip: []string{settlement.CheckOrderState}},
+			wantRun: []string{settlement.CheckOrderLedger},
 		},
-		{name: "an unknown check", o: ops.ReconcileOptions{Checks: []string{"posting_balance"}}, wantErr: true},
-		{name: "an unknown skip", o: ops.ReconcileOptions{Skip: []string{"nope"}}, wantErr: true},
+		{name: "an unknown check", o: settlement.ReconcileOptions{Checks: []string{"posting_balance"}}, wantErr: true},
+		{name: "an unknown skip", o: settlement.ReconcileOptions{Skip: []string{"nope"}}, wantErr: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			run, skipped, err := settlement.SelectChecks(tt.o)
 			if tt.wantErr {
 				require.ErrorIs(t, err, settlement.ErrUnknownCheck)
-				_, err = ops.Reconcile(context.Background(), nil, tt.o)
+				_, err = settlement.Reconcile(context.Background(), nil, tt.o)
 				require.ErrorIs(t, err, settlement.ErrUnknownCheck, "refused before touching the database")
 				return
 			}
@@ -254,27 +247,27 @@ func TestSelectChecks(t *testing.T) {
 // never registered, the default reconciliation finds nothing; one altered
 // ledger amount is found and named by row id, key and account.
 func TestReconcileNamesTheAlteredRow(t *testing.T) {
-	eachDialect(t, func(t *testing.T, w *world) { //nolint:thelper // a test body run once per dialect
+	eachDialect(t, func(t *testing.T, w *ledgertest.World) { //nolint:thelper // a test body run once per dialect
 		ctx := context.Background()
 		tr := channelstest.NewTrade(channels.Alipay, 7)
-		w.settle(channelstest.PaymentEnvelope(tr, channelstest.Delivery{}))
-		w.settle(channelstest.RefundEnvelope(tr, channelstest.Refund{No: "rf-1", Amount: 0, Cumulative: 300}, channelstest.Delivery{}))
-		rep, err := ops.Reconcile(ctx, w.db, ops.ReconcileOptions{})
+		w.Settle(channelstest.PaymentEnvelope(tr, channelstest.Delivery{}))
+		w.Settle(channelstest.RefundEnvelope(tr, channelstest.Refund{No: "rf-1", Amount: 0, Cumulative: 300}, channelstest.Delivery{}))
+		rep, err := settlement.Reconcile(ctx, w.DB, settlement.ReconcileOptions{})
 		require.NoError(t, err)
 		require.True(t, rep.OK(), "discrepancies: %+v", rep.Discrepancies)
-		assert.Equal(t, settlement.SkippedNotPreregistered, rep.Skipped[ops.CheckRefundUnregistered])
+		assert.Equal(t, settlement.SkippedNotPreregistered, rep.Skipped[settlement.CheckRefundUnregistered])
 
 		key := "ALIPAY:" + tr.TradeNo + ":PAYMENT_RECEIVED"
 		var id int64
-		require.NoError(t, w.db.NewRaw(`SELECT id FROM ss_ledger_entry WHERE idempotent_key = ? AND account = 'merchant_payable'`, key).Scan(ctx, &id))
-		w.exec(`UPDATE ss_ledger_entry SET amount = amount - 1 WHERE id = ?`, id)
+		require.NoError(t, w.DB.NewRaw(`SELECT id FROM ss_ledger_entry WHERE idempotent_key = ? AND account = 'merchant_payable'`, key).Scan(ctx, &id))
+		w.Exec(`UPDATE ss_ledger_entry SET amount = amount - 1 WHERE id = ?`, id)
 
-		rep, err = ops.Reconcile(ctx, w.db, ops.ReconcileOptions{})
+		rep, err = settlement.Reconcile(ctx, w.DB, settlement.ReconcileOptions{})
 		require.NoError(t, err)
 		require.False(t, rep.OK())
-		var named *ops.Discrepancy
+		var named *settlement.Discrepancy
 		for i, d := range rep.Discrepancies {
-			if d.Check == ops.CheckPostingUnbalanced {
+			if d.Check == settlement.CheckPostingUnbalanced {
 				named = &rep.Discrepancies[i]
 			}
 		}
@@ -282,9 +275,9 @@ func TestReconcileNamesTheAlteredRow(t *testing.T) {
 		assert.Equal(t, key, named.Key)
 		assert.Contains(t, named.LedgerIDs, id)
 		assert.Contains(t, named.Detail, fmt.Sprintf("#%d CREDIT merchant_payable %d", id, tr.Total-1))
-		assert.Equal(t, map[string]int{ops.CheckPostingUnbalanced: 1, ops.CheckOrderLedger: 1}, nonZero(rep.Counts()))
+		assert.Equal(t, map[string]int{settlement.CheckPostingUnbalanced: 1, settlement.CheckOrderLedger: 1}, nonZero(rep.Counts()))
 
-		only, err := ops.Reconcile(ctx, w.db, ops.ReconcileOptions{Skip: []string{ops.CheckPostingUnbalanced, ops.CheckOrderLedger}})
+		only, err := settlement.Reconcile(ctx, w.DB, settlement.ReconcileOptions{Skip: []string{settlement.CheckPostingUnbalanced, settlement.CheckOrderLedger}})
 		require.NoError(t, err)
 		assert.True(t, only.OK(), "skipping the checks that see it: %+v", only.Discrepancies)
 	})

@@ -13,6 +13,7 @@ import (
 	"github.com/paycallback/paycallback/internal/demo"
 	"github.com/paycallback/paycallback/internal/kafkaops"
 	"github.com/paycallback/paycallback/internal/ops"
+	"github.com/paycallback/paycallback/pkg/settlement"
 )
 
 // runWorker starts the worker through app.Main and returns a function that
@@ -72,7 +73,7 @@ func TestReplayThroughTheWorker(t *testing.T) {
 	waitConsumed()
 	first := outcomes(t, stop())
 	require.InDelta(t, float64(stream.Events), first["acquired"], 0)
-	before, err := ops.Reconcile(ctx, db, ops.ReconcileOptions{})
+	before, err := settlement.Reconcile(ctx, db, settlement.ReconcileOptions{})
 	require.NoError(t, err)
 
 	eventually(t, 20*time.Second, "the group to be empty", func() bool {
@@ -90,7 +91,7 @@ func TestReplayThroughTheWorker(t *testing.T) {
 	assert.Zero(t, second["acquired"], "a replay claims nothing new")
 	assert.InDelta(t, float64(stream.Events), second["redelivered"], 0, "each message that made a claim comes back as redelivered")
 	assert.InDelta(t, float64(len(msgs)), second["redelivered"]+second["duplicate"]+second["ignored"], 0, "every replayed message counted once")
-	after, err := ops.Reconcile(ctx, db, ops.ReconcileOptions{})
+	after, err := settlement.Reconcile(ctx, db, settlement.ReconcileOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, before.Counts(), after.Counts(), "a replay changes nothing reconcile checks")
 	assert.Equal(t, before.Examined, after.Examined, "and adds no rows")

@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/paycallback/paycallback/internal/demo"
-	"github.com/paycallback/paycallback/internal/ops"
+	"github.com/paycallback/paycallback/internal/statementbook"
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/channels/channelstest"
 	"github.com/paycallback/paycallback/pkg/statements"
@@ -103,7 +103,7 @@ func TestAlipayRefundLostThenOvertakenAcrossDays(t *testing.T) {
 	reconcile := func(day string) (found []string, code int) {
 		t.Helper()
 		out, code := w.consumer("statement", "reconcile", "--channel", "ALIPAY", "--tenant", strconv.Itoa(tenant), "--date", day, "--json")
-		var rep ops.StatementReport
+		var rep statementbook.StatementReport
 		require.NoError(t, json.Unmarshal([]byte(out), &rep), "%s: %s", day, out)
 		for _, it := range rep.Items {
 			s := it.Category + " " + it.TradeNo

@@ -39,9 +39,9 @@ import (
 	"github.com/paycallback/paycallback/internal/demo"
 	"github.com/paycallback/paycallback/internal/invariant"
 	"github.com/paycallback/paycallback/internal/kafkaops"
-	"github.com/paycallback/paycallback/internal/ops"
 	"github.com/paycallback/paycallback/internal/sqldb"
 	"github.com/paycallback/paycallback/internal/sqldb/sqldbtest"
+	"github.com/paycallback/paycallback/internal/statementbook"
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/channels/channelstest"
 	"github.com/paycallback/paycallback/pkg/statements"
@@ -310,14 +310,14 @@ func (w *world) importStatements(s *scenario) {
 		}
 		out, code := w.consumer(args...)
 		require.Equal(w.t, 0, code, "import %s", f.name)
-		var res ops.ImportResult
+		var res statementbook.ImportResult
 		require.NoError(w.t, json.Unmarshal([]byte(out), &res), out)
 		lines := 0
 		for _, d := range res.Days {
-			if f.ch == channels.SQB && d.Status == ops.ImportMerged {
+			if f.ch == channels.SQB && d.Status == statementbook.ImportMerged {
 				assert.Len(w.t, d.Changes, d.Lines, "%s %s: every order added, none removed", f.name, d.Day)
 			} else {
-				assert.Equal(w.t, ops.ImportNew, d.Status, "%s %s", f.name, d.Day)
+				assert.Equal(w.t, statementbook.ImportNew, d.Status, "%s %s", f.name, d.Day)
 			}
 			lines += d.Lines
 		}
@@ -332,12 +332,12 @@ func (w *world) reconcile(s *scenario) ([]expectedItem, map[string]int) {
 	w.t.Helper()
 	var items []expectedItem
 	codes := map[string]int{}
-	for _, ch := range []channels.Channel{channels.WeChat, channels.Alipay, channels.SQB} {
+	for _, ch := range channels.Codes() {
 		for _, day := range s.days {
 			out, code := w.consumer("statement", "reconcile", "--channel", string(ch), "--tenant", strconv.Itoa(tenant),
 				"--date", day, "--json")
 			codes[string(ch)+" "+day] = code
-			var rep ops.StatementReport
+			var rep statementbook.StatementReport
 			require.NoError(w.t, json.Unmarshal([]byte(out), &rep), "%s %s: %s", ch, day, out)
 			require.Equal(w.t, code == 0, rep.OK(), "%s %s: exit %d for a report of %d items", ch, day, code, len(rep.Items))
 			for _, it := range rep.Items {
@@ -360,14 +360,14 @@ func (w *world) reconcile(s *scenario) ([]expectedItem, map[string]int) {
 // have been published before or be claimed without a posting.
 func (w *world) publishMissing(s *scenario, wantCodes map[string]int) (published []string, needsQuery []expectedItem) {
 	w.t.Helper()
-	for _, ch := range []channels.Channel{channels.WeChat, channels.Alipay, channels.SQB} {
+	for _, ch := range channels.Codes() {
 		for _, day := range s.days {
 			out, code := w.consumer("statement", "reconcile", "--channel", string(ch), "--tenant", strconv.Itoa(tenant),
 				"--date", day, "--publish-missing", "--json")
 			require.Equal(w.t, wantCodes[string(ch)+" "+day], code, "%s %s --publish-missing: %s", ch, day, out)
 			var rep struct {
-				ops.StatementReport
-				Publish *ops.PublishReport `json:"publish"`
+				statementbook.StatementReport
+				Publish *statementbook.PublishReport `json:"publish"`
 			}
 			require.NoError(w.t, json.Unmarshal([]byte(out), &rep), "%s %s: %s", ch, day, out)
 			require.NotNil(w.t, rep.Publish, "%s %s: the report says what was published", ch, day)
@@ -519,10 +519,10 @@ func TestStatementsRecoverWithheldCallbacks(t *testing.T) {
 	quiet := []string{"statement", "reconcile", "--channel", "WECHAT", "--tenant", strconv.Itoa(tenant), "--date", after, "--json"}
 	out, code = w.consumer(quiet...)
 	assert.Equal(t, 3, code, "no_statement: %s", out)
-	var rep ops.StatementReport
+	var rep statementbook.StatementReport
 	require.NoError(t, json.Unmarshal([]byte(out), &rep), out)
 	require.Len(t, rep.Items, 1)
-	assert.Equal(t, ops.StatementNoStatement, rep.Items[0].Category)
+	assert.Equal(t, statementbook.StatementNoStatement, rep.Items[0].Category)
 	out, code = w.consumer("statement", "empty", "--channel", "WECHAT", "--tenant", strconv.Itoa(tenant), "--date", after,
 		"--note", "NO_STATEMENT_EXIST from GET /v3/bill/tradebill")
 	require.Zero(t, code, out)

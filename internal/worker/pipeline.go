@@ -89,6 +89,12 @@ type Pipeline struct {
 	// decides on.
 	DeadLetterRecords DeadLetterRecords
 
+	// Orders, when set, reads a trade's order row (settlement.GetOrder): a
+	// conflict whose first claim's stored event purge has cleared names the
+	// differing field from it. Nil: such a conflict says only that the
+	// stored event was purged.
+	Orders func(ctx context.Context, tenantID int64, ch channels.Channel, tradeNo string) (settlement.Order, error)
+
 	Metrics *metrics.Metrics
 	Logger  *slog.Logger
 	// StatementTimeout bounds each database step of a batch (zero: no
@@ -349,11 +355,13 @@ func (p *Pipeline) handleMoney(ctx context.Context, msgs []kafka.Message, states
 		st := &states[it.i]
 		msg := msgs[it.i]
 		claim := r.Existing
+		var first *channels.Event // the claim's event, when this batch made the claim
 		if r.Kind == idempotent.Acquired {
 			claim = idempotent.Record{Fingerprint: leaders[j].ev.Fingerprint, Source: leaders[j].src}
+			first = &leaders[j].ev
 		}
 		if it.ev.Fingerprint != claim.Fingerprint {
-			if err := p.conflict(ctx, msg, it.ev, claim.Fingerprint, claim.Source); err != nil {
+			if err := p.conflict(ctx, msg, it.ev, claim, first); err != nil {
 				errs.add(err)
 				continue
 			}
@@ -517,16 +525,10 @@ func (p *Pipeline) checkMerchant(res channels.Result) string {
 }
 
 // merchantField names the field a channel's callback names its merchant
-// by.
+// by (channels.Spec.MerchantField).
 func merchantField(ch channels.Channel) string {
-	switch ch {
-	case channels.WeChat:
-		return "mchid or sub_mchid"
-	case channels.Alipay:
-		return "seller_id"
-	default:
-		return "terminal_sn"
-	}
+	spec, _ := channels.Lookup(ch) // a decoded callback's channel is registered
+	return spec.MerchantField
 }
 
 // deadLetterTenantMismatch dead-letters a decoded callback whose merchant

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/paycallback/paycallback/pkg/channels"
-	"github.com/paycallback/paycallback/pkg/idempotent"
+	"github.com/paycallback/paycallback/pkg/eventkey"
 )
 
 // TestAppendJSONIsEncodingJSON: the hand-written encoding is
@@ -20,7 +20,7 @@ func TestAppendJSONIsEncodingJSON(t *testing.T) {
 	cases := []channels.Event{
 		{},
 		{
-			TenantID: 1001, Channel: channels.WeChat, Type: idempotent.RefundSucceeded, TradeNo: "4200002211",
+			TenantID: 1001, Channel: channels.WeChat, Type: eventkey.RefundSucceeded, TradeNo: "4200002211",
 			MerchantOrderNo: "POS-1", RefundNo: "rf-1", OrderTotal: 2580, RefundAmount: 100, Currency: "CNY",
 			OccurredAt: at, ReceivedAt: at.Add(time.Second), RawStatus: "SUCCESS",
 			Key: "WECHAT:4200002211:REFUND_SUCCEEDED:rf-1", Fingerprint: "ab12",
@@ -42,7 +42,7 @@ func FuzzAppendJSON(f *testing.F) {
 		at := time.Unix(0, nanos).UTC()
 		ev := channels.Event{
 			TenantID: amount, Channel: channels.Channel(trade), TradeNo: trade, MerchantOrderNo: merchant,
-			RefundNo: refund, RawStatus: raw, OrderTotal: amount, Key: idempotent.Key(refund), OccurredAt: at, ReceivedAt: at,
+			RefundNo: refund, RawStatus: raw, OrderTotal: amount, Key: eventkey.Key(refund), OccurredAt: at, ReceivedAt: at,
 		}
 		want, err := json.Marshal(ev)
 		if err != nil {

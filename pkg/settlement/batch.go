@@ -418,7 +418,7 @@ func (s *Service) settleBatchTx(ctx context.Context, evs []channels.Event, keys 
 }
 
 // readPendingCancels marks, on the locked order rows, the trades of the
-// batch's Shouqianba payments whose cancel was settled before with nothing
+// batch's payments of channels with a cancel (Shouqianba) whose cancel was settled before with nothing
 // to reverse (its claim SETTLED, NO_MONEY, and no payment posted): the
 // payment is then reversed at once. Read after the order rows are locked,
 // so it sees every cancel committed before (settling a cancel locks the
@@ -429,10 +429,10 @@ func (s *Service) readPendingCancels(ctx context.Context, tx bun.Tx, evs []chann
 	var keys []idempotent.TenantKey
 	trades := map[idempotent.TenantKey]tradeKey{}
 	for i, ev := range evs {
-		if skip[i] || ev.Channel != channels.SQB || ev.Type != idempotent.PaymentReceived || orders[tradeOf(ev)].PaidAmount > 0 {
+		if skip[i] || !ev.Channel.HasCancel() || ev.Type != idempotent.PaymentReceived || orders[tradeOf(ev)].PaidAmount > 0 {
 			continue
 		}
-		k, err := channels.SQBCancelKey(ev.TradeNo)
+		k, err := channels.CancelKey(ev.Channel, ev.TradeNo)
 		if err != nil {
 			return fmt.Errorf("%s: %w", ev.Key, err)
 		}
@@ -458,14 +458,14 @@ func (s *Service) readPendingCancels(ctx context.Context, tx bun.Tx, evs []chann
 }
 
 // cancelReversal is the event whose posting reverses the payment ev of a
-// cancelled Shouqianba trade: a refund under the cancel's key.
+// cancelled trade (Shouqianba): a refund under the cancel's key.
 func cancelReversal(ev channels.Event) (channels.Event, error) {
-	k, err := channels.SQBCancelKey(ev.TradeNo)
+	k, err := channels.CancelKey(ev.Channel, ev.TradeNo)
 	if err != nil {
 		return channels.Event{}, fmt.Errorf("%s: cancel key: %w", ev.Key, err)
 	}
 	rev := ev
-	rev.Type, rev.Key, rev.RefundNo = idempotent.RefundSucceeded, k, channels.SQBCancelRefundNo
+	rev.Type, rev.Key, rev.RefundNo = idempotent.RefundSucceeded, k, ev.Channel.CancelRefundNo()
 	return rev, nil
 }
 

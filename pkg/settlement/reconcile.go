@@ -183,6 +183,12 @@ type Discrepancy struct {
 	// the check names rows.
 	LedgerIDs []int64 `json:"ledger_ids,omitempty"`
 	Detail    string  `json:"detail"`
+	// Fingerprint is set on the discrepancies an operator can resolve
+	// (refund_unregistered, refund_mismatch; see ResolveRefund): the facts
+	// found, amounts and states, free of times, so that the same
+	// discrepancy found again has the same fingerprint and one that
+	// differs in anything has another.
+	Fingerprint string `json:"fingerprint,omitempty"`
 }
 
 // String formats d on one line: check, tenant, what it is about, detail.
@@ -207,9 +213,13 @@ type ReconcileReport struct {
 	Skipped       map[string]string `json:"skipped,omitempty"`
 	Examined      map[string]int    `json:"examined"`
 	Discrepancies []Discrepancy     `json:"discrepancies"`
+	// Resolved are the discrepancies found that an operator has resolved
+	// as they stand (ResolveRefund: same check, same fingerprint): they
+	// are not in Discrepancies and do not make the report fail.
+	Resolved []ResolvedDiscrepancy `json:"resolved"`
 }
 
-// OK reports whether nothing was found.
+// OK reports whether nothing was found, resolved discrepancies aside.
 func (r ReconcileReport) OK() bool { return len(r.Discrepancies) == 0 }
 
 // Err returns nil when r is OK, else an error listing every discrepancy.
@@ -224,8 +234,8 @@ func (r ReconcileReport) Err() error {
 	return fmt.Errorf("reconcile: %d discrepancies: %s", len(r.Discrepancies), strings.Join(lines, "; "))
 }
 
-// Counts returns the number of discrepancies per check that ran, every
-// such check present.
+// Counts returns the number of open discrepancies per check that ran, every
+// such check present (resolved ones are not counted).
 func (r ReconcileReport) Counts() map[string]int {
 	out := make(map[string]int, len(r.Checks))
 	for _, c := range r.Checks {
@@ -239,7 +249,9 @@ func (r ReconcileReport) Counts() map[string]int {
 
 // Reconcile runs the selected checks (see SelectChecks) against db (MySQL,
 // MariaDB or the embedded SQLite database), read-only, and returns the
-// findings sorted by check. A finding is not an error; errors are database
+// findings sorted by check. A refund discrepancy an operator resolved as it
+// stands (ResolveRefund, ss_refund_resolution) is listed in Resolved
+// instead of Discrepancies. A finding is not an error; errors are database
 // errors and unknown check names (ErrUnknownCheck). Run it on a replica or
 // at a quiet time: it reads the ledger of every trade it examines. Rows
 // committed while it runs may show as transient findings; run it again
@@ -259,7 +271,10 @@ func Reconcile(ctx context.Context, db bun.IDB, o ReconcileOptions) (ReconcileRe
 	if o.Now != nil {
 		now = o.Now
 	}
-	rep := ReconcileReport{At: now().UTC(), Checks: run, Examined: map[string]int{}, Discrepancies: []Discrepancy{}}
+	rep := ReconcileReport{
+		At: now().UTC(), Checks: run, Examined: map[string]int{}, Discrepancies: []Discrepancy{},
+		Resolved: []ResolvedDiscrepancy{},
+	}
 	if len(skipped) > 0 {
 		rep.Skipped = skipped
 	}
@@ -271,11 +286,23 @@ func Reconcile(ctx context.Context, db bun.IDB, o ReconcileOptions) (ReconcileRe
 		t := o.To.UTC()
 		rep.To = &t
 	}
+	r := &reconciler{db: db, o: o, now: rep.At, rep: &rep}
+	if err := r.run(ctx, run); err != nil {
+		return rep, err
+	}
+	if err := r.applyResolutions(ctx); err != nil {
+		return rep, err
+	}
+	return rep, nil
+}
+
+// run runs the steps serving the checks selected, then keeps only the
+// selected checks' findings, sorted.
+func (r *reconciler) run(ctx context.Context, run []string) error {
 	selected := make(map[string]bool, len(run))
 	for _, c := range run {
 		selected[c] = true
 	}
-	r := &reconciler{db: db, o: o, now: rep.At, rep: &rep}
 	for _, step := range []struct {
 		checks []string
 		run    func(context.Context) error
@@ -294,14 +321,14 @@ func Reconcile(ctx context.Context, db bun.IDB, o ReconcileOptions) (ReconcileRe
 			continue
 		}
 		if err := step.run(ctx); err != nil {
-			return rep, err
+			return err
 		}
 	}
 	// A step serving two checks reports both; keep only the selected.
-	rep.Discrepancies = slices.DeleteFunc(rep.Discrepancies, func(d Discrepancy) bool { return !selected[d.Check] })
-	maps.DeleteFunc(rep.Examined, func(c string, _ int) bool { return !selected[c] })
-	SortDiscrepancies(rep.Discrepancies)
-	return rep, nil
+	r.rep.Discrepancies = slices.DeleteFunc(r.rep.Discrepancies, func(d Discrepancy) bool { return !selected[d.Check] })
+	maps.DeleteFunc(r.rep.Examined, func(c string, _ int) bool { return !selected[c] })
+	SortDiscrepancies(r.rep.Discrepancies)
+	return nil
 }
 
 type reconciler struct {
@@ -309,6 +336,17 @@ type reconciler struct {
 	o   ReconcileOptions
 	now time.Time
 	rep *ReconcileReport
+	// refund, when set, limits the refund checks to one trade's
+	// registrations and one refund's claim (ResolveRefund).
+	refund *refundScope
+}
+
+// refundScope is the trade and refund ResolveRefund examines.
+type refundScope struct {
+	tenant  int64
+	channel channels.Channel
+	tradeNo string
+	key     idempotent.Key
 }
 
 // window returns the SQL condition bounding col by From and To, and its args.
@@ -353,9 +391,9 @@ func (r *reconciler) ledgerRows(ctx context.Context) error {
 	w, args := r.window("l.created_at")
 	valid := []string{"l.account = ?"}
 	accounts := []any{AccountMerchantPayable}
-	for _, ch := range []channels.Channel{channels.WeChat, channels.Alipay, channels.SQB} {
+	for _, spec := range channels.All() {
 		valid = append(valid, "(l.channel_code = ? AND l.account = ?)")
-		accounts = append(accounts, string(ch), ReceivableAccount(ch))
+		accounts = append(accounts, string(spec.Code), ReceivableAccount(spec.Code))
 	}
 	var rows []ledgerEntryRow
 	err := r.scan(ctx, CheckLedgerRow, &rows, `
@@ -662,8 +700,8 @@ ORDER BY created_at`, append([]any{cutoff}, args...)...)
 	}
 	var cancelKeys []string
 	for _, row := range rows {
-		if row.Channel == string(channels.SQB) && row.Refunded == 0 {
-			if k, err := channels.SQBCancelKey(row.TradeNo); err == nil {
+		if ch := channels.Channel(row.Channel); ch.HasCancel() && row.Refunded == 0 {
+			if k, err := channels.CancelKey(ch, row.TradeNo); err == nil {
 				cancelKeys = append(cancelKeys, string(k))
 			}
 		}
@@ -684,7 +722,7 @@ ORDER BY created_at`, append([]any{cutoff}, args...)...)
 		}
 	}
 	for _, row := range rows {
-		if k, err := channels.SQBCancelKey(row.TradeNo); err == nil && row.Channel == string(channels.SQB) && row.Refunded == 0 &&
+		if k, err := channels.CancelKey(channels.Channel(row.Channel), row.TradeNo); err == nil && row.Refunded == 0 &&
 			cancelled[fmt.Sprintf("%d/%s", row.TenantID, k)] {
 			continue // known only from an unpaid cancel
 		}
@@ -699,13 +737,21 @@ ORDER BY created_at`, append([]any{cutoff}, args...)...)
 // unregisteredRefunds: settled refund callbacks with no registration.
 func (r *reconciler) unregisteredRefunds(ctx context.Context) error {
 	w, args := r.window("c.created_at")
+	if r.refund != nil {
+		w += " AND c.tenant_id = ? AND c.idempotent_key = ?"
+		args = append(args, r.refund.tenant, string(r.refund.key))
+	}
 	var rows []struct {
 		TenantID int64  `bun:"tenant_id"`
 		Key      string `bun:"idempotent_key"`
 		Outcome  string `bun:"settle_outcome"`
+		Posted   int64  `bun:"posted"`
 	}
 	err := r.scan(ctx, CheckRefundUnregistered, &rows, `
-SELECT c.tenant_id, c.idempotent_key, c.settle_outcome
+SELECT c.tenant_id, c.idempotent_key, c.settle_outcome,
+  COALESCE((SELECT SUM(l.amount) FROM ss_ledger_entry l
+    WHERE l.tenant_id = c.tenant_id AND l.idempotent_key = c.idempotent_key
+      AND l.account = 'merchant_payable' AND l.direction = 'DEBIT'), 0) AS posted
 FROM ss_channel_idempotent c
 LEFT JOIN ss_refund_request rr ON rr.tenant_id = c.tenant_id AND rr.idempotent_key = c.idempotent_key
 WHERE c.event_type = 'REFUND_SUCCEEDED' AND c.status = 'SETTLED' AND c.settle_outcome IN ('POSTED', 'NO_MONEY')
@@ -717,10 +763,14 @@ ORDER BY c.tenant_id, c.idempotent_key`, args...)
 	for _, row := range rows {
 		d := Discrepancy{
 			Check: CheckRefundUnregistered, TenantID: row.TenantID, Key: row.Key,
-			Detail: fmt.Sprintf("refund callback settled %s with no pre-registration", row.Outcome),
+			Detail:      fmt.Sprintf("refund callback settled %s with no pre-registration", row.Outcome),
+			Fingerprint: fmt.Sprintf("no registration; callback SETTLED %s; posted %d", row.Outcome, row.Posted),
 		}
 		d.Channel, d.TradeNo, d.RefundNo = splitRefundKey(row.Key)
 		r.add(d)
+	}
+	if r.refund != nil {
+		return nil // examined counts are reconcile's, not a resolution's
 	}
 	return r.count(ctx, CheckRefundUnregistered, `SELECT COUNT(*) FROM ss_channel_idempotent c
 WHERE c.event_type = 'REFUND_SUCCEEDED' AND c.status = 'SETTLED' AND `+w, args...)
@@ -731,6 +781,10 @@ WHERE c.event_type = 'REFUND_SUCCEEDED' AND c.status = 'SETTLED' AND `+w, args..
 // registrations.
 func (r *reconciler) registrations(ctx context.Context) error {
 	w, args := r.window("rr.created_at")
+	if r.refund != nil {
+		w += " AND rr.tenant_id = ? AND rr.channel_code = ? AND rr.channel_trade_no = ?"
+		args = append(args, r.refund.tenant, string(r.refund.channel), r.refund.tradeNo)
+	}
 	var rows []struct {
 		TenantID  int64          `bun:"tenant_id"`
 		Channel   string         `bun:"channel_code"`
@@ -773,13 +827,18 @@ ORDER BY rr.tenant_id, rr.channel_code, rr.channel_trade_no, rr.refund_no`, args
 	openCutoff := r.now.Add(-r.o.OpenAfter)
 	for _, row := range rows {
 		mismatch := func(format string, a ...any) {
+			callback := "no callback"
+			if row.Claim.Valid {
+				callback = strings.TrimSpace("callback " + row.Claim.String + " " + row.Outcome.String)
+			}
 			r.add(Discrepancy{
 				Check: CheckRefundMismatch, TenantID: row.TenantID, Channel: row.Channel, TradeNo: row.TradeNo,
 				RefundNo: row.RefundNo, Detail: fmt.Sprintf(format, a...),
+				Fingerprint: fmt.Sprintf("registered %d %s; %s; posted %d", row.Amount, row.Status, callback, row.Posted),
 			})
 		}
 		status := RegistrationStatus(row.Status)
-		cumulative := channels.Channel(row.Channel) != channels.WeChat
+		cumulative := channels.Channel(row.Channel).Cumulative()
 		settled := row.Claim.String == string(idempotent.StatusSettled)
 		switch {
 		case settled && row.Outcome.String == string(idempotent.OutcomeOverRefund):
@@ -822,7 +881,8 @@ ORDER BY rr.tenant_id, rr.channel_code, rr.channel_trade_no, rr.refund_no`, args
 		if s.refunded < s.succeeded || s.refunded > s.succeeded+s.open {
 			r.add(Discrepancy{
 				Check: CheckRefundMismatch, TenantID: k.tenant, Channel: k.channel, TradeNo: k.trade,
-				Detail: fmt.Sprintf("cumulative refunded %d outside [succeeded %d, succeeded + open %d]", s.refunded, s.succeeded, s.succeeded+s.open),
+				Detail:      fmt.Sprintf("cumulative refunded %d outside [succeeded %d, succeeded + open %d]", s.refunded, s.succeeded, s.succeeded+s.open),
+				Fingerprint: fmt.Sprintf("cumulative refunded %d; succeeded %d; open %d", s.refunded, s.succeeded, s.open),
 			})
 		}
 	}
