@@ -219,23 +219,11 @@ func ReadAll(ctx context.Context, brokers []string, topic string, opts ...Option
 		if end[p] <= first[p] {
 			continue
 		}
-		r := kafka.NewReader(kafka.ReaderConfig{Brokers: brokers, Topic: topic, Partition: p, Dialer: dialer, MaxWait: 100 * time.Millisecond})
-		if err := r.SetOffset(first[p]); err != nil {
-			_ = r.Close()
-			return nil, fmt.Errorf("read %s/%d: %w", topic, p, err)
+		msgs, err := ReadRange(ctx, brokers, dialer, topic, p, first[p], end[p], 0)
+		if err != nil {
+			return nil, err
 		}
-		for {
-			m, err := r.FetchMessage(ctx)
-			if err != nil {
-				_ = r.Close()
-				return nil, fmt.Errorf("read %s/%d: %w", topic, p, err)
-			}
-			out = append(out, m)
-			if m.Offset+1 >= end[p] {
-				break
-			}
-		}
-		_ = r.Close()
+		out = append(out, msgs...)
 	}
 	return out, nil
 }
@@ -337,11 +325,14 @@ func TopicPartitions(ctx context.Context, client *kafka.Client, conn *kafkaconn.
 
 // ReadRange reads the messages of topic's partition p from offset from up
 // to end (exclusive), connecting with dialer; the whole read is bounded by
-// timeout, so a range whose last offsets hold no readable record
-// (transaction markers) cannot hang the caller.
+// timeout (when positive), so a range whose last offsets hold no readable
+// record (transaction markers) cannot hang the caller.
 func ReadRange(ctx context.Context, brokers []string, dialer *kafka.Dialer, topic string, p int, from, end int64, timeout time.Duration) ([]kafka.Message, error) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
 	r := kafka.NewReader(kafka.ReaderConfig{Brokers: brokers, Topic: topic, Partition: p, Dialer: dialer, MaxWait: 100 * time.Millisecond})
 	defer func() { _ = r.Close() }()
 	if err := r.SetOffset(from); err != nil {
