@@ -367,7 +367,10 @@ func (s *Service) settleBatchTx(ctx context.Context, evs []channels.Event, keys 
 					moved = append(moved, idempotent.TenantKey{TenantID: rev.TenantID, Key: rev.Key})
 				}
 			}
-			if ev.Type == idempotent.RefundSucceeded && sts[i].outcome != idempotent.OutcomeOverRefund {
+			// A Shouqianba cancel is the end of /upay/v2/cancel or a
+			// revoke, never a refund an operator registers: no
+			// registration is looked for or expected of it.
+			if ev.Type == idempotent.RefundSucceeded && sts[i].outcome != idempotent.OutcomeOverRefund && !ev.IsCancel() {
 				trade := regs[t]
 				reg, found := &Registration{}, false
 				for _, r := range trade {
