@@ -726,6 +726,7 @@ func (s *Service) writeOrders(ctx context.Context, tx bun.Tx, orders map[tradeKe
 		{"status", func(o *Order) any { return string(o.Status) }},
 		{"paid_at", func(o *Order) any { return o.PaidAt }},
 		{"last_refund_at", func(o *Order) any { return o.LastRefundAt }},
+		{"bound_merchant_id", func(o *Order) any { return o.BoundMerchantID }},
 		{"updated_at", func(o *Order) any { return o.UpdatedAt }},
 	}
 	var b strings.Builder

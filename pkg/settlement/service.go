@@ -204,6 +204,7 @@ func decide(st *settlement, ord Order, now time.Time) (next Order, write bool, e
 		}
 		st.outcome, st.amount = idempotent.OutcomePosted, ev.OrderTotal
 		next.PaidAmount = ev.OrderTotal
+		next.BoundMerchantID = ev.BoundMerchant
 		paidAt := dbTime(ev.OccurredAt)
 		next.PaidAt = &paidAt
 		if ord.cancel.pending {
