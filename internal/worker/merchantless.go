@@ -42,6 +42,13 @@ type TradeMerchants interface {
 // retried.
 func (p *Pipeline) merchantCheck(ctx context.Context, res channels.Result, st *MessageState) (string, error) {
 	reason := p.checkMerchant(res)
+	if reason != "" && res.Ignored && res.MerchantID == "" {
+		// An answer that moves no money (a REFUND_ERROR, a CREATED) and
+		// names no merchant has nothing to bind or refuse: it is ignored as
+		// it would be without a binding. One naming another tenant's
+		// merchant is still refused.
+		return "", nil
+	}
 	if reason == "" || res.MerchantID != "" || !refundMayNameNoMerchant(res) {
 		return reason, nil
 	}

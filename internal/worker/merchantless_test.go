@@ -269,3 +269,22 @@ func TestMerchantlessSQBRefundBeforeItsPayment(t *testing.T) {
 		assert.Equal(t, int64(1000), e.order(t, tr).RefundedAmount)
 	})
 }
+
+// TestMerchantlessIgnoredAnswerIsIgnored: under a merchant binding, an SQB
+// answer that moves no money (REFUND_ERROR) and names no terminal is
+// ignored, not dead-lettered tenant_mismatch (whose alert is critical);
+// the same answer naming another tenant's terminal is still refused.
+func TestMerchantlessIgnoredAnswerIsIgnored(t *testing.T) {
+	e := newMerchantlessEnv(t)
+	tr := channelstest.NewTrade(channels.SQB, 31)
+	noTerminal := channelstest.SQBState(tr, "REFUND_ERROR", "SUCCESS", channelstest.Delivery{
+		SQB: channelstest.SQBAPIResponse, Edit: func(m map[string]any) { delete(m, "terminal_sn") },
+	})
+	e.handleAll(t, noTerminal)
+	assert.Empty(t, e.dl.letters(), "nothing to refuse: it moves no money and names no merchant")
+	assert.Zero(t, e.claimCount(t), "an ignored answer claims nothing")
+
+	e.rebind(t, "1002 SQB "+sqbTestTerminal+"\n")
+	e.handleAll(t, channelstest.SQBState(tr, "REFUND_ERROR", "SUCCESS", channelstest.Delivery{}))
+	require.Len(t, e.dl.letters(), 1, "another tenant's terminal is refused even on an answer that moves nothing")
+}
