@@ -745,13 +745,7 @@ func (r *reconciler) unaccounted(onDay map[string]posting, lines, neighbours []s
 // sqbSettled reports whether a Shouqianba order_status means the payment
 // was settled (possibly refunded since). CANCELED does not tell (see
 // compareSQBCancel), and compare never asks it about one.
-func sqbSettled(status string) bool {
-	switch status {
-	case channels.SQBPaid, channels.SQBPartialRefunded, channels.SQBRefunded:
-		return true
-	}
-	return false
-}
+func sqbSettled(status string) bool { return statements.SQBSettled(status) }
 
 func statementFiles(ctx context.Context, db bun.IDB, tenant int64, ch channels.Channel, days []string) (map[string]statementFile, error) {
 	var rows []statementFile

@@ -81,6 +81,11 @@ type Pipeline struct {
 	// current contents are read for each message, so an edit picked up by
 	// its Watch applies to the next message.
 	Merchants *config.MerchantBindingFile
+	// MerchantlessHold is how long, under a binding, a Shouqianba refund
+	// that names no merchant and whose trade has no payment posted yet is
+	// held for that payment before it is dead-lettered (see
+	// checkMerchantless); zero means DefaultMerchantlessHold.
+	MerchantlessHold time.Duration
 
 	// DeadLetterRecords, when set, makes each dead letter written once:
 	// one already recorded for the same message and kind (by an earlier
@@ -123,6 +128,9 @@ type MessageState struct {
 	// keyCounted: the WeChat key that decrypted the message was counted
 	// (paycb_wechat_decrypt_key_total), so a retry does not count it again.
 	keyCounted bool
+	// merchantHeldAt: when the message, a refund that names no merchant,
+	// was first held for its trade's payment (checkMerchantless).
+	merchantHeldAt time.Time
 }
 
 // outcomeOfDuplicate is how a message that found its key claimed counts.
@@ -167,7 +175,9 @@ func StageOf(err error) metrics.Stage {
 // settler through the fence), a duplicate, ignored, or dead-lettered. Any
 // error means some outcome is not durable: retry the messages not done.
 // An error wrapping only errClaimInFlight means the messages not done wait
-// for a claim another worker is settling right now. Each message is
+// for a claim another worker is settling right now, or (a Shouqianba
+// refund that names no merchant) for their trade's payment (see
+// checkMerchantless). Each message is
 // counted in paycb_events_total once, when it is done.
 //
 // The outcome of every message is decided by the claim of its key, as
@@ -209,7 +219,16 @@ func (p *Pipeline) Handle(ctx context.Context, msgs []kafka.Message, states []Me
 			states[i].done = true
 			continue
 		}
-		if reason := p.checkMerchant(res); reason != "" {
+		reason, err := p.merchantCheck(ctx, res, &states[i])
+		if err != nil {
+			if !errors.Is(err, errClaimInFlight) {
+				return failed(metrics.StageAcquire, err)
+			}
+			errs.add(err) // held for its trade's payment
+			continue
+		}
+		res.Event.BoundMerchant = p.boundMerchant(res)
+		if reason != "" {
 			// Nothing of it is claimed, as for an undecodable message.
 			if err := p.deadLetterTenantMismatch(ctx, msg, res, reason); err != nil {
 				return err

@@ -87,6 +87,16 @@ type Event struct {
 	Key eventkey.Key `json:"key"`
 	// Fingerprint is Fingerprint(e), fixed when the event was decoded.
 	Fingerprint string `json:"fingerprint"`
+	// BoundMerchant is the merchant the worker's merchant check passed the
+	// event for: Result.MerchantID, bound to TenantID by
+	// PAYCB_TENANT_MERCHANTS_FILE. The decoder never sets it (nor accepts
+	// it in a statement event); the worker sets it, or clears it, after the
+	// check and before the claim, so it is stored with the claim and an
+	// orphan settled by the sweeper keeps it. Settlement records a
+	// payment's on the trade's order row, where a Shouqianba refund or
+	// cancel that names no merchant is checked against it. Empty when
+	// nothing was checked. Not part of the fingerprint.
+	BoundMerchant string `json:"bound_merchant,omitempty"`
 }
 
 // Cumulative reports whether the event's refund amount is cumulative

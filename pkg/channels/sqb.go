@@ -135,6 +135,13 @@ func decodeSQB(env Envelope) (res Result, err error) {
 		}
 		ev.CumulativeRefunded = total - net
 		ev.RefundNo = sqbRefundNo(o, ev.CumulativeRefunded)
+		if ev.RefundNo == SQBCancelRefundNo {
+			// A refund numbered CANCEL would take the cancel's key and be
+			// settled as the cancel, netting the trade to zero whatever
+			// amount it refunds: held for a person instead.
+			return Result{}, errorf(KindUnsupported,
+				"sqb refund number %s is the one the cancel's key reserves; settle this refund by hand", quote(ev.RefundNo))
+		}
 	}
 	ev.Type = eventkey.RefundSucceeded
 	if ev.Key, err = refundKey(SQB, o.SN, ev.RefundNo); err != nil {

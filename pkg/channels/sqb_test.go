@@ -128,6 +128,22 @@ func TestSQBRefundShapesAgree(t *testing.T) {
 	require.NotEqual(t, keys[0], string(upper.Key), "refund numbers are case-sensitive")
 }
 
+// TestSQBRefundNumberedCancelIsRefused: a refund whose request number is
+// CANCEL (byte for byte; "cancel" is another number) would take the
+// cancel's key and net the trade to zero; it is refused as unsupported, so
+// it is dead-lettered with its reason rather than settled as a cancel.
+func TestSQBRefundNumberedCancelIsRefused(t *testing.T) {
+	trade := channelstest.NewTrade(channels.SQB, 23)
+	for _, form := range []channelstest.SQBForm{channelstest.SQBRequestNo, channelstest.SQBClientTSN, channelstest.SQBAPIResponse} {
+		mustFail(t, channelstest.SQBRefund(trade, channelstest.Refund{No: "CANCEL", Cumulative: 300}, channelstest.Delivery{SQB: form}),
+			channels.KindUnsupported)
+	}
+	ev := mustDecode(t, channelstest.SQBRefund(trade, channelstest.Refund{No: "cancel", Cumulative: 300}, channelstest.Delivery{})).Event
+	require.Equal(t, "cancel", ev.RefundNo)
+	require.False(t, ev.IsCancel(), "a refund numbered cancel is a refund")
+	require.Equal(t, int64(300), ev.CumulativeRefunded)
+}
+
 func TestSQBCancelAndStates(t *testing.T) {
 	trade := channelstest.NewTrade(channels.SQB, 22)
 	res := mustDecode(t, channelstest.SQBCancel(trade, channelstest.Delivery{}))

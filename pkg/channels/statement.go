@@ -128,6 +128,11 @@ func decodeStatement(env Envelope) (Result, error) {
 	if err := checkStatementShape(ev); err != nil {
 		return Result{}, err
 	}
+	if ev.BoundMerchant != "" {
+		// Only the worker's merchant check sets it, never a message.
+		return Result{}, errorf(KindMalformed, "statement event names a bound merchant %s: only the worker's merchant check sets one",
+			quote(ev.BoundMerchant))
+	}
 	ev.OccurredAt = ev.OccurredAt.UTC()
 	ev.ReceivedAt = env.ReceivedAt.UTC()
 	if err := ev.Validate(); err != nil {

@@ -189,6 +189,7 @@ func TestStatementEnvelopeIsCheckedLikeAnyInput(t *testing.T) {
 		{"time after 2100", body(func(m map[string]any) { m["occurred_at"] = "2100-01-01T00:00:00Z" }), channels.KindMalformed},
 		{"unknown type", body(func(m map[string]any) { m["type"] = "REFUND_ABNORMAL" }), channels.KindMalformed},
 		{"an identifier too long", body(func(m map[string]any) { m["merchant_order_no"] = strings.Repeat("P", channels.MaxIDLen+1) }), channels.KindMalformed},
+		{"a bound merchant, which only the worker's check sets", body(func(m map[string]any) { m["bound_merchant"] = "1230000109" }), channels.KindMalformed},
 		{"a cumulative channel's refund", raw(alipayRefund.TenantID, channels.Alipay, string(alipayRefund.AppendJSON(nil))), channels.KindUnsupported},
 	}
 	for _, tc := range cases {

@@ -367,7 +367,10 @@ func (s *Service) settleBatchTx(ctx context.Context, evs []channels.Event, keys 
 					moved = append(moved, idempotent.TenantKey{TenantID: rev.TenantID, Key: rev.Key})
 				}
 			}
-			if ev.Type == idempotent.RefundSucceeded && sts[i].outcome != idempotent.OutcomeOverRefund {
+			// A Shouqianba cancel is the end of /upay/v2/cancel or a
+			// revoke, never a refund an operator registers: no
+			// registration is looked for or expected of it.
+			if ev.Type == idempotent.RefundSucceeded && sts[i].outcome != idempotent.OutcomeOverRefund && !ev.IsCancel() {
 				trade := regs[t]
 				reg, found := &Registration{}, false
 				for _, r := range trade {
@@ -723,6 +726,7 @@ func (s *Service) writeOrders(ctx context.Context, tx bun.Tx, orders map[tradeKe
 		{"status", func(o *Order) any { return string(o.Status) }},
 		{"paid_at", func(o *Order) any { return o.PaidAt }},
 		{"last_refund_at", func(o *Order) any { return o.LastRefundAt }},
+		{"bound_merchant_id", func(o *Order) any { return o.BoundMerchantID }},
 		{"updated_at", func(o *Order) any { return o.UpdatedAt }},
 	}
 	var b strings.Builder

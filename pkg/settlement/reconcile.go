@@ -46,7 +46,8 @@ const (
 	// channel, payment never seen) after the pending window.
 	CheckPendingPayment = "pending_payment"
 	// CheckRefundUnregistered: a refund callback that moved (or could have
-	// moved) money with no pre-registration. Run by default only when
+	// moved) money with no pre-registration; a Shouqianba cancel, which no
+	// one registers, is not one. Run by default only when
 	// refunds are expected to be pre-registered
 	// (ReconcileOptions.RefundsPreregistered).
 	CheckRefundUnregistered = "refund_unregistered"
@@ -734,7 +735,10 @@ ORDER BY created_at`, append([]any{cutoff}, args...)...)
 	return r.count(ctx, CheckPendingPayment, `SELECT COUNT(*) FROM ss_channel_order WHERE status = 'PENDING_PAYMENT' AND `+w, args...)
 }
 
-// unregisteredRefunds: settled refund callbacks with no registration.
+// unregisteredRefunds: settled refund callbacks with no registration. A
+// Shouqianba cancel (refund number channels.SQBCancelRefundNo) is not one:
+// it is the end of /upay/v2/cancel or a same-day revoke, which no operator
+// registers as a refund, so it is never reported here.
 func (r *reconciler) unregisteredRefunds(ctx context.Context) error {
 	w, args := r.window("c.created_at")
 	if r.refund != nil {
@@ -761,6 +765,9 @@ ORDER BY c.tenant_id, c.idempotent_key`, args...)
 		return err
 	}
 	for _, row := range rows {
+		if isCancelKey(row.Key) {
+			continue // a cancel is not a refund anyone registers
+		}
 		d := Discrepancy{
 			Check: CheckRefundUnregistered, TenantID: row.TenantID, Key: row.Key,
 			Detail:      fmt.Sprintf("refund callback settled %s with no pre-registration", row.Outcome),
@@ -917,6 +924,13 @@ ORDER BY tenant_id, idempotent_key`, args...)
 	}
 	return r.count(ctx, CheckOverRefundNotDeadLettered,
 		`SELECT COUNT(*) FROM ss_channel_idempotent WHERE settle_outcome = 'OVER_REFUND' AND `+w, args...)
+}
+
+// isCancelKey reports whether key is a Shouqianba cancel's
+// (channels.SQBCancelKey).
+func isCancelKey(key string) bool {
+	ch, _, refund := splitRefundKey(key)
+	return ch == string(channels.SQB) && refund == channels.SQBCancelRefundNo
 }
 
 // splitRefundKey returns the channel, trade and refund numbers of a refund

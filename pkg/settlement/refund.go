@@ -49,6 +49,10 @@ func (r RefundRequest) validRefund() error {
 	if !r.Channel.Valid() {
 		return fmt.Errorf("%w: channel %q", ErrInvalidRequest, r.Channel)
 	}
+	if no := r.Channel.CancelRefundNo(); no != "" && r.RefundNo == no {
+		return fmt.Errorf("%w: refund number %q is the one %s's cancel key reserves (a refund so numbered is dead-lettered, never settled)",
+			ErrInvalidRequest, r.RefundNo, r.Channel)
+	}
 	_, err := r.key()
 	return err
 }

@@ -36,7 +36,9 @@ type Service struct {
 // been registered (RegisterRefund) before the channel reports it
 // (PAYCB_REFUNDS_PREREGISTERED). When on, a refund settled without a
 // registration is logged at WARN; when off (the default) only at DEBUG.
-// paycb_refund_unregistered_total counts it either way. Call it before the
+// paycb_refund_unregistered_total counts it either way. A Shouqianba
+// cancel is not a refund anyone registers: it is neither matched with a
+// registration nor counted. Call it before the
 // Service settles anything: it is not synchronised.
 func (s *Service) SetRefundsPreregistered(on bool) { s.preregistered = on }
 
@@ -202,6 +204,7 @@ func decide(st *settlement, ord Order, now time.Time) (next Order, write bool, e
 		}
 		st.outcome, st.amount = idempotent.OutcomePosted, ev.OrderTotal
 		next.PaidAmount = ev.OrderTotal
+		next.BoundMerchantID = ev.BoundMerchant
 		paidAt := dbTime(ev.OccurredAt)
 		next.PaidAt = &paidAt
 		if ord.cancel.pending {

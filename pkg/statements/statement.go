@@ -106,7 +106,8 @@ type Statement struct {
 	// Lines are the detail lines in file order.
 	Lines []Line
 	// Totals are what the file's summary states; for Shouqianba, whose
-	// file has no summary, they are computed from the lines.
+	// file has no summary, they are computed from the lines, and only an
+	// order the channel settled counts as a payment (see ParseSQB).
 	Totals Totals
 	// SHA1 is the hex SHA-1 of the uncompressed bytes (WeChat's hash_value
 	// is over those).
