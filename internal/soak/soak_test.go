@@ -119,7 +119,22 @@ func TestKillNineSoak(t *testing.T) {
 	for i, m := range stream.Messages {
 		msgs[i] = kafkaops.Message{Key: m.Key, Value: m.Value}
 	}
-	require.NoError(t, kafkaops.Produce(ctx, brokers, topic, msgs))
+	// The stream is produced in a chunk per planned kill and one more: the
+	// next chunk goes out whenever the consumer has caught up with what is
+	// produced, so a kill always lands with messages outstanding however
+	// fast the machine reads a backlog (a stream produced whole ran out
+	// after the first kill once the consumer read it in under a second).
+	chunk := (len(msgs) + *killsFlag) / (*killsFlag + 1)
+	produced := 0
+	produceNext := func() {
+		if produced == len(msgs) {
+			return
+		}
+		end := min(produced+chunk, len(msgs))
+		require.NoError(t, kafkaops.Produce(ctx, brokers, topic, msgs[produced:end]))
+		produced = end
+	}
+	produceNext()
 
 	env := append(os.Environ(),
 		"PAYCB_KAFKA_BROKERS="+brokers[0], "PAYCB_KAFKA_TOPIC="+topic, "PAYCB_KAFKA_GROUP="+group,
@@ -158,6 +173,9 @@ func TestKillNineSoak(t *testing.T) {
 	for kills < *killsFlag {
 		// Kill once the consumer has moved (committed more than at the last
 		// kill), plus a random delay, so that every kill lands mid-stream.
+		if committed() >= int64(produced) {
+			produceNext()
+		}
 		before := committed()
 		require.Eventually(t, func() bool { return committed() > before }, 2*time.Minute, 20*time.Millisecond,
 			"consumer made no progress after %d kills", kills)
@@ -166,6 +184,9 @@ func TestKillNineSoak(t *testing.T) {
 		case <-timer.C:
 		case <-ctx.Done():
 			t.Fatal(ctx.Err())
+		}
+		if committed() >= int64(produced) {
+			produceNext() // caught up: the kill lands on the next chunk
 		}
 		if committed() >= int64(len(msgs)) {
 			break // the stream ran out before the planned kills
@@ -181,6 +202,9 @@ func TestKillNineSoak(t *testing.T) {
 			server.Restart(t)
 			restarted = true
 		}
+	}
+	for produced < len(msgs) {
+		produceNext()
 	}
 	require.True(t, restarted || server == nil || committed() >= int64(len(msgs)), "the database was restarted mid-stream")
 	waitCtx, cancelWait := context.WithTimeout(ctx, 20*time.Minute)
