@@ -179,23 +179,8 @@ func scanTradeLetters(ctx context.Context, k Kafka, q TradeQuery) ([]TradeLetter
 // its Kafka key "<CHANNEL>:<trade no>" (and the envelope's tenant, when the
 // envelope can be read).
 func matchDeadLetter(dec *channels.Decoder, q TradeQuery, keyPrefix string, m kafka.Message) (TradeLetter, bool) {
-	d := TradeLetter{At: m.Time.UTC(), MessageKey: string(m.Key)}
-	var part, off, topic string
-	for _, h := range m.Headers {
-		switch h.Key {
-		case HeaderErrorKind:
-			d.Kind = string(h.Value)
-		case HeaderError:
-			d.Error = string(h.Value)
-		case HeaderSourceTopic:
-			topic = string(h.Value)
-		case HeaderSourcePartition:
-			part = string(h.Value)
-		case HeaderSourceOffset:
-			off = string(h.Value)
-		}
-	}
-	d.Source = topic + "/" + part + "@" + off
+	dl := deadLetterOf(m)
+	d := TradeLetter{At: m.Time.UTC(), MessageKey: string(m.Key), Kind: dl.Kind, Error: dl.Error, Source: dl.Source}
 	res, err := dec.Decode(m.Value)
 	if err == nil && res.Event.TradeNo != "" {
 		ev := res.Event
