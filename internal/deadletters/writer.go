@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/segmentio/kafka-go"
 
@@ -152,13 +150,7 @@ func NewKafkaWriter(brokers []string, topic string, timeout time.Duration, opts 
 // ErrTooLarge. Any other error is returned as it is, for the
 // caller to retry.
 func (d *KafkaWriter) DeadLetter(ctx context.Context, msg kafka.Message, kind channels.ErrorKind, reason string) error {
-	reason = strings.ToValidUTF8(reason, "?")
-	if len(reason) > maxErrorHeader {
-		reason = reason[:maxErrorHeader]
-		for !utf8.ValidString(reason) {
-			reason = reason[:len(reason)-1]
-		}
-	}
+	reason = truncate(reason, maxErrorHeader)
 	headers := []kafka.Header{
 		{Key: HeaderErrorKind, Value: []byte(kind)},
 		{Key: HeaderError, Value: []byte(reason)},
