@@ -1,12 +1,3 @@
-// Package config holds the worker's configuration: one Config struct with
-// documented defaults, validation, loading from a YAML file, the environment
-// and command-line flags (in that order of precedence), and secret masking.
-//
-// Only this package and cmd/ read the environment or flags; everything else
-// receives a Config (or the parts of it it needs). This package must never
-// print, log or return in an error the value of a secret: the database DSN's
-// password and the WeChat APIv3 keys are held in Secret and DSN, whose every
-// printed form is masked.
 package config
 
 import (
@@ -320,8 +311,8 @@ type Worker struct {
 	StartupTimeout time.Duration `yaml:"startup_timeout"`
 	// Channels are the channels accepted; a message of another channel is
 	// dead-lettered unknown_channel. Every instance of a group must share
-	// the setting. Env PAYCB_CHANNELS (comma-separated). Default WECHAT,
-	// ALIPAY, SQB.
+	// the setting. Env PAYCB_CHANNELS (comma-separated). Default every
+	// registered channel (channels.All): WECHAT, ALIPAY, SQB.
 	Channels []string `yaml:"channels"`
 	// RefundsPreregistered says whether every refund is expected to have
 	// been registered (consumer refund register) before the channel reports

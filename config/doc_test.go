@@ -43,7 +43,7 @@ func settingsTable() string {
 		if s.flag != "" {
 			flagName = "`--" + s.flag + "`"
 		}
-		value := s.def
+		value := s.defaultText()
 		switch s.path {
 		case "kafka.dlq_topic":
 			value = "<topic>.dlq"
@@ -54,8 +54,8 @@ func settingsTable() string {
 		switch {
 		case s.min != "" || s.max != "":
 			bounds = s.min + " .. " + s.max
-		case s.oneOf != nil:
-			bounds = strings.Join(s.oneOf, ", ")
+		case s.values() != nil:
+			bounds = strings.Join(s.values(), ", ")
 			if strings.HasPrefix(bounds, ", ") {
 				bounds = "empty, " + bounds[2:]
 			}

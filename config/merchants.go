@@ -31,7 +31,8 @@ type MerchantBinding struct {
 // ParseMerchantBinding parses a merchant binding file: one binding a line,
 // TENANT_ID CHANNEL MERCHANT_ID separated by spaces or tabs; blank lines
 // and everything from a # to the end of a line are skipped; a tenant may
-// have several merchants of a channel. CHANNEL is WECHAT, ALIPAY or SQB. A
+// have several merchants of a channel. CHANNEL is a registered channel
+// (channels.All: WECHAT, ALIPAY or SQB). A
 // merchant bound to two tenants is an error naming both lines: one merchant
 // belongs to one tenant. Every problem is reported at once, each naming its
 // line.
@@ -61,7 +62,7 @@ func ParseMerchantBinding(data []byte) (MerchantBinding, error) {
 		}
 		ch := channels.Channel(fields[1])
 		if !ch.Valid() {
-			errs = append(errs, fmt.Errorf("line %d: channel %q is not WECHAT, ALIPAY or SQB", n, fields[1]))
+			errs = append(errs, fmt.Errorf("line %d: channel %q is not %s", n, fields[1], channels.CodeList()))
 			continue
 		}
 		merchant := fields[2]

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/paycallback/paycallback/pkg/channels"
 )
 
 // setting is one configuration value. The settings table below is the one
@@ -30,10 +32,31 @@ type setting struct {
 	// oneOf lists the accepted values of a string setting (exact match
 	// after the setting's normalisation).
 	oneOf []string
+	// choices, when set, gives oneOf at the time of asking, and the
+	// default is all of them, comma-separated: worker.channels ranges over
+	// the channel registry (channels.All).
+	choices func() []string
 	// field returns a pointer to the value in c: *string, *int, *bool,
 	// *time.Duration, *[]string, *Secret, *DSN or *map[int64]Keys (the last
 	// is YAML only).
 	field func(c *Config) any
+}
+
+// values is the setting's accepted values: choices() when set, else oneOf.
+func (s setting) values() []string {
+	if s.choices != nil {
+		return s.choices()
+	}
+	return s.oneOf
+}
+
+// defaultText is the setting's default as the environment would give it:
+// every choice, comma-separated, when choices is set, else def.
+func (s setting) defaultText() string {
+	if s.choices != nil {
+		return strings.Join(s.choices(), ",")
+	}
+	return s.def
 }
 
 // Bounds. Every number and duration has a least and a greatest value a
@@ -205,7 +228,7 @@ var settings = []setting{
 	},
 	{
 		path: "worker.channels", env: "PAYCB_CHANNELS", usage: "channels accepted, comma-separated; others are dead-lettered unknown_channel",
-		def: "WECHAT,ALIPAY,SQB", oneOf: []string{"WECHAT", "ALIPAY", "SQB"}, field: func(c *Config) any { return &c.Worker.Channels },
+		choices: channels.CodeStrings, field: func(c *Config) any { return &c.Worker.Channels },
 	},
 	{
 		path: "worker.refunds_preregistered", env: "PAYCB_REFUNDS_PREREGISTERED", usage: "whether every refund is expected to be registered before the channel reports it; when true an unregistered refund is a WARN and a reconciliation discrepancy",
@@ -237,7 +260,7 @@ func (s *setting) set(c *Config, v string) error {
 	case *DSN:
 		*p = DSN(v)
 	case *[]string:
-		if s.oneOf != nil {
+		if s.values() != nil {
 			v = strings.ToUpper(v)
 		}
 		*p = splitList(v)
@@ -337,19 +360,20 @@ func (s *setting) checkBounds(c *Config) string {
 			return fmt.Sprintf("must be between %s and %s, got %s", lo, hi, *p)
 		}
 	case *string:
-		if s.oneOf != nil && !slices.Contains(s.oneOf, *p) {
-			return fmt.Sprintf("must be one of %s; got %q", listed(s.oneOf), *p)
+		if oneOf := s.values(); oneOf != nil && !slices.Contains(oneOf, *p) {
+			return fmt.Sprintf("must be one of %s; got %q", listed(oneOf), *p)
 		}
 	case *[]string:
-		if s.oneOf == nil {
+		oneOf := s.values()
+		if oneOf == nil {
 			return ""
 		}
 		if len(*p) == 0 {
-			return fmt.Sprintf("must name at least one of %s", listed(s.oneOf))
+			return fmt.Sprintf("must name at least one of %s", listed(oneOf))
 		}
 		for _, v := range *p {
-			if !slices.Contains(s.oneOf, v) {
-				return fmt.Sprintf("must name only %s; got %q", listed(s.oneOf), v)
+			if !slices.Contains(oneOf, v) {
+				return fmt.Sprintf("must name only %s; got %q", listed(oneOf), v)
 			}
 		}
 	}
@@ -409,10 +433,11 @@ func Default() Config {
 	var c Config
 	for i := range settings {
 		s := &settings[i]
-		if s.def == "" {
+		def := s.defaultText()
+		if def == "" {
 			continue
 		}
-		if err := s.set(&c, s.def); err != nil {
+		if err := s.set(&c, def); err != nil {
 			panic("config: default of " + s.path + ": " + err.Error())
 		}
 	}

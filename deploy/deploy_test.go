@@ -20,6 +20,7 @@ import (
 
 	"github.com/paycallback/paycallback/internal/metrics"
 	"github.com/paycallback/paycallback/internal/sqldb"
+	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/idempotent"
 	"github.com/paycallback/paycallback/pkg/settlement"
 )
@@ -75,7 +76,7 @@ func exported(t *testing.T) map[string]bool {
 	require.NoError(t, err)
 	// The statement series exist once a tenant has imported a statement.
 	require.NoError(t, reg.Register(metrics.NewStatementCollector(func(context.Context, time.Time, int) ([]metrics.StatementStanding, error) {
-		return []metrics.StatementStanding{{TenantID: 1, Channel: metrics.ChannelWeChat, FirstImportedDay: time.Unix(0, 0)}}, nil
+		return []metrics.StatementStanding{{TenantID: 1, Channel: string(channels.WeChat), FirstImportedDay: time.Unix(0, 0)}}, nil
 	}, nil)))
 	mfs, err := reg.Gather()
 	require.NoError(t, err)

@@ -21,6 +21,7 @@ import (
 
 	"github.com/paycallback/paycallback/config"
 	"github.com/paycallback/paycallback/internal/app"
+	"github.com/paycallback/paycallback/internal/app/apptest"
 	"github.com/paycallback/paycallback/internal/demo"
 	"github.com/paycallback/paycallback/internal/kafkaops"
 	"github.com/paycallback/paycallback/internal/metrics"
@@ -114,24 +115,7 @@ func runWorker(t *testing.T, partitions int32, adjust func(*config.Config)) runn
 	cfg.Finalize()
 	require.NoError(t, cfg.ValidateFor("run"))
 
-	m := &app.Main{Config: cfg, Logger: slog.New(slog.DiscardHandler), Registry: metrics.NewRegistry()}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- m.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			require.NoError(t, err)
-		case <-time.After(60 * time.Second):
-			t.Error("worker did not stop within 60s")
-		}
-	})
-	select {
-	case <-m.Ready():
-	case err := <-done:
-		t.Fatalf("worker stopped at start: %v", err)
-	}
+	m := apptest.MustRun(t, &app.Main{Config: cfg, Logger: slog.New(slog.DiscardHandler), Registry: metrics.NewRegistry()})
 	var addr string
 	poll(t, 10*time.Second, "the admin server to listen", func() (bool, string) {
 		if a := m.Admin().Addr(); a != nil {

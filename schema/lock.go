@@ -11,7 +11,7 @@ import (
 
 	"github.com/uptrace/bun"
 
-	"github.com/paycallback/paycallback/pkg/idempotent"
+	"github.com/paycallback/paycallback/pkg/dberr"
 )
 
 // The migration lock is a row of its own table, claimed by inserting it
@@ -107,7 +107,7 @@ func lockMigrations(ctx context.Context, db *bun.DB, conn execer) (context.Conte
 func claimLock(ctx context.Context, db execer, owner string) (bool, error) {
 	if _, err := db.ExecContext(ctx,
 		"DELETE FROM ss_schema_lock WHERE name = ? AND expires_at < UTC_TIMESTAMP(6)", lockName); err != nil &&
-		!idempotent.IsRetryableConflict(err) {
+		!dberr.IsRetryableConflict(err) {
 		return false, fmt.Errorf("migrate: clear an expired lock: %w", err)
 	}
 	_, err := db.ExecContext(ctx,
@@ -116,7 +116,7 @@ func claimLock(ctx context.Context, db execer, owner string) (bool, error) {
 	switch {
 	case err == nil:
 		return true, nil
-	case errors.Is(idempotent.ClassifyDuplicate(err), idempotent.ErrDuplicateKey), idempotent.IsRetryableConflict(err):
+	case errors.Is(dberr.ClassifyDuplicate(err), dberr.ErrDuplicateKey), dberr.IsRetryableConflict(err):
 		return false, nil
 	default:
 		return false, fmt.Errorf("migrate: take lock: %w", err)

@@ -1,6 +1,3 @@
-// Command consumer is the paycallback worker: it consumes payment-channel
-// callbacks from Kafka and posts each event to the settlement ledger exactly
-// once. See `consumer help` for its commands.
 package main
 
 import (
@@ -11,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/paycallback/paycallback/config"
@@ -55,6 +53,29 @@ func (e *exitError) Unwrap() error { return e.err }
 // a missing or invalid argument found after the flags were parsed.
 func usagef(format string, a ...any) error {
 	return &exitError{code: exitUsage, err: fmt.Errorf(format, a...)}
+}
+
+// required is one required flag: its name as written ("--tenant") and
+// whether it was set.
+type required struct {
+	name string
+	set  bool
+}
+
+// requireFlags returns a usage error naming every flag of flags that is
+// not set, in the order given, as "<what>: required: --a, --b"; nil when
+// all are set.
+func requireFlags(what string, flags ...required) error {
+	var missing []string
+	for _, f := range flags {
+		if !f.set {
+			missing = append(missing, f.name)
+		}
+	}
+	if len(missing) > 0 {
+		return usagef("%s: required: %s", what, strings.Join(missing, ", "))
+	}
+	return nil
 }
 
 // exitCode is the process exit status for err (nil is 0).

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"slices"
-	"strings"
 
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/idempotent"
@@ -48,21 +46,16 @@ Recorded in the audit trail (a log line and an ss_operator_audit row).`,
 
 func refundRegisterCommand(fs *flag.FlagSet) runFunc {
 	tenant := fs.Int64("tenant", 0, "tenant ID (required)")
-	channel := fs.String("channel", "", "WECHAT, ALIPAY or SQB (required)")
+	channel := fs.String("channel", "", channels.CodeList()+" (required)")
 	tradeNo := fs.String("trade-no", "", "the channel's trade number (required)")
 	refundNo := fs.String("refund-no", "", "the refund number the channel will be given and report back; case-sensitive (required)")
 	amount := fs.Int64("amount", 0, "refund amount in fen, positive: 1 is ¥0.01 (required)")
 	return func(ctx context.Context, env *environment, _ []string) error {
 		req := settlement.RefundRequest{TenantID: *tenant, Channel: channels.Channel(*channel), TradeNo: *tradeNo, RefundNo: *refundNo, Amount: *amount}
-		var missing []string
-		for name, set := range map[string]bool{"tenant": *tenant != 0, "channel": *channel != "", "trade-no": *tradeNo != "", "refund-no": *refundNo != "", "amount": given(fs, "amount")} {
-			if !set {
-				missing = append(missing, "--"+name)
-			}
-		}
-		if len(missing) > 0 {
-			slices.Sort(missing)
-			return usagef("refund register: required: %s", strings.Join(missing, ", "))
+		if err := requireFlags("refund register",
+			required{"--amount", given(fs, "amount")}, required{"--channel", *channel != ""}, required{"--refund-no", *refundNo != ""},
+			required{"--tenant", *tenant != 0}, required{"--trade-no", *tradeNo != ""}); err != nil {
+			return err
 		}
 		if err := req.Validate(); err != nil {
 			return usagef("refund register: %w", err)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/paycallback/paycallback/internal/audit"
@@ -43,20 +42,15 @@ ss_operator_audit row) with the note.`,
 
 func refundResolveCommand(fs *flag.FlagSet) runFunc {
 	tenant := fs.Int64("tenant", 0, "tenant ID (required)")
-	channel := fs.String("channel", "", "WECHAT, ALIPAY or SQB (required)")
+	channel := fs.String("channel", "", channels.CodeList()+" (required)")
 	tradeNo := fs.String("trade-no", "", "the channel's trade number (required)")
 	refundNo := fs.String("refund-no", "", "the refund number, as the channel reports it; case-sensitive (required)")
 	note := fs.String("note", "", "what was decided and why, e.g. \"refund made by hand in the merchant portal; finance confirmed 2026-12-03\" (required)")
 	return func(ctx context.Context, env *environment, _ []string) error {
-		var missing []string
-		for name, set := range map[string]bool{"tenant": *tenant != 0, "channel": *channel != "", "trade-no": *tradeNo != "", "refund-no": *refundNo != "", "note": given(fs, "note")} {
-			if !set {
-				missing = append(missing, "--"+name)
-			}
-		}
-		if len(missing) > 0 {
-			slices.Sort(missing)
-			return usagef("refund resolve: required: %s", strings.Join(missing, ", "))
+		if err := requireFlags("refund resolve",
+			required{"--channel", *channel != ""}, required{"--note", given(fs, "note")}, required{"--refund-no", *refundNo != ""},
+			required{"--tenant", *tenant != 0}, required{"--trade-no", *tradeNo != ""}); err != nil {
+			return err
 		}
 		who, host := audit.Who()
 		req := settlement.ResolveRequest{

@@ -80,7 +80,7 @@ Without the variable, import refuses.`,
 }
 
 func statementImportCommand(fs *flag.FlagSet) runFunc {
-	channel := fs.String("channel", "", "WECHAT, ALIPAY or SQB (required)")
+	channel := fs.String("channel", "", channels.CodeList()+" (required)")
 	tenant := fs.Int64("tenant", 0, "tenant ID (required)")
 	file := fs.String("file", "", "the statement file (required)")
 	sha := fs.String("sha1", "", "expected SHA-1 (hex) of the uncompressed file, e.g. WeChat's hash_value")
@@ -152,21 +152,13 @@ func merchantBinding(env *environment, what string) (config.MerchantBinding, err
 // and --tenant, and the verb's own required flag (name, value), reporting
 // every missing one at once; the errors are usage errors.
 func statementTarget(verb, channel string, tenant int64, name, value string) (channels.Channel, error) {
-	var missing []string
-	for _, f := range []struct {
-		name string
-		set  bool
-	}{{"--channel", channel != ""}, {"--tenant", tenant != 0}, {name, value != ""}} {
-		if !f.set {
-			missing = append(missing, f.name)
-		}
-	}
-	if len(missing) > 0 {
-		return "", usagef("statement %s: required: %s", verb, strings.Join(missing, ", "))
+	if err := requireFlags("statement "+verb,
+		required{"--channel", channel != ""}, required{"--tenant", tenant != 0}, required{name, value != ""}); err != nil {
+		return "", err
 	}
 	ch := channels.Channel(channel)
 	if !ch.Valid() {
-		return "", usagef("statement %s: --channel %q is not WECHAT, ALIPAY or SQB", verb, channel)
+		return "", usagef("statement %s: --channel %q is not %s", verb, channel, channels.CodeList())
 	}
 	if tenant < 0 {
 		return "", usagef("statement %s: --tenant %d must be positive", verb, tenant)

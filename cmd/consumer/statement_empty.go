@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/paycallback/paycallback/internal/statementbook"
+	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/statements"
 )
 
@@ -44,7 +45,7 @@ the audit trail with the note.`,
 }
 
 func statementEmptyCommand(fs *flag.FlagSet) runFunc {
-	channel := fs.String("channel", "", "WECHAT, ALIPAY or SQB (required)")
+	channel := fs.String("channel", "", channels.CodeList()+" (required)")
 	tenant := fs.Int64("tenant", 0, "tenant ID (required)")
 	date := fs.String("date", "", "the day, YYYY-MM-DD, Beijing time")
 	from := fs.String("from", "", "the first day of a range, YYYY-MM-DD, Beijing time")

@@ -82,7 +82,7 @@ published; reconcile again afterwards.`,
 }
 
 func statementReconcileCommand(fs *flag.FlagSet) runFunc {
-	channel := fs.String("channel", "", "WECHAT, ALIPAY or SQB (required)")
+	channel := fs.String("channel", "", channels.CodeList()+" (required)")
 	tenant := fs.Int64("tenant", 0, "tenant ID (required)")
 	date := fs.String("date", "", "the statement's day, YYYY-MM-DD, Beijing time (required)")
 	publish := fs.Bool("publish-missing", false, "publish to the input topic the missing_in_ledger events the statement describes exactly")

@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,6 +19,7 @@ import (
 
 	"github.com/paycallback/paycallback/config"
 	"github.com/paycallback/paycallback/internal/app"
+	"github.com/paycallback/paycallback/internal/app/apptest"
 	"github.com/paycallback/paycallback/internal/kafkaops"
 	"github.com/paycallback/paycallback/internal/metrics"
 	"github.com/paycallback/paycallback/internal/sqldb"
@@ -151,31 +151,8 @@ func runWorker(t *testing.T, vars map[string]string) testWorker {
 	cfg, err := config.Load(nil, lookupIn(vars))
 	require.NoError(t, err)
 	reg := metrics.NewRegistry()
-	m := &app.Main{Config: cfg, Logger: slog.New(slog.DiscardHandler), Registry: reg}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- m.Run(ctx) }()
-	select {
-	case <-m.Ready():
-	case err := <-done:
-		cancel()
-		t.Fatalf("worker stopped at start: %v", err)
-	}
-	var once sync.Once
-	stop := func() {
-		once.Do(func() {
-			cancel()
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Errorf("worker stopped with %v", err)
-				}
-			case <-time.After(60 * time.Second):
-				t.Error("worker did not stop within 60s")
-			}
-		})
-	}
-	t.Cleanup(stop)
+	m := apptest.MustRun(t, &app.Main{Config: cfg, Logger: slog.New(slog.DiscardHandler), Registry: reg})
+	stop := func() { apptest.MustClose(t, m) }
 	return testWorker{reg: reg, stop: stop}
 }
 
@@ -323,7 +300,7 @@ func TestStatementEventAndCallbackAreOneEvent(t *testing.T) {
 	}
 	var pairs []pair
 	produced := 0
-	for i, ch := range []channels.Channel{channels.WeChat, channels.Alipay, channels.SQB} {
+	for i, ch := range channels.Codes() {
 		for j, statementFirst := range []bool{true, false} {
 			tr := channelstest.NewTrade(ch, 800+10*i+j)
 			cb := channelstest.PaymentEnvelope(tr, d)
@@ -572,7 +549,7 @@ func TestStatementReconcilePublishMissing(t *testing.T) {
 	assert.Equal(t, published+2, w.events(t, map[string]string{"outcome": "acquired"}), "the two cumulative refunds are new")
 	assert.Zero(t, w.events(t, map[string]string{"outcome": "conflict"}))
 	assert.Zero(t, w.events(t, map[string]string{"outcome": "dead_lettered"}))
-	for _, ch := range []channels.Channel{channels.WeChat, channels.Alipay, channels.SQB} {
+	for _, ch := range channels.Codes() {
 		out, err := reconcile(1001, ch)
 		require.NoError(t, err, "%s\n%s", ch, out)
 		assert.Contains(t, out, "no discrepancies")

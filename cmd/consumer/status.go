@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/paycallback/paycallback/internal/ops"
 )
@@ -14,7 +15,7 @@ import (
 func statusCmd() command {
 	return command{
 		name:     "status",
-		summary:  "live view of the group: members, partitions, committed/end offsets, lag, stalls",
+		summary:  "live view of the group: members, partitions, committed/end offsets, lag, stalls, stuck messages",
 		synopsis: "[--json]",
 		description: `Shows the consumer group as it is now, without joining it, so it is safe
 while workers run: the group's state and members (client ID, host, admin
@@ -23,6 +24,11 @@ its owner, the group's committed offset, the partition's end offset, the
 lag (end minus committed, or minus the first retained offset where the group
 has committed nothing) and how long the partition has been stalled, as its
 owner reports it on its admin /metrics (paycb_partition_stalled_seconds).
+For each stuck partition (one holding a message an attempt has failed on,
+or held a second or more) it then shows the message it is stuck on, as its
+owner reports it on its admin /partitions: offset, key, since when, the
+failed attempts and the last error, in full (--json: "stuck", null when
+not stuck or unknown).
 
 A worker announces its admin address in its Kafka client ID
 ("paycb@HOST:PORT"; a wildcard host is replaced by the address the broker
@@ -91,6 +97,32 @@ func printStatus(out *printer, rep ops.StatusReport) {
 		_, _ = fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%s\t\n", p.Partition, member, committed, p.End, p.Lag, stalled)
 	}
 	out.flush(tw)
+	printStuck(out, rep)
+}
+
+// printStuck lists each stuck partition's message: offset, key, since
+// when, and the last error its attempts met, in full.
+func printStuck(out *printer, rep ops.StatusReport) {
+	first := true
+	for _, p := range rep.Partitions {
+		s := p.Stuck
+		if s == nil {
+			continue
+		}
+		if first {
+			out.printf("\nstuck partitions:\n")
+			first = false
+		}
+		why := "no attempt has failed yet"
+		switch {
+		case s.Attempts == 0 && s.Error != "":
+			why = s.Error
+		case s.Error != "":
+			why = fmt.Sprintf("%d failed attempts, last: %s", s.Attempts, s.Error)
+		}
+		out.printf("partition %d at offset %d, key %s, since %s (%s): %s\n", p.Partition, s.Offset, strconv.Quote(s.Key),
+			s.Since.UTC().Format(time.RFC3339), time.Since(s.Since).Round(time.Second), oneLine(why, 4096))
+	}
 }
 
 // joinInts is ns as "0,1,2", or "-" when empty.

@@ -35,7 +35,7 @@ workers run.`,
 
 func tradeCommand(fs *flag.FlagSet) runFunc {
 	tenant := fs.Int64("tenant", 0, "the tenant ID (required)")
-	channel := fs.String("channel", "", "the channel: WECHAT, ALIPAY or SQB (required)")
+	channel := fs.String("channel", "", "the channel: "+channels.CodeList()+" (required)")
 	tradeNo := fs.String("trade-no", "", "the channel's trade number: transaction_id, trade_no or sn (required)")
 	since := fs.String("since", "168h", "scan the dead-letter topic from this long ago (a duration) or from this RFC 3339 time; 0 skips the scan")
 	asJSON := fs.Bool("json", false, "print the history as JSON")
@@ -45,11 +45,11 @@ func tradeCommand(fs *flag.FlagSet) runFunc {
 		case *tenant <= 0:
 			return usagef("trade: --tenant is required (a positive tenant ID)")
 		case *channel == "":
-			return usagef("trade: --channel is required (WECHAT, ALIPAY or SQB)")
+			return usagef("trade: --channel is required (%s)", channels.CodeList())
 		case *tradeNo == "":
 			return usagef("trade: --trade-no is required")
 		case !q.Channel.Valid():
-			return usagef("trade: --channel %q is not WECHAT, ALIPAY or SQB", *channel)
+			return usagef("trade: --channel %q is not %s", *channel, channels.CodeList())
 		}
 		scan, from, err := parseSince(*since, time.Now())
 		if err != nil {

@@ -1,13 +1,3 @@
-// Package admin serves the worker's operational HTTP endpoints: /metrics
-// (the injected Prometheus gatherer), /healthz (the process is alive),
-// /readyz (named readiness checks supplied by the caller) and, only when
-// asked for with WithPprof, net/http/pprof under /debug/pprof/.
-//
-// It knows nothing about Kafka or the database: readiness is whatever the
-// caller's checks say. It must never serve the global Prometheus registry,
-// block shutdown beyond its bound, or put anything in a response beyond check
-// names and their (sanitised) messages: no configuration, no request data.
-// It never serves pprof's cmdline handler: the command line may hold a DSN.
 package admin
 
 import (
@@ -91,6 +81,20 @@ func WithPprof(on bool) Option {
 	return func(s *Server) { s.pprof = on }
 }
 
+// WithJSON serves GET path (e.g. "/partitions") as report's value encoded
+// as JSON, with status 200; a report that cannot be encoded is a 500. It is
+// for state that tools read, such as what a worker holds up and why;
+// report must be safe for concurrent use and must not return secrets.
+func WithJSON(path string, report func() any) Option {
+	return func(s *Server) { s.reports = append(s.reports, jsonReport{path: path, report: report}) }
+}
+
+// jsonReport is one WithJSON endpoint.
+type jsonReport struct {
+	path   string
+	report func() any
+}
+
 // PprofWriteTimeout is the server's write timeout when pprof is served; a
 // CPU profile or trace must be shorter.
 const PprofWriteTimeout = 2 * time.Minute
@@ -108,6 +112,7 @@ type Server struct {
 	shutdownTimeout time.Duration
 	checkTimeout    time.Duration
 	pprof           bool
+	reports         []jsonReport
 	handler         http.Handler
 
 	mu       sync.Mutex
@@ -146,6 +151,19 @@ func New(addr string, gatherer prometheus.Gatherer, checks []Check, logger *slog
 	}))
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /readyz", s.readyz)
+	for _, r := range s.reports {
+		mux.HandleFunc("GET "+r.path, func(w http.ResponseWriter, _ *http.Request) {
+			body, err := json.Marshal(r.report())
+			w.Header().Set("Cache-Control", "no-store")
+			if err != nil {
+				s.logger.Warn("admin report not encoded", "path", r.path, "error", err.Error())
+				http.Error(w, "report not encoded", http.StatusInternalServerError)
+				return
+			}
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write(append(body, '\n'))
+		})
+	}
 	if s.pprof {
 		// pprof.Index also serves the named profiles (/debug/pprof/heap,
 		// …) through runtime/pprof.Lookup; cmdline is not one of them, and

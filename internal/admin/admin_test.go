@@ -364,3 +364,23 @@ func TestListenReportsAnAddressInUseAtOnce(t *testing.T) {
 	assert.Contains(t, err.Error(), "admin listen "+taken.Addr().String())
 	assert.Contains(t, err.Error(), "address already in use")
 }
+
+// TestJSONReport: WithJSON serves the report's current value as JSON on
+// GET; another path stays 404 and a report that cannot be encoded is a
+// 500.
+func TestJSONReport(t *testing.T) {
+	n := 0
+	s := New(":0", nil, nil, nil,
+		WithJSON("/partitions", func() any { n++; return map[string]int{"looks": n} }),
+		WithJSON("/broken", func() any { return func() {} }))
+	code, body, h := get(t, s.Handler(), "/partitions")
+	assert.Equal(t, http.StatusOK, code)
+	assert.Equal(t, "application/json", h.Get("Content-Type"))
+	assert.JSONEq(t, `{"looks":1}`, body)
+	_, body, _ = get(t, s.Handler(), "/partitions")
+	assert.JSONEq(t, `{"looks":2}`, body, "read at each request")
+	code, _, _ = get(t, s.Handler(), "/broken")
+	assert.Equal(t, http.StatusInternalServerError, code)
+	code, _, _ = get(t, New(":0", nil, nil, nil).Handler(), "/partitions")
+	assert.Equal(t, http.StatusNotFound, code, "only when asked for")
+}

@@ -182,9 +182,17 @@ func TestApacheKafkaBrokerRestartMidStream(t *testing.T) {
 	})
 
 	w := h.start(func(m *app.Main) { m.Config.Worker.BatchMax = 8 })
+	joined := func() float64 { return counted(t, w.main, "paycb_group_joined", nil) }
 	require.Eventually(t, func() bool { return committedTotal(h) > 0 }, time.Minute, 5*time.Millisecond,
 		"the worker commits something")
+	require.Eventually(t, func() bool { return joined() == 1 && w.main.Worker().Ready() == nil },
+		time.Minute, 20*time.Millisecond, "a member with a live session")
 	kafkaScript(t, "kill")
+	killed := time.Now()
+	require.Eventually(t, func() bool { return joined() == 0 && w.main.Worker().Ready() != nil },
+		15*time.Second, 20*time.Millisecond, "the lost broker ends the membership within 15s")
+	t.Logf("membership ended %s after the broker was killed: %v",
+		time.Since(killed).Round(time.Millisecond), w.main.Worker().Ready())
 	kafkaScript(t, "up")
 	restarted = true
 	// The first request on a connection pooled before the restart may fail
@@ -210,6 +218,25 @@ func TestApacheKafkaBrokerRestartMidStream(t *testing.T) {
 	h.checkWithMetrics(s, w)
 	assert.Positive(t, counted(t, w.main, "paycb_processing_errors_total", nil),
 		"the worker met the broker's absence")
+	require.Eventually(t, func() bool { return joined() == 1 && w.main.Worker().Ready() == nil },
+		time.Minute, 20*time.Millisecond, "a member again once the broker is back")
+}
+
+// TestApacheKafkaMembershipProbeIsAnswered: the worker's own heartbeat
+// (its membership probe, sent beside kafka-go's) is one Apache Kafka's
+// coordinator answers as a live session: over 20 s, longer than the probe's
+// window (its interval plus 6 s), the instance never stops counting as
+// joined and ready. A probe the coordinator refused (wrong member or
+// generation, or the empty group instance id sent as an empty string
+// instead of null) would end the membership inside that window.
+func TestApacheKafkaMembershipProbeIsAnswered(t *testing.T) {
+	h := apacheKafkaHarness(t, 2)
+	w := h.start(nil)
+	joined := func() float64 { return counted(t, w.main, "paycb_group_joined", nil) }
+	require.Eventually(t, func() bool { return joined() == 1 && w.main.Worker().Ready() == nil },
+		time.Minute, 20*time.Millisecond, "a member with a live session")
+	require.Never(t, func() bool { return joined() != 1 || w.main.Worker().Ready() != nil },
+		20*time.Second, 50*time.Millisecond, "the coordinator answers the probe as a live session")
 }
 
 // TestApacheKafkaDeadLettersAreWrittenWithAcksAll: the dead-letter topic

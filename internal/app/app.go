@@ -1,8 +1,3 @@
-// Package app wires the worker together: database, claim store, channel
-// decoder, settlement, Kafka consumer group, dead-letter writer, orphan
-// sweeper and the admin HTTP server. `consumer run`, `consumer demo` and the
-// end-to-end tests all start the worker through Main, exactly as production
-// does. Only cmd/ and this package know every part.
 package app
 
 import (
@@ -55,6 +50,7 @@ type Main struct {
 	admin  *admin.Server
 	stkeys *statementKeys
 	ready  chan struct{}
+	bg     *background // Start's Run, for Close
 }
 
 // Run starts every part and blocks until ctx ends, then shuts down in order:
@@ -104,6 +100,13 @@ func (m *Main) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// The contract's metrics are served from the first scrape, start-up
+	// included: paycb_group_joined is 0 until a generation is joined.
+	met, err := metrics.New(reg)
+	if err != nil {
+		_ = adminLn.Close()
+		return fmt.Errorf("register metrics: %w", err)
+	}
 	srv := admin.New(cfg.Admin.Addr, reg, []admin.Check{
 		{Name: "startup", Check: func(context.Context) error {
 			if what := *starting.Load(); what != "" {
@@ -118,7 +121,14 @@ func (m *Main) Run(ctx context.Context) error {
 			}
 			return errors.New("the worker has not started")
 		}},
-	}, logger, admin.WithPprof(cfg.Admin.Pprof))
+	}, logger, admin.WithPprof(cfg.Admin.Pprof),
+		// What each owned partition holds up and why, for `consumer status`.
+		admin.WithJSON(worker.PartitionsPath, func() any {
+			if w := m.Worker(); w != nil {
+				return w.Partitions()
+			}
+			return []worker.PartitionReport{}
+		}))
 	m.mu.Lock()
 	m.admin = srv
 	m.mu.Unlock()
@@ -157,10 +167,6 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	setStarting("starting: wiring the worker")
 
-	met, err := metrics.New(reg)
-	if err != nil {
-		return fmt.Errorf("register metrics: %w", err)
-	}
 	// The statement reconciliation metrics are read from the database at
 	// every scrape (`consumer statement reconcile` records the results).
 	if err := reg.Register(metrics.NewStatementCollector(func(ctx context.Context, now time.Time, days int) ([]metrics.StatementStanding, error) {
@@ -211,6 +217,9 @@ func (m *Main) Run(ctx context.Context) error {
 		StatementTimeout:  cfg.DB.StatementTimeout,
 		DeadLetterRecords: records,
 		Merchants:         merchants,
+		Orders: func(ctx context.Context, tenantID int64, ch channels.Channel, tradeNo string) (settlement.Order, error) {
+			return settlement.GetOrder(ctx, db, tenantID, ch, tradeNo)
+		},
 	}
 	w := worker.New(worker.Config{
 		Brokers:           cfg.Kafka.Brokers,

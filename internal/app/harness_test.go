@@ -18,6 +18,7 @@ import (
 
 	"github.com/paycallback/paycallback/config"
 	"github.com/paycallback/paycallback/internal/app"
+	"github.com/paycallback/paycallback/internal/app/apptest"
 	"github.com/paycallback/paycallback/internal/demo"
 	"github.com/paycallback/paycallback/internal/invariant"
 	"github.com/paycallback/paycallback/internal/kafkaops"
@@ -108,8 +109,6 @@ func (h *harness) config() config.Config {
 // running is a started worker.
 type running struct {
 	main *app.Main
-	stop context.CancelFunc
-	done chan error
 }
 
 // start runs a worker; adjust may change its Main before it starts.
@@ -119,32 +118,16 @@ func (h *harness) start(adjust func(m *app.Main)) *running {
 	if adjust != nil {
 		adjust(m)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	r := &running{main: m, stop: cancel, done: make(chan error, 1)}
-	go func() { r.done <- m.Run(ctx) }()
-	select {
-	case <-m.Ready():
-	case err := <-r.done:
-		cancel()
-		h.t.Fatalf("worker stopped at start: %v", err)
-	}
-	h.t.Cleanup(func() { r.shutdown(h.t) })
-	return r
+	return &running{main: apptest.MustRun(h.t, m)}
 }
+
+// stop begins a graceful shutdown, as SIGTERM would, without waiting.
+func (r *running) stop() { apptest.Signal(r.main) }
 
 // shutdown stops the worker gracefully and waits for Run to return.
 func (r *running) shutdown(t *testing.T) {
 	t.Helper()
-	r.stop()
-	select {
-	case err, ok := <-r.done:
-		if ok {
-			require.NoError(t, err)
-			close(r.done)
-		}
-	case <-time.After(60 * time.Second):
-		t.Fatal("worker did not stop within 60s")
-	}
+	apptest.MustClose(t, r.main)
 }
 
 func (h *harness) produce(msgs []demo.Message) {

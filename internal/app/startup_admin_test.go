@@ -64,8 +64,9 @@ func TestAdminAnswersWhileTheStartUpChecksWait(t *testing.T) {
 	}, 10*time.Second, 20*time.Millisecond, "/readyz says what start-up waits for")
 	code, _ := get("/healthz")
 	assert.Equal(t, http.StatusOK, code)
-	code, _ = get("/metrics")
+	code, body := get("/metrics")
 	assert.Equal(t, http.StatusOK, code)
+	assert.Contains(t, body, "\npaycb_group_joined 0\n", "not a member during start-up, from the first scrape")
 	select {
 	case err := <-done:
 		t.Fatalf("run returned while the database was still being retried: %v", err)

@@ -6,7 +6,6 @@ import (
 	"io"
 	"runtime"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/paycallback/paycallback/internal/demo"
@@ -146,12 +145,7 @@ func (h *harness) backlog(ctx context.Context, broker *proc, n int) (BacklogResu
 // checks.
 func (r BacklogResult) WriteTable(w io.Writer) error {
 	var b strings.Builder
-	for _, f := range r.Facts {
-		fmt.Fprintln(&b, f)
-	}
-	b.WriteString("\n")
-	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	_, _ = fmt.Fprintln(tw, "row\tmessages\tevents\telapsed\tstartup\tmsgs/s\tevents/s\tworker µs/ev\tdb µs/ev\tstmts/ev\t"+
+	tw := tableHead(&b, r.Facts, "row\tmessages\tevents\telapsed\tstartup\tmsgs/s\tevents/s\tworker µs/ev\tdb µs/ev\tstmts/ev\t"+
 		"worker peak RSS\tbroker peak RSS\t")
 	row := r.Row
 	_, _ = fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%.0f\t%.0f\t%s\t%s\t%s\t%s\t%s\t\n",

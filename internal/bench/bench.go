@@ -1,25 +1,3 @@
-// Package bench is the end-to-end benchmark behind `make bench`: in one run
-// it builds the consumer, starts a Kafka broker (kfake) as a process of its
-// own, creates fresh MariaDB/MySQL databases, produces a realistic generated
-// stream, and measures the worker against what bounds it: kafka-go reading
-// the topic with a no-op handler (the transport ceiling), raw multi-row
-// inserts of the rows an event writes, and the rule floor, the least
-// database work the exactly-once rule allows (claims committed first, then
-// orders, ledger rows and the fence in one transaction). It then measures
-// the per-message pipeline, the batched pipeline, a replay, and
-// publish→settled latency at a paced rate, and reports one table
-// (Result.WriteTable). Every row counts Kafka messages and distinct money
-// events apart, and says what each distinct event cost in CPU, of the
-// worker and of the database server process, and in statements.
-//
-// Figures on a shared machine are noisy: compare rows of one run (the
-// ratios) rather than absolute numbers across runs. The database's CPU and
-// statements are the whole server's: other clients of it count too.
-//
-// This package must never touch a database it did not create (every name
-// starts with paycb_bench_<random>_ and is dropped at the end), commit
-// offsets for a group with live members, or leave a subprocess running when
-// Run returns.
 package bench
 
 import (
@@ -743,6 +721,34 @@ func (h *harness) startConsumer(ctx context.Context, c consumerRun) (*proc, stri
 	return p, "http://" + admin + "/readyz", nil
 }
 
+// startReady starts a consumer for c (startConsumer) and waits until its
+// /readyz answers; the caller kills it when done.
+func (h *harness) startReady(ctx context.Context, c consumerRun) (*proc, error) {
+	p, readyURL, err := h.startConsumer(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.waitReady(ctx, readyURL, time.Minute); err != nil {
+		p.kill()
+		return nil, err
+	}
+	return p, nil
+}
+
+// finish stops the consumer p gracefully and returns what its row cost
+// since before: the database's share, the worker's CPU and its peak RSS.
+func (h *harness) finish(ctx context.Context, p *proc, before reading) (usage, time.Duration, int64, error) {
+	u := h.meter.since(before, h.meter.read(ctx))
+	worker, rss, err := p.usage()
+	if err != nil {
+		return usage{}, 0, 0, err
+	}
+	if err := p.stop(45 * time.Second); err != nil {
+		return usage{}, 0, 0, err
+	}
+	return u, worker, rss, nil
+}
+
 // consumeTimeout bounds how long one pipeline row may take to commit
 // everything.
 func (h *harness) consumeTimeout(messages int) time.Duration {
@@ -755,26 +761,19 @@ func (h *harness) consumeTimeout(messages int) time.Duration {
 func (h *harness) throughput(ctx context.Context, c consumerRun, messages, events int) (Row, error) {
 	before := h.meter.read(ctx)
 	start := time.Now()
-	p, readyURL, err := h.startConsumer(ctx, c)
+	p, err := h.startReady(ctx, c)
 	if err != nil {
 		return Row{}, err
 	}
 	defer p.kill()
-	if err := p.waitReady(ctx, readyURL, time.Minute); err != nil {
-		return Row{}, err
-	}
 	startup := time.Since(start)
 	first, err := h.waitConsumed(ctx, p, c, messages)
 	if err != nil {
 		return Row{}, err
 	}
 	elapsed := time.Since(start)
-	u := h.meter.since(before, h.meter.read(ctx))
-	worker, rss, err := p.usage()
+	u, worker, rss, err := h.finish(ctx, p, before)
 	if err != nil {
-		return Row{}, err
-	}
-	if err := p.stop(45 * time.Second); err != nil {
 		return Row{}, err
 	}
 	row := Row{
@@ -900,14 +899,11 @@ func (h *harness) paced(ctx context.Context, c consumerRun, stream demo.Stream, 
 	msgRate := rate * float64(len(msgs)) / float64(max(1, stream.Events))
 	before := h.meter.read(ctx)
 	start := time.Now()
-	p, readyURL, err := h.startConsumer(ctx, c)
+	p, err := h.startReady(ctx, c)
 	if err != nil {
 		return Row{}, err
 	}
 	defer p.kill()
-	if err := p.waitReady(ctx, readyURL, time.Minute); err != nil {
-		return Row{}, err
-	}
 	startup := time.Since(start)
 	published, achieved, err := producePaced(ctx, h.brokers, c.topic, msgs, msgRate)
 	if err != nil {
@@ -918,12 +914,8 @@ func (h *harness) paced(ctx context.Context, c consumerRun, stream demo.Stream, 
 		return Row{}, err
 	}
 	drain := time.Since(lastPublish)
-	u := h.meter.since(before, h.meter.read(ctx))
-	worker, rss, err := p.usage()
+	u, worker, rss, err := h.finish(ctx, p, before)
 	if err != nil {
-		return Row{}, err
-	}
-	if err := p.stop(45 * time.Second); err != nil {
 		return Row{}, err
 	}
 	lat, err := latencies(ctx, db, c.topic, published)

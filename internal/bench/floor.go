@@ -25,10 +25,10 @@ import (
 // exactly those claims from ACQUIRED to SETTLED, checked to have moved
 // them all). The rows and columns are the pipeline's own
 // (idempotent.Store.AcquireMany and SettleMany, settlement.SettleBatch),
-// decided in memory as settlement's decide does: the floor under what
-// the pipeline's database work can cost. It returns the elapsed time.
+// decided in memory by settlement's own decision (settlement.Decide): the
+// floor under what the pipeline's database work can cost. It returns the elapsed time.
 func ruleFloor(ctx context.Context, conn bun.Conn, events []storageEvent, batch int) (time.Duration, error) {
-	orders := map[floorTrade]*floorOrder{}
+	orders := map[floorTrade]*settlement.Order{}
 	start := time.Now()
 	for rest := events; len(rest) > 0; {
 		n := min(batch, len(rest))
@@ -47,17 +47,6 @@ type floorTrade struct {
 	tradeNo string
 }
 
-// floorOrder is an order row as the floor keeps it between batches.
-type floorOrder struct {
-	tenant                          int64
-	channel                         channels.Channel
-	tradeNo, merchantOrderNo, cur   string
-	amount, paid, refunded, maxCumu int64
-	status                          settlement.OrderStatus
-	paidAt, lastRefundAt            *time.Time
-	createdAt, updatedAt            time.Time
-}
-
 // floorStatement is one SQL statement being built: its text and arguments.
 type floorStatement struct {
 	sql  strings.Builder
@@ -65,7 +54,7 @@ type floorStatement struct {
 }
 
 // floorBatch claims events and settles them.
-func floorBatch(ctx context.Context, conn bun.Conn, events []storageEvent, orders map[floorTrade]*floorOrder) error {
+func floorBatch(ctx context.Context, conn bun.Conn, events []storageEvent, orders map[floorTrade]*settlement.Order) error {
 	now := time.Now().UTC().Truncate(time.Microsecond)
 
 	// The claims, in (tenant, key) order as AcquireMany inserts them, with
@@ -113,9 +102,9 @@ func floorBatch(ctx context.Context, conn bun.Conn, events []storageEvent, order
 		t := floorTrade{ev.TenantID, ev.Channel, ev.TradeNo}
 		o := orders[t]
 		if o == nil {
-			o = &floorOrder{
-				tenant: ev.TenantID, channel: ev.Channel, tradeNo: ev.TradeNo, merchantOrderNo: ev.MerchantOrderNo,
-				cur: ev.Currency, amount: ev.OrderTotal, status: settlement.OrderPendingPayment, createdAt: now, updatedAt: now,
+			o = &settlement.Order{
+				TenantID: ev.TenantID, Channel: ev.Channel, TradeNo: ev.TradeNo, MerchantOrderNo: ev.MerchantOrderNo,
+				Currency: ev.Currency, Amount: ev.OrderTotal, Status: settlement.OrderPendingPayment, CreatedAt: now, UpdatedAt: now,
 			}
 			orders[t] = o
 		}
@@ -123,14 +112,22 @@ func floorBatch(ctx context.Context, conn bun.Conn, events []storageEvent, order
 			touched[t] = true
 			touchedOrder = append(touchedOrder, t)
 		}
-		outcome, amount, err := o.decide(ev, now)
+		// settlement's own decision, on the order as the floor keeps it.
+		d, err := settlement.Decide(*o, ev, now)
 		if err != nil {
 			return fmt.Errorf("rule floor: %s: %w", ev.Key, err)
 		}
-		outcomes[i] = outcome
-		if outcome != idempotent.OutcomePosted {
+		if d.Reversal != 0 {
+			return fmt.Errorf("rule floor: %s: a cancel's reversal is not among the rows the floor writes", ev.Key)
+		}
+		if d.Write {
+			*o = d.Order
+		}
+		outcomes[i] = d.Outcome
+		if d.Outcome != idempotent.OutcomePosted {
 			continue
 		}
+		amount := d.Amount
 		debit, credit := settlement.ReceivableAccount(ev.Channel), settlement.AccountMerchantPayable
 		if ev.Type == idempotent.RefundSucceeded {
 			debit, credit = credit, debit
@@ -162,8 +159,9 @@ func floorBatch(ctx context.Context, conn bun.Conn, events []storageEvent, order
 			upsert.sql.WriteString(", ")
 		}
 		upsert.sql.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
-		upsert.args = append(upsert.args, o.tenant, string(o.channel), o.tradeNo, o.merchantOrderNo, o.amount,
-			o.paid, o.refunded, o.maxCumu, o.cur, string(o.status), o.paidAt, o.lastRefundAt, o.createdAt, o.updatedAt)
+		upsert.args = append(upsert.args, o.TenantID, string(o.Channel), o.TradeNo, o.MerchantOrderNo, o.Amount,
+			o.PaidAmount, o.RefundedAmount, o.MaxCumulativeRefund, o.Currency, string(o.Status), o.PaidAt, o.LastRefundAt,
+			o.CreatedAt, o.UpdatedAt)
 	}
 	upsert.sql.WriteString(" ON DUPLICATE KEY UPDATE paid_amount = VALUES(paid_amount), refunded_amount = VALUES(refunded_amount), " +
 		"max_cumulative_refund = VALUES(max_cumulative_refund), status = VALUES(status), paid_at = VALUES(paid_at), " +
@@ -242,60 +240,4 @@ func fenceStatement(events []storageEvent, outcomes []idempotent.Outcome, now ti
 	f.sql.WriteString(") AND status = ?")
 	f.args = append(f.args, string(idempotent.StatusAcquired))
 	return &f
-}
-
-// decide applies ev to the order as settlement's decide does and returns
-// the outcome and the fen the posting moves (0 when nothing is posted).
-func (o *floorOrder) decide(ev channels.Event, now time.Time) (idempotent.Outcome, int64, error) {
-	at := ev.OccurredAt.UTC().Truncate(time.Microsecond)
-	var outcome idempotent.Outcome
-	var amount int64
-	switch ev.Type {
-	case idempotent.PaymentReceived:
-		if o.paid > 0 {
-			return "", 0, fmt.Errorf("order %s already paid %d", o.tradeNo, o.paid)
-		}
-		outcome, amount = idempotent.OutcomePosted, ev.OrderTotal
-		o.paid = ev.OrderTotal
-		o.paidAt = &at
-	case idempotent.RefundSucceeded:
-		outcome, amount = o.refundOutcome(ev)
-		if outcome == idempotent.OutcomePosted {
-			o.refunded += amount
-			if ev.Cumulative() {
-				o.maxCumu = ev.CumulativeRefunded
-			}
-		}
-		if outcome == idempotent.OutcomeOverRefund {
-			return outcome, 0, nil
-		}
-		if o.lastRefundAt == nil || at.After(*o.lastRefundAt) {
-			o.lastRefundAt = &at
-		}
-	default:
-		return "", 0, fmt.Errorf("event type %s", ev.Type)
-	}
-	o.status = settlement.DeriveStatus(o.amount, o.paid, o.refunded)
-	o.updatedAt = now
-	return outcome, amount, nil
-}
-
-// refundOutcome is settlement's refundOutcome on the floor's order.
-func (o *floorOrder) refundOutcome(ev channels.Event) (idempotent.Outcome, int64) {
-	var amount int64
-	if ev.Cumulative() {
-		if ev.CumulativeRefunded > o.amount {
-			return idempotent.OutcomeOverRefund, 0
-		}
-		amount = ev.CumulativeRefunded - o.maxCumu
-		if amount <= 0 {
-			return idempotent.OutcomeNoMoney, 0
-		}
-	} else {
-		amount = ev.RefundAmount
-	}
-	if o.refunded+amount > o.amount {
-		return idempotent.OutcomeOverRefund, 0
-	}
-	return idempotent.OutcomePosted, amount
 }

@@ -67,22 +67,7 @@ func serverProcess(ctx context.Context, conn *sql.Conn, addr string) int {
 			}
 		}
 	}
-	dirs, err := os.ReadDir("/proc")
-	if err != nil {
-		return 0
-	}
-	found := 0
-	for _, d := range dirs {
-		pid, err := strconv.Atoi(d.Name())
-		if err != nil || !isServer(pid) {
-			continue
-		}
-		if found != 0 {
-			return 0 // two servers: which one is ours is unknown
-		}
-		found = pid
-	}
-	return found
+	return onlyProcess(isServer)
 }
 
 // tidbProcess finds the one process named tidb-server in /proc when addr
@@ -91,6 +76,13 @@ func tidbProcess(addr string) int {
 	if !localAddr(addr) {
 		return 0
 	}
+	return onlyProcess(func(pid int) bool { return processName(pid) == "tidb-server" })
+}
+
+// onlyProcess returns the one process in /proc for which is reports
+// true; 0 when there is none or several (which one is ours is then
+// unknown).
+func onlyProcess(is func(pid int) bool) int {
 	dirs, err := os.ReadDir("/proc")
 	if err != nil {
 		return 0
@@ -98,10 +90,7 @@ func tidbProcess(addr string) int {
 	found := 0
 	for _, d := range dirs {
 		pid, err := strconv.Atoi(d.Name())
-		if err != nil {
-			continue
-		}
-		if b, err := os.ReadFile(filepath.Join("/proc", d.Name(), "comm")); err != nil || strings.TrimSpace(string(b)) != "tidb-server" {
+		if err != nil || !is(pid) {
 			continue
 		}
 		if found != 0 {
@@ -112,13 +101,18 @@ func tidbProcess(addr string) int {
 	return found
 }
 
-// isServer reports whether pid is a process named mariadbd or mysqld.
-func isServer(pid int) bool {
+// processName is pid's command name (/proc/PID/comm), "" when unreadable.
+func processName(pid int) string {
 	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "comm"))
 	if err != nil {
-		return false
+		return ""
 	}
-	switch strings.TrimSpace(string(b)) {
+	return strings.TrimSpace(string(b))
+}
+
+// isServer reports whether pid is a process named mariadbd or mysqld.
+func isServer(pid int) bool {
+	switch processName(pid) {
 	case "mariadbd", "mysqld":
 		return true
 	}

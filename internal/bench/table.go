@@ -38,15 +38,22 @@ const (
 	goalRSSBacklog = 1_000_000
 )
 
+// tableHead writes the facts, one a line, and a blank line to b, and
+// returns the table that follows them with its header row written.
+func tableHead(b *strings.Builder, facts []string, header string) *tabwriter.Writer {
+	for _, f := range facts {
+		fmt.Fprintln(b, f)
+	}
+	b.WriteString("\n")
+	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	_, _ = fmt.Fprintln(tw, header)
+	return tw
+}
+
 // WriteTable writes the facts, the table, the goals and the sanity checks.
 func (r Result) WriteTable(w io.Writer) error {
 	var b strings.Builder
-	for _, f := range r.Facts {
-		fmt.Fprintln(&b, f)
-	}
-	b.WriteString("\n")
-	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	_, _ = fmt.Fprintln(tw, "row\tmessages\tevents\telapsed\tstartup\tmsgs/s\tevents/s\t×transport\t×floor\t"+
+	tw := tableHead(&b, r.Facts, "row\tmessages\tevents\telapsed\tstartup\tmsgs/s\tevents/s\t×transport\t×floor\t"+
 		"worker µs/ev\tdb µs/ev\tstmts/ev\tp50\tp99\tpeak RSS\t")
 	transport, _ := r.Row(RowTransport)
 	floor, _ := r.Row(RowFloor)

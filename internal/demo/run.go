@@ -135,15 +135,10 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 	}
 	reg := metrics.NewRegistry()
 	m := &app.Main{Config: cfg, DB: db, Logger: o.Logger, Registry: reg}
-	runCtx, stop := context.WithCancel(ctx)
-	defer stop()
-	runErr := make(chan error, 1)
-	go func() { runErr <- m.Run(runCtx) }()
-	select {
-	case <-m.Ready():
-	case err := <-runErr:
+	if err := m.Start(ctx); err != nil {
 		return Summary{}, fmt.Errorf("worker stopped at start: %w", err)
 	}
+	defer func() { _ = m.Close() }() // on the early returns; the end checks Close's result
 	if a := m.Admin(); a != nil && a.Addr() != nil {
 		fmt.Fprintf(o.Out, "demo: metrics on http://%s/metrics\n", a.Addr())
 	}
@@ -182,8 +177,7 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 		fmt.Fprintln(o.Out, "demo: --keep: the worker keeps serving /metrics; interrupt to stop")
 		<-ctx.Done()
 	}
-	stop()
-	if err := <-runErr; err != nil && !errors.Is(err, context.Canceled) {
+	if err := m.Close(); err != nil && !errors.Is(err, context.Canceled) {
 		return sum, fmt.Errorf("worker: %w", err)
 	}
 	return sum, nil

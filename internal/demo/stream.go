@@ -1,7 +1,3 @@
-// Package demo generates a realistic stream of channel callbacks and runs the
-// whole worker against an in-process Kafka (kfake) and the embedded SQLite
-// database, then summarises what happened. `consumer demo` is its front end;
-// the end-to-end tests reuse the stream.
 package demo
 
 import (
@@ -51,8 +47,9 @@ type StreamOptions struct {
 	// ReceivedAt, when set, is every envelope's received_at (the demo sets
 	// it to the start time so latency figures are meaningful).
 	ReceivedAt time.Time
-	// Channels are the channels trades are paid through (default WECHAT,
-	// ALIPAY and SQB, chosen at random per trade).
+	// Channels are the channels trades are paid through (default every
+	// registered channel, channels.All: WECHAT, ALIPAY and SQB), chosen at
+	// random per trade.
 	Channels []channels.Channel
 	// TradePrefix is put before every trade number (e.g. "TEST…" to mark
 	// a smoke test's trades); the numbers stay unique per Seed.
@@ -61,8 +58,6 @@ type StreamOptions struct {
 	// WeChat resources (default channelstest.APIv3Key).
 	WeChatKey func(tenantID int64) string
 }
-
-var allChannels = []channels.Channel{channels.WeChat, channels.Alipay, channels.SQB}
 
 // Generate builds a stream the way the channels deliver it: every trade is
 // paid, some are refunded in parts (and some in full), every notification is
@@ -78,7 +73,7 @@ func Generate(o StreamOptions) Stream {
 	if len(o.Tenants) == 0 {
 		o.Tenants = []int64{1001, 1002}
 	}
-	chans := allChannels
+	chans := channels.Codes()
 	if len(o.Channels) > 0 {
 		chans = o.Channels
 	}
@@ -186,7 +181,7 @@ func Generate(o StreamOptions) Stream {
 		t := channelstest.NewTrade(channels.SQB, int(o.Seed%1000)*100000+o.Trades+1)
 		t.TradeNo = o.TradePrefix + t.TradeNo
 		t.TenantID = o.Tenants[0]
-		key := []byte(fmt.Sprintf("SQB:%s", t.TradeNo))
+		key := []byte(fmt.Sprintf("%s:%s", t.Channel, t.TradeNo))
 		s.Messages = append(s.Messages,
 			Message{Key: key, Value: channelstest.PaymentEnvelope(t, channelstest.Delivery{ReceivedAt: o.ReceivedAt}), Note: "payment before a conflicting copy"})
 		s.Events++

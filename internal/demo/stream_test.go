@@ -43,7 +43,7 @@ func TestGenerateWithChannelsPrefixAndKey(t *testing.T) {
 // nothing when left empty.
 func TestGenerateDefaultsUnchanged(t *testing.T) {
 	a := demo.Generate(demo.StreamOptions{Seed: 9, Trades: 20})
-	b := demo.Generate(demo.StreamOptions{Seed: 9, Trades: 20, Channels: []channels.Channel{channels.WeChat, channels.Alipay, channels.SQB}})
+	b := demo.Generate(demo.StreamOptions{Seed: 9, Trades: 20, Channels: channels.Codes()})
 	assert.Equal(t, a, b)
 }
 

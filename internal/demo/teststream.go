@@ -19,7 +19,8 @@ const TestTradePrefix = "TEST"
 type TestOptions struct {
 	// TenantID is the one tenant every event belongs to; required.
 	TenantID int64
-	// Channels are the channels trades are paid through; default all three.
+	// Channels are the channels trades are paid through; default every
+	// registered channel (channels.All).
 	Channels []channels.Channel
 	// Trades is how many trades to generate; default 10.
 	Trades int
@@ -47,11 +48,11 @@ func TestStream(o TestOptions) (s Stream, prefix string, err error) {
 	}
 	chans := o.Channels
 	if len(chans) == 0 {
-		chans = allChannels
+		chans = channels.Codes()
 	}
 	for _, ch := range chans {
 		if !ch.Valid() {
-			return Stream{}, "", fmt.Errorf("test stream: channel %q is not WECHAT, ALIPAY or SQB", ch)
+			return Stream{}, "", fmt.Errorf("test stream: channel %q is not %s", ch, channels.CodeList())
 		}
 		if ch == channels.WeChat && o.WeChatKey == "" {
 			return Stream{}, "", fmt.Errorf("test stream: tenant %d: %w", o.TenantID, ErrNoWeChatKey)

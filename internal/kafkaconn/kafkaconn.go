@@ -1,10 +1,3 @@
-// Package kafkaconn turns the Kafka connection setting (brokers, TLS and
-// SASL) into what kafka-go's clients need, once, so that every Kafka client
-// in the binary (the consumer group and its partition readers, the
-// dead-letter writer, the sweeper's read-back and every operator command)
-// connects the same way.
-//
-// It must never log, print or return in an error the SASL password.
 package kafkaconn
 
 import (
@@ -14,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -25,6 +17,7 @@ import (
 	"github.com/segmentio/kafka-go/sasl/scram"
 
 	"github.com/paycallback/paycallback/config"
+	"github.com/paycallback/paycallback/internal/tlsclient"
 )
 
 // ErrRejected is wrapped by the errors of Check and Explain when the brokers
@@ -54,7 +47,8 @@ type Conn struct {
 func New(k config.Kafka) (*Conn, error) {
 	c := &Conn{brokers: slices.Clone(k.Brokers)}
 	var err error
-	if c.tls, err = tlsConfig(k.TLS); err != nil {
+	// An empty server name: kafka-go verifies the host it dials.
+	if c.tls, err = tlsclient.Config(k.TLS, tlsclient.Kafka, ""); err != nil {
 		return nil, err
 	}
 	if c.mechanism, err = mechanism(k.SASL); err != nil {
@@ -70,41 +64,6 @@ func New(k config.Kafka) (*Conn, error) {
 		}
 	}
 	return c, nil
-}
-
-func tlsConfig(t config.TLS) (*tls.Config, error) {
-	if !t.Enabled {
-		if t.Set() {
-			return nil, errors.New("kafka.tls (PAYCB_KAFKA_TLS_*): a CA, certificate, key or server name is set while kafka.tls.enabled (PAYCB_KAFKA_TLS_ENABLED) is false")
-		}
-		return nil, nil
-	}
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName}
-	if t.CAFile != "" {
-		pem, err := os.ReadFile(t.CAFile)
-		if err != nil {
-			return nil, fmt.Errorf("kafka.tls.ca_file (PAYCB_KAFKA_TLS_CA_FILE): read CA bundle: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("kafka.tls.ca_file (PAYCB_KAFKA_TLS_CA_FILE): %s holds no PEM certificate", t.CAFile)
-		}
-		cfg.RootCAs = pool
-	}
-	switch {
-	case t.CertFile != "" && t.KeyFile != "":
-		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("kafka.tls.cert_file, kafka.tls.key_file (PAYCB_KAFKA_TLS_CERT_FILE, PAYCB_KAFKA_TLS_KEY_FILE): load client certificate %s and key %s: %w",
-				t.CertFile, t.KeyFile, err)
-		}
-		cfg.Certificates = []tls.Certificate{cert}
-	case t.CertFile != "":
-		return nil, errors.New("kafka.tls.key_file (PAYCB_KAFKA_TLS_KEY_FILE): required with kafka.tls.cert_file")
-	case t.KeyFile != "":
-		return nil, errors.New("kafka.tls.cert_file (PAYCB_KAFKA_TLS_CERT_FILE): required with kafka.tls.key_file")
-	}
-	return cfg, nil
 }
 
 func mechanism(s config.SASL) (sasl.Mechanism, error) {
@@ -186,6 +145,45 @@ func (c *Conn) Transport() *kafka.Transport {
 // bounded by timeout (kafka-go's default, 5s, when zero or less).
 func (c *Conn) Client(timeout time.Duration) *kafka.Client {
 	return &kafka.Client{Addr: kafka.TCP(c.Brokers()...), Timeout: max(timeout, 0), Transport: c.Transport()}
+}
+
+// Partitions lists topic's partition IDs in ascending order, asking each
+// of brokers in turn over Dialer until one answers. A topic with no
+// partition is an error; so is a broker list none of which answers (the
+// last error, through Explain). Beware that the brokers may create a
+// missing topic on this request (auto.create.topics.enable): a caller that
+// must never create one checks that it exists first.
+func (c *Conn) Partitions(ctx context.Context, brokers []string, topic string) ([]int, error) {
+	d := c.Dialer()
+	var lastErr error
+	for _, b := range brokers {
+		kc, err := d.DialContext(ctx, "tcp", b)
+		if err != nil {
+			lastErr = c.Explain(err)
+			continue
+		}
+		ps, err := kc.ReadPartitions(topic)
+		_ = kc.Close()
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		out := make([]int, 0, len(ps))
+		for _, p := range ps {
+			if p.Topic == topic {
+				out = append(out, p.ID)
+			}
+		}
+		slices.Sort(out)
+		if len(out) == 0 {
+			return nil, fmt.Errorf("read partitions of %s: topic has no partitions", topic)
+		}
+		return out, nil
+	}
+	if lastErr == nil {
+		lastErr = errors.New("no brokers configured")
+	}
+	return nil, fmt.Errorf("read partitions of %s: %w", topic, lastErr)
 }
 
 // Check asks the brokers for their metadata once, which connects,

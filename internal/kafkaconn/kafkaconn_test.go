@@ -52,10 +52,10 @@ func TestNewRefusesBadSettings(t *testing.T) {
 		want []string
 	}{
 		{"unreadable CA", config.Kafka{TLS: on(missing, "", "")}, []string{"PAYCB_KAFKA_TLS_CA_FILE", missing, "no such file"}},
-		{"CA without certificate", config.Kafka{TLS: on(notPEM, "", "")}, []string{"PAYCB_KAFKA_TLS_CA_FILE", notPEM, "holds no PEM certificate"}},
+		{"CA without certificate", config.Kafka{TLS: on(notPEM, "", "")}, []string{"PAYCB_KAFKA_TLS_CA_FILE", notPEM, "no PEM certificate"}},
 		{"certificate without key", config.Kafka{TLS: on("", pki.CertFile, "")}, []string{"PAYCB_KAFKA_TLS_KEY_FILE", "required"}},
 		{"key without certificate", config.Kafka{TLS: on("", "", pki.KeyFile)}, []string{"PAYCB_KAFKA_TLS_CERT_FILE", "required"}},
-		{"key not matching", config.Kafka{TLS: on("", pki.CAFile, pki.KeyFile)}, []string{"PAYCB_KAFKA_TLS_CERT_FILE", "load client certificate " + pki.CAFile}},
+		{"key not matching", config.Kafka{TLS: on("", pki.CAFile, pki.KeyFile)}, []string{"PAYCB_KAFKA_TLS_CERT_FILE", pki.CAFile, "PAYCB_KAFKA_TLS_KEY_FILE", pki.KeyFile}},
 		{"TLS file while off", config.Kafka{TLS: config.TLS{CAFile: pki.CAFile}}, []string{"PAYCB_KAFKA_TLS_ENABLED", "false"}},
 		{"unknown mechanism", config.Kafka{SASL: config.SASL{Mechanism: "GSSAPI", Username: user, Password: password}}, []string{"PAYCB_KAFKA_SASL_MECHANISM", `"GSSAPI"`, "SCRAM-SHA-512"}},
 		{"no username", config.Kafka{SASL: config.SASL{Mechanism: config.SASLPlain, Password: password}}, []string{"PAYCB_KAFKA_SASL_USERNAME", "required"}},

@@ -1,12 +1,7 @@
-// Package kafkaops holds the Kafka chores that sit beside the consumer:
-// starting an in-process broker (kfake) for the demo and tests, producing a
-// stream, reading a topic back, and reading a group's committed offsets
-// against the partitions' ends. It never commits offsets on a live group.
 package kafkaops
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -124,7 +119,7 @@ func (p PartitionProgress) Lag() int64 {
 func Progress(ctx context.Context, brokers []string, group, topic string, opts ...Option) ([]PartitionProgress, error) {
 	o := apply(opts)
 	client := o.client(brokers)
-	parts, err := partitions(ctx, o.conn.Dialer(), brokers, topic)
+	parts, err := o.conn.Partitions(ctx, brokers, topic)
 	if err != nil {
 		return nil, err
 	}
@@ -205,7 +200,7 @@ func WaitConsumed(ctx context.Context, brokers []string, group, topic string, in
 func ReadAll(ctx context.Context, brokers []string, topic string, opts ...Option) ([]kafka.Message, error) {
 	o := apply(opts)
 	dialer := o.conn.Dialer()
-	parts, err := partitions(ctx, dialer, brokers, topic)
+	parts, err := o.conn.Partitions(ctx, brokers, topic)
 	if err != nil {
 		return nil, err
 	}
@@ -242,32 +237,6 @@ func ReadAll(ctx context.Context, brokers []string, topic string, opts ...Option
 		_ = r.Close()
 	}
 	return out, nil
-}
-
-func partitions(ctx context.Context, d *kafka.Dialer, brokers []string, topic string) ([]int, error) {
-	var lastErr error
-	for _, b := range brokers {
-		kc, err := d.DialContext(ctx, "tcp", b)
-		if err != nil {
-			lastErr = err
-			continue
-		}
-		ps, err := kc.ReadPartitions(topic)
-		_ = kc.Close()
-		if err != nil {
-			lastErr = err
-			continue
-		}
-		out := make([]int, len(ps))
-		for i, p := range ps {
-			out[i] = p.ID
-		}
-		return out, nil
-	}
-	if lastErr == nil {
-		lastErr = errors.New("no brokers")
-	}
-	return nil, fmt.Errorf("read partitions of %s: %w", topic, lastErr)
 }
 
 // ListOffsets asks client for one offset per partition of topic, one kind

@@ -1,15 +1,3 @@
-// Package metrics defines the worker's Prometheus metrics, the names and
-// labels that dashboards, alerts and acceptance tests rely on (see the
-// contract), and the only methods that record them.
-//
-// Every metric is registered on a prometheus.Registerer the caller injects;
-// this package must never touch the global default registry, and must never
-// let an unbounded value (a trade number, an error text, a tenant) become a
-// label value: every method takes a value from a fixed set and clamps
-// anything else to UNKNOWN or "other". The one tenant label,
-// paycb_wechat_decrypt_key_total's, is set only for tenants with several
-// WeChat APIv3 keys, a set the configuration bounds, and is empty for all
-// others.
 package metrics
 
 import (
@@ -21,16 +9,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/paycallback/paycallback/internal/buildinfo"
+	"github.com/paycallback/paycallback/pkg/channels"
 )
 
-// Channel label values of paycb_events_total. Anything else is recorded as
-// ChannelUnknown.
-const (
-	ChannelWeChat  = "WECHAT"
-	ChannelAlipay  = "ALIPAY"
-	ChannelSQB     = "SQB"
-	ChannelUnknown = "UNKNOWN"
-)
+// ChannelUnknown is the channel label value of paycb_events_total for a
+// channel that is not registered. The registered channels' values are
+// their Spec.MetricLabel (channels.All: WECHAT, ALIPAY, SQB).
+const ChannelUnknown = "UNKNOWN"
 
 // Event-type label values of paycb_events_total. Anything else is recorded
 // as EventTypeUnknown.
@@ -145,10 +130,7 @@ var SettleDurationBuckets = []float64{
 	1, 2.5, 5, 10, 30, 60, 120, 300, 600,
 }
 
-var (
-	channels   = []string{ChannelWeChat, ChannelAlipay, ChannelSQB}
-	eventTypes = []string{EventTypePaymentReceived, EventTypeRefundSucceeded}
-)
+var eventTypes = []string{EventTypePaymentReceived, EventTypeRefundSucceeded}
 
 // Metrics records the contract's metrics. Build it with New. All methods are
 // safe for concurrent use, and a nil *Metrics records nothing, so tests of
@@ -162,6 +144,7 @@ type Metrics struct {
 	settleDur   prometheus.Histogram
 	lag         *prometheus.GaugeVec
 	stalled     *prometheus.GaugeVec
+	joined      prometheus.Gauge
 	decryptKeys *prometheus.CounterVec
 }
 
@@ -207,6 +190,10 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "paycb_partition_stalled_seconds",
 			Help: "Seconds since each partition assigned to this worker last advanced while it holds an unfinished message (0 when it holds none).",
 		}, []string{"partition"}),
+		joined: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "paycb_group_joined",
+			Help: "1 while this instance is a member of the consumer group with a live session (a generation not ended), else 0.",
+		}),
 		decryptKeys: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "paycb_wechat_decrypt_key_total",
 			Help: "WeChat resources decrypted, by the position of the APIv3 key that opened them (1 = current); tenant set only for tenants with several keys.",
@@ -218,16 +205,16 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 		Help: "The running build: 1, labelled with its version, VCS revision and Go version.",
 	}, []string{"version", "revision", "goversion"})
 	buildInfo.WithLabelValues(build.Version, build.Revision, build.GoVersion).Set(1)
-	for _, c := range []prometheus.Collector{m.events, m.deadLetters, m.settles, m.errors, m.orphans, m.settleDur, m.lag, m.stalled, m.decryptKeys, buildInfo} {
+	for _, c := range []prometheus.Collector{m.events, m.deadLetters, m.settles, m.errors, m.orphans, m.settleDur, m.lag, m.stalled, m.joined, m.decryptKeys, buildInfo} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register metrics: %w", err)
 		}
 	}
 
-	for _, ch := range channels {
+	for _, spec := range channels.All() {
 		for _, et := range eventTypes {
 			for _, o := range Outcomes {
-				m.events.WithLabelValues(ch, et, string(o))
+				m.events.WithLabelValues(spec.MetricLabel(), et, string(o))
 			}
 		}
 	}
@@ -353,6 +340,20 @@ func (m *Metrics) DeletePartitionStalled(partition int) {
 	m.stalled.DeleteLabelValues(strconv.Itoa(partition))
 }
 
+// SetGroupJoined sets paycb_group_joined: 1 while this instance is a
+// member of the group with a live session, 0 otherwise (its value from
+// New until the first generation is joined).
+func (m *Metrics) SetGroupJoined(joined bool) {
+	if m == nil {
+		return
+	}
+	v := 0.0
+	if joined {
+		v = 1
+	}
+	m.joined.Set(v)
+}
+
 // MaxKeyPosition is the largest key position paycb_wechat_decrypt_key_total
 // records as a number; a larger one is recorded as "other".
 const MaxKeyPosition = 8
@@ -379,15 +380,14 @@ func (m *Metrics) WeChatDecrypted(tenant int64, position, keys int) {
 	m.decryptKeys.WithLabelValues(pos, label).Inc()
 }
 
-// ClampChannel returns channel when it is one of the contract's channels
-// (WECHAT, ALIPAY, SQB; exact match), else ChannelUnknown.
+// ClampChannel returns the metric label of channel when it is a registered
+// channel (channels.Lookup, exact match: WECHAT, ALIPAY, SQB), else
+// ChannelUnknown.
 func ClampChannel(channel string) string {
-	switch channel {
-	case ChannelWeChat, ChannelAlipay, ChannelSQB:
-		return channel
-	default:
-		return ChannelUnknown
+	if spec, ok := channels.Lookup(channels.Channel(channel)); ok {
+		return spec.MetricLabel()
 	}
+	return ChannelUnknown
 }
 
 // ClampEventType returns eventType when it is PAYMENT_RECEIVED or

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/paycallback/paycallback/internal/buildinfo"
+	"github.com/paycallback/paycallback/pkg/channels"
 )
 
 func mustNew(t *testing.T) (*Metrics, *prometheus.Registry) {
@@ -24,7 +25,7 @@ func mustNew(t *testing.T) (*Metrics, *prometheus.Registry) {
 
 func TestLint(t *testing.T) {
 	m, reg := mustNew(t)
-	m.Event(ChannelWeChat, EventTypePaymentReceived, OutcomeAcquired)
+	m.Event(string(channels.WeChat), EventTypePaymentReceived, OutcomeAcquired)
 	m.ObserveSettleDuration(time.Second)
 	m.SetConsumerLag(0, 5)
 	m.SetPartitionStalled(0, 1500*time.Millisecond)
@@ -68,12 +69,12 @@ func TestEvent(t *testing.T) {
 		wantChannel, wantET string
 		wantOutcome         string
 	}{
-		{"known", ChannelAlipay, EventTypeRefundSucceeded, OutcomeDuplicate, "ALIPAY", "REFUND_SUCCEEDED", "duplicate"},
+		{"known", string(channels.Alipay), EventTypeRefundSucceeded, OutcomeDuplicate, "ALIPAY", "REFUND_SUCCEEDED", "duplicate"},
 		{"unknown channel", "PAYPAL", EventTypePaymentReceived, OutcomeDeadLettered, "UNKNOWN", "PAYMENT_RECEIVED", "dead_lettered"},
 		{"channel case matters", "wechat", EventTypePaymentReceived, OutcomeAcquired, "UNKNOWN", "PAYMENT_RECEIVED", "acquired"},
 		{"empty channel and type", "", "", OutcomeDeadLettered, "UNKNOWN", "UNKNOWN", "dead_lettered"},
-		{"unknown event type", ChannelSQB, "REFUND.ABNORMAL", OutcomeIgnored, "SQB", "UNKNOWN", "ignored"},
-		{"unknown outcome", ChannelWeChat, EventTypePaymentReceived, Outcome("trade-123"), "WECHAT", "PAYMENT_RECEIVED", "other"},
+		{"unknown event type", string(channels.SQB), "REFUND.ABNORMAL", OutcomeIgnored, "SQB", "UNKNOWN", "ignored"},
+		{"unknown outcome", string(channels.WeChat), EventTypePaymentReceived, Outcome("trade-123"), "WECHAT", "PAYMENT_RECEIVED", "other"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m, _ := mustNew(t)
@@ -161,6 +162,12 @@ paycb_consumer_lag{partition="0"} 12
 # TYPE paycb_partition_stalled_seconds gauge
 paycb_partition_stalled_seconds{partition="3"} 2.5
 `)))
+
+	assert.InDelta(t, 0, testutil.ToFloat64(m.joined), 0, "not joined until told")
+	m.SetGroupJoined(true)
+	assert.InDelta(t, 1, testutil.ToFloat64(m.joined), 0)
+	m.SetGroupJoined(false)
+	assert.InDelta(t, 0, testutil.ToFloat64(m.joined), 0)
 }
 
 // TestBuildInfo: one paycb_build_info series, 1, labelled with this build.
@@ -205,7 +212,7 @@ func TestSettleDuration(t *testing.T) {
 func TestNilMetricsRecordNothing(t *testing.T) {
 	var m *Metrics
 	assert.NotPanics(t, func() {
-		m.Event(ChannelWeChat, EventTypePaymentReceived, OutcomeAcquired)
+		m.Event(string(channels.WeChat), EventTypePaymentReceived, OutcomeAcquired)
 		m.DeadLetter(KindMalformed)
 		m.Settled(SettlePosted)
 		m.ObserveSettleDuration(time.Second)
@@ -248,7 +255,12 @@ func TestNewRegistry(t *testing.T) {
 }
 
 func TestClamp(t *testing.T) {
-	for in, want := range map[string]string{"WECHAT": "WECHAT", "ALIPAY": "ALIPAY", "SQB": "SQB", "UNKNOWN": "UNKNOWN", "Alipay": "UNKNOWN", "x": "UNKNOWN"} {
+	for _, spec := range channels.All() {
+		t.Run("channel "+string(spec.Code), func(t *testing.T) {
+			assert.Equal(t, string(spec.Code), ClampChannel(string(spec.Code)), "the contract's label is the code")
+		})
+	}
+	for in, want := range map[string]string{"UNKNOWN": "UNKNOWN", "Alipay": "UNKNOWN", "x": "UNKNOWN"} {
 		t.Run("channel "+in, func(t *testing.T) { assert.Equal(t, want, ClampChannel(in)) })
 	}
 	for in, want := range map[string]string{"PAYMENT_RECEIVED": "PAYMENT_RECEIVED", "REFUND_SUCCEEDED": "REFUND_SUCCEEDED", "TRANSACTION.SUCCESS": "UNKNOWN"} {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"strconv"
 	"time"
 
@@ -99,36 +98,7 @@ func (k Kafka) partitions(ctx context.Context, topic string) ([]int, error) {
 	if err := k.requireTopic(ctx, topic); err != nil {
 		return nil, err
 	}
-	d := k.Conn.Dialer()
-	var lastErr error
-	for _, b := range k.Brokers {
-		kc, err := d.DialContext(ctx, "tcp", b)
-		if err != nil {
-			lastErr = k.Conn.Explain(err)
-			continue
-		}
-		ps, err := kc.ReadPartitions(topic)
-		_ = kc.Close()
-		if err != nil {
-			lastErr = err
-			continue
-		}
-		out := make([]int, 0, len(ps))
-		for _, p := range ps {
-			if p.Topic == topic {
-				out = append(out, p.ID)
-			}
-		}
-		sort.Ints(out)
-		if len(out) == 0 {
-			return nil, fmt.Errorf("read partitions of %s: topic has no partitions", topic)
-		}
-		return out, nil
-	}
-	if lastErr == nil {
-		lastErr = errors.New("no brokers configured")
-	}
-	return nil, fmt.Errorf("read partitions of %s: %w", topic, lastErr)
+	return k.Conn.Partitions(ctx, k.Brokers, topic)
 }
 
 // committed returns the group's committed offsets on the input topic; a

@@ -3,6 +3,7 @@ package ops
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -67,6 +68,33 @@ type PartitionStatus struct {
 	// when unknown (no owner, an owner that cannot be reached or does not
 	// report the partition).
 	StalledSeconds *float64 `json:"stalled_seconds"`
+	// Stuck is the message the partition is stuck on, as its owner reports
+	// it on its admin worker.PartitionsPath: the oldest message it holds
+	// unfinished, once an attempt at it has failed (or it waits for another
+	// worker's settlement) or it has been held StuckAfter. Nil when the
+	// partition is not stuck, or when that is unknown (as StalledSeconds;
+	// also an owner too old to report it).
+	Stuck *StuckMessage `json:"stuck"`
+}
+
+// StuckAfter is how long a partition may hold a message without a failed
+// attempt before status shows it stuck: every message is held while it is
+// handled, for milliseconds.
+const StuckAfter = time.Second
+
+// StuckMessage is the message a partition is stuck on.
+type StuckMessage struct {
+	Offset int64 `json:"offset"`
+	// Key is the message's Kafka key, as text.
+	Key string `json:"key"`
+	// Since is when the partition began holding it (or last advanced while
+	// holding it): the stall's start, by the owner's clock.
+	Since time.Time `json:"since"`
+	// Attempts are the failed attempts at it since Since.
+	Attempts int `json:"attempts"`
+	// Error is the last attempt's error, or why it waits; empty while no
+	// attempt has failed.
+	Error string `json:"error"`
 }
 
 // StatusReport is the group's live view.
@@ -82,8 +110,9 @@ type StatusReport struct {
 // Status reads the group's live state without joining it: the coordinator's
 // member list with each member's assigned partitions (DescribeGroups), the
 // group's committed offsets (OffsetFetch), the partitions' first and end
-// offsets (ListOffsets), and, from each member's admin /metrics found
-// through its client ID, the stall of each partition it owns. It is safe
+// offsets (ListOffsets), and, from each member's admin server found
+// through its client ID, the stall of each partition it owns (/metrics)
+// and the message a stuck partition holds (worker.PartitionsPath). It is safe
 // while workers run: it commits nothing and never creates a topic. A
 // member that cannot be reached leaves its partitions' stalls unknown; it is
 // not an error. A missing input topic is an error wrapping
@@ -115,7 +144,7 @@ func Status(ctx context.Context, k Kafka, o StatusOptions) (StatusReport, error)
 			owner[p] = i
 		}
 	}
-	stalls := scrapeStalls(ctx, rep.Members, o)
+	stalls, held := scrapeStalls(ctx, rep.Members, o)
 	for _, p := range parts {
 		ps := PartitionStatus{Partition: p, Committed: -1, Start: first[p], End: end[p]}
 		from := ps.Start
@@ -127,6 +156,9 @@ func Status(ctx context.Context, k Kafka, o StatusOptions) (StatusReport, error)
 			ps.Member = rep.Members[i].ID
 			if v, ok := stalls[i][p]; ok {
 				ps.StalledSeconds = &v
+			}
+			if h, ok := held[i][p]; ok && (h.Attempts > 0 || h.Error != "" || time.Since(h.Since) >= StuckAfter) {
+				ps.Stuck = &StuckMessage{Offset: h.Offset, Key: h.Key, Since: h.Since, Attempts: h.Attempts, Error: h.Error}
 			}
 		}
 		rep.TotalLag += ps.Lag
@@ -174,10 +206,13 @@ func firstPartition(m MemberStatus) int {
 	return m.Partitions[0]
 }
 
-// scrapeStalls reads each member's /metrics concurrently and returns, by
-// member index, the stall of each partition it reports. It records why a
-// member's stalls are unknown in its Error and sets Reachable.
-func scrapeStalls(ctx context.Context, members []MemberStatus, o StatusOptions) []map[int]float64 {
+// scrapeStalls reads each member's /metrics and worker.PartitionsPath
+// concurrently and returns, by member index, the stall of each partition
+// it reports and the message each partition holds unfinished. It records
+// why a member's stalls are unknown in its Error and sets Reachable; a
+// member that serves no worker.PartitionsPath (an older worker) leaves
+// only the held messages unknown.
+func scrapeStalls(ctx context.Context, members []MemberStatus, o StatusOptions) ([]map[int]float64, []map[int]worker.HeldMessage) {
 	timeout := o.AdminTimeout
 	if timeout <= 0 {
 		timeout = 3 * time.Second
@@ -187,6 +222,7 @@ func scrapeStalls(ctx context.Context, members []MemberStatus, o StatusOptions) 
 		client = &http.Client{Timeout: timeout}
 	}
 	out := make([]map[int]float64, len(members))
+	held := make([]map[int]worker.HeldMessage, len(members))
 	var wg sync.WaitGroup
 	for i := range members {
 		m := &members[i]
@@ -203,8 +239,40 @@ func scrapeStalls(ctx context.Context, members []MemberStatus, o StatusOptions) 
 			m.Reachable = true
 			out[i] = stalls
 		})
+		wg.Go(func() { held[i] = readHeld(ctx, client, timeout, m.Admin) })
 	}
 	wg.Wait()
+	return out, held
+}
+
+// readHeld reads a member's worker.PartitionsPath and returns the message
+// each partition holds unfinished; nil when it cannot be read (an older
+// worker serves none; an unreachable one is said by readStalls).
+func readHeld(ctx context.Context, client *http.Client, timeout time.Duration, addr string) map[int]worker.HeldMessage {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+worker.PartitionsPath, nil)
+	if err != nil {
+		return nil
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		return nil
+	}
+	var reports []worker.PartitionReport
+	if err := json.NewDecoder(io.LimitReader(resp.Body, maxMetricsBytes)).Decode(&reports); err != nil {
+		return nil
+	}
+	out := make(map[int]worker.HeldMessage, len(reports))
+	for _, r := range reports {
+		if r.Holding != nil {
+			out[r.Partition] = *r.Holding
+		}
+	}
 	return out
 }
 

@@ -2,6 +2,7 @@ package ops_test
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 	"net"
 	"strings"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/paycallback/paycallback/config"
 	"github.com/paycallback/paycallback/internal/app"
+	"github.com/paycallback/paycallback/internal/app/apptest"
 	"github.com/paycallback/paycallback/internal/demo"
 	"github.com/paycallback/paycallback/internal/kafkaops"
 	"github.com/paycallback/paycallback/internal/metrics"
@@ -50,32 +52,8 @@ paycb_partition_stalled_seconds{partition="x"} 1
 // startMain starts the worker through app.Main and stops it at cleanup.
 func startMain(t *testing.T, cfg config.Config) (*app.Main, func()) {
 	t.Helper()
-	m := &app.Main{Config: cfg, Logger: slog.New(slog.DiscardHandler), Registry: metrics.NewRegistry()}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- m.Run(ctx) }()
-	select {
-	case <-m.Ready():
-	case err := <-done:
-		cancel()
-		t.Fatalf("worker stopped at start: %v", err)
-	}
-	stopped := false
-	stop := func() {
-		t.Helper()
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		select {
-		case err := <-done:
-			require.NoError(t, err)
-		case <-time.After(60 * time.Second):
-			t.Fatal("worker did not stop within 60s")
-		}
-	}
-	t.Cleanup(stop)
+	m := apptest.MustRun(t, &app.Main{Config: cfg, Logger: slog.New(slog.DiscardHandler), Registry: metrics.NewRegistry()})
+	stop := func() { t.Helper(); apptest.MustClose(t, m) }
 	return m, stop
 }
 
@@ -217,7 +195,25 @@ func TestStatusShowsAStalledPartition(t *testing.T) {
 		}
 		require.NotNil(t, p.StalledSeconds, "partition %d reported by its owner", p.Partition)
 		assert.Less(t, *p.StalledSeconds, 1.0, "partition %d is not held up", p.Partition)
+		assert.Nil(t, p.Stuck, "partition %d is not stuck", p.Partition)
 	}
+	// What it is stuck on, as its owner reports it: the refund's offset and
+	// key, since when, and, once an attempt has met the lock, its error.
+	eventually(t, 30*time.Second, "the stuck message's error", func() bool {
+		rep, err = ops.Status(ctx, k, ops.StatusOptions{})
+		require.NoError(t, err)
+		stuck = rep.Partitions[stuck.Partition]
+		return stuck.Stuck != nil && stuck.Stuck.Attempts > 0
+	})
+	s := stuck.Stuck
+	assert.Equal(t, int64(1), s.Offset, "the refund, after the payment")
+	assert.Equal(t, string(key), s.Key)
+	assert.Contains(t, s.Error, "Lock wait timeout exceeded")
+	assert.WithinDuration(t, time.Now(), s.Since, time.Minute)
+	assert.LessOrEqual(t, time.Since(s.Since).Seconds(), *stuck.StalledSeconds+5, "since is the stall's start")
+	js, err := json.Marshal(rep)
+	require.NoError(t, err)
+	assert.Contains(t, string(js), `"stuck":{"offset":1,"key":"`+string(key)+`","since":"`)
 
 	release()
 	consumed()
@@ -228,6 +224,7 @@ func TestStatusShowsAStalledPartition(t *testing.T) {
 		return p.StalledSeconds != nil && *p.StalledSeconds == 0
 	})
 	assert.Zero(t, rep.TotalLag)
+	assert.Nil(t, rep.Partitions[stuck.Partition].Stuck, "no longer stuck")
 }
 
 // TestStatusOfAnUnreachableMember: a member that announces an admin

@@ -46,7 +46,7 @@ func (q TradeQuery) validate() error {
 		return fmt.Errorf("%w: tenant must be positive", ErrInvalidTrade)
 	}
 	if !q.Channel.Valid() {
-		return fmt.Errorf("%w: channel %q is not WECHAT, ALIPAY or SQB", ErrInvalidTrade, q.Channel)
+		return fmt.Errorf("%w: channel %q is not %s", ErrInvalidTrade, q.Channel, channels.CodeList())
 	}
 	if _, err := idempotent.NewPaymentKey(string(q.Channel), q.TradeNo); err != nil {
 		return fmt.Errorf("%w: trade number: %w", ErrInvalidTrade, err)
@@ -188,12 +188,13 @@ type TradeCancel struct {
 }
 
 // cancelOf works out the trade's cancel from its claims, order row and
-// ledger rows; nil when the trade is not Shouqianba or has no cancel claim.
+// ledger rows; nil when the trade's channel has no cancel (only
+// Shouqianba has) or the trade has no cancel claim.
 func (h TradeHistory) cancelOf() *TradeCancel {
-	if h.Channel != channels.SQB {
+	if !h.Channel.HasCancel() {
 		return nil
 	}
-	key, err := channels.SQBCancelKey(h.TradeNo)
+	key, err := channels.CancelKey(h.Channel, h.TradeNo)
 	if err != nil {
 		return nil
 	}

@@ -2,15 +2,14 @@ package sqldb
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
-	"os"
 
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/paycallback/paycallback/config"
+	"github.com/paycallback/paycallback/internal/tlsclient"
 )
 
 // applyTLS sets on cfg the TLS that t describes, on the driver's own
@@ -25,11 +24,8 @@ import (
 // certificate; each error names the setting at fault.
 func applyTLS(cfg *mysql.Config, t config.TLS) error {
 	if !t.Enabled {
-		if t.Set() {
-			return errors.New("db.tls (PAYCB_DB_TLS_*): a CA file, client certificate, key or server name is set " +
-				"while db.tls.enabled (PAYCB_DB_TLS_ENABLED) is false")
-		}
-		return nil
+		_, err := tlsclient.Config(t, tlsclient.DB, "") // refuses files set while TLS is off
+		return err
 	}
 	if cfg.TLSConfig != "" {
 		return fmt.Errorf("db.dsn (PAYCB_DB_DSN): its tls=%s parameter conflicts with db.tls.enabled (PAYCB_DB_TLS_ENABLED); "+
@@ -41,48 +37,16 @@ func applyTLS(cfg *mysql.Config, t config.TLS) error {
 			host = h
 		}
 	}
-	tc, err := tlsConfig(t, host)
+	if t.ServerName == "" && host == "" {
+		return errors.New("db.tls.server_name (PAYCB_DB_TLS_SERVER_NAME) is required: the DSN's address has no host name to verify")
+	}
+	tc, err := tlsclient.Config(t, tlsclient.DB, host)
 	if err != nil {
 		return err
 	}
 	cfg.TLS = tc
 	cfg.AllowFallbackToPlaintext = false
 	return nil
-}
-
-// tlsConfig builds the client side of t for a server dialled at host.
-func tlsConfig(t config.TLS, host string) (*tls.Config, error) {
-	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName}
-	if tc.ServerName == "" {
-		tc.ServerName = host
-	}
-	if tc.ServerName == "" {
-		return nil, errors.New("db.tls.server_name (PAYCB_DB_TLS_SERVER_NAME) is required: the DSN's address has no host name to verify")
-	}
-	if t.CAFile != "" {
-		pem, err := os.ReadFile(t.CAFile)
-		if err != nil {
-			return nil, fmt.Errorf("db.tls.ca_file (PAYCB_DB_TLS_CA_FILE): %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("db.tls.ca_file (PAYCB_DB_TLS_CA_FILE) %s: no PEM certificate in it", t.CAFile)
-		}
-		tc.RootCAs = pool
-	}
-	switch {
-	case t.CertFile == "" && t.KeyFile == "":
-	case t.CertFile == "" || t.KeyFile == "":
-		return nil, errors.New("db.tls.cert_file (PAYCB_DB_TLS_CERT_FILE) and db.tls.key_file (PAYCB_DB_TLS_KEY_FILE) go together: set both or neither")
-	default:
-		pair, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("db.tls.cert_file (PAYCB_DB_TLS_CERT_FILE) %s with db.tls.key_file (PAYCB_DB_TLS_KEY_FILE) %s: %w",
-				t.CertFile, t.KeyFile, err)
-		}
-		tc.Certificates = []tls.Certificate{pair}
-	}
-	return tc, nil
 }
 
 // tlsError adds to a failed connection's error, when the TLS handshake

@@ -197,8 +197,8 @@ func importDay(ctx context.Context, db *bun.DB, tenant int64, st statements.Stat
 			m   merge
 			err error
 		)
-		if st.Channel == channels.SQB {
-			m, err = mergeOrders(ctx, tx, tenant, file.ID, lines)
+		if statements.RefundLinesOf(st.Channel) == statements.RefundLinesPerOrder {
+			m, err = mergeOrders(ctx, tx, tenant, st.Channel, file.ID, lines)
 		} else {
 			m, err = replaceMerchants(ctx, tx, file.ID, st, lines, len(held) > 0 && held[0].SHA1 == st.SHA1)
 		}
@@ -213,7 +213,7 @@ func importDay(ctx context.Context, db *bun.DB, tenant int64, st statements.Stat
 			di.Status = ImportUnchanged
 			di.Held, di.Version = held[0].LineCount, held[0].Version
 			return nil
-		case st.Channel == channels.SQB:
+		case statements.RefundLinesOf(st.Channel) == statements.RefundLinesPerOrder:
 			di.Status = ImportMerged
 		default:
 			di.Status = ImportReplaced
@@ -294,7 +294,7 @@ func replaceMerchants(ctx context.Context, tx bun.Tx, fileID int64, st statement
 // fileID: per order, the line held for the order on any day of the
 // tenant's (at most one) gives way to a newer response (see
 // ImportStatement).
-func mergeOrders(ctx context.Context, tx bun.Tx, tenant, fileID int64, lines []statements.Line) (merge, error) {
+func mergeOrders(ctx context.Context, tx bun.Tx, tenant int64, ch channels.Channel, fileID int64, lines []statements.Line) (merge, error) {
 	trades := make([]string, 0, len(lines))
 	for _, l := range lines {
 		trades = append(trades, l.TradeNo)
@@ -304,7 +304,7 @@ func mergeOrders(ctx context.Context, tx bun.Tx, tenant, fileID int64, lines []s
 		var rows []statementLine
 		q := tx.NewSelect().Model(&rows).
 			Where("file_id IN (?)", tx.NewSelect().Model((*statementFile)(nil)).Column("id").
-				Where("tenant_id = ?", tenant).Where("channel_code = ?", string(channels.SQB))).
+				Where("tenant_id = ?", tenant).Where("channel_code = ?", string(ch))).
 			Where("channel_trade_no IN (?)", bun.List(chunk))
 		if !sqldb.IsSQLite(tx) {
 			q = q.For("UPDATE")
@@ -328,7 +328,7 @@ func mergeOrders(ctx context.Context, tx bun.Tx, tenant, fileID int64, lines []s
 			m.changes = append(m.changes, LineChange{Identity: id, New: &l})
 			continue
 		}
-		o := heldLine(channels.SQB, h)
+		o := heldLine(ch, h)
 		switch {
 		case l.Time.Before(o.Time):
 			m.older = append(m.older, l.TradeNo)

@@ -51,14 +51,8 @@ func CheckStatementMerchants(b config.MerchantBinding, source string, tenant int
 }
 
 // statementMerchantField says where a channel's statement names its
-// merchant.
+// merchant (channels.Spec.StatementMerchantField).
 func statementMerchantField(ch channels.Channel) string {
-	switch ch {
-	case channels.WeChat:
-		return "商户号 or 特约商户号"
-	case channels.Alipay:
-		return "the #账号 header"
-	default:
-		return "terminal_sn"
-	}
+	spec, _ := channels.Lookup(ch) // a parsed statement's channel is registered
+	return spec.StatementMerchantField
 }

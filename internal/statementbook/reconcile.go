@@ -354,7 +354,7 @@ func (r *reconciler) compare(lines []statementLine) {
 	for _, l := range lines {
 		switch statements.Kind(l.Kind) {
 		case statements.KindPayment:
-			r.comparePayment(l, r.ch != channels.WeChat || l.Status == "SUCCESS")
+			r.comparePayment(l, statements.PaymentSettled(r.ch, l.Status))
 		case statements.KindOrder:
 			if l.Status == channels.SQBCanceled {
 				r.compareSQBCancel(l)
@@ -365,7 +365,7 @@ func (r *reconciler) compare(lines []statementLine) {
 				r.compareSQBRefunds(l)
 			}
 		case statements.KindRefund:
-			if r.ch == channels.WeChat {
+			if statements.RefundLinesOf(r.ch) == statements.RefundLinesByNumber {
 				r.compareWeChatRefund(l)
 			} // Alipay refunds: compareAlipayRefunds
 		}
@@ -467,7 +467,7 @@ func (r *reconciler) compareSQBCancel(l statementLine) {
 // line order, then those with a refund posting dated to the day, each once;
 // nil for the other channels.
 func alipayRefundTrades(ch channels.Channel, lines []statementLine, onDay map[string]posting) []string {
-	if ch != channels.Alipay {
+	if statements.RefundLinesOf(ch) != statements.RefundLinesRunning {
 		return nil
 	}
 	seen := map[string]bool{}
@@ -706,7 +706,7 @@ func (r *reconciler) unaccounted(onDay map[string]posting, lines, neighbours []s
 			refundNos[l.TradeNo+"\x00"+l.RefundNo] = true
 		}
 	}
-	if r.ch == channels.SQB {
+	if statements.RefundLinesOf(r.ch) == statements.RefundLinesPerOrder {
 		refundTrades = trades // one order line stands for the payment and its refunds
 	}
 	keys := make([]string, 0, len(onDay))
@@ -720,9 +720,9 @@ func (r *reconciler) unaccounted(onDay map[string]posting, lines, neighbours []s
 		switch {
 		case p.RefundNo == "":
 			found = trades[p.TradeNo]
-		case r.ch == channels.WeChat:
+		case statements.RefundLinesOf(r.ch) == statements.RefundLinesByNumber:
 			found = refundNos[p.TradeNo+"\x00"+p.RefundNo]
-		case r.ch == channels.Alipay:
+		case statements.RefundLinesOf(r.ch) == statements.RefundLinesRunning:
 			found = true // compared as running totals: compareAlipayRefunds
 		default:
 			found = refundTrades[p.TradeNo]
@@ -745,13 +745,7 @@ func (r *reconciler) unaccounted(onDay map[string]posting, lines, neighbours []s
 // sqbSettled reports whether a Shouqianba order_status means the payment
 // was settled (possibly refunded since). CANCELED does not tell (see
 // compareSQBCancel), and compare never asks it about one.
-func sqbSettled(status string) bool {
-	switch status {
-	case channels.SQBPaid, channels.SQBPartialRefunded, channels.SQBRefunded:
-		return true
-	}
-	return false
-}
+func sqbSettled(status string) bool { return statements.SQBSettled(status) }
 
 func statementFiles(ctx context.Context, db bun.IDB, tenant int64, ch channels.Channel, days []string) (map[string]statementFile, error) {
 	var rows []statementFile

@@ -169,7 +169,7 @@ func newScenario(t *testing.T) *scenario {
 	for d := range 2 {
 		day := day0.AddDate(0, 0, d)
 		s.days = append(s.days, day.Format(time.DateOnly))
-		for ci, ch := range []channels.Channel{channels.WeChat, channels.Alipay, channels.SQB} {
+		for ci, ch := range channels.Codes() {
 			for i := range tradesPerDay {
 				tr := channelstest.NewTrade(ch, 10000*(ci+1)+100*d+i)
 				tr.TenantID = tenant
@@ -231,7 +231,7 @@ func newScenario(t *testing.T) *scenario {
 	for _, e := range s.events {
 		decoded = append(decoded, e.decoded)
 	}
-	for _, ch := range []channels.Channel{channels.WeChat, channels.Alipay, channels.SQB} {
+	for _, ch := range channels.Codes() {
 		lines, err := statementstest.FromEvents(ch, decoded)
 		require.NoError(t, err)
 		s.lines[ch] = lines

@@ -332,7 +332,7 @@ func (w *world) reconcile(s *scenario) ([]expectedItem, map[string]int) {
 	w.t.Helper()
 	var items []expectedItem
 	codes := map[string]int{}
-	for _, ch := range []channels.Channel{channels.WeChat, channels.Alipay, channels.SQB} {
+	for _, ch := range channels.Codes() {
 		for _, day := range s.days {
 			out, code := w.consumer("statement", "reconcile", "--channel", string(ch), "--tenant", strconv.Itoa(tenant),
 				"--date", day, "--json")
@@ -360,7 +360,7 @@ func (w *world) reconcile(s *scenario) ([]expectedItem, map[string]int) {
 // have been published before or be claimed without a posting.
 func (w *world) publishMissing(s *scenario, wantCodes map[string]int) (published []string, needsQuery []expectedItem) {
 	w.t.Helper()
-	for _, ch := range []channels.Channel{channels.WeChat, channels.Alipay, channels.SQB} {
+	for _, ch := range channels.Codes() {
 		for _, day := range s.days {
 			out, code := w.consumer("statement", "reconcile", "--channel", string(ch), "--tenant", strconv.Itoa(tenant),
 				"--date", day, "--publish-missing", "--json")

@@ -63,7 +63,7 @@ func TestReplayedBatchCostsOneRoundTrip(t *testing.T) {
 	add := func(v []byte) {
 		msgs = append(msgs, kafka.Message{Topic: "channel-events", Partition: 0, Offset: int64(len(msgs)), Value: v})
 	}
-	for i, ch := range []channels.Channel{channels.WeChat, channels.Alipay, channels.SQB} {
+	for i, ch := range channels.Codes() {
 		tr := channelstest.NewTrade(ch, 300+i)
 		refund := channelstest.Refund{No: "R1", Amount: 1000, Cumulative: 1000, At: tr.PaidAt.Add(1 << 40)}
 		add(channelstest.PaymentEnvelope(tr, channelstest.Delivery{}))

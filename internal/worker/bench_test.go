@@ -17,13 +17,13 @@ import (
 	"github.com/paycallback/paycallback/pkg/channels/channelstest"
 )
 
-// benchBatch is a batch of n distinct payments, a third per channel, at
+// benchBatch is a batch of n distinct payments, an equal share per channel, at
 // trade numbers from seq on.
 func benchBatch(n, seq int) []kafka.Message {
 	msgs := make([]kafka.Message, n)
-	chans := []channels.Channel{channels.WeChat, channels.Alipay, channels.SQB}
+	chans := channels.Codes()
 	for i := range msgs {
-		tr := channelstest.NewTrade(chans[i%3], seq+i)
+		tr := channelstest.NewTrade(chans[i%len(chans)], seq+i)
 		msgs[i] = kafka.Message{
 			Topic: "channel-events", Offset: int64(seq + i),
 			Value: channelstest.PaymentEnvelope(tr, channelstest.Delivery{}),

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"time"
+	"unicode/utf8"
 
 	"github.com/segmentio/kafka-go"
 
@@ -17,12 +18,14 @@ import (
 // partitionState is what the monitor and readiness know of one partition
 // loop: what it committed and whether it holds up its partition.
 type partitionState struct {
-	committed int64 // the next offset to read, as committed; -1 before a commit
+	generation int32 // the generation the partition was assigned in
+	committed  int64 // the next offset to read, as committed; -1 before a commit
 	// since is when the partition began holding an unfinished message, or
 	// last advanced while holding one; zero while it holds none.
 	since time.Time
-	// offset is its oldest unfinished message's offset.
+	// offset and key are its oldest unfinished message's.
 	offset int64
+	key    string
 	// attempts and lastErr are the failed attempts at that message (a
 	// batch) since the partition last advanced, and the last one's error.
 	attempts int
@@ -54,7 +57,7 @@ func (st *partitionState) stallError(p int, now time.Time) error {
 // that identifies it: drop removes only that one.
 func (w *Worker) own(p int) *partitionState {
 	w.mu.Lock()
-	st := &partitionState{committed: -1}
+	st := &partitionState{generation: w.generation, committed: -1}
 	w.partitions[p] = st
 	w.metrics.SetPartitionStalled(p, 0)
 	w.mu.Unlock()
@@ -78,26 +81,26 @@ func (w *Worker) drop(p int, st *partitionState) {
 	w.metrics.DeletePartitionStalled(p)
 }
 
-// holding records that the partition holds offset unfinished; it starts
-// the stall clock when the partition held nothing before.
-func (w *Worker) holding(st *partitionState, offset int64) {
+// holding records that the partition holds msg unfinished; it starts the
+// stall clock when the partition held nothing before.
+func (w *Worker) holding(st *partitionState, msg kafka.Message) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if st.since.IsZero() {
-		st.since, st.offset = time.Now(), offset
+		st.since, st.offset, st.key = time.Now(), msg.Offset, string(msg.Key)
 	}
 }
 
-// advanced records a commit of next; oldest is the offset of the oldest
-// message the partition still holds, or -1 when it holds none.
-func (w *Worker) advanced(st *partitionState, next, oldest int64) {
+// advanced records a commit of next; oldest is the oldest message the
+// partition still holds, or nil when it holds none.
+func (w *Worker) advanced(st *partitionState, next int64, oldest *kafka.Message) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	st.committed = next
 	st.attempts, st.lastErr = 0, ""
-	st.since, st.offset = time.Time{}, 0
-	if oldest >= 0 {
-		st.since, st.offset = time.Now(), oldest
+	st.since, st.offset, st.key = time.Time{}, 0, ""
+	if oldest != nil {
+		st.since, st.offset, st.key = time.Now(), oldest.Offset, string(oldest.Key)
 	}
 }
 
@@ -107,7 +110,23 @@ func (w *Worker) attemptFailed(st *partitionState, err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	st.attempts++
-	st.lastErr = err.Error()
+	st.lastErr = clip(err.Error())
+}
+
+// maxReportedError is the most bytes of an attempt's error the worker
+// keeps for readiness and its /partitions report.
+const maxReportedError = 1024
+
+// clip cuts msg to maxReportedError bytes, on a rune boundary.
+func clip(msg string) string {
+	if len(msg) <= maxReportedError {
+		return msg
+	}
+	cut := maxReportedError
+	for cut > 0 && !utf8.RuneStart(msg[cut]) {
+		cut--
+	}
+	return msg[:cut] + "…"
 }
 
 // waiting records why the partition's unfinished messages wait without
@@ -115,7 +134,7 @@ func (w *Worker) attemptFailed(st *partitionState, err error) {
 func (w *Worker) waiting(st *partitionState, err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	st.lastErr = err.Error()
+	st.lastErr = clip(err.Error())
 }
 
 // monitorTick is how often the stall series are refreshed.
@@ -145,6 +164,7 @@ func (w *Worker) monitor(ctx context.Context) {
 			lagDue = time.Since(lastLag) >= w.cfg.LagInterval
 		}
 		w.refreshStalls()
+		w.refreshJoined()
 		if !lagDue {
 			continue
 		}

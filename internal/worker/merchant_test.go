@@ -195,7 +195,7 @@ func TestMerchantBindingReReadWhileHandling(t *testing.T) {
 	})
 	var values [][]byte
 	for i := range 60 {
-		tr := channelstest.NewTrade([]channels.Channel{channels.WeChat, channels.Alipay, channels.SQB}[i%3], 900+i)
+		tr := channelstest.NewTrade(channels.Codes()[i%len(channels.Codes())], 900+i)
 		values = append(values, channelstest.PaymentEnvelope(tr, channelstest.Delivery{}))
 	}
 	for i := 0; i < len(values); i += 6 {

@@ -18,7 +18,7 @@ func TestClaimsKeepTheChannelTime(t *testing.T) {
 	e := newPipelineEnv(t)
 	var values [][]byte
 	var events []channels.Event
-	for i, ch := range []channels.Channel{channels.WeChat, channels.Alipay, channels.SQB} {
+	for i, ch := range channels.Codes() {
 		v := channelstest.PaymentEnvelope(channelstest.NewTrade(ch, 700+i), channelstest.Delivery{})
 		values = append(values, v)
 		events = append(events, e.decode(t, v))

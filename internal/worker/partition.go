@@ -113,9 +113,9 @@ func (pc *partitionConsumer) run(genCtx, stop, hardStop context.Context, drained
 		}
 		pc.commits.Offer(pc.partition, next)
 		committed = next
-		oldest := int64(-1)
+		var oldest *kafka.Message
 		if !held.empty() {
-			oldest = held.msgs[0].Offset
+			oldest = &held.msgs[0]
 		}
 		w.advanced(pc.state, next, oldest)
 		if last.HighWaterMark > 0 {
@@ -164,7 +164,7 @@ func (pc *partitionConsumer) run(genCtx, stop, hardStop context.Context, drained
 			}
 			batch = append(batch, more)
 		}
-		w.holding(pc.state, batch[0].Offset)
+		w.holding(pc.state, batch[0])
 		states := make([]MessageState, len(batch))
 		if !pc.process(procCtx, batch, states, held.room(w.cfg.BatchMax)) {
 			break // generation ended or shutdown cap: commit nothing more

@@ -58,6 +58,11 @@ type Pipeline struct {
 	// current contents are read for each message, so an edit picked up by
 	// its Watch applies to the next message.
 	Merchants *config.MerchantBindingFile
+	// MerchantlessHold is how long, under a binding, a Shouqianba refund
+	// that names no merchant and whose trade has no payment posted yet is
+	// held for that payment before it is dead-lettered (see
+	// checkMerchantless); zero means DefaultMerchantlessHold.
+	MerchantlessHold time.Duration
 
 	// DeadLetterRecords, when set, makes each dead letter written once:
 	// one already recorded for the same message and kind (by an earlier
@@ -65,6 +70,12 @@ type Pipeline struct {
 	// written is recorded. Nil writes every dead letter the pipeline
 	// decides on.
 	DeadLetterRecords DeadLetterRecords
+
+	// Orders, when set, reads a trade's order row (settlement.GetOrder): a
+	// conflict whose first claim's stored event purge has cleared names the
+	// differing field from it. Nil: such a conflict says only that the
+	// stored event was purged.
+	Orders func(ctx context.Context, tenantID int64, ch channels.Channel, tradeNo string) (settlement.Order, error)
 
 	Metrics *metrics.Metrics
 	Logger  *slog.Logger
@@ -99,6 +110,9 @@ type MessageState struct {
 	// claims are never deleted, so a retry looks the claim up rather than
 	// trying an insert the unique index would refuse.
 	claimSeen bool
+	// merchantHeldAt: when the message, a refund that names no merchant,
+	// was first held for its trade's payment (checkMerchantless).
+	merchantHeldAt time.Time
 }
 
 // outcomeOfDuplicate is how a message that found its key claimed counts.
@@ -143,7 +157,9 @@ func StageOf(err error) metrics.Stage {
 // settler through the fence), a duplicate, ignored, or dead-lettered. Any
 // error means some outcome is not durable: retry the messages not done.
 // An error wrapping only errClaimInFlight means the messages not done wait
-// for a claim another worker is settling right now. Each message is
+// for a claim another worker is settling right now, or (a Shouqianba
+// refund that names no merchant) for their trade's payment (see
+// checkMerchantless). Each message is
 // counted in paycb_events_total once, when it is done.
 //
 // The outcome of every message is decided by the claim of its key, as
@@ -185,7 +201,16 @@ func (p *Pipeline) Handle(ctx context.Context, msgs []kafka.Message, states []Me
 			states[i].done = true
 			continue
 		}
-		if reason := p.checkMerchant(res); reason != "" {
+		reason, err := p.merchantCheck(ctx, res, &states[i])
+		if err != nil {
+			if !errors.Is(err, errClaimInFlight) {
+				return failed(metrics.StageAcquire, err)
+			}
+			errs.add(err) // held for its trade's payment
+			continue
+		}
+		res.Event.BoundMerchant = p.boundMerchant(res)
+		if reason != "" {
 			// Nothing of it is claimed, as for an undecodable message.
 			if err := p.deadLetterTenantMismatch(ctx, msg, res, reason); err != nil {
 				return err
@@ -334,11 +359,13 @@ func (p *Pipeline) handleMoney(ctx context.Context, msgs []kafka.Message, states
 		if r.Kind != idempotent.Acquired {
 			st.claimSeen = true
 		}
+		var first *channels.Event // the claim's event, when this batch made the claim
 		if r.Kind == idempotent.Acquired {
 			claim = idempotent.Record{Fingerprint: leaders[j].ev.Fingerprint, Source: leaders[j].src}
+			first = &leaders[j].ev
 		}
 		if it.ev.Fingerprint != claim.Fingerprint {
-			if err := p.conflict(ctx, msg, it.ev, claim.Fingerprint, claim.Source); err != nil {
+			if err := p.conflict(ctx, msg, it.ev, claim, first); err != nil {
 				errs.add(err)
 				continue
 			}
@@ -502,16 +529,10 @@ func (p *Pipeline) checkMerchant(res channels.Result) string {
 }
 
 // merchantField names the field a channel's callback names its merchant
-// by.
+// by (channels.Spec.MerchantField).
 func merchantField(ch channels.Channel) string {
-	switch ch {
-	case channels.WeChat:
-		return "mchid or sub_mchid"
-	case channels.Alipay:
-		return "seller_id"
-	default:
-		return "terminal_sn"
-	}
+	spec, _ := channels.Lookup(ch) // a decoded callback's channel is registered
+	return spec.MerchantField
 }
 
 // deadLetterTenantMismatch dead-letters a decoded callback whose merchant

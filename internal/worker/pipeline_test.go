@@ -254,7 +254,7 @@ func TestBatchOverMaxAllowedPacketIsSplit(t *testing.T) {
 	values := make([][]byte, 0, n)
 	var bytes int
 	for i := range n {
-		tr := channelstest.NewTrade([]channels.Channel{channels.WeChat, channels.Alipay, channels.SQB}[i%3], 600+i)
+		tr := channelstest.NewTrade(channels.Codes()[i%len(channels.Codes())], 600+i)
 		tr.MerchantOrderNo = fmt.Sprintf("POS-%058d", i) // long fields: big rows
 		values = append(values, channelstest.PaymentEnvelope(tr, channelstest.Delivery{}))
 		bytes += len(values[i])

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -31,14 +32,17 @@ func TestReaderStatsAreMonotonicAndLintClean(t *testing.T) {
 	require.NoError(t, err)
 
 	// Two scrapes: kafka-go hands out deltas, the collector keeps totals.
-	testutil.CollectAndCount(stats)
-	first := testutil.ToFloat64(stats.messages.WithLabelValues("0"))
-	testutil.CollectAndCount(stats)
-	second := testutil.ToFloat64(stats.messages.WithLabelValues("0"))
-	assert.InDelta(t, 2.0, first, 0)
-	assert.InDelta(t, first, second, 0, "a second scrape does not lose the first one's counts")
+	const messages = `# HELP paycb_kafka_reader_messages_total Messages the partition readers received.
+# TYPE paycb_kafka_reader_messages_total counter
+paycb_kafka_reader_messages_total{partition="0"} 2
+`
+	require.NoError(t, testutil.CollectAndCompare(stats, strings.NewReader(messages), "paycb_kafka_reader_messages_total"))
+	require.NoError(t, testutil.CollectAndCompare(stats, strings.NewReader(messages), "paycb_kafka_reader_messages_total"),
+		"a second scrape does not lose the first one's counts")
 	stats.remove(0, r)
-	assert.InDelta(t, 2.0, testutil.ToFloat64(stats.messages.WithLabelValues("0")), 0, "totals survive the reader")
+	require.NoError(t, testutil.CollectAndCompare(stats, strings.NewReader(messages), "paycb_kafka_reader_messages_total"),
+		"totals survive the reader")
+	assert.Zero(t, testutil.CollectAndCount(stats, "paycb_kafka_reader_queue_length"), "the queue series goes with the reader")
 
 	problems, err := testutil.CollectAndLint(stats)
 	require.NoError(t, err)

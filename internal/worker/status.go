@@ -2,7 +2,9 @@ package worker
 
 import (
 	"net"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/segmentio/kafka-go"
 )
@@ -62,4 +64,59 @@ func AdminEndpoint(clientID, clientHost string) (addr string, ok bool) {
 		return "", false
 	}
 	return net.JoinHostPort(h, port), true
+}
+
+// PartitionsPath is the admin server's path where a worker reports the
+// partitions it owns (Worker.Partitions, as JSON): `consumer status` reads
+// it from every member beside /metrics.
+const PartitionsPath = "/partitions"
+
+// PartitionReport is what a worker reports of one partition it owns.
+type PartitionReport struct {
+	Partition int `json:"partition"`
+	// Generation is the group generation the partition was assigned in.
+	Generation int32 `json:"generation"`
+	// Committed is the next offset to read as this worker committed it in
+	// this generation; -1 before its first commit.
+	Committed int64 `json:"committed"`
+	// StalledSeconds is paycb_partition_stalled_seconds now.
+	StalledSeconds float64 `json:"stalled_seconds"`
+	// Holding is the oldest message the partition holds unfinished (one
+	// being handled, retried in place, or waiting for another worker's
+	// settlement); nil when it holds none.
+	Holding *HeldMessage `json:"holding,omitempty"`
+}
+
+// HeldMessage is the oldest unfinished message of a partition: what the
+// partition waits on.
+type HeldMessage struct {
+	Offset int64 `json:"offset"`
+	// Key is the message's Kafka key, as text.
+	Key string `json:"key"`
+	// Since is when the partition began holding it, or last advanced while
+	// holding it (the stall's start).
+	Since time.Time `json:"since"`
+	// Attempts are the failed attempts at it since Since.
+	Attempts int `json:"attempts"`
+	// Error is the last attempt's error, or why it waits (another worker
+	// settling its claim); empty while no attempt has failed. At most 1 KiB.
+	Error string `json:"error,omitempty"`
+}
+
+// Partitions reports the partitions this worker owns now, in partition
+// order; empty (never nil) while it owns none.
+func (w *Worker) Partitions() []PartitionReport {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	now := time.Now()
+	out := make([]PartitionReport, 0, len(w.partitions))
+	for p, st := range w.partitions {
+		r := PartitionReport{Partition: p, Generation: st.generation, Committed: st.committed, StalledSeconds: st.stalled(now).Seconds()}
+		if !st.since.IsZero() {
+			r.Holding = &HeldMessage{Offset: st.offset, Key: st.key, Since: st.since.UTC(), Attempts: st.attempts, Error: st.lastErr}
+		}
+		out = append(out, r)
+	}
+	slices.SortFunc(out, func(a, b PartitionReport) int { return a.Partition - b.Partition })
+	return out
 }

@@ -112,9 +112,18 @@ type Worker struct {
 
 	stats *readerStats
 
-	mu         sync.Mutex
-	generation int32 // 0 while not a member of a generation
-	partitions map[int]*partitionState
+	mu sync.Mutex
+	// member is the generation this worker is a member of, from the moment
+	// the coordinator handed it out (JoinGroup and SyncGroup answered)
+	// until it ends (a heartbeat unanswered or refused, a rebalance, a
+	// partition loop that gave up, the group closed); nil while none.
+	member     *kafka.Generation
+	generation int32 // member's ID; 0 while not a member of a generation
+	// confirmedAt is when the coordinator last confirmed the membership:
+	// the generation handed out, or a membership probe answered.
+	confirmedAt time.Time
+	group       groupState
+	partitions  map[int]*partitionState
 	// assigned wakes the monitor when a partition is assigned, so that its
 	// lag is asked for at once.
 	assigned chan struct{}
@@ -148,6 +157,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		SessionTimeout:         w.cfg.SessionTimeout,
 		RebalanceTimeout:       w.cfg.RebalanceTimeout,
 		JoinGroupBackoff:       time.Second,
+		Timeout:                groupRequestTimeout,
 		StartOffset:            w.cfg.StartOffset,
 		WatchPartitionChanges:  true,
 		PartitionWatchInterval: w.cfg.PartitionWatchInterval,
@@ -177,6 +187,7 @@ func (w *Worker) Run(ctx context.Context) error {
 				if ctx.Err() != nil || errors.Is(err, kafka.ErrGroupClosed) {
 					return
 				}
+				w.joinFailed(err)
 				const msg = "consumer group: no generation yet"
 				if errors.Is(err, kafka.RebalanceInProgress) {
 					// Routine: the group is rebalancing; the next
@@ -208,7 +219,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		w.logger.Warn("leave consumer group", "error", err.Error())
 	}
 	<-done
-	w.setGeneration(0)
+	w.leave()
 	return nil
 }
 
@@ -218,7 +229,15 @@ func (w *Worker) startGeneration(stop, hardStop context.Context, gen *kafka.Gene
 	if !drained.add(len(assigned)) {
 		return // shutting down: the group is about to be left
 	}
-	w.setGeneration(gen.ID)
+	w.joined(gen)
+	// The membership lasts as long as the generation (kafka-go ends it
+	// when a heartbeat is refused or goes unanswered, at a rebalance, or
+	// when any function started on it returns) and only while the
+	// coordinator keeps confirming it (see probeMembership).
+	gen.Start(func(genCtx context.Context) {
+		w.probeMembership(genCtx, gen)
+		w.left(gen)
+	})
 	w.logger.Info("joined generation", "generation", gen.ID, "member", gen.MemberID, "partitions", len(assigned))
 	commits := w.startCommitter(gen, len(assigned))
 	for _, a := range assigned {
@@ -258,35 +277,27 @@ func (d *drainGroup) closeAndWait() {
 	d.wg.Wait()
 }
 
-func (w *Worker) setGeneration(id int32) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.generation = id
-	if id == 0 {
-		for p := range w.partitions {
-			w.metrics.DeleteConsumerLag(p)
-			w.metrics.DeletePartitionStalled(p)
-		}
-		w.partitions = map[int]*partitionState{}
-	}
-}
-
 // ReaderStats is a Prometheus collector of the partition readers' kafka-go
 // statistics (paycb_kafka_reader_*{partition}); register it beside the
 // contract's metrics.
 func (w *Worker) ReaderStats() prometheus.Collector { return w.stats }
 
-// Ready reports why the worker is not ready: not a member of a generation,
-// or a partition holding an unfinished message without advancing for
-// longer than Config.StallAfter; the error names the partition, the
-// offset, how long and why (the last error its attempts met).
+// Ready reports why the worker is not ready: not a member of a live
+// generation of the group (before the first join, from the moment a
+// generation ends until the next is joined, and while the coordinator has
+// not confirmed the membership for longer than a probe interval plus 6s;
+// the error says since when and the last attempt's error), or a partition holding an unfinished message
+// without advancing for longer than Config.StallAfter (the error names the
+// partition, the offset, how long and why: the last error its attempts
+// met). A member assigned no partition (more instances than partitions)
+// is ready: it stands by.
 func (w *Worker) Ready() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.generation == 0 {
-		return errors.New("not a member of a consumer group generation")
-	}
 	now := time.Now()
+	if !w.memberNow(now) {
+		return w.notMember(now)
+	}
 	var stalled []int
 	for p, st := range w.partitions {
 		if st.stalled(now) > w.cfg.StallAfter {

@@ -8,7 +8,7 @@ import (
 	"time"
 	_ "time/tzdata" // Alipay times are Beijing time; parse them without system zoneinfo
 
-	"github.com/paycallback/paycallback/pkg/idempotent"
+	"github.com/paycallback/paycallback/pkg/eventkey"
 )
 
 // Alipay trade statuses.
@@ -181,7 +181,7 @@ func decodeAlipay(env Envelope) (res Result, err error) {
 	if !isRefund {
 		// TRADE_SUCCESS or TRADE_FINISHED: the same payment, same key and
 		// fingerprint, so a late TRADE_FINISHED is a duplicate.
-		ev.Type = idempotent.PaymentReceived
+		ev.Type = eventkey.PaymentReceived
 		if ev.Key, err = paymentKey(Alipay, ev.TradeNo); err != nil {
 			return Result{}, err
 		}
@@ -194,7 +194,7 @@ func decodeAlipay(env Envelope) (res Result, err error) {
 	// Partial (TRADE_SUCCESS) or full (TRADE_CLOSED) refund; refund_fee is
 	// cumulative. out_biz_no is the refund request number; Alipay uses the
 	// trade number when the merchant set none.
-	ev.Type = idempotent.RefundSucceeded
+	ev.Type = eventkey.RefundSucceeded
 	ev.CumulativeRefunded = refundFee
 	ev.RefundNo = get("out_biz_no")
 	if ev.RefundNo == "" {

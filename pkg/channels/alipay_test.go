@@ -10,10 +10,10 @@ import (
 
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/channels/channelstest"
-	"github.com/paycallback/paycallback/pkg/idempotent"
+	"github.com/paycallback/paycallback/pkg/eventkey"
 )
 
-// The real notifications of channels.md (personal fields replaced), with
+// The real notifications of docs/channels.md (personal fields replaced), with
 // the usual surrounding fields.
 var (
 	alipayRealPayment = form(
@@ -65,8 +65,8 @@ func edit(body string, pairs ...string) string {
 func TestAlipayRealNotifications(t *testing.T) {
 	t.Run("payment", func(t *testing.T) {
 		ev := mustDecode(t, envelope(channels.Alipay, alipayRealPayment)).Event
-		require.Equal(t, idempotent.PaymentReceived, ev.Type)
-		require.Equal(t, idempotent.Key("ALIPAY:2023052922001439741421353853:PAYMENT_RECEIVED"), ev.Key)
+		require.Equal(t, eventkey.PaymentReceived, ev.Type)
+		require.Equal(t, eventkey.Key("ALIPAY:2023052922001439741421353853:PAYMENT_RECEIVED"), ev.Key)
 		require.Equal(t, "1112764262913892352", ev.MerchantOrderNo)
 		require.Equal(t, int64(1), ev.OrderTotal)
 		require.Equal(t, "TRADE_SUCCESS", ev.RawStatus)
@@ -77,8 +77,8 @@ func TestAlipayRealNotifications(t *testing.T) {
 	t.Run("partial refund", func(t *testing.T) {
 		res := mustDecode(t, envelope(channels.Alipay, alipayRealPartialRefund))
 		ev := res.Event
-		require.Equal(t, idempotent.RefundSucceeded, ev.Type)
-		require.Equal(t, idempotent.Key("ALIPAY:2023052922001439741422051004:REFUND_SUCCEEDED:1112794784530231296"), ev.Key)
+		require.Equal(t, eventkey.RefundSucceeded, ev.Type)
+		require.Equal(t, eventkey.Key("ALIPAY:2023052922001439741422051004:REFUND_SUCCEEDED:1112794784530231296"), ev.Key)
 		require.Equal(t, int64(3), ev.OrderTotal)
 		require.Equal(t, int64(1), ev.CumulativeRefunded)
 		require.Zero(t, ev.RefundAmount)
@@ -87,8 +87,8 @@ func TestAlipayRealNotifications(t *testing.T) {
 	})
 	t.Run("full refund", func(t *testing.T) {
 		ev := mustDecode(t, envelope(channels.Alipay, alipayRealFullRefund)).Event
-		require.Equal(t, idempotent.RefundSucceeded, ev.Type)
-		require.Equal(t, idempotent.Key("ALIPAY:2023052922001439741421353853:REFUND_SUCCEEDED:1112764262913892352"), ev.Key)
+		require.Equal(t, eventkey.RefundSucceeded, ev.Type)
+		require.Equal(t, eventkey.Key("ALIPAY:2023052922001439741421353853:REFUND_SUCCEEDED:1112764262913892352"), ev.Key)
 		require.Equal(t, int64(1), ev.OrderTotal)
 		require.Equal(t, int64(1), ev.CumulativeRefunded)
 		require.Equal(t, "TRADE_CLOSED", ev.RawStatus)
@@ -103,18 +103,18 @@ func TestAlipayMapping(t *testing.T) {
 		body    string
 		want    channels.ErrorKind // "" = decodes
 		ignored bool
-		typ     idempotent.EventType
+		typ     eventkey.EventType
 	}{
-		{"payment carrying refund_fee=0.00 is a payment", edit(pay, "refund_fee=0.00"), "", false, idempotent.PaymentReceived},
-		{"gmt_refund with refund_fee=0.00 is not a refund", edit(pay, "refund_fee=0.00", "gmt_refund=2023-05-29 15:30:00.000"), "", false, idempotent.PaymentReceived},
-		{"TRADE_FINISHED is the payment", edit(pay, "trade_status=TRADE_FINISHED"), "", false, idempotent.PaymentReceived},
+		{"payment carrying refund_fee=0.00 is a payment", edit(pay, "refund_fee=0.00"), "", false, eventkey.PaymentReceived},
+		{"gmt_refund with refund_fee=0.00 is not a refund", edit(pay, "refund_fee=0.00", "gmt_refund=2023-05-29 15:30:00.000"), "", false, eventkey.PaymentReceived},
+		{"TRADE_FINISHED is the payment", edit(pay, "trade_status=TRADE_FINISHED"), "", false, eventkey.PaymentReceived},
 		{"unpaid TRADE_CLOSED is ignored", edit(pay, "trade_status=TRADE_CLOSED", "gmt_payment=-", "gmt_close=2023-05-29 16:00:00"), "", true, ""},
 		{"unpaid TRADE_CLOSED with refund_fee=0.00 is ignored", edit(pay, "trade_status=TRADE_CLOSED", "refund_fee=0.00"), "", true, ""},
 		{"WAIT_BUYER_PAY is ignored", edit(pay, "trade_status=WAIT_BUYER_PAY", "total_amount=garbage"), "", true, ""},
-		{"unknown fields tolerated", pay + "&brand_new_field=1&fund_bill_list=" + url.QueryEscape(`[{"amount":"0.01","fundChannel":"ALIPAYACCOUNT"}]`), "", false, idempotent.PaymentReceived},
-		{"plus-encoded spaces in times", strings.ReplaceAll(pay, "%20", "+"), "", false, idempotent.PaymentReceived},
-		{"refund without out_biz_no uses trade_no", edit(alipayRealPartialRefund, "out_biz_no=-"), "", false, idempotent.RefundSucceeded},
-		{"no gmt_payment falls back to gmt_create", edit(pay, "gmt_payment=-", "gmt_create=2023-05-29 15:28:40"), "", false, idempotent.PaymentReceived},
+		{"unknown fields tolerated", pay + "&brand_new_field=1&fund_bill_list=" + url.QueryEscape(`[{"amount":"0.01","fundChannel":"ALIPAYACCOUNT"}]`), "", false, eventkey.PaymentReceived},
+		{"plus-encoded spaces in times", strings.ReplaceAll(pay, "%20", "+"), "", false, eventkey.PaymentReceived},
+		{"refund without out_biz_no uses trade_no", edit(alipayRealPartialRefund, "out_biz_no=-"), "", false, eventkey.RefundSucceeded},
+		{"no gmt_payment falls back to gmt_create", edit(pay, "gmt_payment=-", "gmt_create=2023-05-29 15:28:40"), "", false, eventkey.PaymentReceived},
 		{"unknown trade_status", edit(pay, "trade_status=TRADE_PENDING"), channels.KindUnsupported, false, ""},
 		{"no trade_status", edit(pay, "trade_status=-"), channels.KindMalformed, false, ""},
 		{"other notify_type", edit(pay, "notify_type=fund_auth_freeze"), channels.KindUnsupported, false, ""},

@@ -56,13 +56,13 @@ func NewDecoder(keys KeyProvider, opts ...DecoderOption) *Decoder {
 // code, on an unknown or repeated code and on an empty list.
 func ParseChannels(codes []string) ([]Channel, error) {
 	if len(codes) == 0 {
-		return nil, errors.New("no channel: want one or more of WECHAT, ALIPAY, SQB")
+		return nil, fmt.Errorf("no channel: want one or more of %s", strings.Join(CodeStrings(), ", "))
 	}
 	chs := make([]Channel, 0, len(codes))
 	for _, code := range codes {
 		ch := Channel(code)
 		if !ch.Valid() {
-			return nil, fmt.Errorf("unknown channel %s: want WECHAT, ALIPAY or SQB", quote(code))
+			return nil, fmt.Errorf("unknown channel %s: want %s", quote(code), CodeList())
 		}
 		if slices.Contains(chs, ch) {
 			return nil, fmt.Errorf("channel %s listed twice", code)
@@ -134,15 +134,11 @@ func (d *Decoder) decode(env Envelope) (Result, error) {
 	if err := d.accepts(Channel(env.Channel)); err != nil {
 		return partial(env), err
 	}
-	switch ch := Channel(env.Channel); {
+	switch spec, ok := current().lookup(Channel(env.Channel)); {
 	case env.FromStatement():
 		res, err = decodeStatement(env)
-	case ch == WeChat:
-		res, err = d.decodeWeChat(env)
-	case ch == Alipay:
-		res, err = decodeAlipay(env)
-	case ch == SQB:
-		res, err = decodeSQB(env)
+	case ok:
+		res, err = spec.Decode(env, d.keys)
 	default: // Validate lets no other channel through
 		err = errorf(KindUnknownChannel, "channel %s", quote(env.Channel))
 	}

@@ -16,24 +16,28 @@ const (
 	SQB    Channel = "SQB"
 )
 
-// Valid reports whether c is one of WeChat, Alipay and SQB. Codes compare
-// exactly: "wechat" is not valid.
-func (c Channel) Valid() bool { return c == WeChat || c == Alipay || c == SQB }
+// Valid reports whether c is a registered channel (see All: WeChat, Alipay
+// and SQB). Codes compare exactly: "wechat" is not valid.
+func (c Channel) Valid() bool {
+	_, ok := current().lookup(c)
+	return ok
+}
 
 // Cumulative reports whether the channel reports refunds as the cumulative
-// amount refunded so far (Alipay refund_fee, Shouqianba total minus net)
-// rather than each refund's own amount (WeChat amount.refund).
-func (c Channel) Cumulative() bool { return c == Alipay || c == SQB }
+// amount refunded so far (Spec.Refunds is CumulativeRefunds: Alipay
+// refund_fee, Shouqianba total minus net) rather than each refund's own
+// amount (WeChat amount.refund); false for an unknown channel.
+func (c Channel) Cumulative() bool {
+	s, ok := current().lookup(c)
+	return ok && s.Cumulative()
+}
 
 // ContentType returns the media type the contract prescribes for the
-// channel's bodies: application/x-www-form-urlencoded for Alipay,
-// application/json for the others, "" for an unknown channel.
+// channel's bodies (Spec.ContentType: application/x-www-form-urlencoded for
+// Alipay, application/json for the others), "" for an unknown channel.
 func (c Channel) ContentType() string {
-	switch c {
-	case Alipay:
-		return ContentTypeForm
-	case WeChat, SQB:
-		return ContentTypeJSON
+	if s, ok := current().lookup(c); ok {
+		return s.ContentType
 	}
 	return ""
 }

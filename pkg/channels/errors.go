@@ -18,8 +18,9 @@ const (
 	// shape (bad JSON or form, a required field missing, an identifier too
 	// long or with forbidden characters, a time that does not parse).
 	KindMalformed ErrorKind = "malformed"
-	// KindUnknownChannel: the envelope names a channel other than WECHAT,
-	// ALIPAY or SQB, or one the decoder does not accept (see Accept).
+	// KindUnknownChannel: the envelope names a channel that is not
+	// registered (All: WECHAT, ALIPAY, SQB), or one the decoder does not
+	// accept (see Accept).
 	KindUnknownChannel ErrorKind = "unknown_channel"
 	// KindDecryptFailed: a WeChat resource failed AES-256-GCM
 	// authentication with every one of the tenant's keys (wrong keys or

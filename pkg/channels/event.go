@@ -8,7 +8,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/paycallback/paycallback/pkg/idempotent"
+	"github.com/paycallback/paycallback/pkg/eventkey"
 )
 
 // CurrencyCNY is the only currency the decoder accepts; anything else is
@@ -51,7 +51,7 @@ type Event struct {
 	// Channel is the envelope's channel.
 	Channel Channel `json:"channel"`
 	// Type is PAYMENT_RECEIVED or REFUND_SUCCEEDED.
-	Type idempotent.EventType `json:"type"`
+	Type eventkey.EventType `json:"type"`
 	// TradeNo is the channel's trade number (WeChat transaction_id, Alipay
 	// trade_no, Shouqianba sn); unique only within the channel.
 	TradeNo string `json:"trade_no"`
@@ -84,9 +84,19 @@ type Event struct {
 	// informational and not part of the fingerprint.
 	RawStatus string `json:"raw_status"`
 	// Key is the idempotency key; empty on ignored results.
-	Key idempotent.Key `json:"key"`
+	Key eventkey.Key `json:"key"`
 	// Fingerprint is Fingerprint(e), fixed when the event was decoded.
 	Fingerprint string `json:"fingerprint"`
+	// BoundMerchant is the merchant the worker's merchant check passed the
+	// event for: Result.MerchantID, bound to TenantID by
+	// PAYCB_TENANT_MERCHANTS_FILE. The decoder never sets it (nor accepts
+	// it in a statement event); the worker sets it, or clears it, after the
+	// check and before the claim, so it is stored with the claim and an
+	// orphan settled by the sweeper keeps it. Settlement records a
+	// payment's on the trade's order row, where a Shouqianba refund or
+	// cancel that names no merchant is checked against it. Empty when
+	// nothing was checked. Not part of the fingerprint.
+	BoundMerchant string `json:"bound_merchant,omitempty"`
 }
 
 // Cumulative reports whether the event's refund amount is cumulative
@@ -139,15 +149,15 @@ func (e Event) Validate() error {
 	if err := checkID("merchant order no", e.MerchantOrderNo); err != nil {
 		return err
 	}
-	var want idempotent.Key
+	var want eventkey.Key
 	var err error
 	switch e.Type {
-	case idempotent.PaymentReceived:
+	case eventkey.PaymentReceived:
 		if e.RefundNo != "" || e.RefundAmount != 0 || e.CumulativeRefunded != 0 {
 			return errorf(KindMalformed, "payment event carries refund fields")
 		}
 		want, err = paymentKey(e.Channel, e.TradeNo)
-	case idempotent.RefundSucceeded:
+	case eventkey.RefundSucceeded:
 		want, err = refundKey(e.Channel, e.TradeNo, e.RefundNo)
 		if err == nil {
 			err = checkRefundAmounts(e)
@@ -264,11 +274,11 @@ func checkID(name, v string) error {
 
 // paymentKey checks tradeNo and builds the payment key; refusals are
 // KindMalformed.
-func paymentKey(ch Channel, tradeNo string) (idempotent.Key, error) {
+func paymentKey(ch Channel, tradeNo string) (eventkey.Key, error) {
 	if err := checkID("channel trade no", tradeNo); err != nil {
 		return "", err
 	}
-	k, err := idempotent.NewPaymentKey(string(ch), tradeNo)
+	k, err := eventkey.NewPaymentKey(string(ch), tradeNo)
 	if err != nil {
 		return "", &Error{Kind: KindMalformed, Err: fmt.Errorf("build payment key: %w", err)}
 	}
@@ -277,14 +287,14 @@ func paymentKey(ch Channel, tradeNo string) (idempotent.Key, error) {
 
 // refundKey checks tradeNo and refundNo and builds the refund key;
 // refusals are KindMalformed.
-func refundKey(ch Channel, tradeNo, refundNo string) (idempotent.Key, error) {
+func refundKey(ch Channel, tradeNo, refundNo string) (eventkey.Key, error) {
 	if err := checkID("channel trade no", tradeNo); err != nil {
 		return "", err
 	}
 	if err := checkID("refund no", refundNo); err != nil {
 		return "", err
 	}
-	k, err := idempotent.NewRefundKey(string(ch), tradeNo, refundNo)
+	k, err := eventkey.NewRefundKey(string(ch), tradeNo, refundNo)
 	if err != nil {
 		return "", &Error{Kind: KindMalformed, Err: fmt.Errorf("build refund key: %w", err)}
 	}

@@ -12,11 +12,11 @@ import (
 
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/channels/channelstest"
-	"github.com/paycallback/paycallback/pkg/idempotent"
+	"github.com/paycallback/paycallback/pkg/eventkey"
 )
 
 func TestEventJSONRoundTrip(t *testing.T) {
-	for _, ch := range []channels.Channel{channels.WeChat, channels.Alipay, channels.SQB} {
+	for _, ch := range channels.Codes() {
 		trade := channelstest.NewTrade(ch, 31)
 		for name, v := range map[string][]byte{
 			"payment": channelstest.PaymentEnvelope(trade, channelstest.Delivery{}),
@@ -38,7 +38,7 @@ func TestEventJSONRoundTrip(t *testing.T) {
 
 func TestFingerprint(t *testing.T) {
 	base := channels.Event{
-		Type: idempotent.RefundSucceeded, OrderTotal: 2580, RefundAmount: 1000,
+		Type: eventkey.RefundSucceeded, OrderTotal: 2580, RefundAmount: 1000,
 		Currency: "CNY", MerchantOrderNo: "POS1",
 	}
 	fp := channels.Fingerprint(base)
@@ -53,7 +53,7 @@ func TestFingerprint(t *testing.T) {
 	})
 	t.Run("covers each payload field", func(t *testing.T) {
 		for name, mut := range map[string]func(*channels.Event){
-			"type":       func(e *channels.Event) { e.Type = idempotent.PaymentReceived },
+			"type":       func(e *channels.Event) { e.Type = eventkey.PaymentReceived },
 			"total":      func(e *channels.Event) { e.OrderTotal++ },
 			"refund":     func(e *channels.Event) { e.RefundAmount++ },
 			"cumulative": func(e *channels.Event) { e.CumulativeRefunded = 1 },

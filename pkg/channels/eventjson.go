@@ -42,6 +42,10 @@ func (e Event) AppendJSON(b []byte) []byte {
 	b = appendJSONString(b, string(e.Key))
 	b = append(b, `,"fingerprint":`...)
 	b = appendJSONString(b, e.Fingerprint)
+	if e.BoundMerchant != "" {
+		b = append(b, `,"bound_merchant":`...)
+		b = appendJSONString(b, e.BoundMerchant)
+	}
 	return append(b, '}')
 }
 

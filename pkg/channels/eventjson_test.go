@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/paycallback/paycallback/pkg/channels"
-	"github.com/paycallback/paycallback/pkg/idempotent"
+	"github.com/paycallback/paycallback/pkg/eventkey"
 )
 
 // TestAppendJSONIsEncodingJSON: the hand-written encoding is
@@ -20,11 +20,12 @@ func TestAppendJSONIsEncodingJSON(t *testing.T) {
 	cases := []channels.Event{
 		{},
 		{
-			TenantID: 1001, Channel: channels.WeChat, Type: idempotent.RefundSucceeded, TradeNo: "4200002211",
+			TenantID: 1001, Channel: channels.WeChat, Type: eventkey.RefundSucceeded, TradeNo: "4200002211",
 			MerchantOrderNo: "POS-1", RefundNo: "rf-1", OrderTotal: 2580, RefundAmount: 100, Currency: "CNY",
 			OccurredAt: at, ReceivedAt: at.Add(time.Second), RawStatus: "SUCCESS",
 			Key: "WECHAT:4200002211:REFUND_SUCCEEDED:rf-1", Fingerprint: "ab12",
 		},
+		{TenantID: 1001, Channel: channels.SQB, TradeNo: "7894259244067349", BoundMerchant: "1122234-dewls02s2<&>"},
 		{TenantID: -7, RawStatus: "<a href=\"x\">&</a>\\\n\r\t\b\f\x00\x1f\u2028\u2029 \xff\xfe 退款成功 😀", MerchantOrderNo: "\u007f\xc3"},
 	}
 	for i, ev := range cases {
@@ -42,7 +43,8 @@ func FuzzAppendJSON(f *testing.F) {
 		at := time.Unix(0, nanos).UTC()
 		ev := channels.Event{
 			TenantID: amount, Channel: channels.Channel(trade), TradeNo: trade, MerchantOrderNo: merchant,
-			RefundNo: refund, RawStatus: raw, OrderTotal: amount, Key: idempotent.Key(refund), OccurredAt: at, ReceivedAt: at,
+			RefundNo: refund, RawStatus: raw, OrderTotal: amount, Key: eventkey.Key(refund), OccurredAt: at, ReceivedAt: at,
+			BoundMerchant: merchant,
 		}
 		want, err := json.Marshal(ev)
 		if err != nil {

@@ -9,7 +9,7 @@ import (
 
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/channels/channelstest"
-	"github.com/paycallback/paycallback/pkg/idempotent"
+	"github.com/paycallback/paycallback/pkg/eventkey"
 )
 
 // The fuzz targets check, for any input: no panic, every failure is a
@@ -19,7 +19,7 @@ import (
 
 func fixtureSeeds() [][]byte {
 	var out [][]byte
-	for i, ch := range []channels.Channel{channels.WeChat, channels.Alipay, channels.SQB} {
+	for i, ch := range channels.Codes() {
 		tr := channelstest.NewTrade(ch, 100+i)
 		out = append(out,
 			channelstest.PaymentEnvelope(tr, channelstest.Delivery{}),
@@ -27,7 +27,7 @@ func fixtureSeeds() [][]byte {
 		)
 		// The same payment rebuilt from a statement.
 		ev, err := channels.NewStatementEvent(channels.Event{
-			TenantID: tr.TenantID, Channel: ch, Type: idempotent.PaymentReceived, TradeNo: tr.TradeNo,
+			TenantID: tr.TenantID, Channel: ch, Type: eventkey.PaymentReceived, TradeNo: tr.TradeNo,
 			MerchantOrderNo: tr.MerchantOrderNo, OrderTotal: tr.Total, OccurredAt: tr.PaidAt, ReceivedAt: tr.PaidAt, RawStatus: "SUCCESS",
 		})
 		if err != nil {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/channels/channelstest"
-	"github.com/paycallback/paycallback/pkg/idempotent"
+	"github.com/paycallback/paycallback/pkg/eventkey"
 )
 
 // decodeKinds are the kinds the decoder may return.
@@ -70,7 +70,7 @@ func checkResult(tb testing.TB, res channels.Result, err error) {
 		return
 	}
 	require.NoError(tb, ev.Validate())
-	key, typ, kerr := idempotent.ParseKey(string(ev.Key))
+	key, typ, kerr := eventkey.ParseKey(string(ev.Key))
 	require.NoError(tb, kerr)
 	require.Equal(tb, ev.Key, key)
 	require.Equal(tb, ev.Type, typ)
@@ -82,7 +82,7 @@ func checkResult(tb testing.TB, res channels.Result, err error) {
 	require.Equal(tb, channels.Fingerprint(ev), ev.Fingerprint)
 	require.Equal(tb, time.UTC, ev.OccurredAt.Location())
 	require.Equal(tb, time.UTC, ev.ReceivedAt.Location())
-	if ev.Type == idempotent.RefundSucceeded {
+	if ev.Type == eventkey.RefundSucceeded {
 		require.Equal(tb, channels.RefundSuccess, res.RefundStatus)
 	}
 	b, jerr := json.Marshal(ev)

@@ -11,7 +11,7 @@ import (
 
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/channels/channelstest"
-	"github.com/paycallback/paycallback/pkg/idempotent"
+	"github.com/paycallback/paycallback/pkg/eventkey"
 )
 
 // TestMerchantID checks that every decode names the merchant its callback
@@ -31,7 +31,7 @@ func TestMerchantID(t *testing.T) {
 		delete(m, "terminal_sn")
 	}}
 	statementEvent, err := channels.NewStatementEvent(channels.Event{
-		TenantID: sqb.TenantID, Channel: channels.SQB, Type: idempotent.PaymentReceived, TradeNo: sqb.TradeNo,
+		TenantID: sqb.TenantID, Channel: channels.SQB, Type: eventkey.PaymentReceived, TradeNo: sqb.TradeNo,
 		MerchantOrderNo: sqb.MerchantOrderNo, OrderTotal: sqb.Total, OccurredAt: sqb.PaidAt, ReceivedAt: sqb.PaidAt, RawStatus: "PAID",
 	})
 	require.NoError(t, err)

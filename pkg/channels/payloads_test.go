@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/paycallback/paycallback/pkg/channels"
-	"github.com/paycallback/paycallback/pkg/idempotent"
+	"github.com/paycallback/paycallback/pkg/eventkey"
 )
 
 // TestPayloadFiles decodes the realistic bodies kept in testdata/payloads
@@ -18,20 +18,20 @@ func TestPayloadFiles(t *testing.T) {
 	tests := []struct {
 		file       string
 		ch         channels.Channel
-		typ        idempotent.EventType // "" = ignored
+		typ        eventkey.EventType // "" = ignored
 		refundNo   string
 		cumulative int64
 	}{
-		{"wechat_transaction_success.json", channels.WeChat, idempotent.PaymentReceived, "", 0},
-		{"wechat_refund_success.json", channels.WeChat, idempotent.RefundSucceeded, "RF-1", 0},
-		{"alipay_payment.form", channels.Alipay, idempotent.PaymentReceived, "", 0},
-		{"alipay_partial_refund.form", channels.Alipay, idempotent.RefundSucceeded, "RF-1", 1000},
-		{"alipay_full_refund.form", channels.Alipay, idempotent.RefundSucceeded, "RF-2", 2580},
+		{"wechat_transaction_success.json", channels.WeChat, eventkey.PaymentReceived, "", 0},
+		{"wechat_refund_success.json", channels.WeChat, eventkey.RefundSucceeded, "RF-1", 0},
+		{"alipay_payment.form", channels.Alipay, eventkey.PaymentReceived, "", 0},
+		{"alipay_partial_refund.form", channels.Alipay, eventkey.RefundSucceeded, "RF-1", 1000},
+		{"alipay_full_refund.form", channels.Alipay, eventkey.RefundSucceeded, "RF-2", 2580},
 		{"alipay_unpaid_close.form", channels.Alipay, "", "", 0},
-		{"sqb_payment.json", channels.SQB, idempotent.PaymentReceived, "", 0},
-		{"sqb_partial_refund.json", channels.SQB, idempotent.RefundSucceeded, "RF-1", 1000},
-		{"sqb_refund_api_response.json", channels.SQB, idempotent.RefundSucceeded, "RF-1", 1000},
-		{"sqb_cancel.json", channels.SQB, idempotent.RefundSucceeded, "CANCEL", 2580},
+		{"sqb_payment.json", channels.SQB, eventkey.PaymentReceived, "", 0},
+		{"sqb_partial_refund.json", channels.SQB, eventkey.RefundSucceeded, "RF-1", 1000},
+		{"sqb_refund_api_response.json", channels.SQB, eventkey.RefundSucceeded, "RF-1", 1000},
+		{"sqb_cancel.json", channels.SQB, eventkey.RefundSucceeded, "CANCEL", 2580},
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {

@@ -13,7 +13,7 @@ import (
 
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/channels/channelstest"
-	"github.com/paycallback/paycallback/pkg/idempotent"
+	"github.com/paycallback/paycallback/pkg/eventkey"
 )
 
 // The published samples under testdata/published are other people's
@@ -55,8 +55,8 @@ func readPublished(tb testing.TB, name string) string {
 type publishedWant struct {
 	kind     channels.ErrorKind // a refusal; nothing else is checked
 	ignored  string             // part of the ignore reason
-	typ      idempotent.EventType
-	key      idempotent.Key
+	typ      eventkey.EventType
+	key      eventkey.Key
 	tradeNo  string
 	orderNo  string
 	refundNo string
@@ -108,11 +108,11 @@ func checkPublished(t *testing.T, res channels.Result, err error, w publishedWan
 func TestPublishedWeChatResources(t *testing.T) {
 	paidAt := time.Date(2018, 6, 8, 2, 34, 56, 0, time.UTC) // 2018-06-08T10:34:56+08:00
 	payment := publishedWant{
-		typ: idempotent.PaymentReceived, key: "WECHAT:" + publishedWxTrade + ":PAYMENT_RECEIVED",
+		typ: eventkey.PaymentReceived, key: "WECHAT:" + publishedWxTrade + ":PAYMENT_RECEIVED",
 		tradeNo: publishedWxTrade, orderNo: publishedWxTrade, total: 100, raw: "SUCCESS", at: paidAt,
 	}
 	refund := publishedWant{
-		typ: idempotent.RefundSucceeded, key: "WECHAT:1008450740201411110005820873:REFUND_SUCCEEDED:" + publishedRefund,
+		typ: eventkey.RefundSucceeded, key: "WECHAT:1008450740201411110005820873:REFUND_SUCCEEDED:" + publishedRefund,
 		tradeNo: "1008450740201411110005820873", orderNo: "20150806125346", refundNo: publishedRefund,
 		total: 999, refund: 999, raw: "SUCCESS", at: paidAt,
 	}
@@ -134,12 +134,12 @@ func TestPublishedWeChatResources(t *testing.T) {
 		// transaction query, the refund query (which calls the status
 		// "status") and a refund request's answer, still PROCESSING.
 		{"gunsluo_transaction_query_response.json", channels.WeChatTransactionSuccess, publishedWant{
-			typ: idempotent.PaymentReceived, key: "WECHAT:4200000914202101195554393855:PAYMENT_RECEIVED",
+			typ: eventkey.PaymentReceived, key: "WECHAT:4200000914202101195554393855:PAYMENT_RECEIVED",
 			tradeNo: "4200000914202101195554393855", orderNo: "S20210119074247105778399200",
 			total: 1, raw: "SUCCESS", at: time.Date(2021, 1, 19, 7, 43, 1, 0, time.UTC),
 		}},
 		{"gunsluo_refund_query_response.json", channels.WeChatRefundSuccess, publishedWant{
-			typ: idempotent.RefundSucceeded, key: "WECHAT:" + publishedWxTrade + ":REFUND_SUCCEEDED:" + publishedWxTrade,
+			typ: eventkey.RefundSucceeded, key: "WECHAT:" + publishedWxTrade + ":REFUND_SUCCEEDED:" + publishedWxTrade,
 			tradeNo: publishedWxTrade, orderNo: publishedWxTrade, refundNo: publishedWxTrade,
 			total: 100, refund: 100, raw: "SUCCESS", at: time.Date(2020, 12, 1, 8, 18, 12, 0, time.UTC),
 		}},
@@ -214,12 +214,12 @@ func TestPublishedWeChatRealNotifications(t *testing.T) {
 		want publishedWant
 	}{
 		{"gunsluo_transaction_notification.json", publishedWant{
-			typ: idempotent.PaymentReceived, key: "WECHAT:4200000925202101284997714292:PAYMENT_RECEIVED",
+			typ: eventkey.PaymentReceived, key: "WECHAT:4200000925202101284997714292:PAYMENT_RECEIVED",
 			tradeNo: "4200000925202101284997714292", orderNo: "S20210128170702357723",
 			total: 1, raw: "SUCCESS", at: time.Date(2021, 1, 28, 9, 7, 11, 0, time.UTC),
 		}},
 		{"gunsluo_refund_notification.json", publishedWant{
-			typ: idempotent.RefundSucceeded, key: "WECHAT:4200000925202101284997714292:REFUND_SUCCEEDED:S20210201151309277501",
+			typ: eventkey.RefundSucceeded, key: "WECHAT:4200000925202101284997714292:REFUND_SUCCEEDED:S20210201151309277501",
 			tradeNo: "4200000925202101284997714292", orderNo: "S20210128170702357723", refundNo: "S20210201151309277501",
 			total: 1, refund: 1, raw: "SUCCESS", at: time.Date(2021, 2, 1, 7, 13, 13, 0, time.UTC),
 		}},
@@ -290,17 +290,17 @@ func TestPublishedAlipayNotifications(t *testing.T) {
 		want publishedWant
 	}{
 		{"nodejs-sdk_yuque_payment.form", publishedWant{
-			typ: idempotent.PaymentReceived, key: "ALIPAY:2019081522001468450512505578:PAYMENT_RECEIVED",
+			typ: eventkey.PaymentReceived, key: "ALIPAY:2019081522001468450512505578:PAYMENT_RECEIVED",
 			tradeNo: "2019081522001468450512505578", orderNo: "20190815155618536-564-57",
 			total: 10, raw: "TRADE_SUCCESS", at: beijing("2019-08-15 15:56:24.000"),
 		}},
 		{"pay-web-server_sandbox_payment.form", publishedWant{
-			typ: idempotent.PaymentReceived, key: "ALIPAY:962018042021001004610236969008:PAYMENT_RECEIVED",
+			typ: eventkey.PaymentReceived, key: "ALIPAY:962018042021001004610236969008:PAYMENT_RECEIVED",
 			tradeNo: "962018042021001004610236969008", orderNo: "tradeprecreate15242084564057922493",
 			total: 1, raw: "TRADE_SUCCESS", at: beijing("2018-04-20 15:25:41.000"),
 		}},
 		{"nodejs-sdk_verify_fail_payment.form", publishedWant{
-			typ: idempotent.PaymentReceived, key: "ALIPAY:111111112019052322001426431037869358:PAYMENT_RECEIVED",
+			typ: eventkey.PaymentReceived, key: "ALIPAY:111111112019052322001426431037869358:PAYMENT_RECEIVED",
 			tradeNo: "111111112019052322001426431037869358", orderNo: "tpxy23962362669658",
 			total: 1, raw: "TRADE_SUCCESS", at: beijing("2019-05-23 14:17:13.000"),
 		}},
@@ -330,7 +330,7 @@ func TestPublishedSQBResponses(t *testing.T) {
 		// A full refund that names no refund number: the number falls back
 		// to the cumulative amount.
 		{"core_refund_success_response.json", publishedWant{
-			typ: idempotent.RefundSucceeded, key: "SQB:7894259244067218:REFUND_SUCCEEDED:1",
+			typ: eventkey.RefundSucceeded, key: "SQB:7894259244067218:REFUND_SUCCEEDED:1",
 			tradeNo: "7894259244067218", orderNo: "12345677767776", refundNo: "1",
 			total: 1, cum: 1, raw: "REFUNDED", at: ms(1449563206776),
 		}},
@@ -338,14 +338,14 @@ func TestPublishedSQBResponses(t *testing.T) {
 		// /upay/v2/cancel (自动撤单) answer: whether the order had been paid
 		// is not in the message.
 		{"core_cancel_success_response.json", publishedWant{
-			typ: idempotent.RefundSucceeded, key: "SQB:7894259244064831:REFUND_SUCCEEDED:CANCEL",
+			typ: eventkey.RefundSucceeded, key: "SQB:7894259244064831:REFUND_SUCCEEDED:CANCEL",
 			tradeNo: "7894259244064831", orderNo: "22345677767776", refundNo: channels.SQBCancelRefundNo,
 			total: 1, raw: "CANCELED", at: ms(1450090828489), skipCumulative: true,
 		}},
 		// CANCELED settlement semantics are tested in pkg/settlement.
 		// /upay/v2/query answer for a cancelled order.
 		{"core_query_canceled_response.json", publishedWant{
-			typ: idempotent.RefundSucceeded, key: "SQB:7894259244096963:REFUND_SUCCEEDED:CANCEL",
+			typ: eventkey.RefundSucceeded, key: "SQB:7894259244096963:REFUND_SUCCEEDED:CANCEL",
 			tradeNo: "7894259244096963", orderNo: "1234567", refundNo: channels.SQBCancelRefundNo,
 			total: 1, raw: "CANCELED", at: ms(1449563206776), skipCumulative: true,
 		}},

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/paycallback/paycallback/pkg/idempotent"
+	"github.com/paycallback/paycallback/pkg/eventkey"
 )
 
 // Shouqianba order statuses and the operation status that moves money.
@@ -109,7 +109,7 @@ func decodeSQB(env Envelope) (res Result, err error) {
 
 	switch o.OrderStatus {
 	case SQBPaid:
-		ev.Type = idempotent.PaymentReceived
+		ev.Type = eventkey.PaymentReceived
 		if ev.Key, err = paymentKey(SQB, o.SN); err != nil {
 			return Result{}, err
 		}
@@ -135,8 +135,15 @@ func decodeSQB(env Envelope) (res Result, err error) {
 		}
 		ev.CumulativeRefunded = total - net
 		ev.RefundNo = sqbRefundNo(o, ev.CumulativeRefunded)
+		if ev.RefundNo == SQBCancelRefundNo {
+			// A refund numbered CANCEL would take the cancel's key and be
+			// settled as the cancel, netting the trade to zero whatever
+			// amount it refunds: held for a person instead.
+			return Result{}, errorf(KindUnsupported,
+				"sqb refund number %s is the one the cancel's key reserves; settle this refund by hand", quote(ev.RefundNo))
+		}
 	}
-	ev.Type = idempotent.RefundSucceeded
+	ev.Type = eventkey.RefundSucceeded
 	if ev.Key, err = refundKey(SQB, o.SN, ev.RefundNo); err != nil {
 		return Result{}, err
 	}
@@ -154,16 +161,22 @@ func (b *sqbBody) merchant() string {
 
 // SQBCancelKey is the idempotency key of the CANCELED callback of
 // Shouqianba trade tradeNo: SQB:<tradeNo>:REFUND_SUCCEEDED:CANCEL.
-func SQBCancelKey(tradeNo string) (idempotent.Key, error) {
-	return refundKey(SQB, tradeNo, SQBCancelRefundNo)
+// It is CancelKey(SQB, tradeNo).
+func SQBCancelKey(tradeNo string) (eventkey.Key, error) {
+	return CancelKey(SQB, tradeNo)
 }
 
-// IsCancel reports whether e is a Shouqianba CANCELED order (refund number
+// IsCancel reports whether e is the cancel of a channel that has one
+// (Spec.CancelRefundNo; a Shouqianba CANCELED order, refund number
 // CANCEL): it nets the trade to zero rather than refunding an amount. It
 // reverses the payment posted for the trade; with none posted it moves
 // nothing, and a payment settled later for the trade is reversed with it.
 func (e Event) IsCancel() bool {
-	return e.Channel == SQB && e.Type == idempotent.RefundSucceeded && e.RefundNo == SQBCancelRefundNo
+	if e.Type != eventkey.RefundSucceeded {
+		return false
+	}
+	no := e.Channel.CancelRefundNo()
+	return no != "" && e.RefundNo == no
 }
 
 // sqbRefundNo is refund_request_no, else the suffix of client_tsn

@@ -9,10 +9,11 @@ import (
 
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/channels/channelstest"
-	"github.com/paycallback/paycallback/pkg/idempotent"
+	"github.com/paycallback/paycallback/pkg/eventkey"
 )
 
-// sqbDocPayment is the channels.md example payment callback, verbatim.
+// sqbDocPayment is Shouqianba's documented example payment callback
+// (docs/channels.md), verbatim.
 const sqbDocPayment = `{"terminal_sn":"01939202039923029","sn":"7893259247405832","client_sn":"w145206259311176","client_tsn":"w145206259311176","trade_no":"4003262001201704187463804544","status":"SUCCESS","order_status":"PAID","payway":"3","sub_payway":"1","total_amount":"101","net_amount":"101","subject":"Apple iPhone 6s plus","finish_time":"1492506702864","channel_finish_time":"1492506702000","operator":"test","reflect":"","payment_list":[{"type":"BANKCARD_DEBIT","amount_total":"1"},{"type":"DISCOUNT_CHANNEL_MCH","amount_total":"100"}]}`
 
 // sqbEdit changes fields of a Shouqianba body (nil removes).
@@ -34,8 +35,8 @@ func sqbEdit(body string, kv ...any) string {
 
 func TestSQBDocPayment(t *testing.T) {
 	ev := mustDecode(t, envelope(channels.SQB, sqbDocPayment)).Event
-	require.Equal(t, idempotent.PaymentReceived, ev.Type)
-	require.Equal(t, idempotent.Key("SQB:7893259247405832:PAYMENT_RECEIVED"), ev.Key)
+	require.Equal(t, eventkey.PaymentReceived, ev.Type)
+	require.Equal(t, eventkey.Key("SQB:7893259247405832:PAYMENT_RECEIVED"), ev.Key)
 	require.Equal(t, "w145206259311176", ev.MerchantOrderNo)
 	require.Equal(t, int64(101), ev.OrderTotal)
 	require.Equal(t, "PAID", ev.RawStatus)
@@ -99,7 +100,7 @@ func TestSQBMapping(t *testing.T) {
 			require.Equal(t, tt.refundNo, res.Event.RefundNo)
 			require.Equal(t, tt.cumulative, res.Event.CumulativeRefunded)
 			if tt.refundNo != "" {
-				require.Equal(t, idempotent.Key("SQB:7893259247405832:REFUND_SUCCEEDED:"+tt.refundNo), res.Event.Key)
+				require.Equal(t, eventkey.Key("SQB:7893259247405832:REFUND_SUCCEEDED:"+tt.refundNo), res.Event.Key)
 				require.Equal(t, int64(101), res.Event.OrderTotal)
 			}
 		})
@@ -127,10 +128,26 @@ func TestSQBRefundShapesAgree(t *testing.T) {
 	require.NotEqual(t, keys[0], string(upper.Key), "refund numbers are case-sensitive")
 }
 
+// TestSQBRefundNumberedCancelIsRefused: a refund whose request number is
+// CANCEL (byte for byte; "cancel" is another number) would take the
+// cancel's key and net the trade to zero; it is refused as unsupported, so
+// it is dead-lettered with its reason rather than settled as a cancel.
+func TestSQBRefundNumberedCancelIsRefused(t *testing.T) {
+	trade := channelstest.NewTrade(channels.SQB, 23)
+	for _, form := range []channelstest.SQBForm{channelstest.SQBRequestNo, channelstest.SQBClientTSN, channelstest.SQBAPIResponse} {
+		mustFail(t, channelstest.SQBRefund(trade, channelstest.Refund{No: "CANCEL", Cumulative: 300}, channelstest.Delivery{SQB: form}),
+			channels.KindUnsupported)
+	}
+	ev := mustDecode(t, channelstest.SQBRefund(trade, channelstest.Refund{No: "cancel", Cumulative: 300}, channelstest.Delivery{})).Event
+	require.Equal(t, "cancel", ev.RefundNo)
+	require.False(t, ev.IsCancel(), "a refund numbered cancel is a refund")
+	require.Equal(t, int64(300), ev.CumulativeRefunded)
+}
+
 func TestSQBCancelAndStates(t *testing.T) {
 	trade := channelstest.NewTrade(channels.SQB, 22)
 	res := mustDecode(t, channelstest.SQBCancel(trade, channelstest.Delivery{}))
-	require.Equal(t, idempotent.RefundSucceeded, res.Event.Type)
+	require.Equal(t, eventkey.RefundSucceeded, res.Event.Type)
 	require.Equal(t, "CANCEL", res.Event.RefundNo)
 	require.Equal(t, trade.Total, res.Event.CumulativeRefunded)
 	res = mustDecode(t, channelstest.SQBState(trade, "CREATED", "SUCCESS", channelstest.Delivery{}))

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/paycallback/paycallback/pkg/idempotent"
+	"github.com/paycallback/paycallback/pkg/eventkey"
 )
 
 // ContentTypeStatement is the media type of an envelope whose body is a
@@ -37,9 +37,9 @@ func NewStatementEvent(ev Event) (Event, error) {
 	}
 	var err error
 	switch ev.Type {
-	case idempotent.PaymentReceived:
+	case eventkey.PaymentReceived:
 		ev.Key, err = paymentKey(ev.Channel, ev.TradeNo)
-	case idempotent.RefundSucceeded:
+	case eventkey.RefundSucceeded:
 		ev.Key, err = refundKey(ev.Channel, ev.TradeNo, ev.RefundNo)
 	}
 	if err != nil {
@@ -59,8 +59,8 @@ func checkStatementShape(ev Event) error {
 		return errorf(KindMalformed, "statement event channel %s", quote(string(ev.Channel)))
 	}
 	switch ev.Type {
-	case idempotent.PaymentReceived:
-	case idempotent.RefundSucceeded:
+	case eventkey.PaymentReceived:
+	case eventkey.RefundSucceeded:
 		if ev.Channel.Cumulative() {
 			return errorf(KindUnsupported,
 				"statement event: a %s refund is reported by its callback as the total refunded so far; a statement line cannot rebuild it", ev.Channel)
@@ -128,13 +128,18 @@ func decodeStatement(env Envelope) (Result, error) {
 	if err := checkStatementShape(ev); err != nil {
 		return Result{}, err
 	}
+	if ev.BoundMerchant != "" {
+		// Only the worker's merchant check sets it, never a message.
+		return Result{}, errorf(KindMalformed, "statement event names a bound merchant %s: only the worker's merchant check sets one",
+			quote(ev.BoundMerchant))
+	}
 	ev.OccurredAt = ev.OccurredAt.UTC()
 	ev.ReceivedAt = env.ReceivedAt.UTC()
 	if err := ev.Validate(); err != nil {
 		return Result{}, wrapKind(err, "statement event")
 	}
 	res := Result{Event: ev}
-	if ev.Type == idempotent.RefundSucceeded {
+	if ev.Type == eventkey.RefundSucceeded {
 		res.RefundStatus = RefundSuccess
 	}
 	return res, nil

@@ -11,7 +11,7 @@ import (
 
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/channels/channelstest"
-	"github.com/paycallback/paycallback/pkg/idempotent"
+	"github.com/paycallback/paycallback/pkg/eventkey"
 )
 
 // publishedAt is when the statement events of these tests are published.
@@ -76,7 +76,7 @@ func TestStatementEventHasTheCallbacksKeyAndFingerprint(t *testing.T) {
 			assert.Equal(t, cb.Type, res.Event.Type)
 			assert.Equal(t, rebuilt.OccurredAt, res.Event.OccurredAt, "the statement's time")
 			assert.Equal(t, publishedAt.UTC(), res.Event.ReceivedAt, "the envelope's received_at")
-			if cb.Type == idempotent.RefundSucceeded {
+			if cb.Type == eventkey.RefundSucceeded {
 				assert.Equal(t, channels.RefundSuccess, res.RefundStatus)
 			}
 		})
@@ -88,7 +88,7 @@ func TestStatementEventHasTheCallbacksKeyAndFingerprint(t *testing.T) {
 func TestNewStatementEventRefusesWhatAStatementCannotRebuild(t *testing.T) {
 	at := channelstest.BaseTime
 	base := channels.Event{
-		TenantID: 1001, Channel: channels.WeChat, Type: idempotent.PaymentReceived, TradeNo: "4200002211",
+		TenantID: 1001, Channel: channels.WeChat, Type: eventkey.PaymentReceived, TradeNo: "4200002211",
 		MerchantOrderNo: "POS-1", OrderTotal: 2580, OccurredAt: at, ReceivedAt: at,
 	}
 	cases := []struct {
@@ -97,10 +97,10 @@ func TestNewStatementEventRefusesWhatAStatementCannotRebuild(t *testing.T) {
 		want channels.ErrorKind
 	}{
 		{"alipay refund", func(e *channels.Event) {
-			e.Channel, e.Type, e.RefundNo, e.CumulativeRefunded = channels.Alipay, idempotent.RefundSucceeded, "RF-1", 100
+			e.Channel, e.Type, e.RefundNo, e.CumulativeRefunded = channels.Alipay, eventkey.RefundSucceeded, "RF-1", 100
 		}, channels.KindUnsupported},
 		{"sqb refund", func(e *channels.Event) {
-			e.Channel, e.Type, e.RefundNo, e.RefundAmount = channels.SQB, idempotent.RefundSucceeded, "RF-1", 100
+			e.Channel, e.Type, e.RefundNo, e.RefundAmount = channels.SQB, eventkey.RefundSucceeded, "RF-1", 100
 		}, channels.KindUnsupported},
 		{"no type", func(e *channels.Event) { e.Type = "" }, channels.KindMalformed},
 		{"unknown channel", func(e *channels.Event) { e.Channel = "PAYPAL" }, channels.KindMalformed},
@@ -110,10 +110,10 @@ func TestNewStatementEventRefusesWhatAStatementCannotRebuild(t *testing.T) {
 		{"zero total", func(e *channels.Event) { e.OrderTotal = 0 }, channels.KindInvalidAmount},
 		{"total over the cap", func(e *channels.Event) { e.OrderTotal = channels.MaxAmount + 1 }, channels.KindInvalidAmount},
 		{"wechat refund without amount", func(e *channels.Event) {
-			e.Type, e.RefundNo = idempotent.RefundSucceeded, "RF-1"
+			e.Type, e.RefundNo = eventkey.RefundSucceeded, "RF-1"
 		}, channels.KindInvalidAmount},
 		{"wechat refund without refund number", func(e *channels.Event) {
-			e.Type, e.RefundAmount = idempotent.RefundSucceeded, 100
+			e.Type, e.RefundAmount = eventkey.RefundSucceeded, 100
 		}, channels.KindMalformed},
 		{"payment with a refund amount", func(e *channels.Event) { e.RefundAmount = 5 }, channels.KindMalformed},
 		{"no time", func(e *channels.Event) { e.OccurredAt = time.Time{} }, channels.KindMalformed},
@@ -132,7 +132,7 @@ func TestNewStatementEventRefusesWhatAStatementCannotRebuild(t *testing.T) {
 	}
 	ok, err := channels.NewStatementEvent(base)
 	require.NoError(t, err)
-	assert.Equal(t, idempotent.Key("WECHAT:4200002211:PAYMENT_RECEIVED"), ok.Key)
+	assert.Equal(t, eventkey.Key("WECHAT:4200002211:PAYMENT_RECEIVED"), ok.Key)
 	assert.Equal(t, time.UTC, ok.OccurredAt.Location())
 }
 
@@ -162,8 +162,8 @@ func TestStatementEnvelopeIsCheckedLikeAnyInput(t *testing.T) {
 	goodBody := string(good.AppendJSON(nil))
 	alipay := fromStatement(t, mustDecode(t, channelstest.PaymentEnvelope(channelstest.NewTrade(channels.Alipay, 22), channelstest.Delivery{})).Event)
 	alipayRefund := alipay
-	alipayRefund.Type, alipayRefund.RefundNo, alipayRefund.CumulativeRefunded = idempotent.RefundSucceeded, "RF-22", 100
-	alipayRefund.Key = idempotent.Key("ALIPAY:" + alipay.TradeNo + ":REFUND_SUCCEEDED:RF-22")
+	alipayRefund.Type, alipayRefund.RefundNo, alipayRefund.CumulativeRefunded = eventkey.RefundSucceeded, "RF-22", 100
+	alipayRefund.Key = eventkey.Key("ALIPAY:" + alipay.TradeNo + ":REFUND_SUCCEEDED:RF-22")
 	alipayRefund.Fingerprint = channels.Fingerprint(alipayRefund)
 
 	cases := []struct {
@@ -189,6 +189,7 @@ func TestStatementEnvelopeIsCheckedLikeAnyInput(t *testing.T) {
 		{"time after 2100", body(func(m map[string]any) { m["occurred_at"] = "2100-01-01T00:00:00Z" }), channels.KindMalformed},
 		{"unknown type", body(func(m map[string]any) { m["type"] = "REFUND_ABNORMAL" }), channels.KindMalformed},
 		{"an identifier too long", body(func(m map[string]any) { m["merchant_order_no"] = strings.Repeat("P", channels.MaxIDLen+1) }), channels.KindMalformed},
+		{"a bound merchant, which only the worker's check sets", body(func(m map[string]any) { m["bound_merchant"] = "1230000109" }), channels.KindMalformed},
 		{"a cumulative channel's refund", raw(alipayRefund.TenantID, channels.Alipay, string(alipayRefund.AppendJSON(nil))), channels.KindUnsupported},
 	}
 	for _, tc := range cases {

@@ -7,7 +7,7 @@ import (
 	"encoding/json"
 	"time"
 
-	"github.com/paycallback/paycallback/pkg/idempotent"
+	"github.com/paycallback/paycallback/pkg/eventkey"
 )
 
 // WeChat Pay v3 notification constants.
@@ -71,7 +71,7 @@ type wechatRefund struct {
 	} `json:"amount"`
 }
 
-func (d *Decoder) decodeWeChat(env Envelope) (Result, error) {
+func decodeWeChat(env Envelope, keys KeyProvider) (Result, error) {
 	var n wechatNotification
 	if !fastWeChat([]byte(env.Body), &n) {
 		n = wechatNotification{}
@@ -96,7 +96,7 @@ func (d *Decoder) decodeWeChat(env Envelope) (Result, error) {
 	if ot := n.Resource.OriginalType; ot != "" && ot != wantType {
 		return Result{}, errorf(KindMalformed, "wechat %s carries original_type %s", n.EventType, quote(ot))
 	}
-	plain, use, err := d.decryptWeChat(env.TenantID, &n.Resource)
+	plain, use, err := decryptWeChat(keys, env.TenantID, &n.Resource)
 	if err != nil {
 		return Result{}, err
 	}
@@ -116,7 +116,7 @@ func (d *Decoder) decodeWeChat(env Envelope) (Result, error) {
 // KindDecryptFailed only when every key fails, and with KindNoKey when the
 // tenant has no key or one of the wrong length. No key ever appears in an
 // error.
-func (d *Decoder) decryptWeChat(tenantID int64, r *wechatResource) ([]byte, KeyUse, error) {
+func decryptWeChat(provider KeyProvider, tenantID int64, r *wechatResource) ([]byte, KeyUse, error) {
 	if r.Algorithm != WeChatAlgorithm {
 		if r.Algorithm == "" {
 			return nil, KeyUse{}, errorf(KindMalformed, "wechat resource has no algorithm")
@@ -130,8 +130,8 @@ func (d *Decoder) decryptWeChat(tenantID int64, r *wechatResource) ([]byte, KeyU
 		return nil, KeyUse{}, errorf(KindMalformed, "wechat resource has no ciphertext")
 	}
 	var keys [][]byte
-	if d.keys != nil {
-		keys = d.keys.APIv3Keys(tenantID)
+	if provider != nil {
+		keys = provider.APIv3Keys(tenantID)
 	}
 	if len(keys) == 0 {
 		return nil, KeyUse{}, errorf(KindNoKey, "no wechat apiv3 key for tenant %d", tenantID)
@@ -194,7 +194,7 @@ func decodeWeChatTransaction(plain []byte, n *wechatNotification) (res Result, e
 		return Result{}, err
 	}
 	ev := Event{
-		Type:            idempotent.PaymentReceived,
+		Type:            eventkey.PaymentReceived,
 		TradeNo:         tx.TransactionID,
 		MerchantOrderNo: tx.OutTradeNo,
 		RawStatus:       tx.TradeState,
@@ -266,7 +266,7 @@ func decodeWeChatRefund(plain []byte, n *wechatNotification) (res Result, err er
 		return res, nil
 	}
 	// SUCCESS: money moves.
-	ev.Type = idempotent.RefundSucceeded
+	ev.Type = eventkey.RefundSucceeded
 	ev.Key = key
 	if err := checkID("wechat out_trade_no", rf.OutTradeNo); err != nil {
 		return Result{}, err

@@ -10,10 +10,10 @@ import (
 
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/channels/channelstest"
-	"github.com/paycallback/paycallback/pkg/idempotent"
+	"github.com/paycallback/paycallback/pkg/eventkey"
 )
 
-// The channels.md test vectors, verbatim.
+// The fake-key test vectors of docs/channels.md, verbatim.
 const (
 	vecKey = "0123456789abcdef0123456789abcdef"
 
@@ -64,8 +64,8 @@ func TestWeChatDocVectors(t *testing.T) {
 			"AEAD_AES_256_GCM", vecTxCiphertext, vecTxNonce, vecTxAAD)))
 		require.False(t, res.Ignored)
 		ev := res.Event
-		require.Equal(t, idempotent.PaymentReceived, ev.Type)
-		require.Equal(t, idempotent.Key("WECHAT:4200002211202406011234567890:PAYMENT_RECEIVED"), ev.Key)
+		require.Equal(t, eventkey.PaymentReceived, ev.Type)
+		require.Equal(t, eventkey.Key("WECHAT:4200002211202406011234567890:PAYMENT_RECEIVED"), ev.Key)
 		require.Equal(t, "4200002211202406011234567890", ev.TradeNo)
 		require.Equal(t, "POS20240601000123", ev.MerchantOrderNo)
 		require.Equal(t, int64(2580), ev.OrderTotal)
@@ -82,8 +82,8 @@ func TestWeChatDocVectors(t *testing.T) {
 		res := mustDecode(t, envelope(channels.WeChat, wechatBody("REFUND.SUCCESS", "refund",
 			"AEAD_AES_256_GCM", vecRfCiphertext, vecRfNonce, vecRfAAD)))
 		ev := res.Event
-		require.Equal(t, idempotent.RefundSucceeded, ev.Type)
-		require.Equal(t, idempotent.Key("WECHAT:4200002211202406011234567890:REFUND_SUCCEEDED:RF20240601000123-1"), ev.Key)
+		require.Equal(t, eventkey.RefundSucceeded, ev.Type)
+		require.Equal(t, eventkey.Key("WECHAT:4200002211202406011234567890:REFUND_SUCCEEDED:RF20240601000123-1"), ev.Key)
 		require.Equal(t, "RF20240601000123-1", ev.RefundNo)
 		require.Equal(t, int64(2580), ev.OrderTotal)
 		require.Equal(t, int64(1000), ev.RefundAmount, "this refund's own amount")
@@ -237,7 +237,7 @@ func TestWeChatRefundStatuses(t *testing.T) {
 		ab := mustDecode(t, channelstest.WeChatRefund(trade, refund, "ABNORMAL", channelstest.Delivery{}))
 		ok := mustDecode(t, channelstest.WeChatRefund(trade, refund, "SUCCESS", channelstest.Delivery{}))
 		require.Equal(t, ab.Event.RefundNo, ok.Event.RefundNo)
-		require.Equal(t, idempotent.Key("WECHAT:"+trade.TradeNo+":REFUND_SUCCEEDED:RF-7-1"), ok.Event.Key)
+		require.Equal(t, eventkey.Key("WECHAT:"+trade.TradeNo+":REFUND_SUCCEEDED:RF-7-1"), ok.Event.Key)
 	})
 	t.Run("ABNORMAL without refund number is malformed", func(t *testing.T) {
 		mustFail(t, channelstest.WeChatRefund(trade, refund, "ABNORMAL", channelstest.Delivery{

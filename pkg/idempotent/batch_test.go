@@ -2,11 +2,13 @@ package idempotent_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
 	"testing"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/uptrace/bun"
@@ -184,4 +186,12 @@ func TestConcurrentOverlappingBatchesClaimEachKeyOnce(t *testing.T) {
 		}
 		assert.Equal(t, claimed, total, "every claim row was acquired by exactly one batch")
 	})
+}
+
+// isDeadlock reports the errors a concurrency test retries as the worker
+// would: a transaction rolled back for a concurrent one (a deadlock,
+// TiDB's write conflict) or a lock wait timeout.
+func isDeadlock(err error) bool {
+	var me *mysql.MySQLError
+	return idempotent.IsRetryableConflict(err) || (errors.As(err, &me) && me.Number == 1205)
 }

@@ -5,16 +5,22 @@
 //
 // The rules this package keeps, and must never break:
 //
-//   - Acquire takes the connection pool, never a caller's transaction, and
-//     has committed the claim before it reports Acquired, so no business
-//     rollback can release it.
+//   - Acquire and AcquireMany take the connection pool, never a caller's
+//     transaction, and have committed the claim before they report
+//     Acquired, so no business rollback can release it.
 //   - Only a duplicate-key error on the claim's unique index means
-//     "duplicate" (ClassifyDuplicate). Every other error is returned wrapped
+//     "duplicate" (ClassifyDuplicate, which is pkg/dberr's one
+//     classifier). Every other error is returned wrapped
 //     and is never reported as a duplicate.
 //   - Keys compare byte for byte (VARBINARY / BLOB columns); the key builder
-//     refuses rather than truncates.
-//   - Settle is a fence: inside the caller's business transaction it moves a
-//     claim from ACQUIRED to SETTLED only if it is still ACQUIRED, so exactly
-//     one settler wins, however many try.
+//     (pkg/eventkey, whose Key and EventType this package's are) refuses
+//     rather than truncates.
+//   - Settle (and SettleMany, one UPDATE per tenant) is a fence: inside the
+//     caller's business transaction it moves a claim from ACQUIRED to
+//     SETTLED only if it is still ACQUIRED (with the event's fingerprint,
+//     when the caller gives one), so exactly one settler wins, however many
+//     try. The one later change of a settled claim is MarkMoved: a
+//     Shouqianba cancel's claim from NO_MONEY to POSTED when the payment it
+//     reverses is settled.
 //   - Claim rows are never deleted.
 package idempotent

@@ -369,7 +369,10 @@ func (s *Service) settleBatchTx(ctx context.Context, evs []channels.Event, keys 
 					moved = append(moved, idempotent.TenantKey{TenantID: rev.TenantID, Key: rev.Key})
 				}
 			}
-			if ev.Type == idempotent.RefundSucceeded && sts[i].outcome != idempotent.OutcomeOverRefund {
+			// A Shouqianba cancel is the end of /upay/v2/cancel or a
+			// revoke, never a refund an operator registers: no
+			// registration is looked for or expected of it.
+			if ev.Type == idempotent.RefundSucceeded && sts[i].outcome != idempotent.OutcomeOverRefund && !ev.IsCancel() {
 				trade := regs[t]
 				reg, found := &Registration{}, false
 				for _, r := range trade {
@@ -420,7 +423,7 @@ func (s *Service) settleBatchTx(ctx context.Context, evs []channels.Event, keys 
 }
 
 // readPendingCancels marks, on the locked order rows, the trades of the
-// batch's Shouqianba payments whose cancel was settled before with nothing
+// batch's payments of channels with a cancel (Shouqianba) whose cancel was settled before with nothing
 // to reverse (its claim SETTLED, NO_MONEY, and no payment posted): the
 // payment is then reversed at once. A trade whose order row this
 // transaction inserted is not read: a cancel settled before would have
@@ -433,12 +436,12 @@ func (s *Service) readPendingCancels(ctx context.Context, tx bun.Tx, evs []chann
 	var keys []idempotent.TenantKey
 	trades := map[idempotent.TenantKey]tradeKey{}
 	for i, ev := range evs {
-		if o := orders[tradeOf(ev)]; skip[i] || ev.Channel != channels.SQB || ev.Type != idempotent.PaymentReceived || o.PaidAmount > 0 || o.created {
+		if o := orders[tradeOf(ev)]; skip[i] || !ev.Channel.HasCancel() || ev.Type != idempotent.PaymentReceived || o.PaidAmount > 0 || o.created {
 			// A row this transaction created has no cancel settled before
 			// it: settling the cancel would have created the row.
 			continue
 		}
-		k, err := channels.SQBCancelKey(ev.TradeNo)
+		k, err := channels.CancelKey(ev.Channel, ev.TradeNo)
 		if err != nil {
 			return fmt.Errorf("%s: %w", ev.Key, err)
 		}
@@ -464,14 +467,14 @@ func (s *Service) readPendingCancels(ctx context.Context, tx bun.Tx, evs []chann
 }
 
 // cancelReversal is the event whose posting reverses the payment ev of a
-// cancelled Shouqianba trade: a refund under the cancel's key.
+// cancelled trade (Shouqianba): a refund under the cancel's key.
 func cancelReversal(ev channels.Event) (channels.Event, error) {
-	k, err := channels.SQBCancelKey(ev.TradeNo)
+	k, err := channels.CancelKey(ev.Channel, ev.TradeNo)
 	if err != nil {
 		return channels.Event{}, fmt.Errorf("%s: cancel key: %w", ev.Key, err)
 	}
 	rev := ev
-	rev.Type, rev.Key, rev.RefundNo = idempotent.RefundSucceeded, k, channels.SQBCancelRefundNo
+	rev.Type, rev.Key, rev.RefundNo = idempotent.RefundSucceeded, k, ev.Channel.CancelRefundNo()
 	return rev, nil
 }
 
@@ -761,6 +764,7 @@ func (s *Service) writeOrders(ctx context.Context, tx bun.Tx, orders map[tradeKe
 		{"status", func(o *Order) any { return string(o.Status) }},
 		{"paid_at", func(o *Order) any { return o.PaidAt }},
 		{"last_refund_at", func(o *Order) any { return o.LastRefundAt }},
+		{"bound_merchant_id", func(o *Order) any { return o.BoundMerchantID }},
 		{"updated_at", func(o *Order) any { return o.UpdatedAt }},
 	}
 	var b strings.Builder

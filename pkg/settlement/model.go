@@ -126,8 +126,13 @@ type Order struct {
 	Status              OrderStatus      `bun:"status"`
 	PaidAt              *time.Time       `bun:"paid_at"`
 	LastRefundAt        *time.Time       `bun:"last_refund_at"`
-	CreatedAt           time.Time        `bun:"created_at"`
-	UpdatedAt           time.Time        `bun:"updated_at"`
+	// BoundMerchantID is the merchant the worker's merchant check passed
+	// the trade's payment for (channels.Event.BoundMerchant), recorded when
+	// the payment settled; "" when no payment is posted or it was posted
+	// unchecked.
+	BoundMerchantID string    `bun:"bound_merchant_id"`
+	CreatedAt       time.Time `bun:"created_at"`
+	UpdatedAt       time.Time `bun:"updated_at"`
 
 	// cancel is what a settlement knows of the trade's Shouqianba cancel
 	// that still waits for a payment to reverse; not a column: the cancel's

@@ -35,6 +35,29 @@ func selectOrder(ctx context.Context, db bun.IDB, tenantID int64, ch channels.Ch
 	return ord, nil
 }
 
+// TradeMerchant reads, from the pool (the latest committed row), what the
+// trade's order row records of its payment's merchant check: the merchant
+// the payment was checked and bound for (Order.BoundMerchantID; "" when
+// there is no order row, no payment posted, or a payment posted unchecked)
+// and whether a payment is posted. The worker asks it about a Shouqianba
+// refund or cancel that names no merchant. Errors are database errors.
+func (s *Service) TradeMerchant(ctx context.Context, tenantID int64, ch channels.Channel, tradeNo string) (merchant string, paid bool, err error) {
+	var row struct {
+		Merchant string `bun:"bound_merchant_id"`
+		Paid     int64  `bun:"paid_amount"`
+	}
+	err = s.db.NewSelect().Table("ss_channel_order").Column("bound_merchant_id", "paid_amount").
+		Where("tenant_id = ?", tenantID).Where("channel_code = ?", string(ch)).Where("channel_trade_no = ?", tradeNo).
+		Scan(ctx, &row)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return "", false, nil
+	case err != nil:
+		return "", false, fmt.Errorf("read the merchant of order %s/%s: %w", ch, tradeNo, err)
+	}
+	return row.Merchant, row.Paid > 0, nil
+}
+
 // postingRows builds the two balanced rows of ev's posting of amount fen.
 // A non-positive amount is refused: the ledger never holds a zero row.
 func postingRows(ev channels.Event, amount int64, now time.Time) ([]ledgerRow, error) {

@@ -65,7 +65,7 @@ type propEvent struct {
 	refund     bool
 }
 
-var propChannels = []channels.Channel{channels.WeChat, channels.Alipay, channels.SQB}
+var propChannels = channels.Codes()
 
 // newPropCase draws case i of the run seeded seed.
 func newPropCase(seed int64, i int) propCase {

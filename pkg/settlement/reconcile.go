@@ -46,7 +46,8 @@ const (
 	// channel, payment never seen) after the pending window.
 	CheckPendingPayment = "pending_payment"
 	// CheckRefundUnregistered: a refund callback that moved (or could have
-	// moved) money with no pre-registration. Run by default only when
+	// moved) money with no pre-registration; a Shouqianba cancel, which no
+	// one registers, is not one. Run by default only when
 	// refunds are expected to be pre-registered
 	// (ReconcileOptions.RefundsPreregistered).
 	CheckRefundUnregistered = "refund_unregistered"
@@ -391,9 +392,9 @@ func (r *reconciler) ledgerRows(ctx context.Context) error {
 	w, args := r.window("l.created_at")
 	valid := []string{"l.account = ?"}
 	accounts := []any{AccountMerchantPayable}
-	for _, ch := range []channels.Channel{channels.WeChat, channels.Alipay, channels.SQB} {
+	for _, spec := range channels.All() {
 		valid = append(valid, "(l.channel_code = ? AND l.account = ?)")
-		accounts = append(accounts, string(ch), ReceivableAccount(ch))
+		accounts = append(accounts, string(spec.Code), ReceivableAccount(spec.Code))
 	}
 	var rows []ledgerEntryRow
 	err := r.scan(ctx, CheckLedgerRow, &rows, `
@@ -700,8 +701,8 @@ ORDER BY created_at`, append([]any{cutoff}, args...)...)
 	}
 	var cancelKeys []string
 	for _, row := range rows {
-		if row.Channel == string(channels.SQB) && row.Refunded == 0 {
-			if k, err := channels.SQBCancelKey(row.TradeNo); err == nil {
+		if ch := channels.Channel(row.Channel); ch.HasCancel() && row.Refunded == 0 {
+			if k, err := channels.CancelKey(ch, row.TradeNo); err == nil {
 				cancelKeys = append(cancelKeys, string(k))
 			}
 		}
@@ -722,7 +723,7 @@ ORDER BY created_at`, append([]any{cutoff}, args...)...)
 		}
 	}
 	for _, row := range rows {
-		if k, err := channels.SQBCancelKey(row.TradeNo); err == nil && row.Channel == string(channels.SQB) && row.Refunded == 0 &&
+		if k, err := channels.CancelKey(channels.Channel(row.Channel), row.TradeNo); err == nil && row.Refunded == 0 &&
 			cancelled[fmt.Sprintf("%d/%s", row.TenantID, k)] {
 			continue // known only from an unpaid cancel
 		}
@@ -734,7 +735,10 @@ ORDER BY created_at`, append([]any{cutoff}, args...)...)
 	return r.count(ctx, CheckPendingPayment, `SELECT COUNT(*) FROM ss_channel_order WHERE status = 'PENDING_PAYMENT' AND `+w, args...)
 }
 
-// unregisteredRefunds: settled refund callbacks with no registration.
+// unregisteredRefunds: settled refund callbacks with no registration. A
+// Shouqianba cancel (refund number channels.SQBCancelRefundNo) is not one:
+// it is the end of /upay/v2/cancel or a same-day revoke, which no operator
+// registers as a refund, so it is never reported here.
 func (r *reconciler) unregisteredRefunds(ctx context.Context) error {
 	w, args := r.window("c.created_at")
 	if r.refund != nil {
@@ -761,6 +765,9 @@ ORDER BY c.tenant_id, c.idempotent_key`, args...)
 		return err
 	}
 	for _, row := range rows {
+		if isCancelKey(row.Key) {
+			continue // a cancel is not a refund anyone registers
+		}
 		d := Discrepancy{
 			Check: CheckRefundUnregistered, TenantID: row.TenantID, Key: row.Key,
 			Detail:      fmt.Sprintf("refund callback settled %s with no pre-registration", row.Outcome),
@@ -838,7 +845,7 @@ ORDER BY rr.tenant_id, rr.channel_code, rr.channel_trade_no, rr.refund_no`, args
 			})
 		}
 		status := RegistrationStatus(row.Status)
-		cumulative := channels.Channel(row.Channel) != channels.WeChat
+		cumulative := channels.Channel(row.Channel).Cumulative()
 		settled := row.Claim.String == string(idempotent.StatusSettled)
 		switch {
 		case settled && row.Outcome.String == string(idempotent.OutcomeOverRefund):
@@ -917,6 +924,13 @@ ORDER BY tenant_id, idempotent_key`, args...)
 	}
 	return r.count(ctx, CheckOverRefundNotDeadLettered,
 		`SELECT COUNT(*) FROM ss_channel_idempotent WHERE settle_outcome = 'OVER_REFUND' AND `+w, args...)
+}
+
+// isCancelKey reports whether key is a Shouqianba cancel's
+// (channels.SQBCancelKey).
+func isCancelKey(key string) bool {
+	ch, _, refund := splitRefundKey(key)
+	return ch == string(channels.SQB) && refund == channels.SQBCancelRefundNo
 }
 
 // splitRefundKey returns the channel, trade and refund numbers of a refund

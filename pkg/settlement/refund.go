@@ -29,13 +29,7 @@ type RefundRequest struct {
 // Validate checks r before it reaches the database; the error wraps
 // ErrInvalidRequest.
 func (r RefundRequest) Validate() error {
-	if r.TenantID <= 0 {
-		return fmt.Errorf("%w: tenant %d is not positive", ErrInvalidRequest, r.TenantID)
-	}
-	if !r.Channel.Valid() {
-		return fmt.Errorf("%w: channel %q", ErrInvalidRequest, r.Channel)
-	}
-	if _, err := r.key(); err != nil {
+	if err := r.validRefund(); err != nil {
 		return err
 	}
 	if r.Amount <= 0 || r.Amount > channels.MaxAmount {
@@ -43,6 +37,24 @@ func (r RefundRequest) Validate() error {
 			"a refund that moves nothing is not registered", ErrInvalidRequest, r.Amount, channels.MaxAmount)
 	}
 	return nil
+}
+
+// validRefund checks what names the refund, whatever is asked of it: a
+// positive tenant, a channel of the contract, and trade and refund numbers
+// its key can be built from. The error wraps ErrInvalidRequest.
+func (r RefundRequest) validRefund() error {
+	if r.TenantID <= 0 {
+		return fmt.Errorf("%w: tenant %d is not positive", ErrInvalidRequest, r.TenantID)
+	}
+	if !r.Channel.Valid() {
+		return fmt.Errorf("%w: channel %q", ErrInvalidRequest, r.Channel)
+	}
+	if no := r.Channel.CancelRefundNo(); no != "" && r.RefundNo == no {
+		return fmt.Errorf("%w: refund number %q is the one %s's cancel key reserves (a refund so numbered is dead-lettered, never settled)",
+			ErrInvalidRequest, r.RefundNo, r.Channel)
+	}
+	_, err := r.key()
+	return err
 }
 
 // key is the idempotency key of the refund's callback.

@@ -59,6 +59,8 @@ func TestRegisterRefund(t *testing.T) {
 				"space in number":  request(tr, "R 1", 5),
 				"unknown channel":  {TenantID: 1001, Channel: "PAYPAL", TradeNo: tr.TradeNo, RefundNo: "R1", Amount: 5},
 				"no tenant":        {Channel: channels.WeChat, TradeNo: tr.TradeNo, RefundNo: "R1", Amount: 5},
+				"the cancel's number": {TenantID: 1001, Channel: channels.SQB, TradeNo: "7893259247405832",
+					RefundNo: channels.SQBCancelRefundNo, Amount: 5},
 			} {
 				t.Run(name, func(t *testing.T) {
 					_, err := h.svc.RegisterRefund(ctx, r)
@@ -236,7 +238,7 @@ func TestRegisterRefund(t *testing.T) {
 		})
 
 		t.Run("cumulative channels cross-check the refunded total against the registrations", func(t *testing.T) {
-			for i, ch := range []channels.Channel{channels.Alipay, channels.SQB} {
+			for i, ch := range cumulativeChannels() {
 				tr := paid(t, ch, 80+i)
 				for _, r := range []settlement.RefundRequest{request(tr, "RF-0", 300), request(tr, "RF-1", 200)} {
 					_, err := h.svc.RegisterRefund(ctx, r)

@@ -88,13 +88,7 @@ type ResolveRequest struct {
 // Validate checks r before it reaches the database; the error wraps
 // ErrInvalidRequest.
 func (r ResolveRequest) Validate() error {
-	if r.TenantID <= 0 {
-		return fmt.Errorf("%w: tenant %d is not positive", ErrInvalidRequest, r.TenantID)
-	}
-	if !r.Channel.Valid() {
-		return fmt.Errorf("%w: channel %q", ErrInvalidRequest, r.Channel)
-	}
-	if _, err := r.key(); err != nil {
+	if err := r.refund().validRefund(); err != nil {
 		return err
 	}
 	switch note := strings.TrimSpace(r.Note); {
@@ -111,8 +105,11 @@ func (r ResolveRequest) Validate() error {
 	return nil
 }
 
-func (r ResolveRequest) key() (idempotent.Key, error) {
-	return RefundRequest{TenantID: r.TenantID, Channel: r.Channel, TradeNo: r.TradeNo, RefundNo: r.RefundNo}.key()
+func (r ResolveRequest) key() (idempotent.Key, error) { return r.refund().key() }
+
+// refund is the refund r is about, as a RefundRequest without an amount.
+func (r ResolveRequest) refund() RefundRequest {
+	return RefundRequest{TenantID: r.TenantID, Channel: r.Channel, TradeNo: r.TradeNo, RefundNo: r.RefundNo}
 }
 
 // ResolveRefund records the operator's decision on the refund's open

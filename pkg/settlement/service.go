@@ -13,6 +13,7 @@ import (
 	"github.com/uptrace/bun"
 	"github.com/uptrace/bun/dialect"
 
+	"github.com/paycallback/paycallback/internal/metrics"
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/idempotent"
 )
@@ -25,7 +26,7 @@ type Service struct {
 	log     *slog.Logger
 	sqlite  bool
 	engine  engine
-	metrics serviceMetrics
+	metrics *metrics.Settlement
 	// preregistered: every refund is expected to have been registered
 	// before its callback (PAYCB_REFUNDS_PREREGISTERED).
 	preregistered bool
@@ -35,7 +36,9 @@ type Service struct {
 // been registered (RegisterRefund) before the channel reports it
 // (PAYCB_REFUNDS_PREREGISTERED). When on, a refund settled without a
 // registration is logged at WARN; when off (the default) only at DEBUG.
-// paycb_refund_unregistered_total counts it either way. Call it before the
+// paycb_refund_unregistered_total counts it either way. A Shouqianba
+// cancel is not a refund anyone registers: it is neither matched with a
+// registration nor counted. Call it before the
 // Service settles anything: it is not synchronised.
 func (s *Service) SetRefundsPreregistered(on bool) { s.preregistered = on }
 
@@ -53,13 +56,6 @@ const (
 	MismatchClosed = "closed"
 )
 
-type serviceMetrics struct {
-	ledgerDuplicates prometheus.Counter
-	totalMismatches  prometheus.Counter
-	unregistered     prometheus.Counter
-	regMismatches    *prometheus.CounterVec
-}
-
 // New returns a Service on the pool db, settling claims of the store claims.
 // Its metrics (paycb_ledger_duplicate_postings_total,
 // paycb_order_total_mismatch_total, paycb_refund_unregistered_total,
@@ -74,33 +70,9 @@ func New(db *bun.DB, claims *idempotent.Store, logger *slog.Logger, reg promethe
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	m := serviceMetrics{
-		ledgerDuplicates: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "paycb_ledger_duplicate_postings_total",
-			Help: "Settlements that met the ledger's unique key: the event was already posted by a path that bypassed the claim (a bug).",
-		}),
-		totalMismatches: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "paycb_order_total_mismatch_total",
-			Help: "Events whose order total differs from the total first recorded for their trade (the first is kept).",
-		}),
-		unregistered: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "paycb_refund_unregistered_total",
-			Help: "Successful refunds settled without a matching pre-registration.",
-		}),
-		regMismatches: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "paycb_refund_registration_mismatch_total",
-			Help: "Refund callbacks that disagree with the pre-registrations, by reason (amount, cumulative, closed).",
-		}, []string{"reason"}),
-	}
-	for _, r := range []string{MismatchAmount, MismatchCumulative, MismatchClosed} {
-		m.regMismatches.WithLabelValues(r)
-	}
-	if reg != nil {
-		for _, c := range []prometheus.Collector{m.ledgerDuplicates, m.totalMismatches, m.unregistered, m.regMismatches} {
-			if err := reg.Register(c); err != nil {
-				return nil, fmt.Errorf("register settlement metrics: %w", err)
-			}
-		}
+	m, err := metrics.NewSettlement(reg)
+	if err != nil {
+		return nil, fmt.Errorf("new settlement service: %w", err)
 	}
 	return &Service{
 		db:      db,
@@ -232,6 +204,7 @@ func decide(st *settlement, ord Order, now time.Time) (next Order, write bool, e
 		}
 		st.outcome, st.amount = idempotent.OutcomePosted, ev.OrderTotal
 		next.PaidAmount = ev.OrderTotal
+		next.BoundMerchantID = ev.BoundMerchant
 		paidAt := dbTime(ev.OccurredAt)
 		next.PaidAt = &paidAt
 		if ord.cancel.pending {
@@ -275,6 +248,40 @@ func decide(st *settlement, ord Order, now time.Time) (next Order, write bool, e
 	next.UpdatedAt = now
 	st.order = next
 	return next, true, nil
+}
+
+// Decision is what Decide worked out for one event on its order row.
+type Decision struct {
+	// Order is the order row as it must be written.
+	Order Order
+	// Write is false when nothing about the order changes (an
+	// over-refund).
+	Write bool
+	// Outcome is the claim's settle outcome.
+	Outcome idempotent.Outcome
+	// Amount is the fen the event's own posting moves (0 when nothing is
+	// posted).
+	Amount int64
+	// Reversal is the fen a payment's settlement reverses at once under the
+	// key of the trade's earlier Shouqianba cancel decided in the same
+	// batch (0: none).
+	Reversal int64
+}
+
+// Decide applies ev to the order row ord exactly as Settle and SettleBatch
+// do on the locked row, with no I/O: the outcome, the fen moved and the
+// order as it must be written. It is the one decision, exported so that
+// the benchmark's rule floor (internal/bench) measures what settlement
+// decides rather than a copy of it. A payment on an order already paid is
+// an error (its posting exists without its claim); so is an event type
+// that is not the contract's, wrapping ErrInvalidEvent.
+func Decide(ord Order, ev channels.Event, now time.Time) (Decision, error) {
+	st := settlement{ev: ev, cancelIndex: -1}
+	next, write, err := decide(&st, ord, now)
+	if err != nil {
+		return Decision{}, err
+	}
+	return Decision{Order: next, Write: write, Outcome: st.outcome, Amount: st.amount, Reversal: st.reversal}, nil
 }
 
 // decideCancel decides a Shouqianba CANCELED order against the locked
@@ -338,7 +345,7 @@ func (s *Service) settleAlreadyPosted(ctx context.Context, ev channels.Event, ca
 	default:
 		return Result{}, fmt.Errorf("settle already-posted %s: %w", ev.Key, err)
 	}
-	s.metrics.ledgerDuplicates.Inc()
+	s.metrics.LedgerDuplicatePosting()
 	s.log.LogAttrs(ctx, slog.LevelError,
 		"ledger already holds this event's postings: a path bypassed the claim; claim settled POSTED without new postings",
 		slog.Int64("tenant", ev.TenantID), slog.String("key", string(ev.Key)),
@@ -357,7 +364,7 @@ func (s *Service) report(ctx context.Context, st *settlement) {
 		}, extra...)
 	}
 	if st.totalMismatch {
-		s.metrics.totalMismatches.Inc()
+		s.metrics.OrderTotalMismatch()
 		s.log.LogAttrs(ctx, slog.LevelWarn, "order total differs from the first recorded; the first is kept",
 			attrs(slog.Int64("recorded_total", st.order.Amount), slog.Int64("event_total", ev.OrderTotal))...)
 	}
@@ -371,7 +378,7 @@ func (s *Service) report(ctx context.Context, st *settlement) {
 				slog.Int64("refund_amount", ev.RefundAmount), slog.Int64("cumulative_refunded", ev.CumulativeRefunded))...)
 	}
 	if st.unregistered {
-		s.metrics.unregistered.Inc()
+		s.metrics.RefundUnregistered()
 		level := slog.LevelDebug
 		if s.preregistered {
 			level = slog.LevelWarn
@@ -380,7 +387,7 @@ func (s *Service) report(ctx context.Context, st *settlement) {
 			attrs(slog.String("refund_no", ev.RefundNo), slog.String("outcome", string(st.outcome)))...)
 	}
 	for _, reason := range st.regMismatches {
-		s.metrics.regMismatches.WithLabelValues(reason).Inc()
+		s.metrics.RegistrationMismatch(reason)
 		s.log.LogAttrs(ctx, slog.LevelWarn, "refund callback disagrees with the pre-registrations",
 			attrs(slog.String("reason", reason), slog.String("refund_no", ev.RefundNo), slog.String("detail", st.regDetail))...)
 	}

@@ -61,7 +61,7 @@ func TestSettle(t *testing.T) {
 		})
 
 		t.Run("a refund before its payment leaves the order PENDING_PAYMENT until the payment", func(t *testing.T) {
-			for i, ch := range []channels.Channel{channels.WeChat, channels.Alipay, channels.SQB} {
+			for i, ch := range channels.Codes() {
 				tr := channelstest.NewTrade(ch, 100+i)
 				d := h.deliver(t, channelstest.RefundEnvelope(tr, refundAt(tr, "R1", 500, 500, 1), channelstest.Delivery{}), 10)
 				assert.Equal(t, idempotent.OutcomePosted, d.result.Outcome, ch)
@@ -92,7 +92,7 @@ func TestSettle(t *testing.T) {
 		})
 
 		t.Run("a lower cumulative arriving late moves no money", func(t *testing.T) {
-			for i, ch := range []channels.Channel{channels.Alipay, channels.SQB} {
+			for i, ch := range cumulativeChannels() {
 				tr := channelstest.NewTrade(ch, 200+i)
 				h.deliver(t, channelstest.PaymentEnvelope(tr, channelstest.Delivery{}), 20)
 				second := h.deliver(t, channelstest.RefundEnvelope(tr, refundAt(tr, "R2", 0, 900, 2), channelstest.Delivery{}), 21)
@@ -208,7 +208,7 @@ func TestConcurrentSettles(t *testing.T) {
 	sqldbtest.Dialects(t, func(t *testing.T, db *bun.DB) { //nolint:thelper // a test body run once per dialect
 		ctx := context.Background()
 		h := newHarness(t, db)
-		for i, ch := range []channels.Channel{channels.WeChat, channels.Alipay, channels.SQB} {
+		for i, ch := range channels.Codes() {
 			tr := channelstest.NewTrade(ch, 600+i)
 			pay := h.decode(t, channelstest.PaymentEnvelope(tr, channelstest.Delivery{}))
 			ref := h.decode(t, channelstest.RefundEnvelope(tr, refundAt(tr, "R1", 700, 700, 1), channelstest.Delivery{}))
@@ -317,4 +317,16 @@ func TestLedgerBypass(t *testing.T) {
 		assert.Equal(t, int64(2580), order(t, db, tr).PaidAmount)
 		assert.InDelta(t, float64(2), metric(t, h, "paycb_ledger_duplicate_postings_total"), 0)
 	})
+}
+
+// cumulativeChannels are the registered channels whose refunds are
+// reported cumulatively (channels.Spec.Refunds), in the registry's order.
+func cumulativeChannels() []channels.Channel {
+	var out []channels.Channel
+	for _, spec := range channels.All() {
+		if spec.Cumulative() {
+			out = append(out, spec.Code)
+		}
+	}
+	return out
 }

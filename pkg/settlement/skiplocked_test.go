@@ -50,7 +50,7 @@ func TestSettleBatchSkipsAHeldOrderRowAtEverySize(t *testing.T) {
 	// row is still waiting when this runs out.
 	patience := min(10*time.Second, time.Duration(lockWait)*time.Second/3)
 
-	chans := []channels.Channel{channels.WeChat, channels.Alipay, channels.SQB}
+	chans := channels.Codes()
 	seq := 7000
 	for _, n := range []int{1, 2, 8, 32, 256} {
 		for _, holdBy := range []string{"primary key", "unique key"} {

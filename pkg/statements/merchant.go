@@ -2,8 +2,6 @@ package statements
 
 import (
 	"strings"
-
-	"github.com/paycallback/paycallback/pkg/channels"
 )
 
 // AlipayAccountSuffix ends the account an Alipay bill names in its
@@ -24,9 +22,10 @@ const AlipayAccountSuffix = "0156"
 func (s Statement) BindingMerchantIDs() []string {
 	var out []string
 	seen := map[string]bool{}
+	bind := parsers[s.Channel].BindingMerchantID
 	add := func(id string) {
-		if s.Channel == channels.Alipay {
-			id = alipayPID(id)
+		if bind != nil {
+			id = bind(id)
 		}
 		if !seen[id] {
 			seen[id] = true

@@ -45,6 +45,23 @@ func sqbFinal(status string) (final, known bool) {
 	return false, false
 }
 
+// SQBSettled reports whether a Shouqianba order_status says the channel
+// settled the order's payment (possibly refunded since): PAID,
+// PARTIAL_REFUNDED or REFUNDED. CANCELED does not say whether the payment
+// had gone through (a cancel of a paid order reverses it, of an unpaid one
+// moves nothing), PAY_CANCELED and PAY_ERROR are payments that failed, and
+// the other documented statuses are not final: for none of them did the
+// channel settle money that the merchant keeps. It is the one rule by which
+// ParseSQB's Totals count an order and by which reconciliation expects a
+// payment posting for it.
+func SQBSettled(status string) bool {
+	switch status {
+	case channels.SQBPaid, channels.SQBPartialRefunded, channels.SQBRefunded:
+		return true
+	}
+	return false
+}
+
 // sqbQueryResponse is one /upay/v2/query response as Shouqianba returns
 // it: {"result_code":"200","biz_response":{"result_code":"SUCCESS",
 // "data":{...}}}. Every value of interest is a JSON string.
@@ -105,11 +122,15 @@ type sqbQueryData struct {
 // ignored and appears nowhere in the Statement.
 //
 // The file has no summary of its own, so Totals are computed from the
-// lines: Lines and Payments count the orders, PaymentAmount sums
-// total_amount, SettledPayments net_amount, and RefundAmount the refunded
-// part (total_amount − net_amount); Refunds and SettledRefunds stay zero.
-// Every line counts, whatever its order_status. SHA1 is over the bytes
-// read.
+// lines: Lines counts every order; Payments, PaymentAmount (total_amount),
+// SettledPayments (net_amount) and RefundAmount (the refunded part,
+// total_amount − net_amount) count only the orders whose payment the
+// channel settled (SQBSettled: PAID, PARTIAL_REFUNDED, REFUNDED), the
+// orders reconciliation expects a payment posting for. A CANCELED order is
+// neither a payment received nor a refund: the cancel does not say whether
+// the payment had gone through, and either way the trade nets to zero; a
+// failed or unfinished order moved no money the merchant keeps. Refunds and
+// SettledRefunds stay zero. SHA1 is over the bytes read.
 //
 // Errors: a read error is returned wrapped; anything else (malformed JSON,
 // a failing result_code, a missing or malformed field, a duplicate sn)
@@ -160,8 +181,14 @@ func ParseSQB(r io.Reader) (Statement, error) {
 	return st, nil
 }
 
-// addSQB adds one order to the totals, refusing a sum beyond int64.
+// addSQB adds one order to the totals, refusing a sum beyond int64: every
+// order is a line, and only one the channel settled (SQBSettled) adds a
+// payment and its refunded part.
 func (t *Totals) addSQB(l Line) error {
+	if !SQBSettled(l.Status) {
+		t.Lines++
+		return nil
+	}
 	refunded := l.Amount - l.SettledAmount
 	if t.PaymentAmount > math.MaxInt64-l.Amount || t.SettledPayments > math.MaxInt64-l.SettledAmount ||
 		t.RefundAmount > math.MaxInt64-refunded {

@@ -2,6 +2,7 @@ package statements_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"os"
 	"strings"
@@ -112,25 +113,39 @@ func TestParseSQBAccepted(t *testing.T) {
 			totals:   statements.Totals{Lines: 1, Payments: 1, PaymentAmount: 5880, SettledPayments: 5880},
 		},
 		{
-			name:     "non-final CREATED without finish_time is kept with a zero time",
+			name:     "non-final CREATED without finish_time is kept with a zero time, not a payment",
 			in:       sqbPaid(t, `"PAID"`, `"CREATED"`, `"finish_time":"1710469841000",`, ""),
 			lineNos:  []int{1},
 			statuses: []string{"CREATED"},
-			totals:   statements.Totals{Lines: 1, Payments: 1, PaymentAmount: 5880, SettledPayments: 5880},
+			totals:   statements.Totals{Lines: 1},
 		},
 		{
-			name:     "non-final REFUND_ERROR is kept",
+			name:     "non-final REFUND_ERROR is kept, not counted until queried again",
 			in:       sqbPaid(t, `"PAID"`, `"REFUND_ERROR"`),
 			lineNos:  []int{1},
 			statuses: []string{"REFUND_ERROR"},
-			totals:   statements.Totals{Lines: 1, Payments: 1, PaymentAmount: 5880, SettledPayments: 5880},
+			totals:   statements.Totals{Lines: 1},
 		},
 		{
-			name:     "CANCELED with nothing left",
+			name:     "CANCELED with nothing left: neither a payment nor a refund",
 			in:       sqbPaid(t, `"PAID"`, `"CANCELED"`, `"net_amount":"5880"`, `"net_amount":"0"`),
 			lineNos:  []int{1},
 			statuses: []string{"CANCELED"},
-			totals:   statements.Totals{Lines: 1, Payments: 1, PaymentAmount: 5880, RefundAmount: 5880},
+			totals:   statements.Totals{Lines: 1},
+		},
+		{
+			name:     "PAY_CANCELED (the payment failed): not a payment",
+			in:       sqbPaid(t, `"PAID"`, `"PAY_CANCELED"`),
+			lineNos:  []int{1},
+			statuses: []string{"PAY_CANCELED"},
+			totals:   statements.Totals{Lines: 1},
+		},
+		{
+			name:     "a CANCELED order beside a paid one counts only the paid one",
+			in:       fx[1] + "\n" + strings.Replace(sqbPaid(t, `"PAID"`, `"CANCELED"`, `"net_amount":"5880"`, `"net_amount":"0"`), "7890000000000002", "7890000000000009", 1),
+			lineNos:  []int{1, 2},
+			statuses: []string{"PAID", "CANCELED"},
+			totals:   statements.Totals{Lines: 2, Payments: 1, PaymentAmount: 5880, SettledPayments: 5880},
 		},
 		{
 			name:     "amount at channels.MaxAmount",
@@ -355,6 +370,9 @@ func FuzzParseSQB(f *testing.F) {
 			require.LessOrEqual(t, l.SettledAmount, l.Amount)
 			require.LessOrEqual(t, l.Amount, channels.MaxAmount)
 			tot.Lines++
+			if !statements.SQBSettled(l.Status) {
+				continue // a cancelled, failed or unfinished order is neither a payment nor a refund
+			}
 			tot.Payments++
 			tot.PaymentAmount += l.Amount
 			tot.SettledPayments += l.SettledAmount
@@ -362,4 +380,27 @@ func FuzzParseSQB(f *testing.F) {
 		}
 		require.Equal(t, tot, st.Totals)
 	})
+}
+
+// TestParseSQBPublishedCanceledIsNoPayment: Shouqianba's own published query
+// answer for a CANCELED order (total_amount 1, net_amount 0), saved as one
+// line, is a line of the statement but neither a payment received nor a
+// refund: a cancel says nothing about whether the payment had gone through
+// (reconciliation only asks that the trade nets to zero), so the totals a
+// merchant reads count no money for it.
+func TestParseSQBPublishedCanceledIsNoPayment(t *testing.T) {
+	raw, err := os.ReadFile("../channels/testdata/published/sqb/core_query_canceled_response.json")
+	require.NoError(t, err)
+	var line bytes.Buffer
+	require.NoError(t, json.Compact(&line, raw))
+	st, err := statements.ParseSQB(bytes.NewReader(line.Bytes()))
+	require.NoError(t, err)
+	require.Len(t, st.Lines, 1)
+	l := st.Lines[0]
+	assert.Equal(t, channels.SQBCanceled, l.Status)
+	assert.Equal(t, "7894259244096963", l.TradeNo)
+	assert.Equal(t, int64(1), l.Amount)
+	assert.Zero(t, l.SettledAmount)
+	assert.Equal(t, statements.Totals{Lines: 1}, st.Totals)
+	assert.False(t, statements.SQBSettled(l.Status))
 }

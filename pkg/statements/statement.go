@@ -1,19 +1,6 @@
-// Package statements parses the channels' daily statement files (对账单)
-// into one shape: a WeChat Pay trade bill (bill_type=ALL, plain or gzip,
-// current 27-column and legacy 24-column headers), an Alipay trade bill
-// (the zip, GBK), and for Shouqianba, which publishes no statement file, a
-// file of per-order query responses (one /upay/v2/query response a line).
-//
-// Parsers find columns by header name, check the file against its own
-// summary or footer and refuse it with the difference when they disagree,
-// and turn amounts into int64 fen with the same exact decimal parsing as
-// the callbacks (channels.ParseYuan), never a float. They never touch a
-// database or the network: storing and reconciling statements is the
-// caller's job. Facts and sources: the project's statements notes.
 package statements
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"slices"
@@ -119,7 +106,8 @@ type Statement struct {
 	// Lines are the detail lines in file order.
 	Lines []Line
 	// Totals are what the file's summary states; for Shouqianba, whose
-	// file has no summary, they are computed from the lines.
+	// file has no summary, they are computed from the lines, and only an
+	// order the channel settled counts as a payment (see ParseSQB).
 	Totals Totals
 	// SHA1 is the hex SHA-1 of the uncompressed bytes (WeChat's hash_value
 	// is over those).
@@ -164,31 +152,29 @@ var ErrFormat = errors.New("not a statement of a known layout")
 // ErrHash is wrapped when the file's SHA-1 differs from the one given.
 var ErrHash = errors.New("statement hash mismatch")
 
-// Parse parses data as a statement of channel ch: a WeChat trade bill
-// (plain or gzip), an Alipay trade bill zip, or Shouqianba query responses.
-// wantSHA1, when not empty, must be the hex SHA-1 of the uncompressed file
-// (WeChat's hash_value) or, for Alipay, of the detail entry, else the error
-// wraps ErrHash.
+// Parse parses data as a statement of channel ch with the channel's
+// parser (see Parser; a WeChat trade bill, plain or gzip, an Alipay trade
+// bill zip, or Shouqianba query responses). wantSHA1, when not empty, must
+// be the hex SHA-1 of the uncompressed file (WeChat's hash_value) or, for
+// Alipay, of the detail entry, else the error wraps ErrHash. A channel
+// without a parser (one not in this package's list) is an error naming
+// it, never an empty statement.
 func Parse(ch channels.Channel, data []byte, wantSHA1 string) (Statement, error) {
-	var (
-		st  Statement
-		err error
-	)
-	switch ch {
-	case channels.WeChat:
-		return ParseWeChat(bytes.NewReader(data), wantSHA1)
-	case channels.Alipay:
-		st, err = ParseAlipay(bytes.NewReader(data), int64(len(data)))
-	case channels.SQB:
-		st, err = ParseSQB(bytes.NewReader(data))
-	default:
-		return Statement{}, fmt.Errorf("parse statement: unknown channel %q", ch)
+	p, ok := ParserOf(ch)
+	if !ok {
+		return Statement{}, fmt.Errorf("parse statement: unknown channel %q: %w", ch, ErrNoParser)
 	}
+	return p.Parse(data, wantSHA1)
+}
+
+// checkSHA1 returns st, err, or when err is nil and wantSHA1 is not empty
+// and not st.SHA1, ErrHash naming both.
+func checkSHA1(st Statement, err error, wantSHA1 string) (Statement, error) {
 	if err != nil {
 		return st, err
 	}
 	if wantSHA1 != "" && !strings.EqualFold(wantSHA1, st.SHA1) {
-		return st, fmt.Errorf("%s statement: sha1 is %s, want %s: %w", ch, st.SHA1, strings.ToLower(wantSHA1), ErrHash)
+		return st, fmt.Errorf("%s statement: sha1 is %s, want %s: %w", st.Channel, st.SHA1, strings.ToLower(wantSHA1), ErrHash)
 	}
 	return st, nil
 }

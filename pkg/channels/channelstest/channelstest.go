@@ -1,22 +1,3 @@
-// Package channelstest builds realistic callback envelopes for the three
-// payment channels, for tests, the demo and simulations.
-//
-// Describe a trade with Trade (NewTrade fills realistic numbers), a refund
-// with Refund, and one delivery of a notification with Delivery; the
-// builders return the Kafka value (envelope JSON) that the upstream receiver
-// would write. Redeliveries of one notification are the same call with a
-// different Delivery.Attempt (or explicit NotifyTime, ID, Nonce): the bytes
-// differ the way real retries differ (Alipay notify_time, WeChat envelope
-// id, create_time, nonce and ciphertext), the decoded fingerprint does not.
-//
-// WeChat bodies are encrypted with AES-256-GCM under Delivery.APIv3Key
-// (default APIv3Key, the fake key of the channels.md test vectors), so a
-// decoder built with Keys() reads them. Delivery.Edit changes the payload
-// before it is encoded, to build traps and broken messages.
-//
-// Builders panic on impossible input (a key that is not 32 bytes, a nonce
-// that is not 12); they never return errors. Everything is deterministic:
-// the same arguments give the same bytes.
 package channelstest
 
 import (
@@ -34,7 +15,8 @@ import (
 	"github.com/paycallback/paycallback/pkg/channels"
 )
 
-// APIv3Key is the fake WeChat APIv3 key of the channels.md test vectors.
+// APIv3Key is the fake WeChat APIv3 key of the test vectors in
+// docs/channels.md.
 const APIv3Key = "0123456789abcdef0123456789abcdef"
 
 // Keys returns a key provider that gives APIv3Key to every tenant.
@@ -66,12 +48,9 @@ func NewTrade(ch channels.Channel, seq int) Trade {
 		Total:           2580,
 		PaidAt:          BaseTime.Add(time.Duration(seq) * time.Second),
 	}
-	switch ch {
-	case channels.WeChat:
-		t.TradeNo = fmt.Sprintf("42000022112024060%012d", seq)
-	case channels.Alipay:
-		t.TradeNo = fmt.Sprintf("2024060122001439%012d", seq)
-	default:
+	if b, ok := BodiesOf(ch); ok {
+		t.TradeNo = b.TradeNo(seq)
+	} else {
 		t.TradeNo = fmt.Sprintf("789325%010d", seq)
 	}
 	return t
@@ -143,15 +122,7 @@ type Delivery struct {
 
 // PaymentEnvelope is the payment notification of t on its channel.
 func PaymentEnvelope(t Trade, d Delivery) []byte {
-	switch t.Channel {
-	case channels.WeChat:
-		return WeChatPayment(t, d)
-	case channels.Alipay:
-		return AlipayPayment(t, d)
-	case channels.SQB:
-		return SQBPayment(t, d)
-	}
-	panic("channelstest: unknown channel " + string(t.Channel))
+	return mustBodies(t.Channel).Payment(t, d)
 }
 
 // StatementPayment is the statement event `consumer statement reconcile
@@ -183,15 +154,7 @@ func StatementPayment(t Trade) (channels.Event, []byte) {
 // (for Alipay a partial refund, or a full one when the cumulative reaches the
 // total; for Shouqianba PARTIAL_REFUNDED or REFUNDED likewise).
 func RefundEnvelope(t Trade, r Refund, d Delivery) []byte {
-	switch t.Channel {
-	case channels.WeChat:
-		return WeChatRefund(t, r, "SUCCESS", d)
-	case channels.Alipay:
-		return AlipayRefund(t, r, d)
-	case channels.SQB:
-		return SQBRefund(t, r, d)
-	}
-	panic("channelstest: unknown channel " + string(t.Channel))
+	return mustBodies(t.Channel).Refund(t, r, d)
 }
 
 // Envelope wraps a body in the contract's envelope JSON with the content

@@ -95,6 +95,9 @@ func SQBQueryResponses(lines []statements.Line) (File, error) {
 		want.Lines = append(want.Lines, l)
 		t := &want.Totals
 		t.Lines++
+		if !statements.SQBSettled(l.Status) {
+			continue // a cancelled, failed or unfinished order is neither a payment nor a refund
+		}
 		t.Payments++
 		t.PaymentAmount += l.Amount
 		t.SettledPayments += l.SettledAmount

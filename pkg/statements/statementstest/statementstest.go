@@ -1,15 +1,3 @@
-// Package statementstest writes channel statement files for tests: a WeChat
-// Pay trade bill (bill_type=ALL), an Alipay trade bill zip (GBK, with its
-// footer) and a file of Shouqianba query responses, each exactly in the
-// layout pkg/statements parses, from the lines the file must parse into.
-// FromEvents works out those lines from decoded callbacks the way the
-// channels' statements report them.
-//
-// Every writer returns a File: the bytes and the Statement that
-// statements.Parse must return for them, so a test can state "this file
-// parses to exactly these lines and totals". The package never touches a
-// database, the network or the file system, and it is not a parser: the
-// only reader of its files that counts is pkg/statements.
 package statementstest
 
 import (
@@ -21,7 +9,7 @@ import (
 	"time"
 
 	"github.com/paycallback/paycallback/pkg/channels"
-	"github.com/paycallback/paycallback/pkg/idempotent"
+	"github.com/paycallback/paycallback/pkg/eventkey"
 	"github.com/paycallback/paycallback/pkg/statements"
 )
 
@@ -125,7 +113,7 @@ func line(e channels.Event, kind statements.Kind, amount int64) statements.Line 
 func wechatLines(evs []channels.Event) []statements.Line {
 	lines := make([]statements.Line, 0, len(evs))
 	for _, e := range evs {
-		if e.Type == idempotent.PaymentReceived {
+		if e.Type == eventkey.PaymentReceived {
 			l := line(e, statements.KindPayment, e.OrderTotal)
 			l.FeeMicroYuan = wechatFee(e.OrderTotal)
 			lines = append(lines, l)
@@ -142,7 +130,7 @@ func alipayLines(evs []channels.Event) ([]statements.Line, error) {
 	var lines []statements.Line
 	refunds := map[string][]channels.Event{}
 	for _, e := range evs {
-		if e.Type == idempotent.PaymentReceived {
+		if e.Type == eventkey.PaymentReceived {
 			lines = append(lines, line(e, statements.KindPayment, e.OrderTotal))
 			continue
 		}

@@ -69,7 +69,7 @@ func stream(t *testing.T) []channels.Event {
 		require.NoError(t, err)
 		events = append(events, res.Event)
 	}
-	for i, ch := range []channels.Channel{channels.WeChat, channels.Alipay, channels.SQB} {
+	for i, ch := range channels.Codes() {
 		a := channelstest.NewTrade(ch, 10*i+1)
 		a.Total = 10000
 		b := channelstest.NewTrade(ch, 10*i+2)

@@ -1,4 +1,4 @@
-package idempotent_test
+package dberr_test
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/stretchr/testify/assert"
 
-	"github.com/paycallback/paycallback/pkg/idempotent"
+	"github.com/paycallback/paycallback/pkg/dberr"
 )
 
 func TestClassifyDuplicate(t *testing.T) {
@@ -46,8 +46,8 @@ func TestClassifyDuplicate(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got := idempotent.ClassifyDuplicate(tc.err)
-			assert.Equal(t, tc.dup, errors.Is(got, idempotent.ErrDuplicateKey))
+			got := dberr.ClassifyDuplicate(tc.err)
+			assert.Equal(t, tc.dup, errors.Is(got, dberr.ErrDuplicateKey))
 			if !tc.dup {
 				assert.Equal(t, tc.err, got, "a non-duplicate error is returned unchanged")
 			} else {
@@ -58,12 +58,12 @@ func TestClassifyDuplicate(t *testing.T) {
 }
 
 func TestIsDeadlock(t *testing.T) {
-	assert.True(t, idempotent.IsDeadlock(&mysql.MySQLError{Number: 1213}))
-	assert.True(t, idempotent.IsDeadlock(fmt.Errorf("settle: %w", &mysql.MySQLError{Number: 1213})))
-	assert.False(t, idempotent.IsDeadlock(&mysql.MySQLError{Number: 1205}), "a lock wait timeout rolls back one statement only")
-	assert.False(t, idempotent.IsDeadlock(&mysql.MySQLError{Number: 1062}))
-	assert.False(t, idempotent.IsDeadlock(errors.New("Error 1213: Deadlock found")), "messages are never read")
-	assert.False(t, idempotent.IsDeadlock(nil))
+	assert.True(t, dberr.IsDeadlock(&mysql.MySQLError{Number: 1213}))
+	assert.True(t, dberr.IsDeadlock(fmt.Errorf("settle: %w", &mysql.MySQLError{Number: 1213})))
+	assert.False(t, dberr.IsDeadlock(&mysql.MySQLError{Number: 1205}), "a lock wait timeout rolls back one statement only")
+	assert.False(t, dberr.IsDeadlock(&mysql.MySQLError{Number: 1062}))
+	assert.False(t, dberr.IsDeadlock(errors.New("Error 1213: Deadlock found")), "messages are never read")
+	assert.False(t, dberr.IsDeadlock(nil))
 }
 
 func TestIsRetryableConflict(t *testing.T) {
@@ -91,19 +91,27 @@ func TestIsRetryableConflict(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			assert.Equal(t, tc.retry, idempotent.IsRetryableConflict(tc.err))
+			assert.Equal(t, tc.retry, dberr.IsRetryableConflict(tc.err))
 			if tc.retry {
-				assert.NotErrorIs(t, idempotent.ClassifyDuplicate(tc.err), idempotent.ErrDuplicateKey,
+				assert.NotErrorIs(t, dberr.ClassifyDuplicate(tc.err), dberr.ErrDuplicateKey,
 					"a conflict is never a duplicate")
 			}
 		})
 	}
 }
 
-// isDeadlock reports the errors a concurrency test retries as the worker
-// would: a transaction rolled back for a concurrent one (a deadlock,
-// TiDB's write conflict) or a lock wait timeout.
-func isDeadlock(err error) bool {
-	var me *mysql.MySQLError
-	return idempotent.IsRetryableConflict(err) || (errors.As(err, &me) && me.Number == 1205)
+func TestPermanent(t *testing.T) {
+	for _, number := range []uint16{1040, 1205, 1213, 1062, 9007} {
+		_, permanent := dberr.Permanent(fmt.Errorf("wrapped: %w", &mysql.MySQLError{Number: number}))
+		assert.False(t, permanent, "error %d may pass", number)
+	}
+	for _, number := range []uint16{1044, 1045, 1049, 1130, 1142, 1143, 1698} {
+		reason, permanent := dberr.Permanent(fmt.Errorf("wrapped: %w", &mysql.MySQLError{Number: number}))
+		assert.True(t, permanent, "error %d", number)
+		assert.NotEmpty(t, reason)
+	}
+	_, permanent := dberr.Permanent(errors.New("Error 1045: Access denied"))
+	assert.False(t, permanent, "messages are never read")
+	_, permanent = dberr.Permanent(nil)
+	assert.False(t, permanent)
 }

@@ -1,0 +1,23 @@
+// Package bench is the end-to-end benchmark behind `make bench`: in one run
+// it builds the consumer, starts a Kafka broker (kfake) as a process of its
+// own, creates fresh MariaDB/MySQL databases, produces a realistic generated
+// stream, and measures the worker against what bounds it: kafka-go reading
+// the topic with a no-op handler (the transport ceiling), raw multi-row
+// inserts of the rows an event writes, and the rule floor, the least
+// database work the exactly-once rule allows (claims committed first, then
+// orders, ledger rows and the fence in one transaction). It then measures
+// the per-message pipeline, the batched pipeline, a replay, and
+// publish→settled latency at a paced rate, and reports one table
+// (Result.WriteTable). Every row counts Kafka messages and distinct money
+// events apart, and says what each distinct event cost in CPU, of the
+// worker and of the database server process, and in statements.
+//
+// Figures on a shared machine are noisy: compare rows of one run (the
+// ratios) rather than absolute numbers across runs. The database's CPU and
+// statements are the whole server's: other clients of it count too.
+//
+// This package must never touch a database it did not create (every name
+// starts with paycb_bench_<random>_ and is dropped at the end), commit
+// offsets for a group with live members, or leave a subprocess running when
+// Run returns.
+package bench

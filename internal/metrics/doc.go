@@ -1,0 +1,16 @@
+// Package metrics defines the worker's Prometheus metrics, the names and
+// labels that dashboards, alerts and acceptance tests rely on (see the
+// contract), and the only methods that record them: the contract's
+// (Metrics), the settlement service's own (Settlement), the partition
+// readers' (ReaderStats) and the statement reconciliation's
+// (StatementCollector). No other package defines a metric.
+//
+// Every metric is registered on a prometheus.Registerer the caller injects;
+// this package must never touch the global default registry, and must never
+// let an unbounded value (a trade number, an error text, a tenant) become a
+// label value: every method takes a value from a fixed set and clamps
+// anything else to UNKNOWN or "other". The one tenant label,
+// paycb_wechat_decrypt_key_total's, is set only for tenants with several
+// WeChat APIv3 keys, a set the configuration bounds, and is empty for all
+// others.
+package metrics

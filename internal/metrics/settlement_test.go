@@ -1,0 +1,71 @@
+package metrics
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestSettlementMetrics(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m, err := NewSettlement(reg)
+	require.NoError(t, err)
+	m.LedgerDuplicatePosting()
+	m.OrderTotalMismatch()
+	m.RefundUnregistered()
+	m.RefundUnregistered()
+	m.RegistrationMismatch(ReasonClosed)
+	m.RegistrationMismatch("a trade number") // unbounded: clamped
+	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP paycb_ledger_duplicate_postings_total Settlements that met the ledger's unique key: the event was already posted by a path that bypassed the claim (a bug).
+# TYPE paycb_ledger_duplicate_postings_total counter
+paycb_ledger_duplicate_postings_total 1
+# HELP paycb_order_total_mismatch_total Events whose order total differs from the total first recorded for their trade (the first is kept).
+# TYPE paycb_order_total_mismatch_total counter
+paycb_order_total_mismatch_total 1
+# HELP paycb_refund_registration_mismatch_total Refund callbacks that disagree with the pre-registrations, by reason (amount, cumulative, closed).
+# TYPE paycb_refund_registration_mismatch_total counter
+paycb_refund_registration_mismatch_total{reason="amount"} 0
+paycb_refund_registration_mismatch_total{reason="closed"} 1
+paycb_refund_registration_mismatch_total{reason="cumulative"} 0
+paycb_refund_registration_mismatch_total{reason="other"} 1
+# HELP paycb_refund_unregistered_total Successful refunds settled without a matching pre-registration.
+# TYPE paycb_refund_unregistered_total counter
+paycb_refund_unregistered_total 2
+`)))
+	problems, err := testutil.GatherAndLint(reg)
+	require.NoError(t, err)
+	assert.Empty(t, problems)
+
+	_, err = NewSettlement(reg)
+	require.Error(t, err, "a second set on one registry is refused")
+	unexported, err := NewSettlement(nil)
+	require.NoError(t, err)
+	unexported.RefundUnregistered()
+	var none *Settlement
+	none.RegistrationMismatch(ReasonAmount) // a nil *Settlement records nothing
+}
+
+func TestReaderStats(t *testing.T) {
+	s := NewReaderStats()
+	s.Add(3, ReaderSample{Messages: 2, Bytes: 10, QueueLength: 5})
+	s.Add(3, ReaderSample{Messages: 1, Bytes: 4, QueueLength: 1})
+	require.NoError(t, testutil.CollectAndCompare(s, strings.NewReader(`
+# HELP paycb_kafka_reader_messages_total Messages the partition readers received.
+# TYPE paycb_kafka_reader_messages_total counter
+paycb_kafka_reader_messages_total{partition="3"} 3
+# HELP paycb_kafka_reader_queue_length Messages fetched and waiting in a partition reader's queue.
+# TYPE paycb_kafka_reader_queue_length gauge
+paycb_kafka_reader_queue_length{partition="3"} 1
+`), "paycb_kafka_reader_messages_total", "paycb_kafka_reader_queue_length"))
+	s.DeleteQueue(3)
+	assert.Zero(t, testutil.CollectAndCount(s, "paycb_kafka_reader_queue_length"))
+	assert.Equal(t, 1, testutil.CollectAndCount(s, "paycb_kafka_reader_bytes_total"), "counters keep their totals")
+	problems, err := testutil.CollectAndLint(s)
+	require.NoError(t, err)
+	assert.Empty(t, problems)
+}

@@ -1,0 +1,101 @@
+package statements
+
+import (
+	"bytes"
+	"errors"
+
+	"github.com/paycallback/paycallback/pkg/channels"
+)
+
+// ErrNoParser is wrapped by Parse's error for a channel this package has no
+// statement parser for.
+var ErrNoParser = errors.New("no statement parser for the channel")
+
+// Parser is what this package knows of one channel's statement file. The
+// channel itself (its code, refund model, merchant fields) is a
+// channels.Spec in the channel registry; this package cannot be named
+// there (it imports channels), so it keeps its parsers keyed by the Spec's
+// code, and TestParsersCoverRegistry fails for a registered channel
+// without one: a channel added to the registry without a parser fails the
+// build's tests, and at run time Parse refuses it by name (ErrNoParser).
+type Parser struct {
+	// Parse parses one file and checks it against wantSHA1 when not empty
+	// (see the function Parse).
+	Parse func(data []byte, wantSHA1 string) (Statement, error)
+	// Refunds is how the statement reports refunds.
+	Refunds RefundLines
+	// PaymentSettled, when set, says whether a payment line's status is
+	// money the channel settled (WeChat: SUCCESS); nil: every payment line
+	// is.
+	PaymentSettled func(status string) bool
+	// BindingMerchantID turns a merchant as MerchantIDs (and Line.MerchantID,
+	// Statement.Account) name it into the merchant binding's terms; nil
+	// keeps it as it is. See Statement.BindingMerchantIDs.
+	BindingMerchantID func(id string) string
+}
+
+// RefundLines is how a channel's statement reports refunds, and so how a
+// statement is stored and compared with the ledger.
+type RefundLines uint8
+
+// The shapes of refunds in a statement.
+const (
+	// RefundLinesByNumber: a line per refund with its own number and
+	// amount, as the channel's per-refund callbacks report it (WeChat):
+	// compared refund by refund.
+	RefundLinesByNumber RefundLines = iota + 1
+	// RefundLinesRunning: a line per refund with its own amount while the
+	// callbacks report the cumulative refunded (Alipay): compared as running
+	// totals per trade.
+	RefundLinesRunning
+	// RefundLinesPerOrder: no refund lines; a line per order (KindOrder)
+	// carries its payment and its refunds so far (Shouqianba): compared per
+	// order, and files merge per order rather than replace a day.
+	RefundLinesPerOrder
+)
+
+// parsers are the statement parsers, by channel code.
+var parsers = map[channels.Channel]Parser{
+	channels.WeChat: {
+		Parse: func(data []byte, wantSHA1 string) (Statement, error) {
+			return ParseWeChat(bytes.NewReader(data), wantSHA1)
+		},
+		Refunds:        RefundLinesByNumber,
+		PaymentSettled: func(status string) bool { return status == "SUCCESS" },
+	},
+	channels.Alipay: {
+		Parse: func(data []byte, wantSHA1 string) (Statement, error) {
+			st, err := ParseAlipay(bytes.NewReader(data), int64(len(data)))
+			return checkSHA1(st, err, wantSHA1)
+		},
+		Refunds:           RefundLinesRunning,
+		BindingMerchantID: alipayPID,
+	},
+	channels.SQB: {
+		Parse: func(data []byte, wantSHA1 string) (Statement, error) {
+			st, err := ParseSQB(bytes.NewReader(data))
+			return checkSHA1(st, err, wantSHA1)
+		},
+		Refunds: RefundLinesPerOrder,
+	},
+}
+
+// ParserOf returns the statement parser of channel ch and whether there is
+// one.
+func ParserOf(ch channels.Channel) (Parser, bool) {
+	p, ok := parsers[ch]
+	return p, ok
+}
+
+// RefundLinesOf is ch's Parser.Refunds; 0 for a channel without a parser.
+func RefundLinesOf(ch channels.Channel) RefundLines { return parsers[ch].Refunds }
+
+// PaymentSettled reports whether a payment line of ch with status is money
+// the channel settled (Parser.PaymentSettled; true when the channel's
+// parser does not say).
+func PaymentSettled(ch channels.Channel, status string) bool {
+	if f := parsers[ch].PaymentSettled; f != nil {
+		return f(status)
+	}
+	return true
+}
