@@ -9,9 +9,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/paycallback/paycallback/internal/deadletters"
 	"github.com/paycallback/paycallback/internal/kafkaops"
-	"github.com/paycallback/paycallback/internal/ops"
-	"github.com/paycallback/paycallback/internal/worker"
 	"github.com/paycallback/paycallback/pkg/channels"
 )
 
@@ -30,7 +29,7 @@ func TestDLQRedriveRefusesADeadLetterWithoutItsValue(t *testing.T) {
 	vars := map[string]string{"PAYCB_KAFKA_BROKERS": brokers[0], "PAYCB_LOG_LEVEL": "warn"}
 	lookup := func(k string) (string, bool) { v, ok := vars[k]; return v, ok }
 
-	dl := worker.NewKafkaDeadLetterer(brokers, "channel-events.dlq", 0)
+	dl := deadletters.NewKafkaWriter(brokers, "channel-events.dlq", 0)
 	t.Cleanup(func() { _ = dl.Close() })
 	for _, m := range []kafka.Message{
 		{Topic: "channel-events", Partition: 0, Offset: 41, Key: []byte("WECHAT:T-big"), Value: bytes.Repeat([]byte("v"), 200<<10)},
@@ -59,7 +58,7 @@ func TestDLQRedriveRefusesADeadLetterWithoutItsValue(t *testing.T) {
 			out, _, err := runCmd(t, lookup, append([]string{"dlq", "redrive", "--kind", "no_key"}, tt.args...)...)
 			require.Error(t, err, out)
 			assert.Equal(t, 4, exitCode(err), "refused as unsafe")
-			require.ErrorIs(t, err, ops.ErrValueOmitted)
+			require.ErrorIs(t, err, deadletters.ErrValueOmitted)
 			assert.Contains(t, err.Error(), "refused 1 of 2 dead letters")
 			assert.Contains(t, out, "selected: 2")
 			assert.Contains(t, out, "refused channel-events.dlq/0@0 (key WECHAT:T-big)")

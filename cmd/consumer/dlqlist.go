@@ -1,82 +1,47 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"text/tabwriter"
 	"time"
 
-	"github.com/paycallback/paycallback/internal/ops"
+	"github.com/paycallback/paycallback/internal/deadletters"
 )
 
-// listed is a dead letter with its status as `dlq list` shows it ("-"
-// when not known).
-type listed struct {
-	d      ops.DeadLetter
-	status string
-	st     *ops.DeadLetterState
+// listLetters is deadletters.List on the configured database; known is
+// false (no statuses, the topic alone) when none is configured.
+func listLetters(ctx context.Context, env *environment, k deadletters.Kafka, f deadletters.Filter) (states []deadletters.State, known bool, err error) {
+	if !env.cfg.DB.DSN.IsSet() {
+		states, err = deadletters.List(ctx, k, nil, nil, f)
+		return states, false, err
+	}
+	db, err := openDB(ctx, env)
+	if err != nil {
+		return nil, false, err
+	}
+	defer func() { _ = db.Close() }()
+	states, err = deadletters.List(ctx, k, db, operatorDecoder(env), f)
+	return states, true, err
 }
 
-// withStatus pairs each dead letter with its state; states is nil when
-// statuses are not known, else it has one state per dead letter.
-func withStatus(ds []ops.DeadLetter, states []ops.DeadLetterState) []listed {
-	out := make([]listed, len(ds))
-	for i, d := range ds {
-		out[i] = listed{d: d, status: "-"}
-		if states != nil {
-			out[i].st = &states[i]
-			out[i].status = string(states[i].Status)
-		}
+// statusOf is a dead letter's status as `dlq list` shows it ("-" when not
+// known).
+func statusOf(st deadletters.State, known bool) string {
+	switch {
+	case !known:
+		return "-"
+	case st.Status == deadletters.StatusRedriven:
+		return "redriven (to " + st.Successor + ")"
+	case st.Status == deadletters.StatusDuplicate:
+		return "duplicate (of " + st.Successor + ")"
 	}
-	return out
-}
-
-// kindStatus is one kind's line of `dlq list`.
-type kindStatus struct {
-	Kind     string    `json:"kind"`
-	Count    int       `json:"count"`
-	Open     *int      `json:"open,omitempty"`
-	Resolved *int      `json:"resolved,omitempty"`
-	Closed   *int      `json:"closed,omitempty"`
-	First    time.Time `json:"first"`
-	Last     time.Time `json:"last"`
-	// OldestOpen is when the oldest open dead letter of the kind was
-	// written; nil when none is open or statuses are not known.
-	OldestOpen *time.Time `json:"oldest_open,omitempty"`
-}
-
-// summarizeStatus is ops.SummarizeDeadLetters with, when states are known,
-// the open, resolved and closed counts and the oldest open dead letter.
-func summarizeStatus(ds []ops.DeadLetter, states []ops.DeadLetterState) []kindStatus {
-	sums := ops.SummarizeDeadLetters(ds)
-	out := make([]kindStatus, len(sums))
-	index := map[string]int{}
-	for i, s := range sums {
-		out[i] = kindStatus{Kind: s.Kind, Count: s.Count, First: s.First.UTC(), Last: s.Last.UTC()}
-		if states != nil {
-			out[i].Open, out[i].Resolved, out[i].Closed = new(int), new(int), new(int)
-		}
-		index[s.Kind] = i
-	}
-	for _, st := range states {
-		k := &out[index[st.DeadLetter.Kind]]
-		switch st.Status {
-		case ops.StatusOpen:
-			*k.Open++
-			if at := st.WrittenAt().UTC(); k.OldestOpen == nil || at.Before(*k.OldestOpen) {
-				k.OldestOpen = &at
-			}
-		case ops.StatusResolved:
-			*k.Resolved++
-		case ops.StatusClosed:
-			*k.Closed++
-		}
-	}
-	return out
+	return string(st.Status)
 }
 
 // printDeadLetterSummary prints one line per kind.
-func printDeadLetterSummary(out *printer, ds []ops.DeadLetter, states []ops.DeadLetterState, now time.Time) {
+func printDeadLetterSummary(out *printer, states []deadletters.State, known bool, now time.Time) {
 	count := func(n *int) string {
 		if n == nil {
 			return "-"
@@ -84,14 +49,14 @@ func printDeadLetterSummary(out *printer, ds []ops.DeadLetter, states []ops.Dead
 		return strconv.Itoa(*n)
 	}
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	_, _ = fmt.Fprintln(tw, "kind\tcount\topen\tresolved\tclosed\toldest open\tfirst\tlast")
-	for _, s := range summarizeStatus(ds, states) {
+	_, _ = fmt.Fprintln(tw, "kind\tcount\topen\tresolved\tclosed\toldest open\tfirst\tlast\tredriven\tbody lost")
+	for _, s := range deadletters.SummarizeStates(states, known) {
 		oldest := "-"
 		if s.OldestOpen != nil {
 			oldest = age(now.Sub(*s.OldestOpen))
 		}
-		_, _ = fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Kind, s.Count, count(s.Open), count(s.Resolved), count(s.Closed),
-			oldest, s.First.Format(time.RFC3339), s.Last.Format(time.RFC3339))
+		_, _ = fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n", s.Kind, s.Count, count(s.Open), count(s.Resolved), count(s.Closed),
+			oldest, s.First.Format(time.RFC3339), s.Last.Format(time.RFC3339), count(s.Redriven), s.BodyLost)
 	}
 	out.flush(tw)
 }
@@ -106,7 +71,8 @@ func age(d time.Duration) string {
 
 // listedJSON is one dead letter in `dlq list --json`.
 type listedJSON struct {
-	At           string     `json:"at"`
+	ID           string     `json:"id"`
+	At           string     `json:"at,omitempty"`
 	Position     string     `json:"position"`
 	Time         time.Time  `json:"time"`
 	Kind         string     `json:"kind"`
@@ -115,33 +81,43 @@ type listedJSON struct {
 	Source       string     `json:"source"`
 	ValueBytes   int        `json:"value_bytes"`
 	ValueOmitted bool       `json:"value_omitted"`
+	BodyLost     bool       `json:"body_lost"`
 	Error        string     `json:"error"`
 	Recorded     bool       `json:"recorded"`
+	RedrivenFrom string     `json:"redriven_from,omitempty"`
+	Successor    string     `json:"successor,omitempty"`
 	ClosedAt     *time.Time `json:"closed_at,omitempty"`
 	ClosedBy     string     `json:"closed_by,omitempty"`
 	CloseNote    string     `json:"close_note,omitempty"`
 	SettledAt    *time.Time `json:"settled_at,omitempty"`
 }
 
-// printDeadLettersJSON prints the summary and every dead letter of ds.
-func printDeadLettersJSON(out *printer, k ops.Kafka, ds []ops.DeadLetter, states []ops.DeadLetterState, now time.Time) error {
+// atOf is d's position as --at takes it, "" for one the topic lost.
+func atOf(d deadletters.Message) string {
+	if d.BodyLost {
+		return ""
+	}
+	return strconv.Itoa(d.Partition) + ":" + strconv.FormatInt(d.Offset, 10)
+}
+
+// printDeadLettersJSON prints the summary and every dead letter of states.
+func printDeadLettersJSON(out *printer, k deadletters.Kafka, states []deadletters.State, known bool, now time.Time) error {
 	doc := struct {
-		Topic       string       `json:"topic"`
-		Count       int          `json:"count"`
-		At          time.Time    `json:"at"`
-		Kinds       []kindStatus `json:"kinds"`
-		DeadLetters []listedJSON `json:"dead_letters"`
-	}{Topic: k.DLQTopic, Count: len(ds), At: now.UTC(), Kinds: summarizeStatus(ds, states), DeadLetters: []listedJSON{}}
-	for _, e := range withStatus(ds, states) {
-		d := e.d
+		Topic       string                   `json:"topic"`
+		Count       int                      `json:"count"`
+		At          time.Time                `json:"at"`
+		Kinds       []deadletters.KindStatus `json:"kinds"`
+		DeadLetters []listedJSON             `json:"dead_letters"`
+	}{Topic: k.DLQTopic, Count: len(states), At: now.UTC(), Kinds: deadletters.SummarizeStates(states, known), DeadLetters: []listedJSON{}}
+	for _, st := range states {
+		d := st.Message
 		j := listedJSON{
-			At: strconv.Itoa(d.Partition) + ":" + strconv.FormatInt(d.Offset, 10), Position: d.Position(k.DLQTopic),
-			Time: d.Time.UTC(), Kind: d.Kind, Key: string(d.Key), Source: d.Source, ValueBytes: len(d.Value),
-			ValueOmitted: d.ValueOmitted, Error: d.Error,
+			ID: st.ID, At: atOf(d), Position: d.Position(k.DLQTopic), Time: d.Time.UTC(), Kind: d.Kind, Key: string(d.Key), Source: d.Source,
+			ValueBytes: len(d.Value), ValueOmitted: d.ValueOmitted, BodyLost: d.BodyLost, Error: d.Error, RedrivenFrom: st.RedrivenFrom(),
 		}
-		if e.st != nil {
-			j.Status, j.Recorded, j.SettledAt = string(e.st.Status), e.st.Record != nil, e.st.SettledAt
-			if r := e.st.Record; r != nil {
+		if known {
+			j.Status, j.Recorded, j.SettledAt, j.Successor = string(st.Status), st.Record != nil, st.SettledAt, st.Successor
+			if r := st.Record; r != nil {
 				j.ClosedAt, j.ClosedBy, j.CloseNote = r.ClosedAt, r.ClosedBy, r.CloseNote
 			}
 		}

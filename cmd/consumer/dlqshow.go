@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -14,7 +15,6 @@ import (
 
 	"github.com/paycallback/paycallback/internal/audit"
 	"github.com/paycallback/paycallback/internal/deadletters"
-	"github.com/paycallback/paycallback/internal/ops"
 	"github.com/paycallback/paycallback/pkg/channels"
 )
 
@@ -22,16 +22,19 @@ func dlqShowCmd() command {
 	return command{
 		name:     "show",
 		summary:  "one dead letter in full: headers, key, envelope, body and status",
-		synopsis: "--at P:O [--decrypt] [--json]",
-		description: `Prints the dead letter at partition P, offset O of the dead-letter topic:
-every header, the key, the envelope decoded (tenant, channel, received_at,
-content_type), the callback body as received, and its status (open, resolved
-or closed, with the closing note) when PAYCB_DB_DSN is set. A WeChat
+		synopsis: "(--id ID | --at P:O) [--decrypt] [--json]",
+		description: `Prints one dead letter, named by its id (--id, from dlq list) or by its
+position in the dead-letter topic (--at P:O): its id, every header, the key,
+the envelope decoded (tenant, channel, received_at, content_type), the
+callback body as received, and its status (open, resolved, redriven or
+closed, with the closing note) when PAYCB_DB_DSN is set. A dead letter the
+topic no longer holds (retention) is shown from its ss_dead_letter row and
+says its body is lost. A WeChat
 resource shows its algorithm, associated data and nonce; its plaintext holds
 personal data (the payer's openid) and is decrypted with the configured
 APIv3 keys only with --decrypt. Only reads.`,
 		exits: []exitStatus{
-			{exitUsage, "a usage or configuration error: --at missing or malformed, or naming no dead letter"},
+			{exitUsage, "a usage or configuration error: --id and --at both or neither, malformed, or naming no dead letter"},
 		},
 		setup: dlqShowCommand,
 	}
@@ -41,44 +44,60 @@ func dlqCloseCmd() command {
 	return command{
 		name:     "close",
 		summary:  "close a dead letter with a note, recorded with who closed it",
-		synopsis: "--at P:O --note TEXT",
-		description: `Records that the dead letter at partition P, offset O of the dead-letter
-topic needs nothing more: its ss_dead_letter row gets the time, the OS
-user@host and the note, and ` + "`dlq list`" + ` shows it closed. Use it for a
-conflict or an over-refund once handled with the merchant, or for a dead
-letter that will never be redriven. Closing one already closed changes
+		synopsis: "(--id ID | --at P:O) --note TEXT",
+		description: `Records that a dead letter, named by its id (--id, from dlq list) or its
+position in the dead-letter topic (--at P:O), needs nothing more: its
+ss_dead_letter row gets the time, the OS user@host and the note, and ` + "`dlq list`" + `
+shows it closed. Use it for a conflict or an over-refund once handled with
+the merchant, or for a dead letter that will never be redriven, including
+one whose body the topic no longer holds (closed by its id). Closing one already closed changes
 nothing and says so. Needs PAYCB_DB_DSN; the close is recorded in the audit
 trail (a log line and an ss_operator_audit row).`,
 		exits: []exitStatus{
-			{exitUsage, "a usage or configuration error: --at or --note missing or empty, --at naming no dead letter, no PAYCB_DB_DSN"},
+			{exitUsage, "a usage or configuration error: --id and --at both or neither, --note missing or empty, naming no dead letter, no PAYCB_DB_DSN"},
 		},
 		setup: dlqCloseCommand,
 	}
 }
 
-// atFlag registers --at and returns its parsed value; ok is false when it
-// was not given.
-func atFlag(fs *flag.FlagSet, usage string) func() (at ops.At, ok bool, err error) {
-	v := fs.String("at", "", usage)
-	return func() (ops.At, bool, error) {
-		if *v == "" {
-			return ops.At{}, false, nil
+// letterFlags registers --id and --at; what it returns names the one dead
+// letter they select (what is "id X" or "at P:O"; ok is false when neither
+// was given; both is a usage error).
+func letterFlags(fs *flag.FlagSet, usage string) func() (ref deadletters.LetterRef, ok bool, what string, err error) {
+	id := fs.String("id", "", usage+": its id, as dlq list shows it (a row id such as 37, or p<PARTITION>-<OFFSET>)")
+	at := fs.String("at", "", usage+": its position in the dead-letter topic, PARTITION:OFFSET")
+	return func() (deadletters.LetterRef, bool, string, error) {
+		switch {
+		case *id != "" && *at != "":
+			return deadletters.LetterRef{}, false, "", usagef("--id and --at both name a dead letter; give one")
+		case *id != "":
+			ref, err := deadletters.ParseID(*id)
+			if err != nil {
+				return ref, false, "", usagef("--id: %w", err)
+			}
+			return ref, true, "id " + *id, nil
+		case *at != "":
+			a, err := deadletters.ParseAt(*at)
+			if err != nil {
+				return deadletters.LetterRef{}, false, "", usagef("--at: %w", err)
+			}
+			return deadletters.LetterRef{At: &a}, true, "at " + a.String(), nil
 		}
-		at, err := ops.ParseAt(*v)
-		if err != nil {
-			return ops.At{}, false, usagef("--at: %w", err)
-		}
-		return at, true, nil
+		return deadletters.LetterRef{}, false, "", nil
 	}
 }
 
-// readAt reads the dead letter at at; naming none is a usage error.
-func readAt(ctx context.Context, k ops.Kafka, at ops.At) (ops.DeadLetter, error) {
-	d, err := ops.ReadDeadLetterAt(ctx, k, at)
-	if errors.Is(err, ops.ErrNoDeadLetter) {
-		return d, usagef("--at %w", err)
+// findLetter is deadletters.Find on db (nil: none configured); naming no
+// dead letter is a usage error.
+func findLetter(ctx context.Context, env *environment, db *bun.DB, k deadletters.Kafka, ref deadletters.LetterRef, what string) (deadletters.State, error) {
+	st, err := deadletters.Find(ctx, k, db, operatorDecoder(env), ref)
+	switch {
+	case errors.Is(err, deadletters.ErrNoDeadLetter), errors.Is(err, deadletters.ErrNotFound):
+		return st, usagef("%s names no dead letter: %w", what, err)
+	case errors.Is(err, deadletters.ErrNeedsDatabase):
+		return st, usagef("--id: %w; without it, use the p<PARTITION>-<OFFSET> id or --at", err)
 	}
-	return d, err
+	return st, err
 }
 
 // operatorDecoder decodes with the configured APIv3 keys, as the workers do.
@@ -86,53 +105,43 @@ func operatorDecoder(env *environment) *channels.Decoder {
 	return channels.NewDecoder(wechatKeys(env.cfg.WeChat))
 }
 
-// deadLetterStates is ops.DeadLetterStates on the configured database, or
-// nil when none is configured.
-func deadLetterStates(ctx context.Context, env *environment, ds []ops.DeadLetter) ([]ops.DeadLetterState, error) {
-	if !env.cfg.DB.DSN.IsSet() {
-		return nil, nil
-	}
-	db, err := openDB(ctx, env)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = db.Close() }()
-	return ops.DeadLetterStates(ctx, db, operatorDecoder(env), ds)
-}
-
 func dlqShowCommand(fs *flag.FlagSet) runFunc {
-	atOf := atFlag(fs, "the dead letter's position in the dead-letter topic, PARTITION:OFFSET (required)")
+	one := letterFlags(fs, "the dead letter to show (--id or --at is required)")
 	decrypt := fs.Bool("decrypt", false, "decrypt a WeChat resource with the configured APIv3 keys and print its plaintext (personal data)")
 	asJSON := fs.Bool("json", false, "print the dead letter as JSON")
 	return func(ctx context.Context, env *environment, _ []string) error {
-		at, ok, err := atOf()
+		ref, ok, what, err := one()
 		if err != nil {
 			return err
 		}
 		if !ok {
-			return usagef("dlq show: --at PARTITION:OFFSET is required")
+			return usagef("dlq show: --id ID or --at PARTITION:OFFSET is required")
 		}
-		k, err := opsKafka(ctx, env)
+		k, err := dlqKafka(ctx, env)
 		if err != nil {
 			return err
 		}
-		d, err := readAt(ctx, k, at)
+		var db *bun.DB
+		if env.cfg.DB.DSN.IsSet() {
+			if db, err = openDB(ctx, env); err != nil {
+				return err
+			}
+			defer func() { _ = db.Close() }()
+		}
+		st, err := findLetter(ctx, env, db, k, ref, what)
 		if err != nil {
 			return err
-		}
-		states, err := deadLetterStates(ctx, env, []ops.DeadLetter{d})
-		if err != nil {
-			return err
-		}
-		var st *ops.DeadLetterState
-		if len(states) == 1 {
-			st = &states[0]
 		}
 		var keys channels.KeyProvider
 		if *decrypt {
 			keys = wechatKeys(env.cfg.WeChat)
 		}
-		v := ops.ViewDeadLetter(k.DLQTopic, d, st, keys)
+		state := &st
+		if db == nil {
+			state = nil
+		}
+		v := deadletters.ViewOf(k.DLQTopic, st.Message, state, keys)
+		v.ID = st.ID
 		out := newPrinter(env)
 		if *asJSON {
 			out.json(v)
@@ -144,12 +153,19 @@ func dlqShowCommand(fs *flag.FlagSet) runFunc {
 }
 
 // printDeadLetter prints a dead letter's view as text.
-func printDeadLetter(out *printer, v ops.DeadLetterView, decrypt bool) {
-	out.printf("dead letter %s\n", v.Position)
+func printDeadLetter(out *printer, v deadletters.View, decrypt bool) {
+	if v.BodyLost {
+		out.printf("dead letter %s (no longer in the dead-letter topic)\n", v.ID)
+	} else {
+		out.printf("dead letter %s (id %s)\n", v.Position, v.ID)
+	}
 	out.printf("time:     %s\n", v.Time.Format(time.RFC3339Nano))
 	out.printf("kind:     %s\n", v.Kind)
 	out.printf("error:    %s\n", v.Error)
 	out.printf("source:   %s\n", v.Source)
+	if v.RedrivenFrom != "" {
+		out.printf("redriven from: %s (this dead letter is the failure of that one's redrive)\n", v.RedrivenFrom)
+	}
 	out.printf("status:   %s\n", statusLine(v))
 	out.printf("key:      %s\n", v.Key)
 	out.println("headers:")
@@ -157,6 +173,9 @@ func printDeadLetter(out *printer, v ops.DeadLetterView, decrypt bool) {
 		out.printf("  %s: %s\n", h.Key, h.Value)
 	}
 	switch {
+	case v.BodyLost:
+		out.println("body:     LOST: the dead-letter topic no longer holds this dead letter (retention); shown from its ss_dead_letter row. It can be closed (dlq close --id), not redriven.")
+		return
 	case v.ValueOmitted:
 		out.println("value:    OMITTED (too large for the dead-letter topic; the original is at the source while the input topic retains it)")
 		return
@@ -186,14 +205,18 @@ func printDeadLetter(out *printer, v ops.DeadLetterView, decrypt bool) {
 }
 
 // statusLine says a dead letter's status in one line.
-func statusLine(v ops.DeadLetterView) string {
+func statusLine(v deadletters.View) string {
 	switch v.Status {
 	case "":
 		return "unknown (no PAYCB_DB_DSN configured)"
-	case ops.StatusClosed:
+	case deadletters.StatusClosed:
 		return fmt.Sprintf("closed at %s by %s: %s", v.ClosedAt.Format(time.RFC3339), v.ClosedBy, v.CloseNote)
-	case ops.StatusResolved:
+	case deadletters.StatusResolved:
 		return fmt.Sprintf("resolved: its event's claim settled %s at %s", v.Outcome, v.SettledAt.UTC().Format(time.RFC3339))
+	case deadletters.StatusRedriven:
+		return "redriven: its redrive failed again into dead letter " + v.Successor + ", which takes its place"
+	case deadletters.StatusDuplicate:
+		return "duplicate: a second copy of dead letter " + v.Successor + ", which stands for both"
 	}
 	if !v.Recorded {
 		return "open (no ss_dead_letter row: written before it existed)"
@@ -213,15 +236,15 @@ func pretty(s string) string {
 func indent(s string) string { return "  " + strings.ReplaceAll(s, "\n", "\n  ") }
 
 func dlqCloseCommand(fs *flag.FlagSet) runFunc {
-	atOf := atFlag(fs, "the dead letter's position in the dead-letter topic, PARTITION:OFFSET (required)")
+	one := letterFlags(fs, "the dead letter to close (--id or --at is required)")
 	note := fs.String("note", "", "why it needs nothing more (required), e.g. what the merchant confirmed")
 	return func(ctx context.Context, env *environment, _ []string) error {
-		at, ok, err := atOf()
+		ref, ok, what, err := one()
 		if err != nil {
 			return err
 		}
 		if !ok {
-			return usagef("dlq close: --at PARTITION:OFFSET is required")
+			return usagef("dlq close: --id ID or --at PARTITION:OFFSET is required")
 		}
 		if strings.TrimSpace(*note) == "" {
 			return usagef("dlq close: --note is required and may not be empty")
@@ -229,11 +252,7 @@ func dlqCloseCommand(fs *flag.FlagSet) runFunc {
 		if !env.cfg.DB.DSN.IsSet() {
 			return usagef("dlq close: PAYCB_DB_DSN is required: the close is recorded in ss_dead_letter")
 		}
-		k, err := opsKafka(ctx, env)
-		if err != nil {
-			return err
-		}
-		d, err := readAt(ctx, k, at)
+		k, err := dlqKafka(ctx, env)
 		if err != nil {
 			return err
 		}
@@ -242,14 +261,22 @@ func dlqCloseCommand(fs *flag.FlagSet) runFunc {
 			return err
 		}
 		defer func() { _ = db.Close() }()
-		return closeDeadLetter(ctx, env, db, k, d, *note)
+		st, err := findLetter(ctx, env, db, k, ref, what)
+		if err != nil {
+			return err
+		}
+		return closeDeadLetter(ctx, env, db, k, st, *note)
 	}
 }
 
-func closeDeadLetter(ctx context.Context, env *environment, db *bun.DB, k ops.Kafka, d ops.DeadLetter, note string) error {
+func closeDeadLetter(ctx context.Context, env *environment, db *bun.DB, k deadletters.Kafka, st deadletters.State, note string) error {
 	user, host := audit.Who()
-	pos := d.Position(k.DLQTopic)
-	rec, changed, err := ops.CloseDeadLetter(ctx, db, operatorDecoder(env), d, user+"@"+host, note)
+	d := st.Message
+	name := d.Position(k.DLQTopic)
+	if d.BodyLost {
+		name = "dead letter " + st.ID
+	}
+	rec, changed, err := deadletters.Close(ctx, db, operatorDecoder(env), st, user+"@"+host, note)
 	if errors.Is(err, deadletters.ErrEmptyNote) {
 		return usagef("dlq close: %w", err)
 	}
@@ -258,9 +285,14 @@ func closeDeadLetter(ctx context.Context, env *environment, db *bun.DB, k ops.Ka
 		return env.audit(ctx, db, "", err)
 	}
 	if !changed {
-		out.printf("%s (%s) is already closed: at %s by %s: %s\n", pos, d.Kind, rec.ClosedAt.Format(time.RFC3339), rec.ClosedBy, rec.CloseNote)
+		out.printf("%s (%s, id %d) is already closed: at %s by %s: %s\n", name, d.Kind, rec.RowID, rec.ClosedAt.Format(time.RFC3339), rec.ClosedBy, rec.CloseNote)
 		return out.err
 	}
-	out.printf("closed %s (%s, source %s)\n", pos, d.Kind, d.Source)
-	return env.audit(ctx, db, fmt.Sprintf("closed %s (%s, source %s)", pos, d.Kind, d.Source), out.err)
+	line := fmt.Sprintf("closed %s (%s, source %s)", name, d.Kind, d.Source)
+	if d.BodyLost {
+		line += ", its body lost from the topic"
+	}
+	line += "; id " + strconv.FormatInt(rec.RowID, 10)
+	out.println(line)
+	return env.audit(ctx, db, line, out.err)
 }

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/paycallback/paycallback/internal/worker"
+	"github.com/paycallback/paycallback/internal/deadletters"
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/channels/channelstest"
 )
@@ -29,7 +29,7 @@ func TestDLQShowCloseAndList(t *testing.T) {
 		return base(k)
 	}
 	brokers, _ := lookup("PAYCB_KAFKA_BROKERS")
-	dl := worker.NewKafkaDeadLetterer([]string{brokers}, "channel-events.dlq", 0)
+	dl := deadletters.NewKafkaWriter([]string{brokers}, "channel-events.dlq", 0)
 	t.Cleanup(func() { _ = dl.Close() })
 	wechat := channelstest.NewTrade(channels.WeChat, 1)
 	alipay := channelstest.NewTrade(channels.Alipay, 2)

@@ -11,10 +11,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/paycallback/paycallback/config"
+	"github.com/paycallback/paycallback/internal/deadletters"
 	"github.com/paycallback/paycallback/internal/kafkaconn"
 	"github.com/paycallback/paycallback/internal/kafkaconn/kafkaconntest"
 	"github.com/paycallback/paycallback/internal/kafkaops"
-	"github.com/paycallback/paycallback/internal/worker"
 	"github.com/paycallback/paycallback/pkg/channels"
 )
 
@@ -51,7 +51,7 @@ func TestOperatorCommandsOnASecuredBroker(t *testing.T) {
 	t.Cleanup(conn.Close)
 	ctx := context.Background()
 	require.NoError(t, kafkaops.Produce(ctx, brokers, "channel-events", []kafkaops.Message{{Key: []byte("SQB:a"), Value: []byte("{}")}}, kafkaops.WithConn(conn)))
-	dl := worker.NewKafkaDeadLetterer(brokers, "channel-events.dlq", 0, worker.DeadLetterTransport(conn.Transport()))
+	dl := deadletters.NewKafkaWriter(brokers, "channel-events.dlq", 0, deadletters.WithTransport(conn.Transport()))
 	t.Cleanup(func() { _ = dl.Close() })
 	require.NoError(t, dl.DeadLetter(ctx, kafka.Message{Topic: "channel-events", Partition: 1, Offset: 7, Key: []byte("WECHAT:T-1"), Value: []byte("{")},
 		channels.KindMalformed, "unexpected end of JSON input"))

@@ -13,10 +13,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/paycallback/paycallback/internal/deadletters"
 	"github.com/paycallback/paycallback/internal/kafkaops"
 	"github.com/paycallback/paycallback/internal/sqldb"
 	"github.com/paycallback/paycallback/internal/sqldb/sqldbtest"
-	"github.com/paycallback/paycallback/internal/worker"
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/settlement"
 	"github.com/paycallback/paycallback/schema"
@@ -154,7 +154,7 @@ VALUES (1001, 'WECHAT:T2:PAYMENT_RECEIVED', 'WECHAT', 'T2', 'merchant_payable', 
 func TestDeadLetterPurgeAndRefundCommands(t *testing.T) {
 	lookup, _ := opsEnv(t)
 	brokers, _ := lookup("PAYCB_KAFKA_BROKERS")
-	dl := worker.NewKafkaDeadLetterer([]string{brokers}, "channel-events.dlq", 0)
+	dl := deadletters.NewKafkaWriter([]string{brokers}, "channel-events.dlq", 0)
 	t.Cleanup(func() { _ = dl.Close() })
 	for i, kind := range []channels.ErrorKind{channels.KindNoKey, channels.KindNoKey, channels.KindMalformed} {
 		msg := kafka.Message{Topic: "channel-events", Partition: 0, Offset: int64(i), Key: []byte(fmt.Sprintf("WECHAT:T%d", i)), Value: []byte("{}")}

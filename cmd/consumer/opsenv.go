@@ -11,6 +11,7 @@ import (
 
 	"github.com/uptrace/bun"
 
+	"github.com/paycallback/paycallback/internal/deadletters"
 	"github.com/paycallback/paycallback/internal/kafkaconn"
 	"github.com/paycallback/paycallback/internal/ops"
 	"github.com/paycallback/paycallback/internal/sqldb"
@@ -33,6 +34,15 @@ func opsKafka(ctx context.Context, env *environment) (ops.Kafka, error) {
 		}
 	}
 	return ops.Kafka{Brokers: k.Brokers, Topic: k.Topic, Group: k.Group, DLQTopic: k.DLQTopic, Timeout: timeout, Conn: conn}, nil
+}
+
+// dlqKafka is opsKafka for the dead-letter commands.
+func dlqKafka(ctx context.Context, env *environment) (deadletters.Kafka, error) {
+	k, err := opsKafka(ctx, env)
+	if err != nil {
+		return deadletters.Kafka{}, err
+	}
+	return deadletters.Kafka{Brokers: k.Brokers, Topic: k.Topic, DLQTopic: k.DLQTopic, Timeout: k.Timeout, Conn: k.Conn}, nil
 }
 
 // openDB opens the configured database and checks that it answers. The

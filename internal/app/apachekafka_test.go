@@ -23,6 +23,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/paycallback/paycallback/internal/app"
+	"github.com/paycallback/paycallback/internal/deadletters"
 	"github.com/paycallback/paycallback/internal/demo"
 	"github.com/paycallback/paycallback/internal/invariant"
 	"github.com/paycallback/paycallback/internal/kafkaops"
@@ -311,7 +312,7 @@ func TestApacheKafkaDeadLettersAreWrittenWithAcksAll(t *testing.T) {
 	h.checkWithMetrics(s, w)
 	kinds := map[string]int{}
 	for _, m := range h.deadLetters() {
-		kinds[header(m, worker.HeaderErrorKind)]++
+		kinds[header(m, deadletters.HeaderErrorKind)]++
 	}
 	assert.Equal(t, map[string]int{"malformed": 1, "conflict": 1}, kinds, "each dead letter written once")
 }

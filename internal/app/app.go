@@ -199,9 +199,9 @@ func (m *Main) Run(ctx context.Context) error {
 		return fmt.Errorf("start settlement: %w", err)
 	}
 	settler.SetRefundsPreregistered(cfg.Worker.RefundsPreregistered)
-	dlq := worker.NewKafkaDeadLetterer(cfg.Kafka.Brokers, cfg.Kafka.DLQTopic, cfg.Kafka.DLQWriteTimeout,
-		worker.DeadLetterMaxMessageBytes(cfg.Kafka.MaxBytes), worker.DeadLetterLogger(logger),
-		worker.DeadLetterTransport(kconn.Transport()))
+	dlq := deadletters.NewKafkaWriter(cfg.Kafka.Brokers, cfg.Kafka.DLQTopic, cfg.Kafka.DLQWriteTimeout,
+		deadletters.WithMaxMessageBytes(cfg.Kafka.MaxBytes), deadletters.WithLogger(logger),
+		deadletters.WithTransport(kconn.Transport()))
 	defer dlq.Close()
 	records := deadletters.NewStore(db)
 	pipeline := &worker.Pipeline{

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/paycallback/paycallback/internal/app"
+	"github.com/paycallback/paycallback/internal/deadletters"
 	"github.com/paycallback/paycallback/internal/demo"
 	"github.com/paycallback/paycallback/internal/worker"
 )
@@ -28,7 +29,7 @@ func TestMixedStreamIsSettledExactlyOnce(t *testing.T) {
 	assert.InDelta(t, float64(s.Conflicts), counted(t, w.main, "paycb_events_total", map[string]string{"outcome": "conflict"}), 0)
 	kinds := map[string]int{}
 	for _, m := range h.deadLetters() {
-		kinds[header(m, worker.HeaderErrorKind)]++
+		kinds[header(m, deadletters.HeaderErrorKind)]++
 	}
 	assert.Equal(t, map[string]int{"conflict": s.Conflicts, "malformed": s.Malformed}, kinds)
 }

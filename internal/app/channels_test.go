@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/paycallback/paycallback/internal/app"
+	"github.com/paycallback/paycallback/internal/deadletters"
 	"github.com/paycallback/paycallback/internal/demo"
-	"github.com/paycallback/paycallback/internal/worker"
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/channels/channelstest"
 )
@@ -32,9 +32,9 @@ func TestAChannelLeftOutOfTheSettingIsDeadLetteredUnknownChannel(t *testing.T) {
 
 	dls := h.deadLetters()
 	require.Len(t, dls, 1)
-	assert.Equal(t, "unknown_channel", header(dls[0], worker.HeaderErrorKind))
+	assert.Equal(t, "unknown_channel", header(dls[0], deadletters.HeaderErrorKind))
 	assert.Equal(t, "unknown_channel: channel ALIPAY is not accepted by this instance (PAYCB_CHANNELS=WECHAT,SQB)",
-		header(dls[0], worker.HeaderError))
+		header(dls[0], deadletters.HeaderError))
 	assert.Equal(t, alipayValue, dls[0].Value, "the original value, unchanged")
 
 	// Counted under its own (bounded) channel, not UNKNOWN.

@@ -11,8 +11,8 @@ import (
 
 	"github.com/paycallback/paycallback/config"
 	"github.com/paycallback/paycallback/internal/app"
+	"github.com/paycallback/paycallback/internal/deadletters"
 	"github.com/paycallback/paycallback/internal/demo"
-	"github.com/paycallback/paycallback/internal/worker"
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/channels/channelstest"
 )
@@ -72,12 +72,12 @@ func TestMessagesThatCanNeverSucceedAreDeadLetteredAndThePartitionMovesOn(t *tes
 	require.Len(t, dls, len(cases))
 	byKind := map[string]int{}
 	for _, dl := range dls {
-		kind := worker.HeaderErrorKind
+		kind := deadletters.HeaderErrorKind
 		byKind[header(dl, kind)]++
-		assert.NotEmpty(t, header(dl, worker.HeaderError), "a readable reason")
-		assert.Equal(t, h.topic(), header(dl, worker.HeaderSourceTopic))
-		assert.Equal(t, "0", header(dl, worker.HeaderSourcePartition))
-		off, err := strconv.Atoi(header(dl, worker.HeaderSourceOffset))
+		assert.NotEmpty(t, header(dl, deadletters.HeaderError), "a readable reason")
+		assert.Equal(t, h.topic(), header(dl, deadletters.HeaderSourceTopic))
+		assert.Equal(t, "0", header(dl, deadletters.HeaderSourcePartition))
+		off, err := strconv.Atoi(header(dl, deadletters.HeaderSourceOffset))
 		require.NoError(t, err)
 		require.Less(t, off, len(msgs))
 		src := msgs[off]

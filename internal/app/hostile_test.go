@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/paycallback/paycallback/internal/deadletters"
 	"github.com/paycallback/paycallback/internal/demo"
-	"github.com/paycallback/paycallback/internal/worker"
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/channels/channelstest"
 	"github.com/paycallback/paycallback/pkg/settlement"
@@ -90,8 +90,8 @@ func TestHostileValuesAreDataOrRefusedAndTenantsNeverMix(t *testing.T) {
 	// The oversized ones were refused with a clear reason.
 	kinds := map[string]int{}
 	for _, dl := range h.deadLetters() {
-		kinds[header(dl, worker.HeaderErrorKind)]++
-		assert.NotEmpty(t, header(dl, worker.HeaderError))
+		kinds[header(dl, deadletters.HeaderErrorKind)]++
+		assert.NotEmpty(t, header(dl, deadletters.HeaderError))
 	}
 	assert.Equal(t, map[string]int{"malformed": 3}, kinds)
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/paycallback/paycallback/config"
 	"github.com/paycallback/paycallback/internal/app"
+	"github.com/paycallback/paycallback/internal/deadletters"
 	"github.com/paycallback/paycallback/internal/demo"
 	"github.com/paycallback/paycallback/internal/kafkaconn"
 	"github.com/paycallback/paycallback/internal/kafkaconn/kafkaconntest"
@@ -107,7 +108,7 @@ func TestWorkerAndOperatorCommandsOnASecuredBroker(t *testing.T) {
 
 			// The dead letters, read by the operator command path.
 			k := ops.Kafka{Brokers: sec.Brokers, Topic: testTopic, Group: testGroup, DLQTopic: testDLQ, Timeout: 5 * time.Second, Conn: conn}
-			ds, err := ops.ReadDeadLetters(ctx, k, ops.DeadLetterFilter{})
+			ds, err := deadletters.ReadTopic(ctx, deadletters.Kafka{Brokers: k.Brokers, Topic: k.Topic, DLQTopic: k.DLQTopic, Timeout: k.Timeout, Conn: k.Conn}, deadletters.Filter{})
 			require.NoError(t, err)
 			kinds := map[string]int{}
 			for _, d := range ds {

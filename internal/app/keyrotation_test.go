@@ -11,8 +11,8 @@ import (
 
 	"github.com/paycallback/paycallback/config"
 	"github.com/paycallback/paycallback/internal/app"
+	"github.com/paycallback/paycallback/internal/deadletters"
 	"github.com/paycallback/paycallback/internal/demo"
-	"github.com/paycallback/paycallback/internal/worker"
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/channels/channelstest"
 )
@@ -73,8 +73,8 @@ func TestCallbacksEncryptedWithTheOldAndTheNewKeySettleDuringARotation(t *testin
 	// The one callback no key opens is the one dead letter.
 	dls := h.deadLetters()
 	require.Len(t, dls, 1)
-	assert.Equal(t, "decrypt_failed", header(dls[0], worker.HeaderErrorKind))
-	reason := header(dls[0], worker.HeaderError)
+	assert.Equal(t, "decrypt_failed", header(dls[0], deadletters.HeaderErrorKind))
+	reason := header(dls[0], deadletters.HeaderError)
 	assert.Contains(t, reason, "tenant 1001 failed authentication with each of its 2 keys")
 	for _, k := range []string{newKey, oldKey, strayKey, channelstest.APIv3Key} {
 		assert.NotContains(t, reason, k)

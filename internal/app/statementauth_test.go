@@ -13,10 +13,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/paycallback/paycallback/internal/app"
+	"github.com/paycallback/paycallback/internal/deadletters"
 	"github.com/paycallback/paycallback/internal/kafkaops"
-	"github.com/paycallback/paycallback/internal/ops"
 	"github.com/paycallback/paycallback/internal/statementauth"
-	"github.com/paycallback/paycallback/internal/worker"
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/channels/channelstest"
 )
@@ -112,13 +111,13 @@ func TestStatementEventsAreAuthenticated(t *testing.T) {
 	reasons := map[string]string{}
 	var earlyLetter kafka.Message
 	for _, dl := range h.deadLetters() {
-		assert.Equal(t, "unauthenticated", header(dl, worker.HeaderErrorKind))
-		reasons[string(dl.Key)] = header(dl, worker.HeaderError)
+		assert.Equal(t, "unauthenticated", header(dl, deadletters.HeaderErrorKind))
+		reasons[string(dl.Key)] = header(dl, deadletters.HeaderError)
 		if string(dl.Key) == string(early.msg.Key) {
 			earlyLetter = dl
 		}
 		for _, secret := range []string{secretNew, secretOld, secretNext} {
-			assert.NotContains(t, header(dl, worker.HeaderError), secret)
+			assert.NotContains(t, header(dl, deadletters.HeaderError), secret)
 		}
 	}
 	want := map[string]string{
@@ -145,17 +144,17 @@ func TestStatementEventsAreAuthenticated(t *testing.T) {
 	require.NoError(t, os.WriteFile(keyFile, []byte(current+"next="+secretNext+"\n"), 0o600))
 	require.Eventually(t, func() bool { return slices.Contains(w.main.StatementKeyIDs(), "next") }, 30*time.Second, 50*time.Millisecond)
 	assert.Equal(t, []string{"new", "old", "next"}, w.main.StatementKeyIDs())
-	k := ops.Kafka{Brokers: h.brokers, Topic: h.topic(), Group: h.group(), DLQTopic: h.dlq(), Timeout: 5 * time.Second}
-	ds, err := ops.ReadDeadLetters(context.Background(), k, ops.DeadLetterFilter{Kind: "unauthenticated"})
+	k := deadletters.Kafka{Brokers: h.brokers, Topic: h.topic(), DLQTopic: h.dlq(), Timeout: 5 * time.Second}
+	ds, err := deadletters.ReadTopic(context.Background(), k, deadletters.Filter{Kind: "unauthenticated"})
 	require.NoError(t, err)
-	var redrive []ops.DeadLetter
+	var redrive []deadletters.Message
 	for _, d := range ds {
 		if string(d.Key) == string(early.msg.Key) {
 			redrive = append(redrive, d)
 		}
 	}
 	require.Len(t, redrive, 1)
-	require.NoError(t, ops.Redrive(context.Background(), k, redrive))
+	require.NoError(t, deadletters.Redrive(context.Background(), k, redrive))
 	h.waitConsumed(time.Minute)
 	assert.Equal(t, 1, claimed(early.ev), "the redriven event is claimed")
 	assert.Equal(t, 2, posted(early.ev), "and posted")
@@ -163,7 +162,7 @@ func TestStatementEventsAreAuthenticated(t *testing.T) {
 	require.NoError(t, err)
 	last := in[len(in)-1]
 	assert.Equal(t, string(early.msg.Key), string(last.Key))
-	assert.NotEmpty(t, header(last, ops.HeaderRedrivenFrom))
+	assert.NotEmpty(t, header(last, deadletters.HeaderRedrivenFrom))
 	assert.Equal(t, header(earlyLetter, statementauth.HeaderSignature), header(last, statementauth.HeaderSignature), "the redrive restores the signature")
 	assert.Len(t, h.deadLetters(), len(want), "no new dead letter")
 }
@@ -182,8 +181,8 @@ func TestStatementEventsWithoutAKeyFileAreUnauthenticated(t *testing.T) {
 	h.waitConsumed(time.Minute)
 	dls := h.deadLetters()
 	require.Len(t, dls, 1)
-	assert.Equal(t, "unauthenticated", header(dls[0], worker.HeaderErrorKind))
-	assert.Contains(t, header(dls[0], worker.HeaderError), "PAYCB_STATEMENT_KEY_FILE")
+	assert.Equal(t, "unauthenticated", header(dls[0], deadletters.HeaderErrorKind))
+	assert.Contains(t, header(dls[0], deadletters.HeaderError), "PAYCB_STATEMENT_KEY_FILE")
 	n, err := h.db.NewSelect().TableExpr("ss_channel_idempotent").Count(context.Background())
 	require.NoError(t, err)
 	assert.EqualValues(t, 1, n, "only the callback is claimed")

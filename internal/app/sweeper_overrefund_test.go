@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/paycallback/paycallback/internal/deadletters"
 	"github.com/paycallback/paycallback/internal/demo"
 	"github.com/paycallback/paycallback/internal/metrics"
 	"github.com/paycallback/paycallback/internal/worker"
@@ -55,7 +56,7 @@ func TestSweeperDeadLettersAnOrphanThatSettlesAsOverRefund(t *testing.T) {
 		}
 	}
 
-	dlq := worker.NewKafkaDeadLetterer(h.brokers, h.dlq(), 0)
+	dlq := deadletters.NewKafkaWriter(h.brokers, h.dlq(), 0)
 	defer dlq.Close()
 	sw := &worker.Sweeper{
 		Claims: idempotent.NewStore(h.db), Settler: svc, Metrics: met, Logger: slog.New(slog.DiscardHandler),
@@ -74,7 +75,7 @@ func TestSweeperDeadLettersAnOrphanThatSettlesAsOverRefund(t *testing.T) {
 
 	dls := h.deadLetters()
 	require.Len(t, dls, 1)
-	assert.Equal(t, "over_refund", header(dls[0], worker.HeaderErrorKind))
+	assert.Equal(t, "over_refund", header(dls[0], deadletters.HeaderErrorKind))
 	assert.Equal(t, tooMuch, dls[0].Value, "the original value, read back from the topic")
-	assert.Equal(t, strconv.Itoa(1), header(dls[0], worker.HeaderSourceOffset))
+	assert.Equal(t, strconv.Itoa(1), header(dls[0], deadletters.HeaderSourceOffset))
 }

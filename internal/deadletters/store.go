@@ -1,9 +1,3 @@
-// Package deadletters keeps the record of each dead letter written
-// (ss_dead_letter): the worker looks it up before writing a dead letter, so
-// that a replay or a new group never writes a second one for the same
-// message and kind, and inserts it once the dead-letter topic acknowledged
-// the write; operators close a dead letter with a note. It never writes to
-// Kafka and never touches the claims or the ledger.
 package deadletters
 
 import (
@@ -13,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -77,6 +72,51 @@ type Record struct {
 	ClosedAt  *time.Time
 	ClosedBy  string
 	CloseNote string
+	// RowID is the row's id (the dead letter's stable id); 0 for a record
+	// not read from the table.
+	RowID int64
+	// Position is where the dead letter is in the dead-letter topic, when
+	// the row records it (an operator closed or redrove it); nil when not
+	// known.
+	Position *Position
+	// RedrivenFrom is the x-redriven-from header of the message this dead
+	// letter was written for (<dlq topic>/<partition>@<offset> of the dead
+	// letter whose redrive failed again); empty when it was no redrive.
+	RedrivenFrom string
+	// RedrivenFromID is the row of the dead letter whose redrive failed
+	// again into this one (0: none known). Record works it out from
+	// RedrivenFrom; a dead letter has at most one such successor.
+	RedrivenFromID int64
+}
+
+// Position is a place in a topic.
+type Position struct {
+	Topic     string
+	Partition int
+	Offset    int64
+}
+
+// String formats p as topic/partition@offset (the x-redriven-from form).
+func (p Position) String() string {
+	return p.Topic + "/" + strconv.Itoa(p.Partition) + "@" + strconv.FormatInt(p.Offset, 10)
+}
+
+// ParsePosition parses topic/partition@offset, the x-redriven-from form.
+func ParsePosition(s string) (Position, bool) {
+	slash := strings.LastIndexByte(s, '/')
+	if slash <= 0 {
+		return Position{}, false
+	}
+	ps, os, ok := strings.Cut(s[slash+1:], "@")
+	if !ok {
+		return Position{}, false
+	}
+	p, err1 := strconv.Atoi(ps)
+	o, err2 := strconv.ParseInt(os, 10, 64)
+	if err1 != nil || err2 != nil || p < 0 || o < 0 {
+		return Position{}, false
+	}
+	return Position{Topic: s[:slash], Partition: p, Offset: o}, true
 }
 
 // Closed reports whether an operator closed the dead letter.
@@ -90,6 +130,11 @@ var ErrNotFound = errors.New("dead letter not recorded")
 const (
 	maxText = 1024
 	maxBy   = 255
+	// maxFrom bounds redriven_from (VARCHAR(512)).
+	maxFrom = 512
+	// maxLinkAttempts bounds how often Record links again after a
+	// concurrent record took the successor place it meant to take.
+	maxLinkAttempts = 20
 )
 
 // Store reads and writes ss_dead_letter. It is safe for concurrent use.
@@ -127,6 +172,11 @@ type row struct {
 	ClosedAt        *time.Time `bun:"closed_at"`
 	ClosedBy        *string    `bun:"closed_by"`
 	CloseNote       *string    `bun:"close_note"`
+	DLQTopic        *string    `bun:"dlq_topic"`
+	DLQPartition    *int       `bun:"dlq_partition"`
+	DLQOffset       *int64     `bun:"dlq_offset"`
+	RedrivenFrom    *string    `bun:"redriven_from"`
+	RedrivenFromID  *int64     `bun:"redriven_from_id"`
 }
 
 func optional(s string) *string {
@@ -150,6 +200,13 @@ func (r *row) record() Record {
 		Channel: value(r.ChannelCode), TradeNo: value(r.ChannelTradeNo),
 		Error: r.Error, CreatedAt: r.CreatedAt.UTC(),
 		ClosedBy: value(r.ClosedBy), CloseNote: value(r.CloseNote),
+		RowID: r.ID, RedrivenFrom: value(r.RedrivenFrom),
+	}
+	if r.RedrivenFromID != nil {
+		out.RedrivenFromID = *r.RedrivenFromID
+	}
+	if r.DLQTopic != nil && r.DLQPartition != nil && r.DLQOffset != nil {
+		out.Position = &Position{Topic: *r.DLQTopic, Partition: *r.DLQPartition, Offset: *r.DLQOffset}
 	}
 	copy(out.MessageHash[:], r.MessageHash)
 	if r.TenantID != nil {
@@ -183,9 +240,14 @@ func (s *Store) Recorded(ctx context.Context, id ID) (bool, error) {
 	return n > 0, nil
 }
 
-// Record inserts r (CreatedAt defaults to now; ClosedAt and the rest of
-// the closing are ignored). A record already there for r.ID is success:
-// the dead letter is recorded either way. Any other error is returned.
+// Record inserts r (CreatedAt defaults to now; RowID, Position, ClosedAt
+// and the rest of the closing are ignored). A record already there for
+// r.ID is success: the dead letter is recorded either way. For a dead
+// letter of a redriven message (r.RedrivenFrom set) the row is linked to
+// the dead letter whose redrive failed again (see Origin), or to that
+// one's latest successor, so that every dead letter has at most one
+// successor and an original message at most one letter not superseded.
+// Any other error is returned.
 func (s *Store) Record(ctx context.Context, r Record) error {
 	if r.CreatedAt.IsZero() {
 		r.CreatedAt = s.timeNow()
@@ -196,18 +258,44 @@ func (s *Store) Record(ctx context.Context, r Record) error {
 		IdempotentKey: optional(r.Key), Fingerprint: optional(r.Fingerprint),
 		ChannelCode: optional(r.Channel), ChannelTradeNo: optional(r.TradeNo),
 		Error: truncate(r.Error, maxText), CreatedAt: r.CreatedAt.UTC(),
+		RedrivenFrom: optional(truncate(r.RedrivenFrom, maxFrom)),
 	}
 	if r.TenantID > 0 {
 		rw.TenantID = &r.TenantID
 	}
-	_, err := s.db.NewInsert().Model(rw).ExcludeColumn("id", "closed_at", "closed_by", "close_note").Exec(ctx)
-	if errors.Is(idempotent.ClassifyDuplicate(err), idempotent.ErrDuplicateKey) {
-		return nil
+	for attempt := 0; ; attempt++ {
+		if r.RedrivenFrom != "" {
+			tail, ok, err := s.linkTarget(ctx, r)
+			if err != nil {
+				return fmt.Errorf("record dead letter %s: %w", r.ID, err)
+			}
+			rw.RedrivenFromID = nil
+			if ok {
+				rw.RedrivenFromID = &tail
+			}
+		}
+		_, err := s.db.NewInsert().Model(rw).
+			ExcludeColumn("id", "closed_at", "closed_by", "close_note", "dlq_topic", "dlq_partition", "dlq_offset").Exec(ctx)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(idempotent.ClassifyDuplicate(err), idempotent.ErrDuplicateKey) {
+			return fmt.Errorf("record dead letter %s: %w", r.ID, err)
+		}
+		// Either this dead letter is recorded already, or another one
+		// just became the successor this one was to be linked to: link
+		// to that one instead.
+		done, rerr := s.Recorded(ctx, r.ID)
+		if rerr != nil {
+			return rerr
+		}
+		if done || rw.RedrivenFromID == nil || attempt >= maxLinkAttempts {
+			if !done {
+				return fmt.Errorf("record dead letter %s: its original keeps gaining successors: %w", r.ID, err)
+			}
+			return nil
+		}
 	}
-	if err != nil {
-		return fmt.Errorf("record dead letter %s: %w", r.ID, err)
-	}
-	return nil
 }
 
 // Get returns the record of id, or an error wrapping ErrNotFound.

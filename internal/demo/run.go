@@ -18,10 +18,10 @@ import (
 
 	"github.com/paycallback/paycallback/config"
 	"github.com/paycallback/paycallback/internal/app"
+	"github.com/paycallback/paycallback/internal/deadletters"
 	"github.com/paycallback/paycallback/internal/kafkaops"
 	"github.com/paycallback/paycallback/internal/metrics"
 	"github.com/paycallback/paycallback/internal/sqldb"
-	"github.com/paycallback/paycallback/internal/worker"
 	"github.com/paycallback/paycallback/pkg/channels/channelstest"
 	"github.com/paycallback/paycallback/pkg/settlement"
 	"github.com/paycallback/paycallback/schema"
@@ -214,7 +214,7 @@ func summarise(ctx context.Context, db *bun.DB, reg prometheus.Gatherer, brokers
 	}
 	for _, m := range dl {
 		for _, h := range m.Headers {
-			if h.Key == worker.HeaderErrorKind {
+			if h.Key == deadletters.HeaderErrorKind {
 				s.DeadLetters[string(h.Value)]++
 			}
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/uptrace/bun"
 
+	"github.com/paycallback/paycallback/internal/deadletters"
 	"github.com/paycallback/paycallback/internal/demo"
 	"github.com/paycallback/paycallback/internal/kafkaops"
 	"github.com/paycallback/paycallback/internal/metrics"
@@ -332,7 +333,7 @@ func Check(ctx context.Context, db bun.IDB, brokers []string, dlqTopic string, s
 	for _, m := range dls {
 		kind := ""
 		for _, h := range m.Headers {
-			if h.Key == worker.HeaderErrorKind {
+			if h.Key == deadletters.HeaderErrorKind {
 				kind = string(h.Value)
 			}
 		}

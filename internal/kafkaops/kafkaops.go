@@ -2,6 +2,7 @@ package kafkaops
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -218,23 +219,11 @@ func ReadAll(ctx context.Context, brokers []string, topic string, opts ...Option
 		if end[p] <= first[p] {
 			continue
 		}
-		r := kafka.NewReader(kafka.ReaderConfig{Brokers: brokers, Topic: topic, Partition: p, Dialer: dialer, MaxWait: 100 * time.Millisecond})
-		if err := r.SetOffset(first[p]); err != nil {
-			_ = r.Close()
-			return nil, fmt.Errorf("read %s/%d: %w", topic, p, err)
+		msgs, err := ReadRange(ctx, brokers, dialer, topic, p, first[p], end[p], 0)
+		if err != nil {
+			return nil, err
 		}
-		for {
-			m, err := r.FetchMessage(ctx)
-			if err != nil {
-				_ = r.Close()
-				return nil, fmt.Errorf("read %s/%d: %w", topic, p, err)
-			}
-			out = append(out, m)
-			if m.Offset+1 >= end[p] {
-				break
-			}
-		}
-		_ = r.Close()
+		out = append(out, msgs...)
 	}
 	return out, nil
 }
@@ -280,4 +269,84 @@ func ListOffsets(ctx context.Context, client *kafka.Client, topic string, parts 
 		}
 	}
 	return out, nil
+}
+
+// ErrTopicNotFound is returned, wrapped, when the topic an operation works
+// on does not exist. The operations never create topics.
+var ErrTopicNotFound = errors.New("topic does not exist")
+
+// RequireTopic returns an error wrapping ErrTopicNotFound when topic does
+// not exist, asking the brokers through client without letting them create
+// it (kafka-go's Conn.ReadPartitions asks for auto-creation; its
+// Client.Metadata does not). The request goes over a transport of its own
+// (client's dial, TLS and SASL settings), so the answer is the brokers' now,
+// not a cached one.
+func RequireTopic(ctx context.Context, client *kafka.Client, topic string) error {
+	c := *client
+	base, _ := c.Transport.(*kafka.Transport)
+	if base == nil {
+		base = &kafka.Transport{}
+	}
+	fresh := &kafka.Transport{
+		Dial: base.Dial, DialTimeout: base.DialTimeout, ClientID: base.ClientID,
+		TLS: base.TLS, SASL: base.SASL, Resolver: base.Resolver,
+	}
+	defer fresh.CloseIdleConnections()
+	c.Transport = fresh
+	meta, err := c.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
+	if err != nil {
+		return fmt.Errorf("read metadata of %s: %w", topic, err)
+	}
+	for _, t := range meta.Topics {
+		if t.Name != topic {
+			continue
+		}
+		if errors.Is(t.Error, kafka.UnknownTopicOrPartition) {
+			break
+		}
+		if t.Error != nil {
+			return fmt.Errorf("read metadata of %s: %w", topic, t.Error)
+		}
+		return nil
+	}
+	return fmt.Errorf("topic %q: %w (check kafka.topic, PAYCB_KAFKA_TOPIC); nothing was created", topic, ErrTopicNotFound)
+}
+
+// TopicPartitions lists topic's partition IDs in ascending order
+// (conn.Partitions; conn nil: plain TCP). A missing topic is an error
+// wrapping ErrTopicNotFound (RequireTopic through client), and is never
+// created: the partition listing would ask the brokers to create it.
+func TopicPartitions(ctx context.Context, client *kafka.Client, conn *kafkaconn.Conn, brokers []string, topic string) ([]int, error) {
+	if err := RequireTopic(ctx, client, topic); err != nil {
+		return nil, err
+	}
+	return conn.Partitions(ctx, brokers, topic)
+}
+
+// ReadRange reads the messages of topic's partition p from offset from up
+// to end (exclusive), connecting with dialer; the whole read is bounded by
+// timeout (when positive), so a range whose last offsets hold no readable
+// record (transaction markers) cannot hang the caller.
+func ReadRange(ctx context.Context, brokers []string, dialer *kafka.Dialer, topic string, p int, from, end int64, timeout time.Duration) ([]kafka.Message, error) {
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	r := kafka.NewReader(kafka.ReaderConfig{Brokers: brokers, Topic: topic, Partition: p, Dialer: dialer, MaxWait: 100 * time.Millisecond})
+	defer func() { _ = r.Close() }()
+	if err := r.SetOffset(from); err != nil {
+		return nil, fmt.Errorf("read %s/%d: %w", topic, p, err)
+	}
+	out := make([]kafka.Message, 0, end-from)
+	for {
+		m, err := r.FetchMessage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("read %s/%d at %d of [%d, %d): %w", topic, p, len(out), from, end, err)
+		}
+		out = append(out, m)
+		if m.Offset+1 >= end {
+			return out, nil
+		}
+	}
 }

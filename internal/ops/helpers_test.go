@@ -7,9 +7,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 	"github.com/stretchr/testify/require"
-	"github.com/twmb/franz-go/pkg/kfake"
 
-	"github.com/paycallback/paycallback/internal/kafkaops"
 	"github.com/paycallback/paycallback/internal/kafkaops/kafkaopstest"
 	"github.com/paycallback/paycallback/internal/ops"
 )
@@ -27,16 +25,6 @@ func mustKafka(t *testing.T, parts int32) ops.Kafka {
 	t.Helper()
 	k := kafkaopstest.Start(t, map[string]int32{testTopic: parts, testDLQ: 1})
 	return ops.Kafka{Brokers: k.Brokers, Topic: k.Name(testTopic), Group: k.Name(testGroup), DLQTopic: k.Name(testDLQ), Timeout: 10 * time.Second}
-}
-
-// mustCluster is mustKafka that also returns the cluster, for tests that
-// drive its retention.
-func mustCluster(t *testing.T, parts int32) (ops.Kafka, *kfake.Cluster) {
-	t.Helper()
-	cluster, brokers, err := kafkaops.StartInProcess(map[string]int32{testTopic: parts, testDLQ: 1})
-	require.NoError(t, err)
-	t.Cleanup(cluster.Close)
-	return ops.Kafka{Brokers: brokers, Topic: testTopic, Group: testGroup, DLQTopic: testDLQ, Timeout: 10 * time.Second}, cluster
 }
 
 // produceAt writes n messages to partition p of topic, stamped at.

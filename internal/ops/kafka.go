@@ -10,6 +10,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/paycallback/paycallback/internal/kafkaconn"
+	"github.com/paycallback/paycallback/internal/kafkaops"
 )
 
 // Kafka names the cluster, topics and group the tools work on.
@@ -92,13 +93,10 @@ func (k Kafka) requireEmptyGroup(ctx context.Context) error {
 }
 
 // partitions lists the topic's partition IDs in ascending order. A missing
-// topic is an error wrapping ErrTopicNotFound, and is never created: the
-// partition listing below would ask the brokers to create it.
+// topic is an error wrapping ErrTopicNotFound, and is never created (see
+// kafkaops.TopicPartitions).
 func (k Kafka) partitions(ctx context.Context, topic string) ([]int, error) {
-	if err := k.requireTopic(ctx, topic); err != nil {
-		return nil, err
-	}
-	return k.Conn.Partitions(ctx, k.Brokers, topic)
+	return kafkaops.TopicPartitions(ctx, k.client(), k.Conn, k.Brokers, topic)
 }
 
 // committed returns the group's committed offsets on the input topic; a

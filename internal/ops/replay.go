@@ -300,41 +300,12 @@ func (k Kafka) listOffsets(ctx context.Context, topic string, parts []int, ts in
 }
 
 // ErrTopicNotFound is returned, wrapped, when the topic an operation works
-// on does not exist. The operations never create topics.
-var ErrTopicNotFound = errors.New("topic does not exist")
+// on does not exist (kafkaops.ErrTopicNotFound). The operations never
+// create topics.
+var ErrTopicNotFound = kafkaops.ErrTopicNotFound
 
 // requireTopic returns an error wrapping ErrTopicNotFound when topic does
-// not exist, asking the brokers without letting them create it (kafka-go's
-// Conn.ReadPartitions asks for auto-creation; its Client.Metadata does not).
-// The client gets a transport of its own, so the answer is the brokers'
-// now, not a cached one.
+// not exist, never creating it (kafkaops.RequireTopic).
 func (k Kafka) requireTopic(ctx context.Context, topic string) error {
-	c := k.client()
-	base, _ := c.Transport.(*kafka.Transport)
-	if base == nil {
-		base = &kafka.Transport{}
-	}
-	fresh := &kafka.Transport{
-		Dial: base.Dial, DialTimeout: base.DialTimeout, ClientID: base.ClientID,
-		TLS: base.TLS, SASL: base.SASL, Resolver: base.Resolver,
-	}
-	defer fresh.CloseIdleConnections()
-	c.Transport = fresh
-	meta, err := c.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
-	if err != nil {
-		return fmt.Errorf("read metadata of %s: %w", topic, err)
-	}
-	for _, t := range meta.Topics {
-		if t.Name != topic {
-			continue
-		}
-		if errors.Is(t.Error, kafka.UnknownTopicOrPartition) {
-			break
-		}
-		if t.Error != nil {
-			return fmt.Errorf("read metadata of %s: %w", topic, t.Error)
-		}
-		return nil
-	}
-	return fmt.Errorf("topic %q: %w (check kafka.topic, PAYCB_KAFKA_TOPIC); nothing was created", topic, ErrTopicNotFound)
+	return kafkaops.RequireTopic(ctx, k.client(), topic)
 }

@@ -117,7 +117,7 @@ func TestDeadLetterRecordFailureRetriesWithoutASecondWrite(t *testing.T) {
 
 	for range 2 {
 		err := e.p.Handle(context.Background(), msgs, states)
-		require.ErrorIs(t, err, ErrDeadLetterNotRecorded)
+		require.ErrorIs(t, err, deadletters.ErrNotRecorded)
 		require.ErrorIs(t, err, errInsert)
 		assert.Equal(t, metrics.StageDeadLetter, StageOf(err))
 		assert.False(t, states[0].done)

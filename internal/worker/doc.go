@@ -2,7 +2,7 @@
 // generations run one strictly ordered loop per assigned partition, the
 // pipeline that takes each batch of a partition's messages (a single
 // message is a batch of one) through decode → acquire → settle, or
-// dead-letter, the dead-letter writer and the orphan sweeper.
+// dead-letter (through internal/deadletters), and the orphan sweeper.
 //
 // The offset rule lives here, in one place (partition.go, whose loops offer
 // offsets to the generation's committer, committer.go, which commits them

@@ -10,7 +10,9 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/paycallback/paycallback/config"
+	"github.com/paycallback/paycallback/internal/deadletters"
 	"github.com/paycallback/paycallback/internal/metrics"
+	"github.com/paycallback/paycallback/internal/statementauth"
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/idempotent"
 	"github.com/paycallback/paycallback/pkg/settlement"
@@ -37,6 +39,27 @@ type Settler interface {
 // channels.Decoder.DecodeMessage).
 type Decoder interface {
 	DecodeMessage(value []byte, signature string) (channels.Result, error)
+}
+
+// DeadLetterer writes messages that can never succeed to the dead-letter
+// topic, each with the contract's headers (see deadletters.Sender);
+// *deadletters.KafkaWriter is the implementation.
+type DeadLetterer = deadletters.Sender
+
+// DeadLetterRecords is the record of the dead letters written
+// (ss_dead_letter) that makes each written once (see deadletters.Once);
+// *deadletters.Store is the implementation.
+type DeadLetterRecords = deadletters.Records
+
+// statementSignature is msg's x-paycb-statement-signature header, "" when
+// it has none.
+func statementSignature(msg kafka.Message) string {
+	for _, h := range msg.Headers {
+		if h.Key == statementauth.HeaderSignature {
+			return string(h.Value)
+		}
+	}
+	return ""
 }
 
 // Pipeline takes a partition's messages, a batch at a time (a single
@@ -85,7 +108,7 @@ type Pipeline struct {
 	// Fault injects failures at boundaries, for tests; nil in production.
 	Fault FaultFunc
 
-	once onceWriter
+	once deadletters.Once
 }
 
 // MessageState is what a message's earlier attempts learnt, kept across
@@ -571,8 +594,8 @@ func (p *Pipeline) deadLetter(ctx context.Context, msg kafka.Message, kind chann
 	if err := p.Fault.at(ctx, FaultBeforeDeadLetter); err != nil {
 		return failed(metrics.StageDeadLetter, err)
 	}
-	d := deadLetterWrite{msg: msg, kind: kind, reason: reason, ev: ev}
-	if err := p.once.write(ctx, p.DeadLetterer, p.DeadLetterRecords, p.Metrics, p.Logger, d); err != nil {
+	d := deadletters.Letter{Msg: msg, Kind: kind, Reason: reason, Event: ev}
+	if err := p.once.Write(ctx, p.DeadLetterer, p.DeadLetterRecords, p.Metrics, p.Logger, d); err != nil {
 		return failed(metrics.StageDeadLetter, err)
 	}
 	return nil

@@ -9,6 +9,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"github.com/paycallback/paycallback/internal/deadletters"
 	"github.com/paycallback/paycallback/internal/metrics"
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/idempotent"
@@ -39,7 +40,7 @@ type Sweeper struct {
 	// skips one already recorded (see Pipeline.DeadLetterRecords).
 	DeadLetterRecords DeadLetterRecords
 
-	once onceWriter
+	once deadletters.Once
 }
 
 // Run sweeps every Interval until ctx ends. It returns nil.
@@ -137,9 +138,9 @@ func (s *Sweeper) deadLetterOverRefund(ctx context.Context, rec idempotent.Recor
 	}
 	reason := fmt.Sprintf("refunds would exceed the order total; nothing was posted (settled by the orphan sweeper, claim %s)", rec.Key)
 	ev := channels.Event{TenantID: rec.TenantID, Key: rec.Key, Fingerprint: rec.Fingerprint}
-	if err := s.once.write(ctx, s.DeadLetterer, s.DeadLetterRecords, s.Metrics, s.Logger,
-		deadLetterWrite{msg: msg, kind: channels.KindOverRefund, reason: reason, ev: ev}); err != nil {
-		if !errors.Is(err, ErrDeadLetterNotRecorded) {
+	if err := s.once.Write(ctx, s.DeadLetterer, s.DeadLetterRecords, s.Metrics, s.Logger,
+		deadletters.Letter{Msg: msg, Kind: channels.KindOverRefund, Reason: reason, Event: ev}); err != nil {
+		if !errors.Is(err, deadletters.ErrNotRecorded) {
 			log.Error("orphan settled as over-refund; dead letter not written", "error", err.Error())
 			return
 		}

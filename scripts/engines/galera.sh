@@ -241,7 +241,8 @@ suite() {
 	# workers joining and leaving, the dead-letter kinds, orphans.
 	gotest 'TestMixedStreamIsSettledExactlyOnce|TestEveryEventRacedFromTwoPartitionsSettlesOnce|TestRestartAfterDyingBetweenClaimAndSettle|TestSettleCommitWithUnknownOutcome|TestTwoWorkersJoiningAndLeaving|TestMessagesThatCanNeverSucceed|TestAChannelLeftOut|TestDuplicateOfAnInFlightClaim|TestSweeper' '' ./internal/app/
 	# Replay and dead letters through the operator commands, orphans.
-	gotest 'TestReplayThroughTheWorker|TestReplayPlanAndApply|TestDeadLettersThroughTheWorker|TestOrphans' '' ./internal/ops/
+	gotest 'TestReplayThroughTheWorker|TestReplayPlanAndApply|TestOrphans' '' ./internal/ops/
+	gotest 'TestDeadLettersThroughTheWorker|TestStore|TestRedriveLinks|TestRedriveThatFailsAgainSupersedesItsOriginal|TestDeadLetterTheTopicLostIsListedAndClosable' '' ./internal/deadletters/
 	# kill -9: the real binary, each restart on the next node (no -race:
 	# the soak builds its own binaries).
 	echo "galera suite: go test -run '^TestKillNineSoak$' ./internal/soak/"

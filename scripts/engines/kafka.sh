@@ -315,9 +315,11 @@ suite() {
 	export PAYCB_TEST_KAFKA_CONSUMER_GROUPS=$KAFKA_DIR/bin/kafka-consumer-groups.sh
 	export PAYCB_TEST_KAFKA_SCRIPT=$HERE/kafka.sh
 	local app='^(TestMixedStreamIsSettledExactlyOnce|TestEveryEventRacedFromTwoPartitionsSettlesOnce|TestCommittedOffsetIsTheNextToRead|TestRestartAfterDyingBetweenClaimAndSettle|TestGracefulShutdownCommitsWhatWasFinishedAndNothingMore|TestTwoWorkersJoiningAndLeavingSettleEveryEventOnce|TestMessagesThatCanNeverSucceedAreDeadLetteredAndThePartitionMovesOn|TestDuplicateOfAnInFlightClaimHoldsOnlyTheOffset|TestSweeperSettlesAnOrphanWhoseMessageNeverComesBack|TestSweeperDeadLettersAnOrphanThatSettlesAsOverRefund|TestApacheKafka.*)$'
-	local ops='^(TestReplayThroughTheWorker|TestDeadLettersThroughTheWorker|TestDeadLettersListAndRedrive|TestStatusWhileTheWorkerRuns|TestStatusShowsAStalledPartition|TestApacheKafka.*)$'
+	local ops='^(TestReplayThroughTheWorker|TestStatusWhileTheWorkerRuns|TestStatusShowsAStalledPartition|TestApacheKafka.*)$'
+	local dlq='^(TestDeadLettersThroughTheWorker|TestDeadLettersListAndRedrive)$'
 	go test -race -count=1 -timeout 20m -tags enginekafka -run "$app" ./internal/app/
 	go test -race -count=1 -timeout 10m -tags enginekafka -run "$ops" ./internal/ops/
+	go test -race -count=1 -timeout 10m -tags enginekafka -run "$dlq" ./internal/deadletters/
 	# The kill -9 soak, short: the consumer binary SIGKILLed and restarted
 	# against the broker (5,000 events: on Apache Kafka a smaller stream can
 	# run out before the third kill).

@@ -218,7 +218,9 @@ suite() {
 		-run '^(TestMixedStreamIsSettledExactlyOnce|TestRestartAfterDyingBetweenClaimAndSettle|TestTwoWorkersJoiningAndLeavingSettleEveryEventOnce|TestDuplicateOfAnInFlightClaimHoldsOnlyTheOffset|TestMessagesThatCanNeverSucceedAreDeadLetteredAndThePartitionMovesOn|TestSweeperSettlesAnOrphanWhoseMessageNeverComesBack|TestSweeperDeadLettersAnOrphanThatSettlesAsOverRefund|TestConcurrentCumulativeRefundsOfOneTradeFromTwoPartitions)$' \
 		./internal/app/
 	go test -race -count=1 -timeout 20m \
-		-run '^(TestReplayThroughTheWorker|TestOrphans|TestDeadLettersThroughTheWorker)$' ./internal/ops/
+		-run '^(TestReplayThroughTheWorker|TestOrphans)$' ./internal/ops/
+	go test -race -count=1 -timeout 20m \
+		-run '^(TestDeadLettersThroughTheWorker|TestStore|TestRedriveLinks|TestRedriveThatFailsAgainSupersedesItsOriginal|TestDeadLetterTheTopicLostIsListedAndClosable)$' ./internal/deadletters/
 	# kill -9 restarts of the real binary, short size: the soak reaches an
 	# outside server through TEST_MYSQL_NODES (here the one TiDB server),
 	# with no Galera session variable (TiDB refuses wsrep_sync_wait).

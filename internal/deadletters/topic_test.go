@@ -1,9 +1,8 @@
-package ops_test
+package deadletters_test
 
 import (
 	"bytes"
 	"context"
-	"strconv"
 	"testing"
 	"time"
 
@@ -11,9 +10,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/paycallback/paycallback/internal/deadletters"
 	"github.com/paycallback/paycallback/internal/kafkaops"
-	"github.com/paycallback/paycallback/internal/ops"
-	"github.com/paycallback/paycallback/internal/worker"
 	"github.com/paycallback/paycallback/pkg/channels"
 )
 
@@ -40,7 +38,7 @@ func TestDeadLettersListAndRedrive(t *testing.T) {
 	po := first.Topics[testDLQ][0]
 	require.Equal(t, int64(1), max(po.FirstOffset, po.LastOffset), "retention removed the old dead letter")
 
-	dl := worker.NewKafkaDeadLetterer(k.Brokers, testDLQ, 0)
+	dl := deadletters.NewKafkaWriter(k.Brokers, testDLQ, 0)
 	t.Cleanup(func() { _ = dl.Close() })
 	for i, c := range []struct {
 		key, value string
@@ -56,27 +54,27 @@ func TestDeadLettersListAndRedrive(t *testing.T) {
 
 	tests := []struct {
 		name   string
-		filter ops.DeadLetterFilter
+		filter deadletters.Filter
 		want   int
 	}{
-		{"everything", ops.DeadLetterFilter{}, 3},
-		{"one kind", ops.DeadLetterFilter{Kind: "no_key"}, 2},
-		{"unknown kind", ops.DeadLetterFilter{Kind: "conflict"}, 0},
-		{"since the past", ops.DeadLetterFilter{Since: time.Now().Add(-time.Hour)}, 3},
-		{"since the future", ops.DeadLetterFilter{Since: time.Now().Add(time.Hour)}, 0},
-		{"until the past", ops.DeadLetterFilter{Until: time.Now().Add(-time.Hour)}, 0},
+		{"everything", deadletters.Filter{}, 3},
+		{"one kind", deadletters.Filter{Kind: "no_key"}, 2},
+		{"unknown kind", deadletters.Filter{Kind: "conflict"}, 0},
+		{"since the past", deadletters.Filter{Since: time.Now().Add(-time.Hour)}, 3},
+		{"since the future", deadletters.Filter{Since: time.Now().Add(time.Hour)}, 0},
+		{"until the past", deadletters.Filter{Until: time.Now().Add(-time.Hour)}, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ds, err := ops.ReadDeadLetters(ctx, k, tt.filter)
+			ds, err := deadletters.ReadTopic(ctx, k, tt.filter)
 			require.NoError(t, err)
 			assert.Len(t, ds, tt.want)
 		})
 	}
 
-	all, err := ops.ReadDeadLetters(ctx, k, ops.DeadLetterFilter{})
+	all, err := deadletters.ReadTopic(ctx, k, deadletters.Filter{})
 	require.NoError(t, err)
-	sum := ops.SummarizeDeadLetters(all)
+	sum := deadletters.Summarize(all)
 	require.Len(t, sum, 2)
 	assert.Equal(t, "no_key", sum[0].Kind)
 	assert.Equal(t, 2, sum[0].Count)
@@ -84,9 +82,9 @@ func TestDeadLettersListAndRedrive(t *testing.T) {
 	assert.Equal(t, testTopic+"/1@12", all[2].Source)
 	assert.Equal(t, "because", all[2].Error)
 
-	noKey, err := ops.ReadDeadLetters(ctx, k, ops.DeadLetterFilter{Kind: "no_key"})
+	noKey, err := deadletters.ReadTopic(ctx, k, deadletters.Filter{Kind: "no_key"})
 	require.NoError(t, err)
-	require.NoError(t, ops.Redrive(ctx, k, noKey))
+	require.NoError(t, deadletters.Redrive(ctx, k, noKey))
 	in, err := kafkaops.ReadAll(ctx, k.Brokers, testTopic)
 	require.NoError(t, err)
 	require.Len(t, in, 2)
@@ -94,38 +92,23 @@ func TestDeadLettersListAndRedrive(t *testing.T) {
 	for _, m := range in {
 		got[string(m.Key)] = string(m.Value)
 		require.Len(t, m.Headers, 1)
-		assert.Equal(t, ops.HeaderRedrivenFrom, m.Headers[0].Key)
+		assert.Equal(t, deadletters.HeaderRedrivenFrom, m.Headers[0].Key)
 	}
 	assert.Equal(t, map[string]string{"WECHAT:T1": `{"n":1}`, "WECHAT:T2": `{"n":2}`}, got, "original key and value, unchanged")
-}
-
-// setMaxMessageBytes sets topic's max.message.bytes.
-func setMaxMessageBytes(t *testing.T, k ops.Kafka, topic string, n int) {
-	t.Helper()
-	res, err := (&kafka.Client{Addr: kafka.TCP(k.Brokers...)}).AlterConfigs(context.Background(), &kafka.AlterConfigsRequest{
-		Resources: []kafka.AlterConfigRequestResource{{
-			ResourceType: kafka.ResourceTypeTopic, ResourceName: topic,
-			Configs: []kafka.AlterConfigRequestConfig{{Name: "max.message.bytes", Value: strconv.Itoa(n)}},
-		}},
-	})
-	require.NoError(t, err)
-	for _, e := range res.Errors {
-		require.NoError(t, e)
-	}
 }
 
 func TestRedriveRefusesADeadLetterWithoutItsValue(t *testing.T) {
 	ctx := context.Background()
 	k := mustKafka(t, 1)
-	setMaxMessageBytes(t, k, testDLQ, 64<<10)
-	dl := worker.NewKafkaDeadLetterer(k.Brokers, testDLQ, 0)
+	setMaxMessageBytes(t, k.Brokers, testDLQ, 64<<10)
+	dl := deadletters.NewKafkaWriter(k.Brokers, testDLQ, 0)
 	t.Cleanup(func() { _ = dl.Close() })
 	big := kafka.Message{Topic: testTopic, Partition: 0, Offset: 41, Key: []byte("WECHAT:T-big"), Value: bytes.Repeat([]byte("v"), 200<<10)}
 	small := kafka.Message{Topic: testTopic, Partition: 0, Offset: 42, Key: []byte("WECHAT:T-small"), Value: []byte(`{"n":1}`)}
 	require.NoError(t, dl.DeadLetter(ctx, big, channels.KindNoKey, "no key"))
 	require.NoError(t, dl.DeadLetter(ctx, small, channels.KindNoKey, "no key"))
 
-	ds, err := ops.ReadDeadLetters(ctx, k, ops.DeadLetterFilter{Kind: "no_key"})
+	ds, err := deadletters.ReadTopic(ctx, k, deadletters.Filter{Kind: "no_key"})
 	require.NoError(t, err)
 	require.Len(t, ds, 2)
 	assert.True(t, ds[0].ValueOmitted)
@@ -134,23 +117,23 @@ func TestRedriveRefusesADeadLetterWithoutItsValue(t *testing.T) {
 	assert.False(t, ds[1].ValueOmitted)
 	assert.Zero(t, ds[1].OmittedBytes)
 
-	ok, refused := ops.SplitRedrive(ds)
+	ok, refused := deadletters.SplitRedrive(ds)
 	require.Len(t, ok, 1)
 	assert.Equal(t, "WECHAT:T-small", string(ok[0].Key))
 	require.Len(t, refused, 1)
-	assert.Equal(t, "WECHAT:T-big", string(refused[0].DeadLetter.Key))
-	require.ErrorIs(t, refused[0].Reason, ops.ErrValueOmitted)
+	assert.Equal(t, "WECHAT:T-big", string(refused[0].Message.Key))
+	require.ErrorIs(t, refused[0].Reason, deadletters.ErrValueOmitted)
 	assert.Contains(t, refused[0].Reason.Error(), "204800 bytes")
 	assert.Contains(t, refused[0].Reason.Error(), testTopic+"/0@41", "says where the original is")
 
 	// Given the refused one, Redrive publishes nothing at all.
-	err = ops.Redrive(ctx, k, ds)
-	require.ErrorIs(t, err, ops.ErrValueOmitted)
+	err = deadletters.Redrive(ctx, k, ds)
+	require.ErrorIs(t, err, deadletters.ErrValueOmitted)
 	in, err := kafkaops.ReadAll(ctx, k.Brokers, testTopic)
 	require.NoError(t, err)
 	assert.Empty(t, in)
 
-	require.NoError(t, ops.Redrive(ctx, k, ok))
+	require.NoError(t, deadletters.Redrive(ctx, k, ok))
 	in, err = kafkaops.ReadAll(ctx, k.Brokers, testTopic)
 	require.NoError(t, err)
 	require.Len(t, in, 1)
@@ -161,9 +144,9 @@ func TestLargeDeadLetterIsListedAndRedrivenWhole(t *testing.T) {
 	ctx := context.Background()
 	const limit = 3 << 20
 	k := mustKafka(t, 1)
-	setMaxMessageBytes(t, k, testTopic, limit)
-	setMaxMessageBytes(t, k, testDLQ, limit)
-	dl := worker.NewKafkaDeadLetterer(k.Brokers, testDLQ, 0, worker.DeadLetterMaxMessageBytes(limit))
+	setMaxMessageBytes(t, k.Brokers, testTopic, limit)
+	setMaxMessageBytes(t, k.Brokers, testDLQ, limit)
+	dl := deadletters.NewKafkaWriter(k.Brokers, testDLQ, 0, deadletters.WithMaxMessageBytes(limit))
 	t.Cleanup(func() { _ = dl.Close() })
 	value := bytes.Repeat([]byte("v"), 2<<20)
 	msgs := []kafka.Message{
@@ -174,13 +157,13 @@ func TestLargeDeadLetterIsListedAndRedrivenWhole(t *testing.T) {
 		require.NoError(t, dl.DeadLetter(ctx, m, channels.KindNoKey, "no key"))
 	}
 
-	ds, err := ops.ReadDeadLetters(ctx, k, ops.DeadLetterFilter{})
+	ds, err := deadletters.ReadTopic(ctx, k, deadletters.Filter{})
 	require.NoError(t, err)
 	require.Len(t, ds, 2)
 	assert.False(t, ds[0].ValueOmitted)
 	assert.True(t, bytes.Equal(value, ds[0].Value), "read %d bytes", len(ds[0].Value))
 
-	require.NoError(t, ops.Redrive(ctx, k, ds))
+	require.NoError(t, deadletters.Redrive(ctx, k, ds))
 	r := kafka.NewReader(kafka.ReaderConfig{Brokers: k.Brokers, Topic: testTopic, Partition: 0, MaxWait: 50 * time.Millisecond, MaxBytes: limit})
 	t.Cleanup(func() { _ = r.Close() })
 	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)

@@ -1,4 +1,4 @@
-package worker_test
+package deadletters_test
 
 import (
 	"bytes"
@@ -10,10 +10,9 @@ import (
 	"github.com/segmentio/kafka-go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/twmb/franz-go/pkg/kfake"
 
+	"github.com/paycallback/paycallback/internal/deadletters"
 	"github.com/paycallback/paycallback/internal/kafkaops"
-	"github.com/paycallback/paycallback/internal/worker"
 	"github.com/paycallback/paycallback/pkg/channels"
 )
 
@@ -30,14 +29,15 @@ func mustSizedKafka(t *testing.T, inputMax, dlqMax int) []string {
 	cluster, brokers, err := kafkaops.StartInProcess(map[string]int32{dlTopic: 1, dlDLQ: 1})
 	require.NoError(t, err)
 	t.Cleanup(cluster.Close)
-	setMaxMessageBytes(t, cluster, dlTopic, inputMax)
-	setMaxMessageBytes(t, cluster, dlDLQ, dlqMax)
+	setMaxMessageBytes(t, brokers, dlTopic, inputMax)
+	setMaxMessageBytes(t, brokers, dlDLQ, dlqMax)
 	return brokers
 }
 
-func setMaxMessageBytes(t *testing.T, cluster *kfake.Cluster, topic string, n int) {
+// setMaxMessageBytes sets topic's max.message.bytes.
+func setMaxMessageBytes(t *testing.T, brokers []string, topic string, n int) {
 	t.Helper()
-	client := &kafka.Client{Addr: kafka.TCP(cluster.ListenAddrs()...), Timeout: 10 * time.Second}
+	client := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 10 * time.Second}
 	res, err := client.AlterConfigs(context.Background(), &kafka.AlterConfigsRequest{
 		Resources: []kafka.AlterConfigRequestResource{{
 			ResourceType: kafka.ResourceTypeTopic, ResourceName: topic,
@@ -108,7 +108,7 @@ func TestDeadLetterOfALargeMessageIsIntact(t *testing.T) {
 	in := consumeOne(t, brokers, []byte("WECHAT:T-large"), value, limit)
 	require.Len(t, in.Value, len(value), "the input delivered the whole message")
 
-	dl := worker.NewKafkaDeadLetterer(brokers, dlDLQ, 0, worker.DeadLetterMaxMessageBytes(limit))
+	dl := deadletters.NewKafkaWriter(brokers, dlDLQ, 0, deadletters.WithMaxMessageBytes(limit))
 	t.Cleanup(func() { _ = dl.Close() })
 	require.NoError(t, dl.DeadLetter(context.Background(), in, channels.KindMalformed, "bad json"))
 
@@ -116,11 +116,11 @@ func TestDeadLetterOfALargeMessageIsIntact(t *testing.T) {
 	assert.Equal(t, "WECHAT:T-large", string(out.Key))
 	assert.True(t, bytes.Equal(value, out.Value), "the value is unchanged (%d bytes read)", len(out.Value))
 	assert.Equal(t, map[string]string{
-		worker.HeaderErrorKind:       "malformed",
-		worker.HeaderError:           "bad json",
-		worker.HeaderSourceTopic:     dlTopic,
-		worker.HeaderSourcePartition: "0",
-		worker.HeaderSourceOffset:    strconv.FormatInt(in.Offset, 10),
+		deadletters.HeaderErrorKind:       "malformed",
+		deadletters.HeaderError:           "bad json",
+		deadletters.HeaderSourceTopic:     dlTopic,
+		deadletters.HeaderSourcePartition: "0",
+		deadletters.HeaderSourceOffset:    strconv.FormatInt(in.Offset, 10),
 	}, headerMap(out))
 }
 
@@ -130,7 +130,7 @@ func TestDeadLetterTooLargeForTheDeadLetterTopicOmitsTheValue(t *testing.T) {
 	value := bytes.Repeat([]byte("v"), 200<<10)
 	in := consumeOne(t, brokers, []byte("ALIPAY:T-omitted"), value, 1<<20)
 
-	dl := worker.NewKafkaDeadLetterer(brokers, dlDLQ, 0, worker.DeadLetterMaxMessageBytes(1<<20))
+	dl := deadletters.NewKafkaWriter(brokers, dlDLQ, 0, deadletters.WithMaxMessageBytes(1<<20))
 	t.Cleanup(func() { _ = dl.Close() })
 	require.NoError(t, dl.DeadLetter(context.Background(), in, channels.KindUnsupported, "unknown event type"))
 
@@ -139,12 +139,12 @@ func TestDeadLetterTooLargeForTheDeadLetterTopicOmitsTheValue(t *testing.T) {
 	assert.Equal(t, "ALIPAY:T-omitted", string(out.Key), "the original key")
 	assert.Empty(t, out.Value)
 	assert.Equal(t, map[string]string{
-		worker.HeaderErrorKind:       "unsupported",
-		worker.HeaderError:           "unknown event type",
-		worker.HeaderSourceTopic:     dlTopic,
-		worker.HeaderSourcePartition: "0",
-		worker.HeaderSourceOffset:    strconv.FormatInt(in.Offset, 10),
-		worker.HeaderValueOmitted:    "204800",
+		deadletters.HeaderErrorKind:       "unsupported",
+		deadletters.HeaderError:           "unknown event type",
+		deadletters.HeaderSourceTopic:     dlTopic,
+		deadletters.HeaderSourcePartition: "0",
+		deadletters.HeaderSourceOffset:    strconv.FormatInt(in.Offset, 10),
+		deadletters.HeaderValueOmitted:    "204800",
 	}, headerMap(out))
 }
 
@@ -155,25 +155,25 @@ func TestDeadLetterOverTheWritersOwnLimitOmitsTheValue(t *testing.T) {
 	brokers := mustSizedKafka(t, limit, limit)
 	msg := kafka.Message{Topic: dlTopic, Partition: 0, Offset: 7, Key: []byte("SQB:T-local"), Value: bytes.Repeat([]byte("v"), 2<<20)}
 
-	dl := worker.NewKafkaDeadLetterer(brokers, dlDLQ, 0, worker.DeadLetterMaxMessageBytes(1<<20))
+	dl := deadletters.NewKafkaWriter(brokers, dlDLQ, 0, deadletters.WithMaxMessageBytes(1<<20))
 	t.Cleanup(func() { _ = dl.Close() })
 	require.NoError(t, dl.DeadLetter(context.Background(), msg, channels.KindMalformed, "bad json"))
 
 	out := readOne(t, brokers, dlDLQ, limit)
 	assert.Equal(t, "SQB:T-local", string(out.Key))
 	assert.Empty(t, out.Value)
-	assert.Equal(t, strconv.Itoa(2<<20), headerMap(out)[worker.HeaderValueOmitted])
-	assert.Equal(t, "7", headerMap(out)[worker.HeaderSourceOffset])
+	assert.Equal(t, strconv.Itoa(2<<20), headerMap(out)[deadletters.HeaderValueOmitted])
+	assert.Equal(t, "7", headerMap(out)[deadletters.HeaderSourceOffset])
 }
 
 func TestDeadLetterWhoseKeyAloneIsTooLargeFailsAndSaysSo(t *testing.T) {
 	brokers := mustSizedKafka(t, 1<<20, 64<<10)
 	msg := kafka.Message{Topic: dlTopic, Partition: 0, Offset: 3, Key: bytes.Repeat([]byte("k"), 100<<10), Value: []byte("{}")}
 
-	dl := worker.NewKafkaDeadLetterer(brokers, dlDLQ, 0, worker.DeadLetterMaxMessageBytes(1<<20))
+	dl := deadletters.NewKafkaWriter(brokers, dlDLQ, 0, deadletters.WithMaxMessageBytes(1<<20))
 	t.Cleanup(func() { _ = dl.Close() })
 	err := dl.DeadLetter(context.Background(), msg, channels.KindMalformed, "bad json")
-	require.ErrorIs(t, err, worker.ErrDeadLetterTooLarge)
+	require.ErrorIs(t, err, deadletters.ErrTooLarge)
 	assert.Contains(t, err.Error(), "key of 102400 bytes")
 	assert.Equal(t, int64(0), endOffset(t, brokers, dlDLQ), "nothing written")
 }
@@ -181,13 +181,13 @@ func TestDeadLetterWhoseKeyAloneIsTooLargeFailsAndSaysSo(t *testing.T) {
 func TestDeadLetterOtherErrorsAreReturnedAsTheyAre(t *testing.T) {
 	cluster, brokers, err := kafkaops.StartInProcess(map[string]int32{dlTopic: 1, dlDLQ: 1})
 	require.NoError(t, err)
-	dl := worker.NewKafkaDeadLetterer(brokers, dlDLQ, 2*time.Second)
+	dl := deadletters.NewKafkaWriter(brokers, dlDLQ, 2*time.Second)
 	t.Cleanup(func() { _ = dl.Close() })
 	cluster.Close()
 
 	msg := kafka.Message{Topic: dlTopic, Partition: 0, Offset: 1, Key: []byte("k"), Value: []byte("{}")}
 	err = dl.DeadLetter(context.Background(), msg, channels.KindMalformed, "bad json")
 	require.Error(t, err)
-	require.NotErrorIs(t, err, worker.ErrDeadLetterTooLarge)
+	require.NotErrorIs(t, err, deadletters.ErrTooLarge)
 	require.NotErrorIs(t, err, kafka.MessageSizeTooLarge)
 }

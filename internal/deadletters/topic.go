@@ -1,4 +1,4 @@
-package ops
+package deadletters
 
 import (
 	"context"
@@ -12,8 +12,9 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"github.com/paycallback/paycallback/internal/kafkaconn"
+	"github.com/paycallback/paycallback/internal/kafkaops"
 	"github.com/paycallback/paycallback/internal/statementauth"
-	"github.com/paycallback/paycallback/internal/worker"
 )
 
 // HeaderRedrivenFrom is added to a redriven message: the dead letter it was
@@ -21,9 +22,47 @@ import (
 // people reading the input topic.
 const HeaderRedrivenFrom = "x-redriven-from"
 
-// DeadLetter is one message of the dead-letter topic with its contract
+// Kafka names the cluster and the topics the dead-letter tools work on.
+type Kafka struct {
+	// Brokers are the bootstrap brokers.
+	Brokers []string
+	// Topic is the input topic, where Redrive publishes.
+	Topic string
+	// DLQTopic is the dead-letter topic.
+	DLQTopic string
+	// Timeout bounds each request to the cluster. Default 10s.
+	Timeout time.Duration
+	// Conn is the TLS and SASL setting every connection uses; nil connects
+	// over plain TCP with no authentication.
+	Conn *kafkaconn.Conn
+}
+
+// timeout is k.Timeout, 10s when not set.
+func (k Kafka) timeout() time.Duration {
+	if k.Timeout <= 0 {
+		return 10 * time.Second
+	}
+	return k.Timeout
+}
+
+func (k Kafka) client() *kafka.Client {
+	return &kafka.Client{Addr: kafka.TCP(k.Brokers...), Timeout: k.timeout(), Transport: k.Conn.Transport()}
+}
+
+// partitions lists topic's partitions; a missing topic is an error
+// wrapping kafkaops.ErrTopicNotFound, never created.
+func (k Kafka) partitions(ctx context.Context, topic string) ([]int, error) {
+	return kafkaops.TopicPartitions(ctx, k.client(), k.Conn, k.Brokers, topic)
+}
+
+// listOffsets asks for one offset per partition (kafkaops.ListOffsets).
+func (k Kafka) listOffsets(ctx context.Context, topic string, parts []int, ts int64) (map[int]int64, error) {
+	return kafkaops.ListOffsets(ctx, k.client(), topic, parts, ts)
+}
+
+// Message is one message of the dead-letter topic with its contract
 // headers decoded.
-type DeadLetter struct {
+type Message struct {
 	Partition int
 	Offset    int64
 	Time      time.Time
@@ -48,15 +87,33 @@ type DeadLetter struct {
 	// -1 when the header is not a decimal number, 0 when ValueOmitted is
 	// false.
 	OmittedBytes int64
+	// BodyLost is set on a dead letter known only from its ss_dead_letter
+	// row: the dead-letter topic no longer holds it (retention, or a topic
+	// deleted and recreated). Its Key, Value and Headers are then empty,
+	// Time is when the row was written, and Partition and Offset are its
+	// last recorded position, -1 when none was recorded.
+	BodyLost bool
+	// topic is the dead-letter topic it was read from.
+	topic string
 }
 
 // ErrValueOmitted is wrapped by the errors that refuse to redrive a dead
-// letter whose value was omitted (DeadLetter.ValueOmitted).
+// letter whose value was omitted (Message.ValueOmitted).
 var ErrValueOmitted = errors.New("value omitted from the dead letter")
 
+// ErrBodyLost is wrapped by the errors that refuse to redrive a dead
+// letter whose body the dead-letter topic no longer holds
+// (Message.BodyLost).
+var ErrBodyLost = errors.New("the dead-letter topic no longer holds the dead letter")
+
 // RedriveRefusal returns nil when d can be redriven, or why not: an error
-// wrapping ErrValueOmitted that says where the original message is.
-func (d DeadLetter) RedriveRefusal() error {
+// wrapping ErrValueOmitted or ErrBodyLost that says where the original
+// message is.
+func (d Message) RedriveRefusal() error {
+	if d.BodyLost {
+		return fmt.Errorf("%w (retention, or the topic was recreated): its key and value are lost and there is nothing to redrive; the original was at %s while the input topic retains it; close it with a note once handled",
+			ErrBodyLost, d.Source)
+	}
 	if !d.ValueOmitted {
 		return nil
 	}
@@ -70,16 +127,16 @@ func (d DeadLetter) RedriveRefusal() error {
 
 // Refusal is a dead letter that Redrive refuses, and why.
 type Refusal struct {
-	DeadLetter DeadLetter
-	Reason     error // wraps ErrValueOmitted
+	Message Message
+	Reason  error // wraps ErrValueOmitted or ErrBodyLost
 }
 
 // SplitRedrive separates the dead letters Redrive accepts from those it
 // refuses (RedriveRefusal), keeping their order.
-func SplitRedrive(ds []DeadLetter) (ok []DeadLetter, refused []Refusal) {
+func SplitRedrive(ds []Message) (ok []Message, refused []Refusal) {
 	for _, d := range ds {
 		if err := d.RedriveRefusal(); err != nil {
-			refused = append(refused, Refusal{DeadLetter: d, Reason: err})
+			refused = append(refused, Refusal{Message: d, Reason: err})
 			continue
 		}
 		ok = append(ok, d)
@@ -87,13 +144,13 @@ func SplitRedrive(ds []DeadLetter) (ok []DeadLetter, refused []Refusal) {
 	return ok, refused
 }
 
-// DeadLetterFilter selects dead letters; zero fields select everything.
-type DeadLetterFilter struct {
+// Filter selects dead letters; zero fields select everything.
+type Filter struct {
 	Kind         string
 	Since, Until time.Time // Since inclusive, Until exclusive
 }
 
-func (f DeadLetterFilter) match(d DeadLetter) bool {
+func (f Filter) match(d Message) bool {
 	if f.Kind != "" && d.Kind != f.Kind {
 		return false
 	}
@@ -106,14 +163,14 @@ func (f DeadLetterFilter) match(d DeadLetter) bool {
 	return true
 }
 
-// ReadDeadLetters reads every dead letter currently retained in
+// ReadTopic reads every dead letter currently retained in
 // k.DLQTopic that f selects, in partition then offset order.
-func ReadDeadLetters(ctx context.Context, k Kafka, f DeadLetterFilter) ([]DeadLetter, error) {
+func ReadTopic(ctx context.Context, k Kafka, f Filter) ([]Message, error) {
 	msgs, err := k.readTopic(ctx, k.DLQTopic)
 	if err != nil {
 		return nil, fmt.Errorf("read dead letters: %w", err)
 	}
-	out := make([]DeadLetter, 0, len(msgs))
+	out := make([]Message, 0, len(msgs))
 	for _, m := range msgs {
 		if d := deadLetterOf(m); f.match(d) {
 			out = append(out, d)
@@ -123,31 +180,31 @@ func ReadDeadLetters(ctx context.Context, k Kafka, f DeadLetterFilter) ([]DeadLe
 }
 
 // deadLetterOf decodes a message of the dead-letter topic.
-func deadLetterOf(m kafka.Message) DeadLetter {
-	d := DeadLetter{
+func deadLetterOf(m kafka.Message) Message {
+	d := Message{
 		Partition: m.Partition, Offset: m.Offset, Time: m.Time, Key: m.Key, Value: m.Value,
-		SourcePartition: -1, SourceOffset: -1, Headers: m.Headers,
+		SourcePartition: -1, SourceOffset: -1, Headers: m.Headers, topic: m.Topic,
 	}
 	var part, off string
 	for _, h := range m.Headers {
 		switch h.Key {
-		case worker.HeaderErrorKind:
+		case HeaderErrorKind:
 			d.Kind = string(h.Value)
-		case worker.HeaderError:
+		case HeaderError:
 			d.Error = string(h.Value)
-		case worker.HeaderSourceTopic:
+		case HeaderSourceTopic:
 			d.SourceTopic = string(h.Value)
-		case worker.HeaderSourcePartition:
+		case HeaderSourcePartition:
 			part = string(h.Value)
 			if n, err := strconv.Atoi(part); err == nil {
 				d.SourcePartition = n
 			}
-		case worker.HeaderSourceOffset:
+		case HeaderSourceOffset:
 			off = string(h.Value)
 			if n, err := strconv.ParseInt(off, 10, 64); err == nil {
 				d.SourceOffset = n
 			}
-		case worker.HeaderValueOmitted:
+		case HeaderValueOmitted:
 			d.ValueOmitted = true
 			d.OmittedBytes = -1
 			if n, err := strconv.ParseInt(string(h.Value), 10, 64); err == nil && n >= 0 {
@@ -159,8 +216,12 @@ func deadLetterOf(m kafka.Message) DeadLetter {
 	return d
 }
 
-// Position is where the dead letter is: dlqTopic/partition@offset.
-func (d DeadLetter) Position(dlqTopic string) string {
+// Position is where the dead letter is: dlqTopic/partition@offset, or
+// "lost" for a dead letter whose body the topic no longer holds.
+func (d Message) Position(dlqTopic string) string {
+	if d.BodyLost {
+		return "lost"
+	}
 	return dlqTopic + "/" + strconv.Itoa(d.Partition) + "@" + strconv.FormatInt(d.Offset, 10)
 }
 
@@ -188,43 +249,39 @@ func ParseAt(s string) (At, error) {
 // String formats at as P:O.
 func (a At) String() string { return strconv.Itoa(a.Partition) + ":" + strconv.FormatInt(a.Offset, 10) }
 
-// ErrNoDeadLetter is returned (wrapped) by ReadDeadLetterAt when the
+// ErrNoDeadLetter is returned (wrapped) by ReadAt when the
 // dead-letter topic holds no message at the position asked for.
 var ErrNoDeadLetter = errors.New("no dead letter there")
 
-// ReadDeadLetterAt reads the one dead letter at a in k.DLQTopic. The error
+// ReadAt reads the one dead letter at a in k.DLQTopic. The error
 // wraps ErrNoDeadLetter when the partition does not exist or the offset is
 // not retained (say which offsets are).
-func ReadDeadLetterAt(ctx context.Context, k Kafka, a At) (DeadLetter, error) {
+func ReadAt(ctx context.Context, k Kafka, a At) (Message, error) {
 	parts, err := k.partitions(ctx, k.DLQTopic)
 	if err != nil {
-		return DeadLetter{}, fmt.Errorf("read dead letter %s: %w", a, err)
+		return Message{}, fmt.Errorf("read dead letter %s: %w", a, err)
 	}
 	if !slices.Contains(parts, a.Partition) {
-		return DeadLetter{}, fmt.Errorf("%s: %w: %s has partitions 0..%d", a, ErrNoDeadLetter, k.DLQTopic, len(parts)-1)
+		return Message{}, fmt.Errorf("%s: %w: %s has partitions 0..%d", a, ErrNoDeadLetter, k.DLQTopic, len(parts)-1)
 	}
 	first, err := k.listOffsets(ctx, k.DLQTopic, []int{a.Partition}, kafka.FirstOffset)
 	if err != nil {
-		return DeadLetter{}, fmt.Errorf("read dead letter %s: %w", a, err)
+		return Message{}, fmt.Errorf("read dead letter %s: %w", a, err)
 	}
 	end, err := k.listOffsets(ctx, k.DLQTopic, []int{a.Partition}, kafka.LastOffset)
 	if err != nil {
-		return DeadLetter{}, fmt.Errorf("read dead letter %s: %w", a, err)
+		return Message{}, fmt.Errorf("read dead letter %s: %w", a, err)
 	}
 	lo, hi := first[a.Partition], end[a.Partition]
 	if a.Offset < lo || a.Offset >= hi {
-		return DeadLetter{}, fmt.Errorf("%s: %w: partition %d of %s holds offsets [%d, %d)", a, ErrNoDeadLetter, a.Partition, k.DLQTopic, lo, hi)
+		return Message{}, fmt.Errorf("%s: %w: partition %d of %s holds offsets [%d, %d)", a, ErrNoDeadLetter, a.Partition, k.DLQTopic, lo, hi)
 	}
-	timeout := k.Timeout
-	if timeout <= 0 {
-		timeout = 10 * time.Second
-	}
-	msgs, err := readPartition(ctx, k.Brokers, k.Conn.Dialer(), k.DLQTopic, a.Partition, a.Offset, a.Offset+1, 3*timeout)
+	msgs, err := kafkaops.ReadRange(ctx, k.Brokers, k.Conn.Dialer(), k.DLQTopic, a.Partition, a.Offset, a.Offset+1, 3*k.timeout())
 	if err != nil {
-		return DeadLetter{}, fmt.Errorf("read dead letter %s: %w", a, err)
+		return Message{}, fmt.Errorf("read dead letter %s: %w", a, err)
 	}
 	if len(msgs) == 0 || msgs[0].Offset != a.Offset {
-		return DeadLetter{}, fmt.Errorf("%s: %w (a compacted or control record)", a, ErrNoDeadLetter)
+		return Message{}, fmt.Errorf("%s: %w (a compacted or control record)", a, ErrNoDeadLetter)
 	}
 	return deadLetterOf(msgs[0]), nil
 }
@@ -236,9 +293,9 @@ type KindSummary struct {
 	First, Last time.Time
 }
 
-// SummarizeDeadLetters counts ds by kind with the earliest and latest
+// Summarize counts ds by kind with the earliest and latest
 // message time, kinds in descending count order.
-func SummarizeDeadLetters(ds []DeadLetter) []KindSummary {
+func Summarize(ds []Message) []KindSummary {
 	byKind := map[string]*KindSummary{}
 	for _, d := range ds {
 		s := byKind[d.Kind]
@@ -270,15 +327,18 @@ func SummarizeDeadLetters(ds []DeadLetter) []KindSummary {
 // Redrive re-publishes each dead letter's original key and value, unchanged,
 // to the input topic k.Topic, keyed as before (so a trade's events share a
 // partition), with HeaderRedrivenFrom added and the statement signature
-// the dead letter kept (x-paycb-statement-signature) restored. It returns once all in-sync
-// replicas acknowledged every message. Redriving is safe to repeat: the
-// worker's claim store decides whether each event was already handled.
+// the dead letter kept (x-paycb-statement-signature) restored. It returns
+// once all in-sync replicas acknowledged every message. Redriving is safe
+// to repeat: the worker's claim store decides whether each event was
+// already handled. Call NoteRedriven first when a database is at hand, so
+// that a redrive that fails again finds its dead letter by position.
 //
 // Redrive publishes nothing and returns an error wrapping ErrValueOmitted
-// when any of ds has its value omitted; SplitRedrive separates those first.
-// A dead letter larger than 1 MiB is published alone, so the input topic's
-// size limit judges it as it judged the original.
-func Redrive(ctx context.Context, k Kafka, ds []DeadLetter) error {
+// or ErrBodyLost when any of ds has its value omitted or its body lost;
+// SplitRedrive separates those first. A dead letter larger than 1 MiB is
+// published alone, so the input topic's size limit judges it as it judged
+// the original.
+func Redrive(ctx context.Context, k Kafka, ds []Message) error {
 	if len(ds) == 0 {
 		return nil
 	}
@@ -322,7 +382,7 @@ func Redrive(ctx context.Context, k Kafka, ds []DeadLetter) error {
 // redriveHeaders are the headers of d's redriven message: HeaderRedrivenFrom
 // from, and the input message's x-paycb-statement-signature, which the dead
 // letter kept, so that a statement event verifies again.
-func redriveHeaders(d DeadLetter, from string) []kafka.Header {
+func redriveHeaders(d Message, from string) []kafka.Header {
 	hs := []kafka.Header{{Key: HeaderRedrivenFrom, Value: []byte(from)}}
 	for _, h := range d.Headers {
 		if h.Key == statementauth.HeaderSignature {
@@ -357,41 +417,16 @@ func (k Kafka) readTopic(ctx context.Context, topic string) ([]kafka.Message, er
 	if err != nil {
 		return nil, err
 	}
-	timeout := k.Timeout
-	if timeout <= 0 {
-		timeout = 10 * time.Second
-	}
 	var out []kafka.Message
 	for _, p := range parts {
 		if end[p] <= first[p] {
 			continue
 		}
-		msgs, err := readPartition(ctx, k.Brokers, k.Conn.Dialer(), topic, p, first[p], end[p], 3*timeout)
+		msgs, err := kafkaops.ReadRange(ctx, k.Brokers, k.Conn.Dialer(), topic, p, first[p], end[p], 3*k.timeout())
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, msgs...)
 	}
 	return out, nil
-}
-
-func readPartition(ctx context.Context, brokers []string, dialer *kafka.Dialer, topic string, p int, from, end int64, timeout time.Duration) ([]kafka.Message, error) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	r := kafka.NewReader(kafka.ReaderConfig{Brokers: brokers, Topic: topic, Partition: p, Dialer: dialer, MaxWait: 100 * time.Millisecond})
-	defer func() { _ = r.Close() }()
-	if err := r.SetOffset(from); err != nil {
-		return nil, fmt.Errorf("read %s/%d: %w", topic, p, err)
-	}
-	out := make([]kafka.Message, 0, end-from)
-	for {
-		m, err := r.FetchMessage(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("read %s/%d at %d of [%d, %d): %w", topic, p, len(out), from, end, err)
-		}
-		out = append(out, m)
-		if m.Offset+1 >= end {
-			return out, nil
-		}
-	}
 }

@@ -1,4 +1,4 @@
-package worker_test
+package deadletters_test
 
 import (
 	"bytes"
@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/paycallback/paycallback/internal/deadletters"
 	"github.com/paycallback/paycallback/internal/statementauth"
-	"github.com/paycallback/paycallback/internal/worker"
 	"github.com/paycallback/paycallback/pkg/channels"
 )
 
@@ -35,30 +35,47 @@ func TestDeadLetterKeepsTheStatementSignature(t *testing.T) {
 				Topic: dlTopic, Partition: 0, Offset: 4, Key: []byte("WECHAT:T-signed"), Value: bytes.Repeat([]byte("v"), tc.value),
 				Headers: []kafka.Header{{Key: "x-other", Value: []byte("dropped")}, {Key: statementauth.HeaderSignature, Value: []byte(sig)}},
 			}
-			dl := worker.NewKafkaDeadLetterer(brokers, dlDLQ, 0, worker.DeadLetterMaxMessageBytes(1<<20))
+			dl := deadletters.NewKafkaWriter(brokers, dlDLQ, 0, deadletters.WithMaxMessageBytes(1<<20))
 			t.Cleanup(func() { _ = dl.Close() })
 			require.NoError(t, dl.DeadLetter(context.Background(), msg, channels.KindUnauthenticated, "statement event: unknown statement key"))
 
 			out := readOne(t, brokers, dlDLQ, 1<<20)
 			h := headerMap(out)
 			assert.Equal(t, sig, h[statementauth.HeaderSignature])
-			assert.Equal(t, "unauthenticated", h[worker.HeaderErrorKind])
+			assert.Equal(t, "unauthenticated", h[deadletters.HeaderErrorKind])
 			assert.NotContains(t, h, "x-other")
 			if tc.omitted {
 				assert.Empty(t, out.Value)
-				assert.Equal(t, strconv.Itoa(tc.value), h[worker.HeaderValueOmitted])
+				assert.Equal(t, strconv.Itoa(tc.value), h[deadletters.HeaderValueOmitted])
 			} else {
 				assert.Equal(t, msg.Value, out.Value)
-				assert.NotContains(t, h, worker.HeaderValueOmitted)
+				assert.NotContains(t, h, deadletters.HeaderValueOmitted)
 			}
 		})
 	}
 	t.Run("none without one", func(t *testing.T) {
 		brokers := mustSizedKafka(t, 1<<20, 1<<20)
-		dl := worker.NewKafkaDeadLetterer(brokers, dlDLQ, 0)
+		dl := deadletters.NewKafkaWriter(brokers, dlDLQ, 0)
 		t.Cleanup(func() { _ = dl.Close() })
 		msg := kafka.Message{Topic: dlTopic, Offset: 1, Key: []byte("k"), Value: []byte("{}")}
 		require.NoError(t, dl.DeadLetter(context.Background(), msg, channels.KindMalformed, "bad json"))
 		assert.NotContains(t, headerMap(readOne(t, brokers, dlDLQ, 1<<20)), statementauth.HeaderSignature)
 	})
+}
+
+// TestDeadLetterKeepsXRedrivenFrom: the dead letter of a redriven message
+// keeps its x-redriven-from, naming the dead letter it supersedes.
+func TestDeadLetterKeepsXRedrivenFrom(t *testing.T) {
+	brokers := mustSizedKafka(t, 1<<20, 1<<20)
+	dl := deadletters.NewKafkaWriter(brokers, dlDLQ, 0)
+	t.Cleanup(func() { _ = dl.Close() })
+	from := dlDLQ + "/0@7"
+	msg := kafka.Message{
+		Topic: dlTopic, Offset: 12, Key: []byte("junk"), Value: []byte("not an envelope"),
+		Headers: []kafka.Header{{Key: deadletters.HeaderRedrivenFrom, Value: []byte(from)}},
+	}
+	require.NoError(t, dl.DeadLetter(context.Background(), msg, channels.KindMalformed, "bad json"))
+	h := headerMap(readOne(t, brokers, dlDLQ, 1<<20))
+	assert.Equal(t, from, h[deadletters.HeaderRedrivenFrom])
+	assert.Equal(t, "12", h[deadletters.HeaderSourceOffset], "its own source: the redriven message")
 }

@@ -1,4 +1,4 @@
-package ops_test
+package deadletters_test
 
 import (
 	"context"
@@ -14,7 +14,6 @@ import (
 	"github.com/paycallback/paycallback/internal/deadletters"
 	"github.com/paycallback/paycallback/internal/kafkaops"
 	"github.com/paycallback/paycallback/internal/ops"
-	"github.com/paycallback/paycallback/internal/worker"
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/channels/channelstest"
 )
@@ -27,8 +26,8 @@ import (
 // the conflict stays open until an operator closes it with a note.
 func TestDeadLettersThroughTheWorker(t *testing.T) {
 	ctx := context.Background()
-	k := mustKafka(t, 2)
-	cfg, db := migratedWorker(t, k)
+	k, group := mustKafkaAndGroup(t, 2)
+	cfg, db := migratedWorker(t, group)
 	// A key for another tenant only: the WeChat payment has none (no_key).
 	cfg.WeChat.APIv3Key = ""
 	cfg.WeChat.APIv3Keys = map[int64]config.Keys{999_999: {config.Secret(channelstest.APIv3Key)}}
@@ -48,26 +47,26 @@ func TestDeadLettersThroughTheWorker(t *testing.T) {
 		t.Helper()
 		wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 		defer cancel()
-		require.NoError(t, kafkaops.WaitConsumed(wctx, k.Brokers, k.Group, k.Topic, 50*time.Millisecond, nil))
+		require.NoError(t, kafkaops.WaitConsumed(wctx, k.Brokers, group.Group, k.Topic, 50*time.Millisecond, nil))
 	}
 	groupEmpty := func() {
 		t.Helper()
 		eventually(t, 20*time.Second, "the group to be empty", func() bool {
-			st, err := k.DescribeGroup(ctx)
+			st, err := group.DescribeGroup(ctx)
 			return err == nil && len(st.Members) == 0
 		})
 	}
 	// The operator's decoder has the key: the one configured since.
 	dec := channels.NewDecoder(channelstest.Keys())
-	byKind := func() map[string]ops.DeadLetterState {
+	byKind := func() map[string]deadletters.State {
 		t.Helper()
-		ds, err := ops.ReadDeadLetters(ctx, k, ops.DeadLetterFilter{})
+		ds, err := deadletters.ReadTopic(ctx, k, deadletters.Filter{})
 		require.NoError(t, err)
-		states, err := ops.DeadLetterStates(ctx, db, dec, ds)
+		states, err := deadletters.States(ctx, db, dec, ds)
 		require.NoError(t, err)
-		out := map[string]ops.DeadLetterState{}
+		out := map[string]deadletters.State{}
 		for _, st := range states {
-			out[st.DeadLetter.Kind] = st
+			out[st.Message.Kind] = st
 		}
 		require.Len(t, out, len(states), "one dead letter per kind")
 		return out
@@ -79,7 +78,7 @@ func TestDeadLettersThroughTheWorker(t *testing.T) {
 	first := byKind()
 	require.Len(t, first, 3)
 	for kind, st := range first {
-		assert.Equal(t, ops.StatusOpen, st.Status, kind)
+		assert.Equal(t, deadletters.StatusOpen, st.Status, kind)
 		require.NotNil(t, st.Record, "%s is recorded", kind)
 	}
 	assert.Equal(t, wechat.TenantID, first["no_key"].Record.TenantID, "the envelope decoded that far")
@@ -91,15 +90,15 @@ func TestDeadLettersThroughTheWorker(t *testing.T) {
 
 	// A replay of everything, still without the key: no dead letter again.
 	groupEmpty()
-	plan, err := ops.PlanReplay(ctx, k, ops.ReplayTarget{Earliest: true})
+	plan, err := ops.PlanReplay(ctx, group, ops.ReplayTarget{Earliest: true})
 	require.NoError(t, err)
 	require.Equal(t, int64(4), plan.TotalReplay())
-	require.NoError(t, ops.ApplyReplay(ctx, k, plan))
+	require.NoError(t, ops.ApplyReplay(ctx, group, plan))
 	stop = runWorker(t, cfg)
 	waitConsumed()
 	second := outcomes(t, stop())
 	assert.InDelta(t, 3, second["dead_lettered"]+second["conflict"], 0, "the replayed messages are judged again")
-	ds, err := ops.ReadDeadLetters(ctx, k, ops.DeadLetterFilter{})
+	ds, err := deadletters.ReadTopic(ctx, k, deadletters.Filter{})
 	require.NoError(t, err)
 	assert.Len(t, ds, 3, "the replay wrote no dead letter")
 
@@ -107,31 +106,31 @@ func TestDeadLettersThroughTheWorker(t *testing.T) {
 	groupEmpty()
 	cfg.WeChat.APIv3Key = config.Secret(channelstest.APIv3Key)
 	stop = runWorker(t, cfg)
-	nokey := first["no_key"].DeadLetter
-	d, err := ops.ReadDeadLetterAt(ctx, k, ops.At{Partition: nokey.Partition, Offset: nokey.Offset})
+	nokey := first["no_key"].Message
+	d, err := deadletters.ReadAt(ctx, k, deadletters.At{Partition: nokey.Partition, Offset: nokey.Offset})
 	require.NoError(t, err)
 	require.Equal(t, "no_key", d.Kind)
-	require.NoError(t, ops.Redrive(ctx, k, []ops.DeadLetter{d}))
+	require.NoError(t, deadletters.Redrive(ctx, k, []deadletters.Message{d}))
 	waitConsumed()
 	stop()
 	third := byKind()
-	assert.Equal(t, ops.StatusResolved, third["no_key"].Status)
+	assert.Equal(t, deadletters.StatusResolved, third["no_key"].Status)
 	assert.Equal(t, "POSTED", third["no_key"].Outcome)
-	assert.Equal(t, ops.StatusOpen, third["conflict"].Status, "a conflict stays open until closed")
-	assert.Equal(t, ops.StatusOpen, third["malformed"].Status)
+	assert.Equal(t, deadletters.StatusOpen, third["conflict"].Status, "a conflict stays open until closed")
+	assert.Equal(t, deadletters.StatusOpen, third["malformed"].Status)
 
-	conflict := third["conflict"].DeadLetter
-	_, _, err = ops.CloseDeadLetter(ctx, db, dec, conflict, "ops@host", " ")
+	conflict := third["conflict"].Message
+	_, _, err = deadletters.CloseMessage(ctx, db, dec, conflict, "ops@host", " ")
 	require.ErrorIs(t, err, deadletters.ErrEmptyNote)
-	rec, changed, err := ops.CloseDeadLetter(ctx, db, dec, conflict, "ops@host", "merchant confirmed the first amount")
+	rec, changed, err := deadletters.CloseMessage(ctx, db, dec, conflict, "ops@host", "merchant confirmed the first amount")
 	require.NoError(t, err)
 	assert.True(t, changed)
 	assert.Equal(t, "merchant confirmed the first amount", rec.CloseNote)
-	_, changed, err = ops.CloseDeadLetter(ctx, db, dec, conflict, "other@host", "again")
+	_, changed, err = deadletters.CloseMessage(ctx, db, dec, conflict, "other@host", "again")
 	require.NoError(t, err)
 	assert.False(t, changed, "already closed")
 	fourth := byKind()
-	assert.Equal(t, ops.StatusClosed, fourth["conflict"].Status)
+	assert.Equal(t, deadletters.StatusClosed, fourth["conflict"].Status)
 	assert.Equal(t, "ops@host", fourth["conflict"].Record.ClosedBy)
 	assert.Equal(t, "merchant confirmed the first amount", fourth["conflict"].Record.CloseNote)
 }
@@ -146,15 +145,15 @@ func TestViewDeadLetterDecryptsOnlyWhenAsked(t *testing.T) {
 	value := channelstest.PaymentEnvelope(tr, channelstest.Delivery{})
 	writeDeadLetter(t, k, "channel-events", 0, 17, []byte("WECHAT:"+tr.TradeNo), value, channels.KindNoKey)
 
-	_, err := ops.ReadDeadLetterAt(ctx, k, ops.At{Partition: 0, Offset: 1})
-	require.ErrorIs(t, err, ops.ErrNoDeadLetter)
-	_, err = ops.ReadDeadLetterAt(ctx, k, ops.At{Partition: 3, Offset: 0})
-	require.ErrorIs(t, err, ops.ErrNoDeadLetter)
-	d, err := ops.ReadDeadLetterAt(ctx, k, ops.At{Partition: 0, Offset: 0})
+	_, err := deadletters.ReadAt(ctx, k, deadletters.At{Partition: 0, Offset: 1})
+	require.ErrorIs(t, err, deadletters.ErrNoDeadLetter)
+	_, err = deadletters.ReadAt(ctx, k, deadletters.At{Partition: 3, Offset: 0})
+	require.ErrorIs(t, err, deadletters.ErrNoDeadLetter)
+	d, err := deadletters.ReadAt(ctx, k, deadletters.At{Partition: 0, Offset: 0})
 	require.NoError(t, err)
 	assert.Equal(t, "channel-events/0@17", d.Source)
 
-	plain := ops.ViewDeadLetter(k.DLQTopic, d, nil, nil)
+	plain := deadletters.ViewOf(k.DLQTopic, d, nil, nil)
 	js, err := json.Marshal(plain)
 	require.NoError(t, err)
 	assert.NotContains(t, string(js), "oUpF8uMuAJO_M2pxb1Q9zNjWeS6o", "no openid without decryption")
@@ -170,18 +169,18 @@ func TestViewDeadLetterDecryptsOnlyWhenAsked(t *testing.T) {
 	assert.Equal(t, "no_key", plain.Kind)
 	assert.Contains(t, headerKeys(plain), "x-source-offset")
 
-	open := ops.ViewDeadLetter(k.DLQTopic, d, nil, channelstest.Keys())
+	open := deadletters.ViewOf(k.DLQTopic, d, nil, channelstest.Keys())
 	require.NotNil(t, open.WeChat)
 	assert.Empty(t, open.WeChat.DecryptError)
 	assert.Contains(t, string(open.WeChat.Decrypted), "oUpF8uMuAJO_M2pxb1Q9zNjWeS6o")
 	assert.Contains(t, string(open.WeChat.Decrypted), tr.TradeNo)
 
-	wrong := ops.ViewDeadLetter(k.DLQTopic, d, nil, channels.StaticKeys{Default: "fedcba9876543210fedcba9876543210"})
+	wrong := deadletters.ViewOf(k.DLQTopic, d, nil, channels.StaticKeys{Default: "fedcba9876543210fedcba9876543210"})
 	assert.Empty(t, wrong.WeChat.Decrypted)
 	assert.NotEmpty(t, wrong.WeChat.DecryptError)
 }
 
-func headerKeys(v ops.DeadLetterView) []string {
+func headerKeys(v deadletters.View) []string {
 	var out []string
 	for _, h := range v.Headers {
 		out = append(out, h.Key)
@@ -191,9 +190,9 @@ func headerKeys(v ops.DeadLetterView) []string {
 
 // writeDeadLetter writes the dead letter of kind for the message at
 // topic/partition@offset with the worker's writer.
-func writeDeadLetter(t *testing.T, k ops.Kafka, topic string, partition int, offset int64, key, value []byte, kind channels.ErrorKind) {
+func writeDeadLetter(t *testing.T, k deadletters.Kafka, topic string, partition int, offset int64, key, value []byte, kind channels.ErrorKind) {
 	t.Helper()
-	dl := worker.NewKafkaDeadLetterer(k.Brokers, k.DLQTopic, 0)
+	dl := deadletters.NewKafkaWriter(k.Brokers, k.DLQTopic, 0)
 	defer func() { _ = dl.Close() }()
 	msg := kafka.Message{Topic: topic, Partition: partition, Offset: offset, Key: key, Value: value}
 	require.NoError(t, dl.DeadLetter(context.Background(), msg, kind, "because"))
