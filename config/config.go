@@ -79,6 +79,12 @@ type Kafka struct {
 	// RebalanceTimeout is how long members have to rejoin during a
 	// rebalance. Env PAYCB_KAFKA_REBALANCE_TIMEOUT. Default 30s.
 	RebalanceTimeout time.Duration `yaml:"rebalance_timeout"`
+	// CommitInterval is the longest a handled message's offset waits to be
+	// committed: the partitions offer their offsets and go on, and one
+	// request commits every partition's in the background each interval;
+	// a revoke (the generation's end) and a shutdown commit what is
+	// offered at once. Env PAYCB_KAFKA_COMMIT_INTERVAL. Default 100ms.
+	CommitInterval time.Duration `yaml:"commit_interval"`
 	// PartitionWatchInterval is how often the group leader looks for new
 	// partitions. Env PAYCB_KAFKA_PARTITION_WATCH_INTERVAL. Default 5s.
 	PartitionWatchInterval time.Duration `yaml:"partition_watch_interval"`

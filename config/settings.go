@@ -107,6 +107,10 @@ var settings = []setting{
 		def: "30s", min: "1s", max: "30m", field: func(c *Config) any { return &c.Kafka.RebalanceTimeout },
 	},
 	{
+		path: "kafka.commit_interval", env: "PAYCB_KAFKA_COMMIT_INTERVAL", usage: "longest a handled message's offset waits to be committed: offsets are committed in the background, one request for all partitions per interval, and at once when partitions are revoked or the worker stops",
+		def: "100ms", min: "1ms", max: "1m", field: func(c *Config) any { return &c.Kafka.CommitInterval },
+	},
+	{
 		path: "kafka.partition_watch_interval", env: "PAYCB_KAFKA_PARTITION_WATCH_INTERVAL", usage: "how often the group leader looks for new partitions",
 		def: "5s", min: "1s", max: "1h", field: func(c *Config) any { return &c.Kafka.PartitionWatchInterval },
 	},

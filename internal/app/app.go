@@ -240,6 +240,7 @@ func (m *Main) Run(ctx context.Context) error {
 		StartOffset:       startOffset(cfg.Kafka.StartOffset),
 
 		PartitionWatchInterval: cfg.Kafka.PartitionWatchInterval,
+		CommitInterval:         cfg.Kafka.CommitInterval,
 		// A topic deleted while running is never recreated; the client ID
 		// announces the admin server to `consumer status`.
 		Dialer: worker.WithClientID(neverCreateTopics(kconn.Dialer()), worker.ClientID(adminLn.Addr())),

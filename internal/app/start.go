@@ -45,6 +45,18 @@ func (m *Main) Start(ctx context.Context) error {
 	}
 }
 
+// Stop begins the shutdown that Close waits for: it cancels Run's context,
+// as a signal would, and returns at once; once it has returned, the worker
+// fetches nothing more. On a Main that Start did not start it does nothing.
+func (m *Main) Stop() {
+	m.mu.Lock()
+	bg := m.bg
+	m.mu.Unlock()
+	if bg != nil {
+		bg.cancel()
+	}
+}
+
 // Close stops what Start started as a signal would: it cancels Run's
 // context, so that Run stops fetching, finishes and commits what is in
 // flight and shuts down in order, then waits for Run to return and returns

@@ -20,10 +20,13 @@ import (
 // batch of duplicates costs that one round trip and never encodes its
 // events), and the rest claimed with one insert, which the unique index
 // decides. A single key goes straight to the insert and its duplicate-key
-// error: one round trip for a new event, where the lookup would add one.
+// error: one round trip for a new event, where the lookup would add one;
+// but a key an earlier attempt found claimed (a held message looked at
+// again) is looked up: one round trip where the refused insert and its
+// read would be two.
 func (p *Pipeline) acquire(ctx context.Context, leaders []moneyItem, states []MessageState) ([]idempotent.Result, error) {
 	existing := map[idempotent.TenantKey]idempotent.Record{}
-	if len(leaders) > 1 {
+	if len(leaders) > 1 || (len(leaders) == 1 && states[leaders[0].i].claimSeen) {
 		keys := make([]idempotent.TenantKey, len(leaders))
 		for j, it := range leaders {
 			keys[j] = it.key

@@ -28,5 +28,6 @@ func TestZeroConfigTakesTheConfiguredDefaults(t *testing.T) {
 		MaxBytes:               d.Kafka.MaxBytes,
 		StartOffset:            kafka.FirstOffset,
 		PartitionWatchInterval: d.Kafka.PartitionWatchInterval,
+		CommitInterval:         d.Kafka.CommitInterval,
 	}, w.cfg)
 }

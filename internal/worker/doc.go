@@ -4,8 +4,10 @@
 // message is a batch of one) through decode → acquire → settle, or
 // dead-letter (through internal/deadletters), and the orphan sweeper.
 //
-// The offset rule lives here, in one place (partition.go): an offset is
-// committed only after the message before it has a durable outcome — claimed
+// The offset rule lives here, in one place (partition.go, whose loops offer
+// offsets to the generation's committer, committer.go, which commits them
+// in the background and on revoke and shutdown): an offset is committed
+// only after the message before it has a durable outcome — claimed
 // and settled (by this worker or, through the fence, by another), a
 // duplicate, an ignored event, or a dead letter acknowledged by all in-sync
 // replicas. A message whose outcome is not durable is retried in place, with

@@ -94,10 +94,12 @@ func (pc *partitionConsumer) run(genCtx, stop, hardStop context.Context, drained
 	fetchFailures := 0
 	batch := make([]kafka.Message, 0, w.cfg.BatchMax)
 	var held heldMessages
-	committed := int64(-1) // the last offset committed by this loop
-	// commitUpTo commits everything before the first held message, or the
-	// whole of last when nothing is held. It reports false when nothing
-	// more may be committed in this generation.
+	committed := int64(-1) // the last offset this loop offered to the committer
+	// commitUpTo offers the committer everything before the first held
+	// message, or the whole of last when nothing is held; the committer
+	// commits it in the background, never making the loop wait (see
+	// offsetCommitter). It reports false when nothing more may be
+	// committed in this generation.
 	commitUpTo := func(last kafka.Message) bool {
 		next := last.Offset + 1
 		if !held.empty() {
@@ -109,9 +111,7 @@ func (pc *partitionConsumer) run(genCtx, stop, hardStop context.Context, drained
 		if err := w.pipeline.Fault.at(procCtx, FaultBeforeCommit); err != nil {
 			return false // a simulated crash: the offset stays uncommitted
 		}
-		if !pc.commit(procCtx, log, next) {
-			return false
-		}
+		pc.commits.Offer(pc.partition, next)
 		committed = next
 		var oldest *kafka.Message
 		if !held.empty() {
@@ -190,6 +190,12 @@ func (pc *partitionConsumer) run(genCtx, stop, hardStop context.Context, drained
 		if !pc.recheck(procCtx, &held) || !commitUpTo(last) {
 			break
 		}
+	}
+	if stop.Err() != nil && committed >= 0 && procCtx.Err() == nil {
+		// Stopping: commit what this loop finished now, not at the next
+		// interval (the generation's end commits it too, should this
+		// fail).
+		pc.commit(procCtx, log, committed)
 	}
 	markDrained()
 	if stop.Err() != nil {
@@ -341,9 +347,10 @@ func fetchWithin(ctx context.Context, r *kafka.Reader, d time.Duration) (kafka.M
 }
 
 // commit commits next (the offset after the handled message: Kafka's
-// committed offset is the next one to read) for this partition, retrying
-// until it succeeds or the generation ends. Committing it also commits
-// everything before it on the partition.
+// committed offset is the next one to read) for this partition now, with
+// whatever the other partitions offered, retrying until it succeeds or the
+// generation ends. Committing it also commits everything before it on the
+// partition.
 func (pc *partitionConsumer) commit(ctx context.Context, log *slog.Logger, next int64) bool {
 	w := pc.w
 	for attempt := 0; ; attempt++ {

@@ -128,6 +128,11 @@ type MessageState struct {
 	// keyCounted: the WeChat key that decrypted the message was counted
 	// (paycb_wechat_decrypt_key_total), so a retry does not count it again.
 	keyCounted bool
+	// claimSeen: an earlier attempt found the message's key claimed by
+	// another message (a held duplicate, or one whose finishing failed):
+	// claims are never deleted, so a retry looks the claim up rather than
+	// trying an insert the unique index would refuse.
+	claimSeen bool
 	// merchantHeldAt: when the message, a refund that names no merchant,
 	// was first held for its trade's payment (checkMerchantless).
 	merchantHeldAt time.Time
@@ -374,6 +379,9 @@ func (p *Pipeline) handleMoney(ctx context.Context, msgs []kafka.Message, states
 		st := &states[it.i]
 		msg := msgs[it.i]
 		claim := r.Existing
+		if r.Kind != idempotent.Acquired {
+			st.claimSeen = true
+		}
 		var first *channels.Event // the claim's event, when this batch made the claim
 		if r.Kind == idempotent.Acquired {
 			claim = idempotent.Record{Fingerprint: leaders[j].ev.Fingerprint, Source: leaders[j].src}

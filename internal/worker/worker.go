@@ -45,6 +45,10 @@ type Config struct {
 	// Client asks the broker for offsets (the lag); nil: a client of
 	// Brokers with kafka-go's default transport.
 	Client *kafka.Client
+	// CommitInterval is the longest a handled message's offset waits to
+	// be committed (see offsetCommitter): offsets are committed in the
+	// background, and when a generation ends or the worker stops.
+	CommitInterval time.Duration
 	// ShutdownTimeout caps the graceful shutdown: finishing in-flight
 	// messages and committing them.
 	ShutdownTimeout time.Duration
@@ -86,6 +90,7 @@ func (c *Config) defaults() {
 	setIfZero(&c.MinBytes, d.Kafka.MinBytes)
 	setIfZero(&c.MaxBytes, d.Kafka.MaxBytes)
 	setIfZero(&c.PartitionWatchInterval, d.Kafka.PartitionWatchInterval)
+	setIfZero(&c.CommitInterval, d.Kafka.CommitInterval)
 	if c.StartOffset != kafka.LastOffset {
 		c.StartOffset = kafka.FirstOffset
 	}
@@ -234,10 +239,11 @@ func (w *Worker) startGeneration(stop, hardStop context.Context, gen *kafka.Gene
 		w.left(gen)
 	})
 	w.logger.Info("joined generation", "generation", gen.ID, "member", gen.MemberID, "partitions", len(assigned))
-	commits := newOffsetCommitter(w.cfg.Topic, gen.CommitOffsets)
+	commits := w.startCommitter(gen, len(assigned))
 	for _, a := range assigned {
 		gen.Start(func(genCtx context.Context) {
-			pc := &partitionConsumer{w: w, gen: gen, commits: commits, partition: a.ID, start: a.Offset}
+			defer commits.loops.Done() // then the committer flushes
+			pc := &partitionConsumer{w: w, gen: gen, commits: commits.offsetCommitter, partition: a.ID, start: a.Offset}
 			pc.run(genCtx, stop, hardStop, drained)
 		})
 	}
@@ -319,9 +325,10 @@ func (w *Worker) Ready() error {
 	return err
 }
 
-// Committed returns the offsets this worker committed in its current
-// generation, by partition: the next offset to read (-1 for a partition
-// it owns and has committed nothing on).
+// Committed returns the offsets this worker's partitions advanced to in
+// its current generation, by partition: the next offset to read, committed
+// or offered for the committer's next request, at most CommitInterval away
+// (-1 for a partition it owns and has handled nothing on).
 func (w *Worker) Committed() map[int]int64 {
 	w.mu.Lock()
 	defer w.mu.Unlock()

@@ -3,6 +3,7 @@ package settlement
 import (
 	"cmp"
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"slices"
@@ -42,7 +43,8 @@ func compareTrades(x, y tradeKey) int {
 // ledger row and one fence UPDATE per tenant, whatever the batch size;
 // only refunds with registrations add statements of their own, and
 // Shouqianba payments one read of their trades' cancel claims (after the
-// order rows are locked) and, for a cancel settled before with nothing to
+// order rows are locked; none for a trade whose row the transaction
+// created, and no read-back of a single created row) and, for a cancel settled before with nothing to
 // reverse, the reversal's rows in the same ledger insert and one
 // conditional update of that cancel's claim (MarkMoved). The batch's own
 // claims are not read: the fence checks that each is still ACQUIRED with the
@@ -423,7 +425,9 @@ func (s *Service) settleBatchTx(ctx context.Context, evs []channels.Event, keys 
 // readPendingCancels marks, on the locked order rows, the trades of the
 // batch's payments of channels with a cancel (Shouqianba) whose cancel was settled before with nothing
 // to reverse (its claim SETTLED, NO_MONEY, and no payment posted): the
-// payment is then reversed at once. Read after the order rows are locked,
+// payment is then reversed at once. A trade whose order row this
+// transaction inserted is not read: a cancel settled before would have
+// created the row. Read after the order rows are locked,
 // so it sees every cancel committed before (settling a cancel locks the
 // order row first, and at READ COMMITTED each statement reads the latest
 // commit); a cancel claimed but not settled yet finds the payment posted
@@ -432,7 +436,9 @@ func (s *Service) readPendingCancels(ctx context.Context, tx bun.Tx, evs []chann
 	var keys []idempotent.TenantKey
 	trades := map[idempotent.TenantKey]tradeKey{}
 	for i, ev := range evs {
-		if skip[i] || !ev.Channel.HasCancel() || ev.Type != idempotent.PaymentReceived || orders[tradeOf(ev)].PaidAmount > 0 {
+		if o := orders[tradeOf(ev)]; skip[i] || !ev.Channel.HasCancel() || ev.Type != idempotent.PaymentReceived || o.PaidAmount > 0 || o.created {
+			// A row this transaction created has no cancel settled before
+			// it: settling the cancel would have created the row.
 			continue
 		}
 		k, err := channels.CancelKey(ev.Channel, ev.TradeNo)
@@ -543,9 +549,9 @@ func (s *Service) lockOrders(ctx context.Context, tx bun.Tx, evs []channels.Even
 		if len(missing) == 0 {
 			break
 		}
-		_, err := insertOrders(tx, &missing).Exec(ctx)
+		res, err := insertOrders(tx, &missing).Exec(ctx)
 		if err == nil {
-			if err := s.selectOrders(ctx, tx, missing, firsts, orders, ""); err != nil {
+			if err := s.insertedOrders(ctx, tx, res, missing, firsts, orders); err != nil {
 				return nil, nil, err
 			}
 			break
@@ -567,6 +573,38 @@ func (s *Service) lockOrders(ctx context.Context, tx bun.Tx, evs []channels.Even
 		}
 	}
 	return orders, busy, nil
+}
+
+// insertedOrders puts the rows just inserted (missing, by this
+// transaction, which holds them) into orders, marked created. A single
+// row is known whole: its values are missing[0]'s, its id the insert's
+// LAST_INSERT_ID, which is exact for a one-row insert on every engine (a
+// multi-row insert's ids need not be consecutive: innodb_autoinc_lock_mode
+// 2, TiDB's cached ranges, Galera's offsets), so only several rows are
+// read back.
+func (s *Service) insertedOrders(ctx context.Context, tx bun.Tx, res sql.Result, missing []Order, firsts map[tradeKey]bool, orders map[tradeKey]*Order) error {
+	if len(missing) == 1 {
+		id, err := res.LastInsertId()
+		if err == nil && id > 0 {
+			o := missing[0]
+			o.ID = id
+			// As the row reads back: DATETIME(6), UTC.
+			o.CreatedAt, o.UpdatedAt = o.CreatedAt.Truncate(time.Microsecond), o.UpdatedAt.Truncate(time.Microsecond)
+			o.normalise()
+			o.created = true
+			orders[tradeKey{o.TenantID, o.Channel, o.TradeNo}] = &o
+			return nil
+		}
+	}
+	if err := s.selectOrders(ctx, tx, missing, firsts, orders, ""); err != nil {
+		return err
+	}
+	for _, o := range missing {
+		if got := orders[tradeKey{o.TenantID, o.Channel, o.TradeNo}]; got != nil {
+			got.created = true
+		}
+	}
+	return nil
 }
 
 // newOrders returns the order row each trade of evs gets if it is created

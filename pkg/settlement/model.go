@@ -138,6 +138,10 @@ type Order struct {
 	// that still waits for a payment to reverse; not a column: the cancel's
 	// claim (SETTLED, NO_MONEY) remembers it between transactions.
 	cancel pendingCancel `bun:"-"`
+	// created: the row was inserted by the transaction that holds it, so
+	// no transaction committed before it had settled anything of the trade
+	// (settling any event creates or locks the row first).
+	created bool `bun:"-"`
 }
 
 // pendingCancel is a Shouqianba CANCELED order settled while no payment was

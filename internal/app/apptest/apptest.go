@@ -24,11 +24,10 @@ func MustRun(tb testing.TB, m *app.Main) *app.Main {
 }
 
 // Signal begins m's shutdown as a signal would and returns at once, for a
-// test that must let in-flight work finish before it waits; MustClose (or
-// cleanup) then waits and checks the result.
-func Signal(m *app.Main) {
-	go func() { _ = m.Close() }() // the result is MustClose's to check
-}
+// test that must let in-flight work finish before it waits: once it has
+// returned, the worker fetches nothing more. MustClose (or cleanup) then
+// waits and checks the result.
+func Signal(m *app.Main) { m.Stop() }
 
 // MustClose stops m (app.Main.Close) and fails tb when the worker returned
 // an error or did not stop within StopTimeout. Calling it again, or after
