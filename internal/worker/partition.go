@@ -327,8 +327,10 @@ func (pc *partitionConsumer) stopping() bool { return pc.stop != nil && pc.stop.
 // inFlightPoll paces the looks at a claim that another worker is settling
 // (errClaimInFlight): its settlement commits within milliseconds, and the
 // whole partition waits for it, so the first looks come quickly. Each look
-// is one claim lookup of the messages still waiting; the wait ends at
-// InFlightGrace whatever happens.
+// is one claim lookup of the messages still waiting; the wait for another
+// worker's claim ends at InFlightGrace whatever happens, and a Shouqianba
+// refund held for its trade's payment (checkMerchantless) at
+// Pipeline.MerchantlessHold.
 var inFlightPoll = Backoff{Min: 2 * time.Millisecond, Max: 20 * time.Millisecond}
 
 // fetchBuffered returns a message the reader already has, waiting at most
