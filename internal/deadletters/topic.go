@@ -409,24 +409,5 @@ func (k Kafka) readTopic(ctx context.Context, topic string) ([]kafka.Message, er
 	if err != nil {
 		return nil, err
 	}
-	first, err := k.listOffsets(ctx, topic, parts, kafka.FirstOffset)
-	if err != nil {
-		return nil, err
-	}
-	end, err := k.listOffsets(ctx, topic, parts, kafka.LastOffset)
-	if err != nil {
-		return nil, err
-	}
-	var out []kafka.Message
-	for _, p := range parts {
-		if end[p] <= first[p] {
-			continue
-		}
-		msgs, err := kafkaops.ReadRange(ctx, k.Brokers, k.Conn.Dialer(), topic, p, first[p], end[p], 3*k.timeout())
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, msgs...)
-	}
-	return out, nil
+	return kafkaops.ReadRetained(ctx, k.Brokers, k.client(), k.Conn.Dialer(), topic, parts, 3*k.timeout())
 }

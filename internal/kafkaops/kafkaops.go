@@ -205,7 +205,17 @@ func ReadAll(ctx context.Context, brokers []string, topic string, opts ...Option
 	if err != nil {
 		return nil, err
 	}
-	client := o.client(brokers)
+	return ReadRetained(ctx, brokers, o.client(brokers), dialer, topic, parts, 0)
+}
+
+// ReadRetained reads every message topic retains in parts, partition by
+// partition from its first retained offset to its end, in partition then
+// offset order. Reading one partition is bounded by perPartition (0: only
+// by ctx), so a partition whose last offsets hold no readable record
+// (transaction markers) cannot hang the caller.
+func ReadRetained(ctx context.Context, brokers []string, client *kafka.Client, dialer *kafka.Dialer, topic string,
+	parts []int, perPartition time.Duration,
+) ([]kafka.Message, error) {
 	first, err := ListOffsets(ctx, client, topic, parts, kafka.FirstOffset)
 	if err != nil {
 		return nil, err
@@ -219,7 +229,7 @@ func ReadAll(ctx context.Context, brokers []string, topic string, opts ...Option
 		if end[p] <= first[p] {
 			continue
 		}
-		msgs, err := ReadRange(ctx, brokers, dialer, topic, p, first[p], end[p], 0)
+		msgs, err := ReadRange(ctx, brokers, dialer, topic, p, first[p], end[p], perPartition)
 		if err != nil {
 			return nil, err
 		}
