@@ -236,6 +236,8 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		IdleTimeout:       60 * time.Second,
 		ErrorLog:          slog.NewLogLogger(s.logger.Handler(), slog.LevelWarn),
 	}
+	unused := &unusedConns{conns: map[net.Conn]struct{}{}}
+	srv.ConnState = unused.track
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	s.logger.Info("admin server listening", "addr", ln.Addr().String())
@@ -248,6 +250,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.shutdownTimeout)
 	defer cancel()
+	unused.closeAll()
 	err := srv.Shutdown(shutdownCtx)
 	if err != nil {
 		_ = srv.Close()
@@ -396,4 +399,43 @@ func sanitize(msg string) string {
 		msg = msg[:cut] + "…"
 	}
 	return cmp.Or(msg, "failed")
+}
+
+// unusedConns tracks the connections that have not sent a request yet
+// (http.StateNew), so that shutting down closes them at once. http.Server
+// counts such a connection as in flight for its first 5 seconds: a client
+// that opened one and never used it (an HTTP client's spare dial beside
+// its pooled connection, a probe's bare TCP check) would otherwise hold
+// Shutdown to the end of its timeout and turn a clean stop into an error.
+// A connection with a request in flight is never closed here.
+type unusedConns struct {
+	mu      sync.Mutex
+	closing bool
+	conns   map[net.Conn]struct{}
+}
+
+// track is the server's ConnState hook.
+func (u *unusedConns) track(c net.Conn, state http.ConnState) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	switch {
+	case state == http.StateNew && u.closing:
+		_ = c.Close() // accepted while shutting down: nothing asked yet
+	case state == http.StateNew:
+		u.conns[c] = struct{}{}
+	default:
+		delete(u.conns, c)
+	}
+}
+
+// closeAll closes every connection that has not sent a request yet, and
+// any accepted from now on before its first request.
+func (u *unusedConns) closeAll() {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.closing = true
+	for c := range u.conns {
+		_ = c.Close()
+		delete(u.conns, c)
+	}
 }

@@ -309,6 +309,32 @@ func TestRun(t *testing.T) {
 	})
 }
 
+// TestShutdownDoesNotWaitForAConnectionThatAskedNothing: a client that
+// opened a connection and never sent a request (an HTTP client's spare
+// dial, a bare TCP probe) does not hold shutdown: http.Server counts such
+// a connection as in flight for 5 s, longer than this shutdown timeout,
+// so without closing it Run would end in context.DeadlineExceeded.
+func TestShutdownDoesNotWaitForAConnectionThatAskedNothing(t *testing.T) {
+	s := New("127.0.0.1:0", nil, nil, nil, WithShutdownTimeout(time.Second))
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	require.Eventually(t, func() bool { return s.Addr() != nil }, 5*time.Second, 5*time.Millisecond)
+
+	var d net.Dialer
+	idle, err := d.DialContext(t.Context(), "tcp", s.Addr().String())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = idle.Close() })
+	code, _ := httpGet(t, "http://"+s.Addr().String()+"/healthz") // the server has accepted the bare one too by now
+	require.Equal(t, http.StatusOK, code)
+
+	cancel()
+	require.NoError(t, <-done, "a connection that asked nothing is closed, not waited for")
+	require.NoError(t, idle.SetReadDeadline(time.Now().Add(5*time.Second)))
+	_, err = idle.Read(make([]byte, 1))
+	require.ErrorIs(t, err, io.EOF, "the server closed the unused connection")
+}
+
 func TestPprof(t *testing.T) {
 	t.Run("off by default: everything under /debug/pprof/ is 404", func(t *testing.T) {
 		s := New(":0", nil, nil, nil)
