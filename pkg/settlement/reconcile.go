@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/uptrace/bun"
+	"github.com/uptrace/bun/dialect"
 
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/idempotent"
@@ -350,6 +351,21 @@ type refundScope struct {
 	key     idempotent.Key
 }
 
+// ledgerByKey is the ledger table, aliased l, for a join by (tenant_id,
+// idempotent_key). On MySQL, MariaDB and TiDB it names the ledger's unique
+// source key, uk_ledger_source: with statistics not yet gathered (a
+// freshly created or restored database) MariaDB chose idx_ledger_trade,
+// whose first column is tenant_id alone, and read every ledger row of the
+// tenant for each claim: 49 s for 10,000 claims against 0.05 s with the
+// key, past the connection's read timeout on anything larger. SQLite's
+// planner takes the unique key by itself.
+func (r *reconciler) ledgerByKey() string {
+	if r.db.Dialect().Name() == dialect.SQLite {
+		return "ss_ledger_entry l"
+	}
+	return "ss_ledger_entry l FORCE INDEX (uk_ledger_source)"
+}
+
 // window returns the SQL condition bounding col by From and To, and its args.
 func (r *reconciler) window(col string) (string, []any) {
 	var conds []string
@@ -474,7 +490,7 @@ SELECT tenant_id, idempotent_key, debits, credits, debit_amount, credit_amount F
     COALESCE(SUM(CASE WHEN l.direction = 'CREDIT' THEN l.amount ELSE 0 END), 0) AS credit_amount,
     COUNT(l.id) AS n
   FROM ss_channel_idempotent c
-  LEFT JOIN ss_ledger_entry l ON l.tenant_id = c.tenant_id AND l.idempotent_key = c.idempotent_key
+  LEFT JOIN `+r.ledgerByKey()+` ON l.tenant_id = c.tenant_id AND l.idempotent_key = c.idempotent_key
   WHERE c.status = 'SETTLED' AND c.settle_outcome = 'POSTED' AND `+w+`
   GROUP BY c.tenant_id, c.idempotent_key
 ) p
@@ -812,7 +828,7 @@ SELECT rr.tenant_id, rr.channel_code, rr.channel_trade_no, rr.refund_no, rr.amou
   o.refunded_amount
 FROM ss_refund_request rr
 LEFT JOIN ss_channel_idempotent c ON c.tenant_id = rr.tenant_id AND c.idempotent_key = rr.idempotent_key
-LEFT JOIN ss_ledger_entry l ON l.tenant_id = rr.tenant_id AND l.idempotent_key = rr.idempotent_key
+LEFT JOIN `+r.ledgerByKey()+` ON l.tenant_id = rr.tenant_id AND l.idempotent_key = rr.idempotent_key
 LEFT JOIN ss_channel_order o ON o.tenant_id = rr.tenant_id AND o.channel_code = rr.channel_code AND o.channel_trade_no = rr.channel_trade_no
 WHERE `+w+`
 GROUP BY rr.id, rr.tenant_id, rr.channel_code, rr.channel_trade_no, rr.refund_no, rr.amount, rr.status, rr.created_at,
