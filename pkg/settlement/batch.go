@@ -75,6 +75,32 @@ func compareTrades(x, y tradeKey) int {
 // committed) and the zero Result for the others, which are not. An empty evs gives no results. Two events with
 // one (tenant, key) are refused with ErrInvalidEvent.
 func (s *Service) SettleBatch(ctx context.Context, evs []channels.Event) ([]Result, error) {
+	return s.settleBatch(ctx, evs, false)
+}
+
+// SettleMerged is SettleBatch for the events of several callers merged
+// into one transaction (the worker's group commit across partitions): it
+// gives up where SettleBatch would wait or try again, so that no caller
+// waits for another's trouble. Its results are SettleBatch's; but
+//   - a deadlock, a lock wait timeout, a write conflict (TiDB) or a
+//     certification failure (Galera), and a lost race for a new order row,
+//     are returned at once, nothing written, instead of running the
+//     transaction again;
+//   - the events of trades whose order rows another transaction holds are
+//     not settled in a second transaction that waits for them: they come
+//     back unsettled (the zero Result) with an error wrapping
+//     ErrBatchIncomplete, the others settled and committed.
+//
+// A fence that did not hold runs the transaction once more reading the
+// claims, as in SettleBatch: that is the fence deciding, not a conflict.
+// The caller settles what it got back (its own events) with SettleBatch or
+// Settle, whose contracts then apply.
+func (s *Service) SettleMerged(ctx context.Context, evs []channels.Event) ([]Result, error) {
+	return s.settleBatch(ctx, evs, true)
+}
+
+// settleBatch is SettleBatch, and with merged SettleMerged.
+func (s *Service) settleBatch(ctx context.Context, evs []channels.Event, merged bool) ([]Result, error) {
 	if len(evs) == 0 {
 		return nil, nil
 	}
@@ -116,17 +142,21 @@ func (s *Service) SettleBatch(ctx context.Context, evs []channels.Event) ([]Resu
 	sts := make([]settlement, len(evs))
 	lost := make([]bool, len(evs))
 	busy := make([]bool, len(evs))
-	if err := s.runBatchTx(ctx, evs, keys, sts, lost, busy, mode); err != nil {
+	if err := s.runBatchTx(ctx, evs, keys, sts, lost, busy, mode, merged); err != nil {
 		return nil, fmt.Errorf("settle batch of %d: %w", len(evs), err)
 	}
 	// The events whose order rows another settler held: in a transaction
 	// of their own, now that this one has released its locks, waiting for
-	// those rows.
+	// those rows (a merged batch leaves them to their callers).
 	var rest []int
 	for i := range evs {
 		if busy[i] {
 			rest = append(rest, i)
 		}
+	}
+	if len(rest) > 0 && merged {
+		return s.batchResults(ctx, sts, lost, busy), fmt.Errorf("settle merged batch of %d: %w: %d events whose order rows were busy",
+			len(evs), ErrBatchIncomplete, len(rest))
 	}
 	if len(rest) > 0 {
 		subEvs, subKeys := make([]channels.Event, len(rest)), make([]idempotent.TenantKey, len(rest))
@@ -134,7 +164,7 @@ func (s *Service) SettleBatch(ctx context.Context, evs []channels.Event) ([]Resu
 			subEvs[n], subKeys[n] = evs[i], keys[i]
 		}
 		subSts, subLost := make([]settlement, len(rest)), make([]bool, len(rest))
-		if err := s.runBatchTx(ctx, subEvs, subKeys, subSts, subLost, make([]bool, len(rest)), waitForRows); err != nil {
+		if err := s.runBatchTx(ctx, subEvs, subKeys, subSts, subLost, make([]bool, len(rest)), waitForRows, false); err != nil {
 			return s.batchResults(ctx, sts, lost, busy), fmt.Errorf("settle batch of %d: %w: %d events whose order rows were busy: %w",
 				len(evs), ErrBatchIncomplete, len(rest), err)
 		}
@@ -223,8 +253,9 @@ var ErrBatchIncomplete = errors.New("batch settled in part")
 // not hold, or a posting the ledger already had (which a claim another
 // settler won also explains), it runs once more, whatever the reruns
 // before, reading the claims first and leaving out those another settler
-// won.
-func (s *Service) runBatchTx(ctx context.Context, evs []channels.Event, keys []idempotent.TenantKey, sts []settlement, lost, busy []bool, mode lockMode) error {
+// won. With once (a merged batch), only that read-the-claims run is
+// made: any other failure is returned at once.
+func (s *Service) runBatchTx(ctx context.Context, evs []channels.Event, keys []idempotent.TenantKey, sts []settlement, lost, busy []bool, mode lockMode, once bool) error {
 	readClaims := false
 	for reruns := 0; ; {
 		err := s.settleBatchTx(ctx, evs, keys, sts, lost, busy, mode, readClaims)
@@ -233,6 +264,7 @@ func (s *Service) runBatchTx(ctx context.Context, evs []channels.Event, keys []i
 			// Once, whatever the reruns before: read the claims.
 			readClaims = true
 			continue
+		case once:
 		case errors.Is(err, errOrderRace), idempotent.IsRetryableConflict(err), errors.Is(err, idempotent.ErrFenceLost):
 			if reruns++; reruns < 3 {
 				continue
