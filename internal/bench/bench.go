@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -96,6 +98,10 @@ type Options struct {
 	// distinct events when that is less, and the table says so.
 	PacedRate     float64
 	PacedDuration time.Duration
+	// ProfileDir, when set, receives a CPU profile of the worker over each
+	// paced row's publishing (ROW.pprof, from the consumer's
+	// /debug/pprof/profile); empty takes none.
+	ProfileDir string
 	// Logger receives progress (default: discarded).
 	Logger *slog.Logger
 }
@@ -714,10 +720,14 @@ func (h *harness) startConsumer(ctx context.Context, c consumerRun) (*proc, stri
 		"PAYCB_LOG_LEVEL=warn",
 		"PAYCB_BATCH_MAX=" + strconv.Itoa(c.batchMax),
 	}
+	if h.o.ProfileDir != "" {
+		env = append(env, "PAYCB_ADMIN_PPROF=true")
+	}
 	p, err := startProc(ctx, h.log, "consumer ("+c.group+")", h.work, filepath.Join(h.o.BinDir, "consumer"), []string{"run"}, env, nil)
 	if err != nil {
 		return nil, "", err
 	}
+	p.admin = "http://" + admin
 	return p, "http://" + admin + "/readyz", nil
 }
 
@@ -905,9 +915,13 @@ func (h *harness) paced(ctx context.Context, c consumerRun, stream demo.Stream, 
 	}
 	defer p.kill()
 	startup := time.Since(start)
+	profiled := h.profile(ctx, p, c.group)
 	published, achieved, err := producePaced(ctx, h.brokers, c.topic, msgs, msgRate)
 	if err != nil {
 		return Row{}, err
+	}
+	if err := <-profiled; err != nil {
+		h.problem("%s: CPU profile: %v", c.group, err)
 	}
 	lastPublish := time.Now()
 	if _, err := h.waitConsumed(ctx, p, c, len(msgs)); err != nil {
@@ -943,6 +957,48 @@ func (h *harness) paced(ctx context.Context, c consumerRun, stream demo.Stream, 
 	}
 	row.Note = strings.Join(notes, "; ")
 	return row, nil
+}
+
+// profile takes a CPU profile of consumer p over the paced row's
+// publishing into ProfileDir/NAME.pprof when ProfileDir is set; the
+// channel gives its error once the profile is written (at once when
+// there is none to take).
+func (h *harness) profile(ctx context.Context, p *proc, name string) <-chan error {
+	done := make(chan error, 1)
+	if h.o.ProfileDir == "" {
+		done <- nil
+		return done
+	}
+	go func() {
+		done <- fetchTo(ctx, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", p.admin, max(1, int(h.o.PacedDuration.Seconds()))),
+			filepath.Join(h.o.ProfileDir, name+".pprof"))
+	}()
+	return done
+}
+
+// fetchTo writes the body of a GET of url to path.
+func fetchTo(ctx context.Context, url, path string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("get %s: %w", url, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("get %s: %s", url, resp.Status)
+	}
+	f, err := os.Create(path) //nolint:gosec // the operator's profile directory
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return f.Close()
 }
 
 // latencySplit is the latency of each settled event of a paced row, whole

@@ -27,6 +27,9 @@ type proc struct {
 	out  *tailBuffer
 	done chan struct{}
 	err  error // Wait's result, set before done is closed
+	// admin is a consumer's admin base URL (http://host:port), "" for
+	// other processes.
+	admin string
 }
 
 // startProc starts path with args and env (added to a copy of the
