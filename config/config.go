@@ -275,6 +275,13 @@ type Worker struct {
 	// decisions). Env PAYCB_BATCH_MAX, flag --batch-max.
 	// Default 256; 1..MaxBatch.
 	BatchMax int `yaml:"batch_max"`
+	// MergeMax is the most events one merged transaction holds: the small
+	// batches (fewer than 8 distinct keys) that several partitions have
+	// ready at once share one claims insert and one business transaction,
+	// each claim still committed before it. 1 merges nothing; a BatchMax
+	// of 1 (the per-message pipeline) never merges. Env PAYCB_MERGE_MAX.
+	// Default 64; 1..MaxBatch.
+	MergeMax int `yaml:"merge_max"`
 	// OrphanAfter is how long a claim may stay ACQUIRED before the sweeper
 	// settles it again. Env PAYCB_ORPHAN_AFTER, flag --orphan-after. Default
 	// 2m.

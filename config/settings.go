@@ -195,6 +195,10 @@ var settings = []setting{
 		def: "256", min: "1", max: strconv.Itoa(MaxBatch), field: func(c *Config) any { return &c.Worker.BatchMax },
 	},
 	{
+		path: "worker.merge_max", env: "PAYCB_MERGE_MAX", usage: "most events one merged transaction holds: small batches (under 8 distinct keys) that several partitions have ready at once share one claims insert and one business transaction; 1 merges nothing, and PAYCB_BATCH_MAX=1 never merges",
+		def: "64", min: "1", max: strconv.Itoa(MaxBatch), field: func(c *Config) any { return &c.Worker.MergeMax },
+	},
+	{
 		path: "worker.orphan_after", env: "PAYCB_ORPHAN_AFTER", flag: "orphan-after", usage: "how long a claim may stay ACQUIRED before the sweeper settles it",
 		def: "2m", min: "100ms", max: "24h", field: func(c *Config) any { return &c.Worker.OrphanAfter },
 	},

@@ -215,6 +215,7 @@ func (m *Main) Run(ctx context.Context) error {
 		Fault:        m.Fault,
 
 		StatementTimeout:  cfg.DB.StatementTimeout,
+		MergeMax:          mergeMax(cfg.Worker),
 		DeadLetterRecords: records,
 		Merchants:         merchants,
 		Orders: func(ctx context.Context, tenantID int64, ch channels.Channel, tradeNo string) (settlement.Order, error) {
@@ -360,4 +361,13 @@ func startOffset(s string) int64 {
 		return kafka.LastOffset
 	}
 	return kafka.FirstOffset
+}
+
+// mergeMax is the pipeline's MergeMax: cfg's, except that the per-message
+// pipeline (BatchMax 1) never merges.
+func mergeMax(cfg config.Worker) int {
+	if cfg.BatchMax <= 1 {
+		return 1
+	}
+	return cfg.MergeMax
 }

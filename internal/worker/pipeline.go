@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -28,6 +29,12 @@ type Settler interface {
 	// settled (the zero Result for the others); any other error settled
 	// none of them.
 	SettleBatch(ctx context.Context, evs []channels.Event) ([]settlement.Result, error)
+	// SettleMerged settles the events of several batches in one
+	// transaction, as SettleBatch but never waiting or trying again: any
+	// error settled none of them, except one wrapping
+	// settlement.ErrBatchIncomplete, which comes with the results of those
+	// it settled.
+	SettleMerged(ctx context.Context, evs []channels.Event) ([]settlement.Result, error)
 	SettleStored(ctx context.Context, rec idempotent.Record) (settlement.Result, error)
 	ApplyRefundStatus(ctx context.Context, tenantID int64, channel channels.Channel, tradeNo, refundNo string, status channels.RefundStatus) error
 }
@@ -107,6 +114,14 @@ type Pipeline struct {
 	StatementTimeout time.Duration
 	// Fault injects failures at boundaries, for tests; nil in production.
 	Fault FaultFunc
+	// MergeMax, 2 or more, merges the small batches (fewer than 8 distinct
+	// keys) that concurrently active partitions have ready into one lookup,
+	// one claims insert and one business transaction of up to MergeMax
+	// events (see merger); below 2 each batch goes alone.
+	MergeMax int
+
+	mergeOnce sync.Once
+	merge     *merger
 
 	once deadletters.Once
 }
@@ -330,26 +345,16 @@ func (p *Pipeline) handleMoney(ctx context.Context, msgs []kafka.Message, states
 		leader[it.key] = len(leaders)
 		leaders = append(leaders, it)
 	}
-	results, err := p.acquire(ctx, leaders, states)
+	// The claims, and the settlement of those this batch made: together,
+	// possibly with other partitions' batches (claimAndSettle).
+	results, fresh, outcomes, err := p.claimAndSettle(ctx, leaders, states)
 	if err != nil {
-		return failed(metrics.StageAcquire, err)
+		return err
 	}
 
 	var errs firstErrors
-	// The claims this batch made, settled together.
-	var fresh []int // indexes into leaders
-	for j, r := range results {
-		if r.Kind == idempotent.Acquired {
-			states[leaders[j].i].acquired = true
-			fresh = append(fresh, j)
-		}
-	}
 	settledOK := make([]bool, len(leaders)) // the claim this batch made is settled
 	if len(fresh) > 0 {
-		if err := p.Fault.at(ctx, FaultAfterAcquire); err != nil {
-			return failed(metrics.StageSettle, err)
-		}
-		outcomes := p.settleFresh(ctx, leaders, fresh)
 		for n, j := range fresh {
 			it := leaders[j]
 			o := outcomes[n]

@@ -1,0 +1,370 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+
+	"github.com/paycallback/paycallback/internal/metrics"
+	"github.com/paycallback/paycallback/pkg/channels"
+	"github.com/paycallback/paycallback/pkg/idempotent"
+	"github.com/paycallback/paycallback/pkg/settlement"
+)
+
+// mergeBelow is the largest batch (in distinct keys, plus one) that is
+// merged with other partitions' batches; a batch this size or bigger
+// amortises its statements and transaction alone (it is also where
+// settlement creates a batch's order rows ahead of its transaction).
+const mergeBelow = 8
+
+// merger is the group commit in front of the database, one per Pipeline
+// (one per worker process), as the offset committer is for Kafka: the
+// small batches that concurrently active partitions have ready share one
+// lookup, one claims insert and one business transaction.
+//
+// A partition that finds no round in flight starts one at once with its
+// own batch, so a quiet worker never waits. Partitions that come while a
+// round is in flight queue; when it ends, the queued batches, in arrival
+// order, each whole, go together as the next round, up to max events,
+// led by the first of them; a batch holding a key already in the round
+// waits for the one after (a round settles each key once). One round is
+// in flight at a time.
+type merger struct {
+	max int // most events (distinct keys) of one round
+
+	mu       sync.Mutex
+	inFlight bool
+	queue    []*mergeRequest
+}
+
+// mergeRequest is one partition's batch in the merger: its money events,
+// one per distinct key (leaders), and, once done is closed, what the round
+// made of them.
+type mergeRequest struct {
+	leaders []moneyItem
+	lookup  bool // acquire's rule: look the keys up before inserting
+
+	// Set by the round before done is closed.
+	results    []idempotent.Result
+	inserted   []int // leaders the claims' insert carried
+	acquireErr error // the lookup or the claims' insert failed
+	fresh      []int // leaders whose claims the round made
+	outcomes   []settleOutcome
+	settled    []bool // outcomes[n] is final; the others, the caller settles alone
+	faultErr   error  // the after-acquire fault point failed
+
+	done  chan struct{}   // closed when the round is done, or when this request leads the next
+	round []*mergeRequest // the round this request leads (set before done is closed)
+}
+
+// join queues req, or starts a round with it when none is in flight. It
+// returns the round req leads (req first), or nil when another request's
+// round took req and is done. A ctx that ends while req waits in the
+// queue takes it out: ctx's error, nothing done. Once a round has taken
+// req, join waits for that round, which no caller's cancellation ends
+// (its statements are bounded by the statement timeout).
+func (m *merger) join(ctx context.Context, req *mergeRequest) ([]*mergeRequest, error) {
+	req.done = make(chan struct{})
+	m.mu.Lock()
+	if !m.inFlight {
+		m.inFlight = true
+		m.mu.Unlock()
+		return []*mergeRequest{req}, nil
+	}
+	m.queue = append(m.queue, req)
+	m.mu.Unlock()
+	select {
+	case <-req.done:
+	case <-ctx.Done():
+		m.mu.Lock()
+		if i := slices.Index(m.queue, req); i >= 0 {
+			m.queue = slices.Delete(m.queue, i, i+1)
+			m.mu.Unlock()
+			return nil, ctx.Err()
+		}
+		m.mu.Unlock()
+		<-req.done
+	}
+	return req.round, nil
+}
+
+// finish ends round (its results set): it hands the next round to the
+// first queued request and wakes the others of round.
+func (m *merger) finish(round []*mergeRequest) {
+	m.mu.Lock()
+	next := m.take()
+	if len(next) == 0 {
+		m.inFlight = false
+	}
+	m.mu.Unlock()
+	for _, r := range round[1:] {
+		close(r.done)
+	}
+	if len(next) > 0 {
+		next[0].round = next
+		close(next[0].done)
+	}
+}
+
+// take removes the next round from the queue (m.mu held): queued requests
+// in arrival order while the round holds at most max events, the first
+// always; a request holding a key already in the round stays queued.
+func (m *merger) take() []*mergeRequest {
+	if len(m.queue) == 0 {
+		return nil
+	}
+	var round []*mergeRequest
+	keys := map[idempotent.TenantKey]bool{}
+	events := 0
+	rest := m.queue[:0]
+	for _, r := range m.queue {
+		if len(round) > 0 && (events+len(r.leaders) > m.max || holdsAny(r, keys)) {
+			rest = append(rest, r)
+			continue
+		}
+		round = append(round, r)
+		events += len(r.leaders)
+		for _, it := range r.leaders {
+			keys[it.key] = true
+		}
+	}
+	clear(m.queue[len(rest):])
+	m.queue = rest
+	return round
+}
+
+// holdsAny reports whether r holds one of keys.
+func holdsAny(r *mergeRequest, keys map[idempotent.TenantKey]bool) bool {
+	for _, it := range r.leaders {
+		if keys[it.key] {
+			return true
+		}
+	}
+	return false
+}
+
+// merger returns the pipeline's merger, nil when batches are not merged
+// (MergeMax below 2).
+func (p *Pipeline) merger() *merger {
+	if p.MergeMax < 2 {
+		return nil
+	}
+	p.mergeOnce.Do(func() { p.merge = &merger{max: p.MergeMax} })
+	return p.merge
+}
+
+// claimAndSettle acquires the leaders' claims and settles those it made:
+// results[j] is leaders[j]'s claim result, fresh the leaders whose claims
+// it made, outcomes[n] fresh[n]'s settlement. An error means no claim
+// result is known (nothing settled). A small batch goes through the
+// merger when there is one; the claims still commit before any business
+// transaction, and a merged transaction that fails hands each batch its
+// own unsettled events, which it settles alone, as a batch not merged
+// would.
+func (p *Pipeline) claimAndSettle(ctx context.Context, leaders []moneyItem, states []MessageState) (results []idempotent.Result, fresh []int, outcomes []settleOutcome, err error) {
+	m := p.merger()
+	if m == nil || len(leaders) >= mergeBelow {
+		return p.claimAndSettleAlone(ctx, leaders, states)
+	}
+	req := &mergeRequest{
+		leaders: leaders,
+		lookup:  len(leaders) > 1 || states[leaders[0].i].claimSeen,
+	}
+	round, err := m.join(ctx, req)
+	if err != nil {
+		return nil, nil, nil, failed(metrics.StageAcquire, err)
+	}
+	if len(round) == 1 {
+		// Alone in its round: exactly the path of a batch not merged.
+		defer m.finish(round)
+		return p.claimAndSettleAlone(ctx, leaders, states)
+	}
+	if round != nil {
+		p.runRound(ctx, round)
+		m.finish(round)
+	}
+	for _, j := range req.inserted {
+		if req.acquireErr != nil {
+			// The insert may have committed without an answer.
+			states[leaders[j].i].acquireUnknown = true
+		}
+	}
+	if req.acquireErr != nil {
+		return nil, nil, nil, failed(metrics.StageAcquire, req.acquireErr)
+	}
+	p.markAcquired(req.results, leaders, states)
+	if req.faultErr != nil {
+		return nil, nil, nil, req.faultErr
+	}
+	// What the merged transaction left: settled here, alone.
+	var rest []int // indexes into req.fresh
+	for n := range req.fresh {
+		if !req.settled[n] {
+			rest = append(rest, n)
+		}
+	}
+	if len(rest) > 0 {
+		sub := make([]int, len(rest))
+		for k, n := range rest {
+			sub[k] = req.fresh[n]
+		}
+		for k, o := range p.settleFresh(ctx, leaders, sub) {
+			req.outcomes[rest[k]] = o
+		}
+	}
+	return req.results, req.fresh, req.outcomes, nil
+}
+
+// markAcquired records, on each leader whose claim results says this
+// batch made, that its message made the claim, and returns those leaders.
+func (p *Pipeline) markAcquired(results []idempotent.Result, leaders []moneyItem, states []MessageState) []int {
+	var fresh []int
+	for j, r := range results {
+		if r.Kind == idempotent.Acquired {
+			states[leaders[j].i].acquired = true
+			fresh = append(fresh, j)
+		}
+	}
+	return fresh
+}
+
+// claimAndSettleAlone is claimAndSettle for one batch on its own: acquire,
+// then settleFresh.
+func (p *Pipeline) claimAndSettleAlone(ctx context.Context, leaders []moneyItem, states []MessageState) ([]idempotent.Result, []int, []settleOutcome, error) {
+	results, err := p.acquire(ctx, leaders, states)
+	if err != nil {
+		return nil, nil, nil, failed(metrics.StageAcquire, err)
+	}
+	fresh := p.markAcquired(results, leaders, states)
+	if len(fresh) == 0 {
+		return results, nil, nil, nil
+	}
+	if err := p.Fault.at(ctx, FaultAfterAcquire); err != nil {
+		return nil, nil, nil, failed(metrics.StageSettle, err)
+	}
+	return results, fresh, p.settleFresh(ctx, leaders, fresh), nil
+}
+
+// runRound does the database work of a round of several batches: one
+// lookup of the keys of those that look up, one insert of every claim not
+// found, then, after the after-acquire fault point, one transaction
+// settling every claim the round made (settlement.Service.SettleMerged).
+// It runs on ctx without its cancellation (the leader's partition may be
+// revoked; the others' work goes on), each step bounded by the statement
+// timeout. Results go into each request; a failed lookup or insert fails
+// every request of the round (nothing is known of their claims), and a
+// failed merged transaction leaves each request's events to its caller.
+func (p *Pipeline) runRound(ctx context.Context, round []*mergeRequest) {
+	dbctx := context.WithoutCancel(ctx)
+	fail := func(err error) {
+		for _, r := range round {
+			r.acquireErr = err
+		}
+	}
+	// (1) The lookups, one statement.
+	var keys []idempotent.TenantKey
+	for _, r := range round {
+		if r.lookup {
+			for _, it := range r.leaders {
+				keys = append(keys, it.key)
+			}
+		}
+	}
+	existing := map[idempotent.TenantKey]idempotent.Record{}
+	if len(keys) > 0 {
+		lctx, cancel := p.statementContext(dbctx)
+		var err error
+		existing, err = p.Claims.LookupMany(lctx, keys)
+		cancel()
+		if err != nil {
+			fail(err)
+			return
+		}
+	}
+	// (2) The claims not found, one insert.
+	type owner struct {
+		r *mergeRequest
+		j int
+	}
+	var claims []idempotent.Claim
+	var owners []owner
+	var buf []byte
+	for _, r := range round {
+		r.results = make([]idempotent.Result, len(r.leaders))
+		for j, it := range r.leaders {
+			c := idempotent.Claim{
+				TenantID: it.ev.TenantID, Key: it.ev.Key, EventType: it.ev.Type,
+				Fingerprint: it.ev.Fingerprint, Source: it.src, OccurredAt: it.ev.OccurredAt,
+			}
+			if rec, ok := existing[it.key]; ok {
+				r.results[j] = idempotent.Compare(c, rec)
+				continue
+			}
+			start := len(buf)
+			buf = it.ev.AppendJSON(buf)
+			c.Event = buf[start:len(buf):len(buf)]
+			claims = append(claims, c)
+			owners = append(owners, owner{r, j})
+			r.inserted = append(r.inserted, j)
+		}
+	}
+	if len(claims) > 0 {
+		actx, cancel := p.statementContext(dbctx)
+		res, err := p.Claims.AcquireMany(actx, claims)
+		cancel()
+		if err != nil {
+			fail(err)
+			return
+		}
+		for n, o := range owners {
+			o.r.results[o.j] = res[n]
+		}
+	}
+	// (3) The claims the round made, settled in one transaction.
+	var evs []channels.Event
+	var settledBy []owner // evs[n] is settledBy[n].r.fresh[settledBy[n].j]
+	for _, r := range round {
+		for j, res := range r.results {
+			if res.Kind == idempotent.Acquired {
+				settledBy = append(settledBy, owner{r, len(r.fresh)})
+				r.fresh = append(r.fresh, j)
+				evs = append(evs, r.leaders[j].ev)
+			}
+		}
+		r.outcomes = make([]settleOutcome, len(r.fresh))
+		r.settled = make([]bool, len(r.fresh))
+	}
+	if len(evs) == 0 {
+		return
+	}
+	if err := p.Fault.at(ctx, FaultAfterAcquire); err != nil {
+		for _, r := range round {
+			if len(r.fresh) > 0 {
+				r.faultErr = failed(metrics.StageSettle, err)
+			}
+		}
+		return
+	}
+	sctx, cancel := p.statementContext(dbctx)
+	res, err := p.Settler.SettleMerged(sctx, evs)
+	cancel()
+	if len(res) != len(evs) || (err != nil && !errors.Is(err, settlement.ErrBatchIncomplete)) {
+		// Nothing settled: each batch settles its own events.
+		p.Logger.Debug("merged settlement failed; each batch settles its own", "batches", len(round), "events", len(evs), "error", errString(err))
+		return
+	}
+	for n, o := range settledBy {
+		if err == nil || !res[n].SettledAt.IsZero() {
+			o.r.outcomes[o.j].res, o.r.settled[o.j] = res[n], true
+		}
+	}
+}
+
+// errString is err's text, "" for nil.
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
