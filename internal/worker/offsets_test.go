@@ -190,8 +190,15 @@ func committedOffsets(t *testing.T, brokers []string, group, topic string) (comm
 // commit request the broker receives is checked, as it arrives, against
 // the database: each message before the offset has its claim SETTLED. The
 // stream is one payment of a trade of its own per message, so message
-// (p, o) made the claim whose source is (p, o).
+// (p, o) made the claim whose source is (p, o). It runs with each
+// partition's batches alone, and merged across partitions (MergeMax).
 func TestOffsetsNeverPassAnUnsettledMessage(t *testing.T) {
+	for _, mergeMax := range []int{0, 64} {
+		t.Run(fmt.Sprintf("merge-max-%d", mergeMax), func(t *testing.T) { offsetsNeverPassAnUnsettledMessage(t, mergeMax) })
+	}
+}
+
+func offsetsNeverPassAnUnsettledMessage(t *testing.T, mergeMax int) {
 	const topic, group, partitions = "channel-events", "settlement-consumer", 8
 	cluster, brokers, err := kafkaops.StartInProcess(map[string]int32{topic: partitions})
 	require.NoError(t, err)
@@ -215,6 +222,9 @@ func TestOffsetsNeverPassAnUnsettledMessage(t *testing.T) {
 		return nil
 	}
 	envA.p.Fault, envB.p.Fault = flaky, flaky
+	envA.p.MergeMax, envB.p.MergeMax = mergeMax, mergeMax
+	merged := &mergeCounter{Settler: envA.svc}
+	envA.p.Settler, envB.p.Settler = merged, merged
 
 	checker := &commitChecker{db: envA.db, topic: topic}
 	cluster.ControlKey(int16(kmsg.OffsetCommit), func(req kmsg.Request) (kmsg.Response, error, bool) {
@@ -223,6 +233,9 @@ func TestOffsetsNeverPassAnUnsettledMessage(t *testing.T) {
 	})
 
 	cfg := Config{Brokers: brokers, Topic: topic, GroupID: group, BatchMax: 8, CommitInterval: time.Millisecond}
+	if mergeMax > 0 {
+		cfg.BatchMax = 4 // every batch small enough to be merged
+	}
 	produceTrades(t, brokers, topic, 0, 300)
 	_, stopA := runWorker(t, cfg, envA.p)
 	require.Eventually(t, func() bool { return eventsCounted(t, envA.reg, "") >= 100 }, time.Minute, 5*time.Millisecond)
@@ -243,7 +256,10 @@ func TestOffsetsNeverPassAnUnsettledMessage(t *testing.T) {
 	var settled int
 	require.NoError(t, envA.db.NewRaw("SELECT COUNT(*) FROM ss_channel_idempotent WHERE status = 'SETTLED'").Scan(context.Background(), &settled))
 	assert.Equal(t, 800, settled)
-	t.Logf("%d commit requests checked", checked)
+	t.Logf("%d commit requests checked, %d merged transactions", checked, merged.n.Load())
+	if mergeMax > 0 {
+		assert.Positive(t, merged.n.Load(), "batches of several partitions were merged")
+	}
 }
 
 // commitChecker checks each OffsetCommit request against the claims, as

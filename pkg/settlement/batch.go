@@ -86,6 +86,8 @@ func (s *Service) SettleBatch(ctx context.Context, evs []channels.Event) ([]Resu
 //     certification failure (Galera), and a lost race for a new order row,
 //     are returned at once, nothing written, instead of running the
 //     transaction again;
+//   - its missing order rows are created inside its transaction whatever
+//     its size (a merged batch is short);
 //   - the events of trades whose order rows another transaction holds are
 //     not settled in a second transaction that waits for them: they come
 //     back unsettled (the zero Result) with an error wrapping
@@ -130,7 +132,10 @@ func (s *Service) settleBatch(ctx context.Context, evs []channels.Event, merged 
 		// A server that cannot skip a held row waits for it.
 		mode = waitForRows
 	}
-	if !s.sqlite && len(evs) >= createOrdersFrom {
+	// A merged batch creates its missing rows inside its transaction, as a
+	// small one does: it is short (a few partitions' events), and the
+	// upsert ahead of it would add two statements and a commit.
+	if !s.sqlite && !merged && len(evs) >= createOrdersFrom {
 		if err := s.createOrders(ctx, evs); err != nil {
 			return nil, fmt.Errorf("settle batch of %d: %w", len(evs), err)
 		}

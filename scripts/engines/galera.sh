@@ -235,11 +235,14 @@ suite() {
 	# TestOneKeyInsertedFromTwoSessions, TestConcurrentAcquireRetriedOn…,
 	# TestConcurrentSettlersRetriedOn… and TestAnOrderRowHeldElsewhere…
 	gotest . 'TestConcurrentAcquireHasExactlyOneWinner/mysql|TestAcquireOnAKilledConnectionIsAnError|TestAcquireReadsBackTheLatestCommittedClaim' ./pkg/idempotent/
-	gotest . 'TestSettleBatchLeavesBusyOrdersToASecondTransaction|TestSettleBatchReportsAPartlySettledBatch|TestSettleBatchNeverDecidesOnAHeldOrderRow|TestSettleBatchSkipsAHeldOrderRowAtEverySize' ./pkg/settlement/
+	gotest . 'TestSettleBatchLeavesBusyOrdersToASecondTransaction|TestSettleBatchReportsAPartlySettledBatch|TestSettleBatchNeverDecidesOnAHeldOrderRow|TestSettleBatchSkipsAHeldOrderRowAtEverySize|TestSettleMergedLeavesAHeldTradeToItsCaller' ./pkg/settlement/
 	# End to end on kfake: the mixed stream with exact outcomes, every event
 	# raced from two partitions, deaths between claim and settle, two
 	# workers joining and leaving, the dead-letter kinds, orphans.
 	gotest 'TestMixedStreamIsSettledExactlyOnce|TestEveryEventRacedFromTwoPartitionsSettlesOnce|TestRestartAfterDyingBetweenClaimAndSettle|TestSettleCommitWithUnknownOutcome|TestTwoWorkersJoiningAndLeaving|TestMessagesThatCanNeverSucceed|TestAChannelLeftOut|TestDuplicateOfAnInFlightClaim|TestSweeper' '' ./internal/app/
+	# Merged rounds of several partitions' batches: statements, a poisoned
+	# event, crashes at each step, the offsets property with merging on.
+	gotest 'TestMergedRoundSettlesManyPartitionsInOneTransaction|TestPoisonedEventInAMergedRoundHoldsOnlyItsPartition|TestCrashInAMergedRoundLeavesOrphansTheSweeperSettlesOnce|TestOffsetsNeverPassAnUnsettledMessage' '' ./internal/worker/
 	# Replay and dead letters through the operator commands, orphans.
 	gotest 'TestReplayThroughTheWorker|TestReplayPlanAndApply|TestOrphans' '' ./internal/ops/
 	gotest 'TestDeadLettersThroughTheWorker|TestStore|TestRedriveLinks|TestRedriveThatFailsAgainSupersedesItsOriginal|TestDeadLetterTheTopicLostIsListedAndClosable' '' ./internal/deadletters/

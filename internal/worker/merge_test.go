@@ -1,0 +1,572 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/uptrace/bun"
+
+	"github.com/paycallback/paycallback/internal/sqldb/sqldbtest"
+	"github.com/paycallback/paycallback/pkg/channels"
+	"github.com/paycallback/paycallback/pkg/channels/channelstest"
+	"github.com/paycallback/paycallback/pkg/idempotent"
+	"github.com/paycallback/paycallback/pkg/settlement"
+)
+
+// --- The merger's rounds, as pure logic ---
+
+// request is a merge request for the keys, of tenant 1.
+func request(keys ...string) *mergeRequest {
+	r := &mergeRequest{}
+	for _, k := range keys {
+		r.leaders = append(r.leaders, moneyItem{key: idempotent.TenantKey{TenantID: 1, Key: idempotent.Key(k)}})
+	}
+	return r
+}
+
+// queued waits until m holds n queued requests.
+func queued(t *testing.T, m *merger, n int) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		return len(m.queue) == n
+	}, 10*time.Second, time.Millisecond, "want %d requests queued", n)
+}
+
+// joinAsync joins r from a goroutine of its own; the channel gives the
+// round r was handed to lead (nil: another's round did it) and the error.
+func joinAsync(ctx context.Context, m *merger, r *mergeRequest) <-chan []*mergeRequest {
+	out := make(chan []*mergeRequest, 1)
+	go func() {
+		round, err := m.join(ctx, r)
+		if err != nil {
+			round = []*mergeRequest{}
+		}
+		out <- round
+	}()
+	return out
+}
+
+func TestMergerRoundsTakeTheQueueInArrivalOrderUpToMax(t *testing.T) {
+	m := &merger{max: 4}
+	ctx := context.Background()
+	a := request("a")
+	round, err := m.join(ctx, a)
+	require.NoError(t, err)
+	require.Equal(t, []*mergeRequest{a}, round, "no round in flight: a starts one at once, alone")
+
+	b, c, d, e := request("b1", "b2"), request("c1"), request("d1", "d2"), request("e1")
+	bDone := joinAsync(ctx, m, b)
+	queued(t, m, 1)
+	cDone := joinAsync(ctx, m, c)
+	queued(t, m, 2)
+	dDone := joinAsync(ctx, m, d)
+	queued(t, m, 3)
+	eDone := joinAsync(ctx, m, e)
+	queued(t, m, 4)
+
+	m.finish(round)
+	next := <-bDone
+	require.Equal(t, []*mergeRequest{b, c, e}, next,
+		"the next round, led by the first queued: b and c (3 events), d would pass max 4, e fits")
+	m.finish(next)
+	for _, done := range []<-chan []*mergeRequest{cDone, eDone} {
+		assert.Nil(t, <-done, "done by b's round")
+	}
+	assert.Equal(t, []*mergeRequest{d}, <-dDone, "d leads the round after")
+	m.finish([]*mergeRequest{d})
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	assert.False(t, m.inFlight, "nothing queued: no round in flight")
+}
+
+func TestMergerLeavesABatchHoldingARoundsKeyForTheNextRound(t *testing.T) {
+	m := &merger{max: 64}
+	ctx := context.Background()
+	round, err := m.join(ctx, request("lead"))
+	require.NoError(t, err)
+	b, c, d := request("k1", "k2"), request("k2"), request("k3")
+	bDone := joinAsync(ctx, m, b)
+	queued(t, m, 1)
+	cDone := joinAsync(ctx, m, c)
+	queued(t, m, 2)
+	dDone := joinAsync(ctx, m, d)
+	queued(t, m, 3)
+	m.finish(round)
+	next := <-bDone
+	assert.Equal(t, []*mergeRequest{b, d}, next, "c holds k2, which b's round settles: c waits for the round after")
+	m.finish(next)
+	assert.Nil(t, <-dDone)
+	assert.Equal(t, []*mergeRequest{c}, <-cDone)
+	m.finish([]*mergeRequest{c})
+}
+
+func TestMergerRequestWhoseContextEndsInTheQueueLeavesIt(t *testing.T) {
+	m := &merger{max: 64}
+	round, err := m.join(context.Background(), request("lead"))
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	gone := request("gone")
+	goneDone := make(chan error, 1)
+	go func() {
+		_, err := m.join(ctx, gone)
+		goneDone <- err
+	}()
+	queued(t, m, 1)
+	cancel()
+	require.ErrorIs(t, <-goneDone, context.Canceled)
+	queued(t, m, 0)
+	m.finish(round)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	assert.False(t, m.inFlight, "the request that left is in no round")
+}
+
+// TestMergerEveryRequestIsInExactlyOneRound: many partitions' goroutines
+// join at once, for many rounds; each request is done by exactly one
+// round, no round holds more than max events or a key twice, and no round
+// runs while another is in flight.
+func TestMergerEveryRequestIsInExactlyOneRound(t *testing.T) {
+	const partitions, batches, max = 12, 200, 10
+	m := &merger{max: max}
+	var mu sync.Mutex
+	seen := map[*mergeRequest]int{}
+	var running atomic.Int32
+	var wg sync.WaitGroup
+	for p := range partitions {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(p), 1))
+			for b := range batches {
+				var keys []string
+				for k := range 1 + rng.IntN(7) {
+					// Keys shared between partitions now and then.
+					keys = append(keys, fmt.Sprintf("k%d-%d", b, (p+k)%(partitions+2)))
+				}
+				slices.Sort(keys)
+				keys = slices.Compact(keys)
+				r := request(keys...)
+				round, err := m.join(context.Background(), r)
+				if !assert.NoError(t, err) {
+					return
+				}
+				if round == nil {
+					continue
+				}
+				assert.Equal(t, int32(1), running.Add(1), "one round in flight")
+				mu.Lock()
+				events, inRound := 0, map[idempotent.TenantKey]bool{}
+				for _, q := range round {
+					seen[q]++
+					events += len(q.leaders)
+					for _, it := range q.leaders {
+						assert.False(t, inRound[it.key], "key %s twice in a round", it.key.Key)
+						inRound[it.key] = true
+					}
+				}
+				assert.True(t, len(round) == 1 || events <= max, "round of %d events", events)
+				mu.Unlock()
+				running.Add(-1)
+				m.finish(round)
+			}
+		})
+	}
+	wg.Wait()
+	assert.Len(t, seen, partitions*batches)
+	for r, n := range seen {
+		if n != 1 {
+			t.Errorf("request %v done by %d rounds", r.leaders[0].key.Key, n)
+		}
+	}
+}
+
+// --- Merged rounds against MariaDB ---
+
+// errPoisoned is the settlement failure of a poisoned event.
+var errPoisoned = errors.New("injected: this event cannot be settled")
+
+// gatedSettler wraps a Settler: the first Settle or SettleBatch call
+// waits, once entered is closed, until release is closed (a round held in
+// flight while other partitions queue); SettleMerged's batch sizes are
+// recorded; an event whose key is poisoned fails every settlement that
+// holds it.
+type gatedSettler struct {
+	Settler
+	entered, release chan struct{}
+	once             sync.Once
+
+	mu       sync.Mutex
+	merged   []int
+	poisoned map[idempotent.Key]bool
+}
+
+func newGatedSettler(s Settler) *gatedSettler {
+	return &gatedSettler{Settler: s, entered: make(chan struct{}), release: make(chan struct{}), poisoned: map[idempotent.Key]bool{}}
+}
+
+func (g *gatedSettler) gate() {
+	g.once.Do(func() {
+		close(g.entered)
+		<-g.release
+	})
+}
+
+func (g *gatedSettler) poison(evs ...channels.Event) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, ev := range evs {
+		if g.poisoned[ev.Key] {
+			return fmt.Errorf("%s: %w", ev.Key, errPoisoned)
+		}
+	}
+	return nil
+}
+
+func (g *gatedSettler) Settle(ctx context.Context, ev channels.Event) (settlement.Result, error) {
+	g.gate()
+	if err := g.poison(ev); err != nil {
+		return settlement.Result{}, err
+	}
+	return g.Settler.Settle(ctx, ev)
+}
+
+func (g *gatedSettler) SettleBatch(ctx context.Context, evs []channels.Event) ([]settlement.Result, error) {
+	g.gate()
+	if err := g.poison(evs...); err != nil {
+		return nil, err
+	}
+	return g.Settler.SettleBatch(ctx, evs)
+}
+
+func (g *gatedSettler) SettleMerged(ctx context.Context, evs []channels.Event) ([]settlement.Result, error) {
+	g.mu.Lock()
+	g.merged = append(g.merged, len(evs))
+	g.mu.Unlock()
+	if err := g.poison(evs...); err != nil {
+		return nil, err
+	}
+	return g.Settler.SettleMerged(ctx, evs)
+}
+
+func (g *gatedSettler) mergedSizes() []int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return slices.Clone(g.merged)
+}
+
+// mergeCounter counts the merged transactions of a Settler.
+type mergeCounter struct {
+	Settler
+	n atomic.Int64
+}
+
+func (c *mergeCounter) SettleMerged(ctx context.Context, evs []channels.Event) ([]settlement.Result, error) {
+	c.n.Add(1)
+	return c.Settler.SettleMerged(ctx, evs)
+}
+
+// statementLog records the statements a bun.DB sends.
+type statementLog struct {
+	mu    sync.Mutex
+	on    bool
+	stmts []string
+}
+
+func (l *statementLog) BeforeQuery(ctx context.Context, e *bun.QueryEvent) context.Context {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.on {
+		l.stmts = append(l.stmts, e.Query)
+	}
+	return ctx
+}
+
+func (*statementLog) AfterQuery(context.Context, *bun.QueryEvent) {}
+
+func (l *statementLog) start() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.on, l.stmts = true, nil
+}
+
+func (l *statementLog) stop() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.on = false
+}
+
+// count is how many recorded statements begin with prefix.
+func (l *statementLog) count(prefix string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, s := range l.stmts {
+		if strings.HasPrefix(s, prefix) {
+			n++
+		}
+	}
+	return n
+}
+
+// mergeSetup is a pipeline on MariaDB that merges, with a gated settler
+// and the statements logged, and one partition's round held in flight:
+// partition 0's payment is in its settlement, waiting for gate.release.
+type mergeSetup struct {
+	env   *pipelineEnv
+	gate  *gatedSettler
+	log   *statementLog
+	first <-chan error
+	seq   int
+}
+
+func newMergeSetup(t *testing.T) *mergeSetup {
+	t.Helper()
+	log := &statementLog{}
+	env := newPipelineEnvOn(t, sqldbtest.MustMySQL(t).WithQueryHook(log))
+	env.p.MergeMax = 64
+	gate := newGatedSettler(env.svc)
+	env.p.Settler = gate
+	s := &mergeSetup{env: env, gate: gate, log: log, seq: 100}
+	first := make(chan error, 1)
+	msgs := s.payments(0, 1)
+	go func() { first <- env.p.Handle(context.Background(), msgs, make([]MessageState, len(msgs))) }()
+	<-gate.entered
+	s.first = first
+	return s
+}
+
+// payments is n new payments of trades of their own, as partition p's
+// messages at offsets 0, 1, …
+func (s *mergeSetup) payments(p, n int) []kafka.Message {
+	msgs := make([]kafka.Message, n)
+	for i := range msgs {
+		s.seq++
+		tr := channelstest.NewTrade(channels.Codes()[s.seq%3], s.seq)
+		msgs[i] = kafka.Message{Topic: "channel-events", Partition: p, Offset: int64(i), Value: channelstest.PaymentEnvelope(tr, channelstest.Delivery{})}
+	}
+	return msgs
+}
+
+// partition is one partition's batch handed to the pipeline from a
+// goroutine of its own.
+type partition struct {
+	msgs   []kafka.Message
+	states []MessageState
+	done   chan error
+}
+
+// handleAsync hands batch to the pipeline from a goroutine of its own.
+func (s *mergeSetup) handleAsync(ctx context.Context, msgs []kafka.Message) *partition {
+	pt := &partition{msgs: msgs, states: make([]MessageState, len(msgs)), done: make(chan error, 1)}
+	go func() { pt.done <- s.env.p.Handle(ctx, pt.msgs, pt.states) }()
+	return pt
+}
+
+// claimStatus is the status of msg's claim.
+func (s *mergeSetup) claimStatus(t *testing.T, msg kafka.Message) idempotent.Status {
+	t.Helper()
+	ev := s.env.decode(t, msg.Value)
+	return s.env.claim(t, ev).Status
+}
+
+// ledgerRows is how many ledger rows the database holds.
+func ledgerRows(t *testing.T, db bun.IDB) int {
+	t.Helper()
+	var n int
+	require.NoError(t, db.NewRaw("SELECT COUNT(*) FROM ss_ledger_entry").Scan(context.Background(), &n))
+	return n
+}
+
+// TestMergedRoundSettlesManyPartitionsInOneTransaction: while one
+// partition's batch is in its transaction, six other partitions' batches
+// (one or two new payments each) queue; the next round takes all of them:
+// one lookup, one claims insert and one business transaction, a single
+// COMMIT for ten events of six partitions, and each partition's messages
+// done and counted as acquired.
+func TestMergedRoundSettlesManyPartitionsInOneTransaction(t *testing.T) {
+	s := newMergeSetup(t)
+	var parts []*partition
+	events := 0
+	for p := 1; p <= 6; p++ {
+		n := 1 + p%2
+		events += n
+		parts = append(parts, s.handleAsync(context.Background(), s.payments(p, n)))
+		queued(t, s.env.p.merger(), p)
+	}
+	s.log.start()
+	close(s.gate.release)
+	require.NoError(t, <-s.first)
+	for i, pt := range parts {
+		require.NoError(t, <-pt.done, "partition %d", i+1)
+	}
+	s.log.stop()
+	for i, pt := range parts {
+		for j, st := range pt.states {
+			assert.True(t, st.done, "partition %d message %d", i+1, j)
+			assert.Equal(t, idempotent.StatusSettled, s.claimStatus(t, pt.msgs[j]))
+		}
+	}
+	assert.Equal(t, []int{events}, s.gate.mergedSizes(), "one merged transaction for every queued partition's events")
+	assert.Equal(t, 2, s.log.count("COMMIT"), "the first partition's transaction and the merged one")
+	assert.Equal(t, 1, s.log.count("INSERT INTO ss_channel_idempotent"), "one claims insert for the merged round")
+	assert.Equal(t, 1, s.log.count("SELECT `id`, `tenant_id`, `idempotent_key`"), "one lookup for the merged round (three of its batches look up)")
+	assert.Equal(t, 1+events, eventsCounted(t, s.env.reg, "acquired"))
+	assert.Equal(t, 2*(1+events), ledgerRows(t, s.env.db), "two ledger rows per payment")
+}
+
+// TestPoisonedEventInAMergedRoundHoldsOnlyItsPartition: an event that
+// cannot be settled fails the merged transaction; the round hands each
+// partition its own events back, every other partition settles them and
+// is done, and only the poisoned event's partition returns an error, its
+// claim ACQUIRED (its batch's other event settled alone). Once the event
+// can be settled, that partition's retry settles it, once.
+func TestPoisonedEventInAMergedRoundHoldsOnlyItsPartition(t *testing.T) {
+	s := newMergeSetup(t)
+	var parts []*partition
+	batches := make([][]kafka.Message, 5)
+	for p := range batches {
+		batches[p] = s.payments(p+1, 2)
+	}
+	const bad = 2 // partition 3's first message
+	poisoned := s.env.decode(t, batches[bad][0].Value)
+	s.gate.mu.Lock()
+	s.gate.poisoned[poisoned.Key] = true
+	s.gate.mu.Unlock()
+	for p, msgs := range batches {
+		parts = append(parts, s.handleAsync(context.Background(), msgs))
+		queued(t, s.env.p.merger(), p+1)
+	}
+	close(s.gate.release)
+	require.NoError(t, <-s.first)
+	for p, pt := range parts {
+		err := <-pt.done
+		if p == bad {
+			require.ErrorIs(t, err, errPoisoned)
+			assert.False(t, pt.states[0].done, "the poisoned message is not done")
+			assert.True(t, pt.states[0].acquired, "its claim was made by it")
+			assert.Equal(t, idempotent.StatusAcquired, s.claimStatus(t, pt.msgs[0]))
+			assert.True(t, pt.states[1].done, "the batch's other event settled alone")
+			continue
+		}
+		require.NoError(t, err, "partition %d", p+1)
+		for j, st := range pt.states {
+			assert.True(t, st.done, "partition %d message %d", p+1, j)
+		}
+	}
+	assert.Equal(t, []int{10}, s.gate.mergedSizes(), "one merged attempt; the split settled alone")
+
+	s.gate.mu.Lock()
+	delete(s.gate.poisoned, poisoned.Key)
+	s.gate.mu.Unlock()
+	pt := parts[bad]
+	require.NoError(t, s.env.p.Handle(context.Background(), pt.msgs, pt.states), "the poisoned partition's retry")
+	assert.Equal(t, idempotent.StatusSettled, s.claimStatus(t, pt.msgs[0]))
+	assert.Equal(t, 1+10, eventsCounted(t, s.env.reg, "acquired"), "each event counted once, as acquired")
+	assert.Equal(t, 2*11, ledgerRows(t, s.env.db), "each payment posted once")
+}
+
+// TestCrashInAMergedRoundLeavesOrphansTheSweeperSettlesOnce: a process
+// that dies after a merged round's claims committed (after-acquire, in
+// the round), in its merged transaction (the transaction and the splits
+// fail), or after it committed (after-settle, in every partition) leaves
+// no settled message unposted and no posting doubled: the sweeper settles
+// the orphans through the fence, and the stream delivered again to a new
+// pipeline (the partitions' next owner) finds every claim settled.
+func TestCrashInAMergedRoundLeavesOrphansTheSweeperSettlesOnce(t *testing.T) {
+	for _, step := range []string{"after-acquire", "merged-transaction", "after-settle"} {
+		t.Run(step, func(t *testing.T) {
+			s := newMergeSetup(t)
+			crash := errors.New("injected: the process died here")
+			var batches [][]kafka.Message
+			for p := 1; p <= 4; p++ {
+				batches = append(batches, s.payments(p, 2))
+			}
+			switch step {
+			case "after-acquire", "after-settle":
+				point := FaultAfterAcquire
+				if step == "after-settle" {
+					point = FaultAfterSettle
+				}
+				s.env.p.Fault = func(_ context.Context, p FaultPoint) error {
+					if p == point {
+						return crash
+					}
+					return nil
+				}
+			case "merged-transaction":
+				// Every settlement of these events fails: merged, split
+				// into batches, or one by one.
+				s.gate.mu.Lock()
+				for _, msgs := range batches {
+					for _, m := range msgs {
+						s.gate.poisoned[s.env.decode(t, m.Value).Key] = true
+					}
+				}
+				s.gate.mu.Unlock()
+			}
+			var parts []*partition
+			for p, msgs := range batches {
+				parts = append(parts, s.handleAsync(context.Background(), msgs))
+				queued(t, s.env.p.merger(), p+1)
+			}
+			close(s.gate.release)
+			<-s.first // partition 0's own batch meets the fault too, or not: either is an outcome below
+			for p, pt := range parts {
+				assert.Error(t, <-pt.done, "partition %d: the process died before its batch was done", p+1)
+			}
+			if step == "after-acquire" {
+				assert.Empty(t, s.gate.mergedSizes(), "the process died before the merged transaction")
+			} else {
+				assert.Equal(t, []int{8}, s.gate.mergedSizes(), "the four partitions' batches were one round")
+			}
+
+			// The process is gone. The sweeper of another instance finds
+			// the orphans (ACQUIRED past OrphanAfter) and settles them.
+			sweeper := &Sweeper{
+				Claims:  idempotent.NewStore(s.env.db, idempotent.WithClock(func() time.Time { return time.Now().Add(time.Hour) })),
+				Settler: s.env.svc, Metrics: s.env.p.Metrics, Logger: slog.New(slog.DiscardHandler), OrphanAfter: time.Minute,
+			}
+			_, err := sweeper.SweepOnce(context.Background())
+			require.NoError(t, err)
+			for _, msgs := range batches {
+				for _, m := range msgs {
+					assert.Equal(t, idempotent.StatusSettled, s.claimStatus(t, m))
+				}
+			}
+
+			// The partitions' next owner gets the messages again: every
+			// one a redelivery of a settled claim, nothing posted again.
+			next := newPipelineEnvOn(t, s.env.db)
+			next.p.MergeMax = 64
+			var wg sync.WaitGroup
+			for _, msgs := range batches {
+				wg.Go(func() {
+					assert.NoError(t, next.p.Handle(context.Background(), msgs, make([]MessageState, len(msgs))))
+				})
+			}
+			wg.Wait()
+			assert.Equal(t, 8, eventsCounted(t, next.reg, "redelivered"))
+			assert.Equal(t, 0, eventsCounted(t, next.reg, "acquired"))
+			var posted int
+			require.NoError(t, s.env.db.NewRaw("SELECT COUNT(DISTINCT tenant_id, idempotent_key) FROM ss_ledger_entry").Scan(context.Background(), &posted))
+			assert.Equal(t, ledgerRows(t, s.env.db), 2*posted, "two rows per posting, no posting twice")
+			assert.GreaterOrEqual(t, posted, 8, "every payment of the round posted")
+			var imbalance int64
+			require.NoError(t, s.env.db.NewRaw("SELECT COALESCE(SUM(CASE direction WHEN 'DEBIT' THEN amount ELSE -amount END), 0) FROM ss_ledger_entry").
+				Scan(context.Background(), &imbalance))
+			assert.Zero(t, imbalance, "the ledger balances")
+		})
+	}
+}
