@@ -38,6 +38,11 @@ const (
 	// DefaultStorageBatch is how many events one transaction of the raw
 	// rows and of the rule floor writes.
 	DefaultStorageBatch = 500
+	// DefaultEventFloorEvents is how many events of the stream, from its
+	// start, the per-event floor writes at most: one transaction pair per
+	// event costs milliseconds each, so the whole stream would take
+	// minutes for a figure per event that a few thousand give as well.
+	DefaultEventFloorEvents = 3000
 	// DefaultPacedRate is the publish rate of the latency rows, in
 	// distinct events/s (the messages, channel retries included, go out
 	// proportionally faster).
@@ -59,6 +64,7 @@ const (
 	RowTransport      = "transport"
 	RowRaw            = "raw-rows"
 	RowFloor          = "rule-floor"
+	RowEventFloor     = "event-floor"
 	RowPerMessage     = "per-message"
 	RowBatched        = "batched"
 	RowReplay         = "replay"
@@ -92,6 +98,10 @@ type Options struct {
 	// of the rule floor writes (default DefaultStorageBatch). Both write on
 	// one connection.
 	StorageBatch int
+	// EventFloorEvents is how many events, from the stream's start, the
+	// per-event floor writes (the rule floor one event per transaction);
+	// default DefaultEventFloorEvents, the whole stream when it has fewer.
+	EventFloorEvents int
 	// PacedRate (distinct events/s) and PacedDuration shape the latency
 	// rows (defaults DefaultPacedRate and DefaultPacedDuration). The rate is
 	// lowered to half the batched pipeline's backlog throughput of
@@ -134,6 +144,9 @@ func (o *Options) defaults() error {
 	}
 	if o.StorageBatch <= 0 {
 		o.StorageBatch = DefaultStorageBatch
+	}
+	if o.EventFloorEvents <= 0 {
+		o.EventFloorEvents = DefaultEventFloorEvents
 	}
 	if o.PacedRate <= 0 {
 		o.PacedRate = DefaultPacedRate
@@ -482,7 +495,7 @@ func (h *harness) measure(ctx context.Context) error {
 	err = h.storageRow(ctx, rawDB, Row{
 		Key: RowRaw, Name: fmt.Sprintf("raw rows: multi-row INSERTs, %d events/tx, 1 conn", batch),
 		Note: "a claim (SETTLED), an order upsert and two ledger rows per event, one transaction per batch; worker CPU is the harness's",
-	}, events, rawRows)
+	}, events, batch, rawRows)
 	if err != nil {
 		return err
 	}
@@ -495,11 +508,19 @@ func (h *harness) measure(ctx context.Context) error {
 		Key: RowFloor, Name: fmt.Sprintf("rule floor: claims, then settle, %d events/batch, 1 conn", batch),
 		Note: "claims inserted ACQUIRED, committed first; then orders, ledger rows and one fence UPDATE in one transaction; " +
 			"worker CPU is the harness's",
-	}, events, ruleFloor)
+	}, events, batch, ruleFloor)
 	if err != nil {
 		return err
 	}
 	check(floorDB, "rule-floor", mainTopic, stream)
+
+	// 3b. The per-event floor: the rule floor one event per transaction
+	// pair, the fewest statements for an event written alone (what a
+	// worker that merges nothing pays at low load), over the stream's
+	// first events.
+	if err := h.eventFloor(ctx, events); err != nil {
+		return err
+	}
 
 	// 4. Per-message pipeline.
 	pmDSN, pmDB, err := h.dbs.create(ctx, "per_message")
@@ -599,9 +620,37 @@ func (h *harness) measure(ctx context.Context) error {
 // makes per trade (a payment, and refunds for half the trades).
 const eventsPerTrade = 2
 
-// storageRow measures write over events on one connection of db: the
-// raw rows or the rule floor, the harness's own work.
-func (h *harness) storageRow(ctx context.Context, db *bun.DB, row Row, events []storageEvent,
+// eventFloor measures the per-event floor: ruleFloor with a batch of one
+// over the first EventFloorEvents events, on a database of its own, and
+// checks that database (reconciliation, every claim settled).
+func (h *harness) eventFloor(ctx context.Context, events []storageEvent) error {
+	_, db, err := h.dbs.create(ctx, "event_floor")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = db.Close() }()
+	subset := events[:min(len(events), h.o.EventFloorEvents)]
+	note := "the rule floor one event at a time: its claim inserted ACQUIRED and committed, then its order, ledger rows and " +
+		"fence in one transaction; worker CPU is the harness's"
+	if len(subset) < len(events) {
+		note = fmt.Sprintf("%s; the stream's first %d of %d distinct events (per-event figures; one at a time the whole stream "+
+			"would take minutes)", note, len(subset), len(events))
+	}
+	err = h.storageRow(ctx, db, Row{
+		Key: RowEventFloor, Name: "per-event floor: the rule floor, 1 event/batch, 1 conn", Note: note,
+	}, subset, 1, ruleFloor)
+	if err != nil {
+		return err
+	}
+	if h.reconciled(ctx, db, RowEventFloor) {
+		h.claimsSettled(ctx, db, RowEventFloor, mainTopic, len(subset))
+	}
+	return nil
+}
+
+// storageRow measures write over events, batch at a time, on one
+// connection of db: the raw rows or a floor, the harness's own work.
+func (h *harness) storageRow(ctx context.Context, db *bun.DB, row Row, events []storageEvent, batch int,
 	write func(context.Context, bun.Conn, []storageEvent, int) (time.Duration, error),
 ) error {
 	conn, err := db.Conn(ctx)
@@ -610,7 +659,7 @@ func (h *harness) storageRow(ctx context.Context, db *bun.DB, row Row, events []
 	}
 	defer func() { _ = conn.Close() }()
 	u, err := h.metered(ctx, func() (err error) {
-		row.Elapsed, err = write(ctx, conn, events, h.o.StorageBatch)
+		row.Elapsed, err = write(ctx, conn, events, batch)
 		return err
 	})
 	if err != nil {
@@ -1064,30 +1113,16 @@ func (h *harness) problem(format string, args ...any) {
 // SETTLED, one claim per distinct event of the stream, and per-tenant totals
 // equal to what the channels reported.
 func (h *harness) sanity(ctx context.Context, db *bun.DB, label, topic string, want demo.Stream) {
-	rec, err := settlement.Reconcile(ctx, db, settlement.ReconcileOptions{})
-	if err != nil {
-		h.problem("%s: reconcile: %v", label, err)
+	if !h.reconciled(ctx, db, label) {
 		return
-	}
-	for _, d := range rec.Discrepancies {
-		h.problem("%s: %s", label, d)
 	}
 	rep, err := settlement.Totals(ctx, db)
 	if err != nil {
 		h.problem("%s: ledger totals: %v", label, err)
 		return
 	}
-	var claims, unsettled int
-	err = db.QueryRowContext(ctx, "SELECT COUNT(*), COALESCE(SUM(status <> 'SETTLED'), 0) FROM ss_channel_idempotent").Scan(&claims, &unsettled)
-	if err != nil {
-		h.problem("%s: count claims: %v", label, err)
+	if !h.claimsSettled(ctx, db, label, topic, want.Events) {
 		return
-	}
-	if claims != want.Events {
-		h.problem("%s: %d claims, want %d (one per distinct event of %s)", label, claims, want.Events, topic)
-	}
-	if unsettled != 0 {
-		h.problem("%s: %d claims not SETTLED", label, unsettled)
 	}
 	for tenant, paid := range want.Paid {
 		got := rep.Tenants[tenant]
@@ -1096,4 +1131,37 @@ func (h *harness) sanity(ctx context.Context, db *bun.DB, label, topic string, w
 				label, tenant, got.Paid, got.Refunded, paid, want.Refunded[tenant])
 		}
 	}
+}
+
+// reconciled runs the reconciliation checks on db, recording every
+// discrepancy; false when they could not run.
+func (h *harness) reconciled(ctx context.Context, db *bun.DB, label string) bool {
+	rec, err := settlement.Reconcile(ctx, db, settlement.ReconcileOptions{})
+	if err != nil {
+		h.problem("%s: reconcile: %v", label, err)
+		return false
+	}
+	for _, d := range rec.Discrepancies {
+		h.problem("%s: %s", label, d)
+	}
+	return true
+}
+
+// claimsSettled checks that db holds events claims (one per distinct event
+// of topic written), every one SETTLED; false when they could not be
+// counted.
+func (h *harness) claimsSettled(ctx context.Context, db *bun.DB, label, topic string, events int) bool {
+	var claims, unsettled int
+	err := db.QueryRowContext(ctx, "SELECT COUNT(*), COALESCE(SUM(status <> 'SETTLED'), 0) FROM ss_channel_idempotent").Scan(&claims, &unsettled)
+	if err != nil {
+		h.problem("%s: count claims: %v", label, err)
+		return false
+	}
+	if claims != events {
+		h.problem("%s: %d claims, want %d (one per distinct event of %s)", label, claims, events, topic)
+	}
+	if unsettled != 0 {
+		h.problem("%s: %d claims not SETTLED", label, unsettled)
+	}
+	return true
 }

@@ -41,9 +41,9 @@ func TestRunTiny(t *testing.T) {
 		bench.RowPacedBatched: true, bench.RowPacedPerMesage: true,
 	}
 	paced := map[string]bool{bench.RowPacedBatched: true, bench.RowPacedPerMesage: true}
-	storage := map[string]bool{bench.RowRaw: true, bench.RowFloor: true}
+	storage := map[string]bool{bench.RowRaw: true, bench.RowFloor: true, bench.RowEventFloor: true}
 	keys := []string{
-		bench.RowTransport, bench.RowRaw, bench.RowFloor, bench.RowPerMessage, bench.RowBatched, bench.RowReplay,
+		bench.RowTransport, bench.RowRaw, bench.RowFloor, bench.RowEventFloor, bench.RowPerMessage, bench.RowBatched, bench.RowReplay,
 		bench.RowPacedBatched, bench.RowPacedPerMesage,
 	}
 	require.Len(t, res.Rows, len(keys))
@@ -93,6 +93,14 @@ func TestRunTiny(t *testing.T) {
 	bat, _ := res.Row(bench.RowBatched)
 	per, _ := res.Row(bench.RowPerMessage)
 	assert.Equal(t, events, bat.Events, "the batched row counts the stream's distinct events")
+	// The per-event floor writes the same rows as the rule floor, one
+	// event per claim insert and per transaction: more statements per
+	// event than 500 at a time, at least its claim insert, the
+	// transaction's three statements and its two commits.
+	floor, _ := res.Row(bench.RowFloor)
+	one, _ := res.Row(bench.RowEventFloor)
+	assert.Greater(t, one.StatementsPerEvent(), floor.StatementsPerEvent(), "per-event floor: statements/event over the rule floor's")
+	assert.GreaterOrEqual(t, one.StatementsPerEvent(), 4.0, "per-event floor: statements/event")
 	if res.DBProcess > 0 {
 		// Over a second of one statement per message: never under a tick.
 		assert.Positive(t, per.DBCPU, "per-message database CPU")

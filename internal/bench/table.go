@@ -70,9 +70,9 @@ func (r Result) WriteTable(w io.Writer) error {
 	}
 	b.WriteString("\n")
 	fmt.Fprintln(&b, "messages are Kafka messages (channel retries included); events are distinct money events (tenant, idempotency key),")
-	fmt.Fprintln(&b, "the unit every per-event figure divides by (a replay's are all duplicates); the raw rows and the rule floor read no messages.")
+	fmt.Fprintln(&b, "the unit every per-event figure divides by (a replay's are all duplicates); the raw rows and the floors read no messages.")
 	fmt.Fprintln(&b, "×transport is msgs/s over the transport ceiling's, ×floor events/s over the rule floor's, from this same run.")
-	fmt.Fprintln(&b, "worker and db µs/ev: utime+stime from /proc of the worker process (the harness on the first three rows) and of the")
+	fmt.Fprintln(&b, "worker and db µs/ev: utime+stime from /proc of the worker process (the harness on the first four rows) and of the")
 	fmt.Fprintln(&b, "database server, over the row, per event; stmts/ev: the server's global Questions counter over the row, per event.")
 	fmt.Fprintln(&b, "Pipelines run from process start to the group's last commit (startup included); paced rows: msgs/s and events/s are")
 	fmt.Fprintln(&b, "the publish rate reached, CPU and statements cover the whole row, p50/p99 are first publish -> claim settled_at per")
