@@ -38,13 +38,13 @@ func TestRunTiny(t *testing.T) {
 
 	pipelines := map[string]bool{
 		bench.RowPerMessage: true, bench.RowBatched: true, bench.RowReplay: true,
-		bench.RowPacedBatched: true, bench.RowPacedPerMesage: true,
+		bench.RowPacedBatched: true, bench.RowPacedBatched2: true, bench.RowPacedPerMesage: true,
 	}
-	paced := map[string]bool{bench.RowPacedBatched: true, bench.RowPacedPerMesage: true}
+	paced := map[string]bool{bench.RowPacedBatched: true, bench.RowPacedBatched2: true, bench.RowPacedPerMesage: true}
 	storage := map[string]bool{bench.RowRaw: true, bench.RowFloor: true, bench.RowEventFloor: true}
 	keys := []string{
 		bench.RowTransport, bench.RowRaw, bench.RowFloor, bench.RowEventFloor, bench.RowPerMessage, bench.RowBatched, bench.RowReplay,
-		bench.RowPacedBatched, bench.RowPacedPerMesage,
+		bench.RowPacedBatched, bench.RowPacedBatched2, bench.RowPacedPerMesage,
 	}
 	require.Len(t, res.Rows, len(keys))
 	events := res.Rows[0].Events
@@ -101,6 +101,14 @@ func TestRunTiny(t *testing.T) {
 	one, _ := res.Row(bench.RowEventFloor)
 	assert.Greater(t, one.StatementsPerEvent(), floor.StatementsPerEvent(), "per-event floor: statements/event over the rule floor's")
 	assert.GreaterOrEqual(t, one.StatementsPerEvent(), 4.0, "per-event floor: statements/event")
+	// Two processes paced over the same stream as one: both owned
+	// partitions from before the first publish to the end.
+	paced1, _ := res.Row(bench.RowPacedBatched)
+	paced2, _ := res.Row(bench.RowPacedBatched2)
+	assert.Equal(t, paced1.Events, paced2.Events, "the two paced batched rows publish the same stream")
+	assert.Regexp(t, `partitions owned at publish [1-9]\d*\+[1-9]\d*, at the end [1-9]\d*\+[1-9]\d*`, paced2.Note)
+	assert.NotContains(t, paced2.Note, "NO PARTITION")
+	assert.NotContains(t, paced2.Note, "NOT SETTLED")
 	if res.DBProcess > 0 {
 		// Over a second of one statement per message: never under a tick.
 		assert.Positive(t, per.DBCPU, "per-message database CPU")
