@@ -124,8 +124,18 @@ func TestRunTiny(t *testing.T) {
 	for _, goal := range []string{
 		"batched events/s, ×rule floor", "batched distinct events/s", "database CPU per new event", "worker CPU per new event",
 		"replay messages/s", "replay worker CPU per message", "replay msgs/s, ×transport ceiling", "p99 publish->settled",
+		"steady worker CPU/event, 1 proc", "steady database CPU/event, 1 proc",
+		"p99 at", "steady worker CPU/event, 2 procs", "steady database CPU/event, 2 procs",
 	} {
 		assert.Contains(t, table.String(), "  "+goal+" ", "goal line")
+	}
+	// Paced at 200 events/s, the steady-load goals (set at 1,000) are
+	// never met, whatever the figures.
+	assert.Regexp(t, `  steady worker CPU/event, 2 procs +[\d.]+ µs +goal <= 100 µs at 1000 events/s +NOT met\n`, table.String())
+	assert.Contains(t, table.String(), "(the steady-load goals are set at 1000 events/s")
+	for _, key := range []string{bench.RowEventFloor, bench.RowPacedBatched2} {
+		assert.Regexp(t, `BenchmarkE2E/`+key+` \d+ [\d.]+ ns/op( \d+ msgs/s)? \d+ events/s [\d.]+ worker-us/event `+
+			`([\d.]+ db-us/event )?[\d.]+ stmts/event`, lines.String())
 	}
 	assert.Regexp(t, `BenchmarkE2E/batched \d+ [\d.]+ ns/op \d+ msgs/s \d+ events/s [\d.]+ worker-us/event `, lines.String())
 	assert.Contains(t, table.String(), "sanity (reconcile, claims, totals per tenant): ok")
