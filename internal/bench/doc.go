@@ -9,7 +9,8 @@
 // floor, the rule floor one event per transaction (the fewest statements
 // for an event written alone). It then measures the per-message pipeline,
 // the batched pipeline, a replay, and publish→settled latency at a paced
-// rate, and reports one table
+// rate (batched with one worker process and with two in one group, and per
+// message), and reports one table
 // (Result.WriteTable). Every row counts Kafka messages and distinct money
 // events apart, and says what each distinct event cost in CPU, of the
 // worker and of the database server process, and in statements.
