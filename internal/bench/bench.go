@@ -1021,11 +1021,15 @@ func (h *harness) paced(ctx context.Context, c consumerRun, workers int, stream 
 		joined    reading
 		firstUp   time.Time
 	)
+	readiness := make(chan error, len(ps))
 	for i, p := range ps {
-		if err := p.waitReady(ctx, readyURLs[i], time.Minute); err != nil {
-			return Row{}, err
+		go func() { readiness <- p.waitReady(ctx, readyURLs[i], time.Minute) }()
+	}
+	for n := range ps {
+		if err := <-readiness; err != nil {
+			return Row{}, err // the deferred kills end the other waits
 		}
-		if i == 0 && workers > 1 {
+		if n == 0 && workers > 1 {
 			joined, firstUp = h.meter.read(ctx), time.Now()
 		}
 	}
