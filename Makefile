@@ -47,7 +47,9 @@ bench-go:
 	$(GO) test -run '^$$' -bench . -benchmem -count 3 ./pkg/... | tee bench/results/go.txt
 
 ## bench-e2e: the end-to-end harness (transport ceiling, raw rows, the rule
-## floor, per-message and batched pipelines, replay, paced latency) against
+## floor, the per-event floor, per-message and batched pipelines, replay,
+## paced latency: batched with one and with two worker processes, and
+## per message) against
 ## MariaDB (PAYCB_BENCH_DSN or TEST_MYSQL_DSN, default root@127.0.0.1:3306),
 ## each row in messages/s and distinct events/s with worker and database CPU
 ## (from /proc, when the server runs here) and statements per event, and the

@@ -38,6 +38,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, lookup fu
 	seed := fs.Uint64("seed", 1, "stream seed")
 	fs.IntVar(&o.BatchMax, "batch-max", bench.DefaultBatchMax, "PAYCB_BATCH_MAX of the batched rows")
 	fs.IntVar(&o.StorageBatch, "storage-batch", bench.DefaultStorageBatch, "events per transaction of the raw rows and the rule floor")
+	fs.IntVar(&o.EventFloorEvents, "event-floor", bench.DefaultEventFloorEvents,
+		"events, from the stream's start, the per-event floor writes one at a time (the whole stream when it has fewer)")
 	fs.Float64Var(&o.PacedRate, "rate", bench.DefaultPacedRate, "publish rate of the latency rows, distinct events/s")
 	fs.DurationVar(&o.PacedDuration, "paced", bench.DefaultPacedDuration, "how long each latency row publishes")
 	fs.StringVar(&o.ProfileDir, "profile", "", "directory that receives the worker's CPU profile of each paced row (ROW.pprof)")

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -22,6 +23,7 @@ import (
 	"github.com/paycallback/paycallback/internal/demo"
 	"github.com/paycallback/paycallback/internal/kafkaops"
 	"github.com/paycallback/paycallback/internal/ops"
+	"github.com/paycallback/paycallback/internal/worker"
 	"github.com/paycallback/paycallback/pkg/channels/channelstest"
 	"github.com/paycallback/paycallback/pkg/settlement"
 )
@@ -38,6 +40,11 @@ const (
 	// DefaultStorageBatch is how many events one transaction of the raw
 	// rows and of the rule floor writes.
 	DefaultStorageBatch = 500
+	// DefaultEventFloorEvents is how many events of the stream, from its
+	// start, the per-event floor writes at most: one transaction pair per
+	// event costs milliseconds each, so the whole stream would take
+	// minutes for a figure per event that a few thousand give as well.
+	DefaultEventFloorEvents = 3000
 	// DefaultPacedRate is the publish rate of the latency rows, in
 	// distinct events/s (the messages, channel retries included, go out
 	// proportionally faster).
@@ -59,10 +66,12 @@ const (
 	RowTransport      = "transport"
 	RowRaw            = "raw-rows"
 	RowFloor          = "rule-floor"
+	RowEventFloor     = "event-floor"
 	RowPerMessage     = "per-message"
 	RowBatched        = "batched"
 	RowReplay         = "replay"
 	RowPacedBatched   = "paced-batched"
+	RowPacedBatched2  = "paced-batched-2"
 	RowPacedPerMesage = "paced-per-message"
 )
 
@@ -92,6 +101,10 @@ type Options struct {
 	// of the rule floor writes (default DefaultStorageBatch). Both write on
 	// one connection.
 	StorageBatch int
+	// EventFloorEvents is how many events, from the stream's start, the
+	// per-event floor writes (the rule floor one event per transaction);
+	// default DefaultEventFloorEvents, the whole stream when it has fewer.
+	EventFloorEvents int
 	// PacedRate (distinct events/s) and PacedDuration shape the latency
 	// rows (defaults DefaultPacedRate and DefaultPacedDuration). The rate is
 	// lowered to half the batched pipeline's backlog throughput of
@@ -134,6 +147,9 @@ func (o *Options) defaults() error {
 	}
 	if o.StorageBatch <= 0 {
 		o.StorageBatch = DefaultStorageBatch
+	}
+	if o.EventFloorEvents <= 0 {
+		o.EventFloorEvents = DefaultEventFloorEvents
 	}
 	if o.PacedRate <= 0 {
 		o.PacedRate = DefaultPacedRate
@@ -361,9 +377,9 @@ func (h *harness) build(ctx context.Context) error {
 	return nil
 }
 
-// e2eTopics are the full run's input topics: the main stream and the two
+// e2eTopics are the full run's input topics: the main stream and the
 // paced streams.
-var e2eTopics = []string{mainTopic, "paced-batched", "paced-per-message"}
+var e2eTopics = []string{mainTopic, RowPacedBatched, RowPacedBatched2, RowPacedPerMesage}
 
 // startBroker starts the kfake-broker process with topics (Partitions
 // each) and a one-partition dead-letter topic for each.
@@ -482,7 +498,7 @@ func (h *harness) measure(ctx context.Context) error {
 	err = h.storageRow(ctx, rawDB, Row{
 		Key: RowRaw, Name: fmt.Sprintf("raw rows: multi-row INSERTs, %d events/tx, 1 conn", batch),
 		Note: "a claim (SETTLED), an order upsert and two ledger rows per event, one transaction per batch; worker CPU is the harness's",
-	}, events, rawRows)
+	}, events, batch, rawRows)
 	if err != nil {
 		return err
 	}
@@ -495,11 +511,19 @@ func (h *harness) measure(ctx context.Context) error {
 		Key: RowFloor, Name: fmt.Sprintf("rule floor: claims, then settle, %d events/batch, 1 conn", batch),
 		Note: "claims inserted ACQUIRED, committed first; then orders, ledger rows and one fence UPDATE in one transaction; " +
 			"worker CPU is the harness's",
-	}, events, ruleFloor)
+	}, events, batch, ruleFloor)
 	if err != nil {
 		return err
 	}
 	check(floorDB, "rule-floor", mainTopic, stream)
+
+	// 3b. The per-event floor: the rule floor one event per transaction
+	// pair, the fewest statements for an event written alone (what a
+	// worker that merges nothing pays at low load), over the stream's
+	// first events.
+	if err := h.eventFloor(ctx, events); err != nil {
+		return err
+	}
 
 	// 4. Per-message pipeline.
 	pmDSN, pmDB, err := h.dbs.create(ctx, "per_message")
@@ -544,11 +568,12 @@ func (h *harness) measure(ctx context.Context) error {
 	h.add(row)
 	check(bDB, "batched+replay", mainTopic, stream)
 
-	// 7 and 8. Latency at a paced rate of distinct events: the requested
-	// rate, or half of what the batched pipeline settled from a backlog
-	// when that is lower, so the figure is latency rather than queueing.
-	// The per-message pipeline is paced at the same rate whether or not it
-	// keeps up.
+	// 7, 8 and 9. Latency at a paced rate of distinct events: the
+	// requested rate, or half of what the batched pipeline settled from a
+	// backlog when that is lower, so the figure is latency rather than
+	// queueing. The batched pipeline is paced with one process and with
+	// two in one group (the same stream, the partitions shared); the
+	// per-message pipeline at the same rate whether or not it keeps up.
 	rate := o.PacedRate
 	var rateNote string
 	if bat, _ := h.res.Row(RowBatched); pacedHeadroom*bat.EventRate < rate {
@@ -560,10 +585,12 @@ func (h *harness) measure(ctx context.Context) error {
 	for _, pr := range []struct {
 		key, topic string
 		batchMax   int
+		workers    int
 		seed       uint64
 	}{
-		{RowPacedBatched, "paced-batched", o.BatchMax, o.Seed + 1},
-		{RowPacedPerMesage, "paced-per-message", 1, o.Seed + 2},
+		{RowPacedBatched, RowPacedBatched, o.BatchMax, 1, o.Seed + 1},
+		{RowPacedBatched2, RowPacedBatched2, o.BatchMax, 2, o.Seed + 1},
+		{RowPacedPerMesage, RowPacedPerMesage, 1, 1, o.Seed + 2},
 	} {
 		total := max(1, int(rate*o.PacedDuration.Seconds()))
 		ps := demo.Generate(demo.StreamOptions{Seed: pr.seed, Trades: max(1, total/eventsPerTrade), NoTraps: true})
@@ -572,12 +599,16 @@ func (h *harness) measure(ctx context.Context) error {
 			return err
 		}
 		defer func() { _ = db.Close() }()
-		row, err := h.paced(ctx, consumerRun{topic: pr.topic, group: h.dbs.prefix + pr.key, dsn: dsn, batchMax: pr.batchMax}, ps, db, rate)
+		row, err := h.paced(ctx, consumerRun{topic: pr.topic, group: h.dbs.prefix + pr.key, dsn: dsn, batchMax: pr.batchMax},
+			pr.workers, ps, db, rate)
 		if err != nil {
 			return err
 		}
 		row.Key = pr.key
 		row.Name = fmt.Sprintf("paced %.0f events/s: PAYCB_BATCH_MAX=%d", rate, pr.batchMax)
+		if pr.workers > 1 {
+			row.Name = fmt.Sprintf("paced %.0f events/s: PAYCB_BATCH_MAX=%d, %d processes", rate, pr.batchMax, pr.workers)
+		}
 		notes := []string{}
 		if row.Note != "" {
 			notes = append(notes, row.Note)
@@ -599,9 +630,37 @@ func (h *harness) measure(ctx context.Context) error {
 // makes per trade (a payment, and refunds for half the trades).
 const eventsPerTrade = 2
 
-// storageRow measures write over events on one connection of db: the
-// raw rows or the rule floor, the harness's own work.
-func (h *harness) storageRow(ctx context.Context, db *bun.DB, row Row, events []storageEvent,
+// eventFloor measures the per-event floor: ruleFloor with a batch of one
+// over the first EventFloorEvents events, on a database of its own, and
+// checks that database (reconciliation, every claim settled).
+func (h *harness) eventFloor(ctx context.Context, events []storageEvent) error {
+	_, db, err := h.dbs.create(ctx, "event_floor")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = db.Close() }()
+	subset := events[:min(len(events), h.o.EventFloorEvents)]
+	note := "the rule floor one event at a time: its claim inserted ACQUIRED and committed, then its order, ledger rows and " +
+		"fence in one transaction; worker CPU is the harness's"
+	if len(subset) < len(events) {
+		note = fmt.Sprintf("%s; the stream's first %d of %d distinct events (per-event figures; one at a time the whole stream "+
+			"would take minutes)", note, len(subset), len(events))
+	}
+	err = h.storageRow(ctx, db, Row{
+		Key: RowEventFloor, Name: "per-event floor: the rule floor, 1 event/batch, 1 conn", Note: note,
+	}, subset, 1, ruleFloor)
+	if err != nil {
+		return err
+	}
+	if h.reconciled(ctx, db, RowEventFloor) {
+		h.claimsSettled(ctx, db, RowEventFloor, mainTopic, len(subset))
+	}
+	return nil
+}
+
+// storageRow measures write over events, batch at a time, on one
+// connection of db: the raw rows or a floor, the harness's own work.
+func (h *harness) storageRow(ctx context.Context, db *bun.DB, row Row, events []storageEvent, batch int,
 	write func(context.Context, bun.Conn, []storageEvent, int) (time.Duration, error),
 ) error {
 	conn, err := db.Conn(ctx)
@@ -610,7 +669,7 @@ func (h *harness) storageRow(ctx context.Context, db *bun.DB, row Row, events []
 	}
 	defer func() { _ = conn.Close() }()
 	u, err := h.metered(ctx, func() (err error) {
-		row.Elapsed, err = write(ctx, conn, events, h.o.StorageBatch)
+		row.Elapsed, err = write(ctx, conn, events, batch)
 		return err
 	})
 	if err != nil {
@@ -745,16 +804,27 @@ func (h *harness) startReady(ctx context.Context, c consumerRun) (*proc, error) 
 	return p, nil
 }
 
-// finish stops the consumer p gracefully and returns what its row cost
-// since before: the database's share, the worker's CPU and its peak RSS.
-func (h *harness) finish(ctx context.Context, p *proc, before reading) (usage, time.Duration, int64, error) {
+// finish stops the consumers ps gracefully and returns what their row
+// cost since before: the database's share, the workers' CPU summed and the
+// largest of their peak RSS.
+func (h *harness) finish(ctx context.Context, ps []*proc, before reading) (usage, time.Duration, int64, error) {
 	u := h.meter.since(before, h.meter.read(ctx))
-	worker, rss, err := p.usage()
-	if err != nil {
-		return usage{}, 0, 0, err
+	var (
+		worker time.Duration
+		rss    int64
+	)
+	for _, p := range ps {
+		cpu, peak, err := p.usage()
+		if err != nil {
+			return usage{}, 0, 0, err
+		}
+		worker += cpu
+		rss = max(rss, peak)
 	}
-	if err := p.stop(45 * time.Second); err != nil {
-		return usage{}, 0, 0, err
+	for _, p := range ps {
+		if err := p.stop(45 * time.Second); err != nil {
+			return usage{}, 0, 0, err
+		}
 	}
 	return u, worker, rss, nil
 }
@@ -777,12 +847,12 @@ func (h *harness) throughput(ctx context.Context, c consumerRun, messages, event
 	}
 	defer p.kill()
 	startup := time.Since(start)
-	first, err := h.waitConsumed(ctx, p, c, messages)
+	first, err := h.waitConsumed(ctx, []*proc{p}, c, messages)
 	if err != nil {
 		return Row{}, err
 	}
 	elapsed := time.Since(start)
-	u, worker, rss, err := h.finish(ctx, p, before)
+	u, worker, rss, err := h.finish(ctx, []*proc{p}, before)
 	if err != nil {
 		return Row{}, err
 	}
@@ -812,25 +882,28 @@ func pollInterval(messages int) time.Duration {
 const progressEvery = 10 * time.Second
 
 // waitConsumed waits for c.group to commit c.topic to its end (messages in
-// all), giving up early when the consumer process exits. Every
-// progressEvery it logs how far the group got and the process's RSS.
-func (h *harness) waitConsumed(ctx context.Context, p *proc, c consumerRun, messages int) (firstCommit, error) {
+// all), giving up early when one of its consumer processes ps exits. Every
+// progressEvery it logs how far the group got and the processes' RSS
+// (summed; the peak is the largest).
+func (h *harness) waitConsumed(ctx context.Context, ps []*proc, c consumerRun, messages int) (firstCommit, error) {
 	ctx, cancel := context.WithTimeout(ctx, h.consumeTimeout(messages))
 	defer cancel()
-	go func() {
-		select {
-		case <-p.done:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
+	for _, p := range ps {
+		go func() {
+			select {
+			case <-p.done:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+	}
 	start := time.Now()
 	lastLog := start
 	var first firstCommit
 	initial := int64(-1)
-	report := func(ps []kafkaops.PartitionProgress) {
+	report := func(progress []kafkaops.PartitionProgress) {
 		var committed int64
-		for _, pp := range ps {
+		for _, pp := range progress {
 			committed += max(pp.Committed, 0)
 		}
 		switch {
@@ -843,14 +916,22 @@ func (h *harness) waitConsumed(ctx context.Context, p *proc, c consumerRun, mess
 			return
 		}
 		lastLog = time.Now()
-		rss, _ := p.rss()
-		peak, _ := p.peakRSS()
-		h.log.Info("consuming", "group", c.group, "committed", committed, "lag", kafkaops.TotalLag(ps),
+		var rss, peak int64
+		for _, p := range ps {
+			r, _ := p.rss()
+			pk, _ := p.peakRSS()
+			rss, peak = rss+r, max(peak, pk)
+		}
+		h.log.Info("consuming", "group", c.group, "committed", committed, "lag", kafkaops.TotalLag(progress),
 			"after", time.Since(start).Round(time.Second), "rss", mib(rss), "peak_rss", mib(peak))
 	}
 	err := kafkaops.WaitConsumed(ctx, h.brokers, c.group, c.topic, pollInterval(messages), report)
-	if err != nil && p.exited() {
-		return first, p.failure()
+	if err != nil {
+		for _, p := range ps {
+			if p.exited() {
+				return first, p.failure()
+			}
+		}
 	}
 	return first, err
 }
@@ -890,13 +971,15 @@ func (h *harness) resetToEarliest(ctx context.Context, c consumerRun) error {
 	}
 }
 
-// paced starts a consumer, publishes stream at rate distinct events per
-// second (its messages, channel retries included, proportionally faster)
-// with each envelope stamped at its publish time, waits until everything
-// is committed, and reads publish→settled latencies from the claims. The
-// CPU and statements cover the whole row, from starting the consumer to
-// its last commit, idle moments included.
-func (h *harness) paced(ctx context.Context, c consumerRun, stream demo.Stream, db *bun.DB, rate float64) (Row, error) {
+// paced starts workers consumers in c.group (when more than one, waits
+// until each owns some of the topic's partitions), publishes stream at
+// rate distinct events per second (its messages, channel retries included,
+// proportionally faster) with each envelope stamped at its publish time,
+// waits until everything is committed, and reads publish→settled latencies
+// from the claims. The CPU and statements cover the whole row, from
+// starting the first consumer to the last commit, idle moments included;
+// the worker's CPU is every process's summed, its peak RSS the largest.
+func (h *harness) paced(ctx context.Context, c consumerRun, workers int, stream demo.Stream, db *bun.DB, rate float64) (Row, error) {
 	values := make([][]byte, len(stream.Messages))
 	msgKeys := make([][]byte, len(stream.Messages))
 	for i, m := range stream.Messages {
@@ -909,29 +992,103 @@ func (h *harness) paced(ctx context.Context, c consumerRun, stream demo.Stream, 
 	msgRate := rate * float64(len(msgs)) / float64(max(1, stream.Events))
 	before := h.meter.read(ctx)
 	start := time.Now()
-	p, err := h.startReady(ctx, c)
-	if err != nil {
-		return Row{}, err
+	var ps []*proc
+	defer func() {
+		for _, p := range ps {
+			p.kill()
+		}
+	}()
+	// Every process is started at once, so their start-ups overlap; the
+	// first to be ready has joined, the others join after it and the
+	// group rebalances.
+	var readyURLs []string
+	for range workers {
+		p, readyURL, err := h.startConsumer(ctx, c)
+		if err != nil {
+			return Row{}, err
+		}
+		ps, readyURLs = append(ps, p), append(readyURLs, readyURL)
 	}
-	defer p.kill()
+	var (
+		notes     []string
+		atPublish []int
+		// rebalance is what the database did from the first process's
+		// readiness until the group shared the partitions among them
+		// all: the workers wait for the group (kafka-go rejoins at its
+		// next heartbeat), a shared server's other clients do not, so it
+		// is left out of the row.
+		rebalance = usage{}
+		joined    reading
+		firstUp   time.Time
+	)
+	readiness := make(chan error, len(ps))
+	for i, p := range ps {
+		go func() { readiness <- p.waitReady(ctx, readyURLs[i], time.Minute) }()
+	}
+	for n := range ps {
+		if err := <-readiness; err != nil {
+			return Row{}, err // the deferred kills end the other waits
+		}
+		if n == 0 && workers > 1 {
+			joined, firstUp = h.meter.read(ctx), time.Now()
+		}
+	}
+	if workers > 1 {
+		owned, settled, err := h.waitShared(ctx, ps, sharedWait)
+		if err != nil {
+			return Row{}, err
+		}
+		rebalance = h.meter.since(joined, h.meter.read(ctx))
+		notes = append(notes, fmt.Sprintf("the database figures leave out the %s from the first process's readiness "+
+			"to the partitions shared among all", time.Since(firstUp).Round(10*time.Millisecond)))
+		atPublish = owned
+		if !settled {
+			notes = append(notes, fmt.Sprintf("ASSIGNMENT NOT SETTLED within %s of all being ready: partitions owned at publish %s",
+				sharedWait, ownedText(owned)))
+		}
+	}
 	startup := time.Since(start)
-	profiled := h.profile(ctx, p, c.group)
+	var profiled []<-chan error
+	for i, p := range ps {
+		name := c.group
+		if workers > 1 {
+			name = fmt.Sprintf("%s-p%d", c.group, i+1)
+		}
+		profiled = append(profiled, h.profile(ctx, p, name))
+	}
 	published, achieved, err := producePaced(ctx, h.brokers, c.topic, msgs, msgRate)
 	if err != nil {
 		return Row{}, err
 	}
-	if err := <-profiled; err != nil {
-		h.problem("%s: CPU profile: %v", c.group, err)
+	for _, done := range profiled {
+		if err := <-done; err != nil {
+			h.problem("%s: CPU profile: %v", c.group, err)
+		}
 	}
 	lastPublish := time.Now()
-	if _, err := h.waitConsumed(ctx, p, c, len(msgs)); err != nil {
+	if _, err := h.waitConsumed(ctx, ps, c, len(msgs)); err != nil {
 		return Row{}, err
 	}
 	drain := time.Since(lastPublish)
-	u, worker, rss, err := h.finish(ctx, p, before)
+	if workers > 1 {
+		owned, err := ownedPartitions(ctx, ps)
+		if err != nil {
+			return Row{}, err
+		}
+		if slices.Contains(owned, 0) || slices.Contains(atPublish, 0) {
+			notes = append(notes, fmt.Sprintf("A PROCESS OWNED NO PARTITION: partitions owned at publish %s, at the end %s",
+				ownedText(atPublish), ownedText(owned)))
+		} else {
+			notes = append(notes, fmt.Sprintf("partitions owned at publish %s, at the end %s", ownedText(atPublish), ownedText(owned)))
+		}
+		notes = append(notes, fmt.Sprintf("%d processes in one group: worker CPU summed over them, peak RSS the largest, "+
+			"startup until all joined and the partitions were shared", workers))
+	}
+	u, worker, rss, err := h.finish(ctx, ps, before)
 	if err != nil {
 		return Row{}, err
 	}
+	u = u.less(rebalance)
 	lat, err := latencies(ctx, db, c.topic, published)
 	if err != nil {
 		return Row{}, err
@@ -945,9 +1102,9 @@ func (h *harness) paced(ctx context.Context, c consumerRun, stream demo.Stream, 
 		Startup: startup, PeakRSS: rss, WorkerCPU: worker, DBCPU: u.server, Statements: u.statements,
 	}
 	row.P50, row.P99 = percentile(lat.total, 0.50), percentile(lat.total, 0.99)
-	notes := []string{fmt.Sprintf("p50/p99 publish->claimed %s/%s, claimed->settled %s/%s",
+	notes = append([]string{fmt.Sprintf("p50/p99 publish->claimed %s/%s, claimed->settled %s/%s",
 		latency(percentile(lat.toClaim, 0.50)), latency(percentile(lat.toClaim, 0.99)),
-		latency(percentile(lat.settle, 0.50)), latency(percentile(lat.settle, 0.99)))}
+		latency(percentile(lat.settle, 0.50)), latency(percentile(lat.settle, 0.99)))}, notes...)
 	if achieved < 0.95*msgRate {
 		notes = append(notes, fmt.Sprintf("publisher reached only %.0f of %.0f messages/s", achieved, msgRate))
 	}
@@ -1064,30 +1221,16 @@ func (h *harness) problem(format string, args ...any) {
 // SETTLED, one claim per distinct event of the stream, and per-tenant totals
 // equal to what the channels reported.
 func (h *harness) sanity(ctx context.Context, db *bun.DB, label, topic string, want demo.Stream) {
-	rec, err := settlement.Reconcile(ctx, db, settlement.ReconcileOptions{})
-	if err != nil {
-		h.problem("%s: reconcile: %v", label, err)
+	if !h.reconciled(ctx, db, label) {
 		return
-	}
-	for _, d := range rec.Discrepancies {
-		h.problem("%s: %s", label, d)
 	}
 	rep, err := settlement.Totals(ctx, db)
 	if err != nil {
 		h.problem("%s: ledger totals: %v", label, err)
 		return
 	}
-	var claims, unsettled int
-	err = db.QueryRowContext(ctx, "SELECT COUNT(*), COALESCE(SUM(status <> 'SETTLED'), 0) FROM ss_channel_idempotent").Scan(&claims, &unsettled)
-	if err != nil {
-		h.problem("%s: count claims: %v", label, err)
+	if !h.claimsSettled(ctx, db, label, topic, want.Events) {
 		return
-	}
-	if claims != want.Events {
-		h.problem("%s: %d claims, want %d (one per distinct event of %s)", label, claims, want.Events, topic)
-	}
-	if unsettled != 0 {
-		h.problem("%s: %d claims not SETTLED", label, unsettled)
 	}
 	for tenant, paid := range want.Paid {
 		got := rep.Tenants[tenant]
@@ -1096,4 +1239,128 @@ func (h *harness) sanity(ctx context.Context, db *bun.DB, label, topic string, w
 				label, tenant, got.Paid, got.Refunded, paid, want.Refunded[tenant])
 		}
 	}
+}
+
+// reconciled runs the reconciliation checks on db, recording every
+// discrepancy; false when they could not run.
+func (h *harness) reconciled(ctx context.Context, db *bun.DB, label string) bool {
+	rec, err := settlement.Reconcile(ctx, db, settlement.ReconcileOptions{})
+	if err != nil {
+		h.problem("%s: reconcile: %v", label, err)
+		return false
+	}
+	for _, d := range rec.Discrepancies {
+		h.problem("%s: %s", label, d)
+	}
+	return true
+}
+
+// claimsSettled checks that db holds events claims (one per distinct event
+// of topic written), every one SETTLED; false when they could not be
+// counted.
+func (h *harness) claimsSettled(ctx context.Context, db *bun.DB, label, topic string, events int) bool {
+	var claims, unsettled int
+	err := db.QueryRowContext(ctx, "SELECT COUNT(*), COALESCE(SUM(status <> 'SETTLED'), 0) FROM ss_channel_idempotent").Scan(&claims, &unsettled)
+	if err != nil {
+		h.problem("%s: count claims: %v", label, err)
+		return false
+	}
+	if claims != events {
+		h.problem("%s: %d claims, want %d (one per distinct event of %s)", label, claims, events, topic)
+	}
+	if unsettled != 0 {
+		h.problem("%s: %d claims not SETTLED", label, unsettled)
+	}
+	return true
+}
+
+// sharedWait bounds how long a paced row with several consumers waits,
+// once all are ready, for the group to share the partitions among them.
+const sharedWait = 30 * time.Second
+
+// waitShared waits until the consumers ps together own each of the
+// topic's Partitions exactly once, in one generation, every one of them
+// owning some: the group rebalanced after the last one joined. It returns
+// the partitions each owned when it stopped waiting, and false when
+// timeout passed first.
+func (h *harness) waitShared(ctx context.Context, ps []*proc, timeout time.Duration) ([]int, bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		reports, err := partitionReports(ctx, ps)
+		if err != nil && ctx.Err() == nil {
+			return nil, false, err
+		}
+		owned := make([]int, len(ps))
+		seen := map[int]bool{}
+		generations := map[int32]bool{}
+		disjoint := true
+		for i, rs := range reports {
+			owned[i] = len(rs)
+			for _, r := range rs {
+				disjoint = disjoint && !seen[r.Partition]
+				seen[r.Partition] = true
+				generations[r.Generation] = true
+			}
+		}
+		if err == nil && disjoint && len(seen) == Partitions && len(generations) == 1 && !slices.Contains(owned, 0) {
+			h.log.Info("partitions shared", "owned", ownedText(owned))
+			return owned, true, nil
+		}
+		select {
+		case <-ctx.Done():
+			return owned, false, nil
+		case <-tick.C:
+		}
+	}
+}
+
+// ownedPartitions returns how many partitions each consumer of ps owns now.
+func ownedPartitions(ctx context.Context, ps []*proc) ([]int, error) {
+	reports, err := partitionReports(ctx, ps)
+	if err != nil {
+		return nil, err
+	}
+	owned := make([]int, len(reports))
+	for i, rs := range reports {
+		owned[i] = len(rs)
+	}
+	return owned, nil
+}
+
+// partitionReports reads what each consumer of ps reports on its admin
+// /partitions: the partitions it owns.
+func partitionReports(ctx context.Context, ps []*proc) ([][]worker.PartitionReport, error) {
+	client := &http.Client{Timeout: 2 * time.Second}
+	out := make([][]worker.PartitionReport, len(ps))
+	for i, p := range ps {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.admin+worker.PartitionsPath, nil)
+		if err != nil {
+			return nil, fmt.Errorf("partitions of %s: %w", p.name, err)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return nil, fmt.Errorf("partitions of %s: %w", p.name, err)
+		}
+		err = json.NewDecoder(resp.Body).Decode(&out[i])
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return nil, fmt.Errorf("partitions of %s: %s", p.name, resp.Status)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("partitions of %s: decode: %w", p.name, err)
+		}
+	}
+	return out, nil
+}
+
+// ownedText formats partition counts per process: "6+6".
+func ownedText(owned []int) string {
+	parts := make([]string, len(owned))
+	for i, n := range owned {
+		parts[i] = strconv.Itoa(n)
+	}
+	return strings.Join(parts, "+")
 }

@@ -38,13 +38,13 @@ func TestRunTiny(t *testing.T) {
 
 	pipelines := map[string]bool{
 		bench.RowPerMessage: true, bench.RowBatched: true, bench.RowReplay: true,
-		bench.RowPacedBatched: true, bench.RowPacedPerMesage: true,
+		bench.RowPacedBatched: true, bench.RowPacedBatched2: true, bench.RowPacedPerMesage: true,
 	}
-	paced := map[string]bool{bench.RowPacedBatched: true, bench.RowPacedPerMesage: true}
-	storage := map[string]bool{bench.RowRaw: true, bench.RowFloor: true}
+	paced := map[string]bool{bench.RowPacedBatched: true, bench.RowPacedBatched2: true, bench.RowPacedPerMesage: true}
+	storage := map[string]bool{bench.RowRaw: true, bench.RowFloor: true, bench.RowEventFloor: true}
 	keys := []string{
-		bench.RowTransport, bench.RowRaw, bench.RowFloor, bench.RowPerMessage, bench.RowBatched, bench.RowReplay,
-		bench.RowPacedBatched, bench.RowPacedPerMesage,
+		bench.RowTransport, bench.RowRaw, bench.RowFloor, bench.RowEventFloor, bench.RowPerMessage, bench.RowBatched, bench.RowReplay,
+		bench.RowPacedBatched, bench.RowPacedBatched2, bench.RowPacedPerMesage,
 	}
 	require.Len(t, res.Rows, len(keys))
 	events := res.Rows[0].Events
@@ -93,6 +93,22 @@ func TestRunTiny(t *testing.T) {
 	bat, _ := res.Row(bench.RowBatched)
 	per, _ := res.Row(bench.RowPerMessage)
 	assert.Equal(t, events, bat.Events, "the batched row counts the stream's distinct events")
+	// The per-event floor writes the same rows as the rule floor, one
+	// event per claim insert and per transaction: more statements per
+	// event than 500 at a time, at least its claim insert, the
+	// transaction's three statements and its two commits.
+	floor, _ := res.Row(bench.RowFloor)
+	one, _ := res.Row(bench.RowEventFloor)
+	assert.Greater(t, one.StatementsPerEvent(), floor.StatementsPerEvent(), "per-event floor: statements/event over the rule floor's")
+	assert.GreaterOrEqual(t, one.StatementsPerEvent(), 4.0, "per-event floor: statements/event")
+	// Two processes paced over the same stream as one: both owned
+	// partitions from before the first publish to the end.
+	paced1, _ := res.Row(bench.RowPacedBatched)
+	paced2, _ := res.Row(bench.RowPacedBatched2)
+	assert.Equal(t, paced1.Events, paced2.Events, "the two paced batched rows publish the same stream")
+	assert.Regexp(t, `partitions owned at publish [1-9]\d*\+[1-9]\d*, at the end [1-9]\d*\+[1-9]\d*`, paced2.Note)
+	assert.NotContains(t, paced2.Note, "NO PARTITION")
+	assert.NotContains(t, paced2.Note, "NOT SETTLED")
 	if res.DBProcess > 0 {
 		// Over a second of one statement per message: never under a tick.
 		assert.Positive(t, per.DBCPU, "per-message database CPU")
@@ -108,8 +124,18 @@ func TestRunTiny(t *testing.T) {
 	for _, goal := range []string{
 		"batched events/s, ×rule floor", "batched distinct events/s", "database CPU per new event", "worker CPU per new event",
 		"replay messages/s", "replay worker CPU per message", "replay msgs/s, ×transport ceiling", "p99 publish->settled",
+		"steady worker CPU/event, 1 proc", "steady database CPU/event, 1 proc",
+		"p99 at", "steady worker CPU/event, 2 procs", "steady database CPU/event, 2 procs",
 	} {
 		assert.Contains(t, table.String(), "  "+goal+" ", "goal line")
+	}
+	// Paced at 200 events/s, the steady-load goals (set at 1,000) are
+	// never met, whatever the figures.
+	assert.Regexp(t, `  steady worker CPU/event, 2 procs +[\d.]+ µs +goal <= 100 µs at 1000 events/s +NOT met\n`, table.String())
+	assert.Contains(t, table.String(), "(the steady-load goals are set at 1000 events/s")
+	for _, key := range []string{bench.RowEventFloor, bench.RowPacedBatched2} {
+		assert.Regexp(t, `BenchmarkE2E/`+key+` \d+ [\d.]+ ns/op( \d+ msgs/s)? \d+ events/s [\d.]+ worker-us/event `+
+			`([\d.]+ db-us/event )?[\d.]+ stmts/event`, lines.String())
 	}
 	assert.Regexp(t, `BenchmarkE2E/batched \d+ [\d.]+ ns/op \d+ msgs/s \d+ events/s [\d.]+ worker-us/event `, lines.String())
 	assert.Contains(t, table.String(), "sanity (reconcile, claims, totals per tenant): ok")

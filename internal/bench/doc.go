@@ -5,9 +5,12 @@
 // the topic with a no-op handler (the transport ceiling), raw multi-row
 // inserts of the rows an event writes, and the rule floor, the least
 // database work the exactly-once rule allows (claims committed first, then
-// orders, ledger rows and the fence in one transaction). It then measures
-// the per-message pipeline, the batched pipeline, a replay, and
-// publish→settled latency at a paced rate, and reports one table
+// orders, ledger rows and the fence in one transaction), and the per-event
+// floor, the rule floor one event per transaction (the fewest statements
+// for an event written alone). It then measures the per-message pipeline,
+// the batched pipeline, a replay, and publish→settled latency at a paced
+// rate (batched with one worker process and with two in one group, and per
+// message), and reports one table
 // (Result.WriteTable). Every row counts Kafka messages and distinct money
 // events apart, and says what each distinct event cost in CPU, of the
 // worker and of the database server process, and in statements.

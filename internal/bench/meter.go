@@ -180,6 +180,22 @@ type usage struct {
 	statements   int64
 }
 
+// less is u without v, a part of it: each field stays unknown where
+// either is, and never goes below zero.
+func (u usage) less(v usage) usage {
+	sub := func(a, b time.Duration) time.Duration {
+		if a < 0 || b < 0 {
+			return -1
+		}
+		return max(0, a-b)
+	}
+	out := usage{self: sub(u.self, v.self), server: sub(u.server, v.server), statements: -1}
+	if u.statements >= 0 && v.statements >= 0 {
+		out.statements = max(0, u.statements-v.statements)
+	}
+	return out
+}
+
 // newMeter opens the meter's connection to the server of serverDSN and
 // finds the server's process.
 func newMeter(ctx context.Context, serverDSN string) (*meter, error) {

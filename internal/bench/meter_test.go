@@ -27,3 +27,16 @@ func TestMeterCountsStatementsTheEngineWay(t *testing.T) {
 	require.NoError(t, err)
 	assert.Positive(t, n)
 }
+
+// TestUsageLess: a part of a row's usage taken out of it leaves the rest,
+// unknown where either is unknown, never below zero.
+func TestUsageLess(t *testing.T) {
+	whole := usage{self: 50 * time.Millisecond, server: 80 * time.Millisecond, statements: 900}
+	assert.Equal(t, usage{self: 40 * time.Millisecond, server: 50 * time.Millisecond, statements: 600},
+		whole.less(usage{self: 10 * time.Millisecond, server: 30 * time.Millisecond, statements: 300}))
+	assert.Equal(t, whole, whole.less(usage{}), "nothing taken out")
+	assert.Equal(t, usage{self: 0, server: -1, statements: -1},
+		whole.less(usage{self: time.Second, server: -1, statements: -1}), "unknown parts and a part bigger than the whole")
+	assert.Equal(t, usage{self: -1, server: 80 * time.Millisecond, statements: 900},
+		usage{self: -1, server: 80 * time.Millisecond, statements: 900}.less(usage{}), "unknown stays unknown")
+}
