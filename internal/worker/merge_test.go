@@ -140,8 +140,8 @@ func TestMergerRequestWhoseContextEndsInTheQueueLeavesIt(t *testing.T) {
 // round, no round holds more than max events or a key twice, and no round
 // runs while another is in flight.
 func TestMergerEveryRequestIsInExactlyOneRound(t *testing.T) {
-	const partitions, batches, max = 12, 200, 10
-	m := &merger{max: max}
+	const partitions, batches, most = 12, 200, 10
+	m := &merger{max: most}
 	var mu sync.Mutex
 	seen := map[*mergeRequest]int{}
 	var running atomic.Int32
@@ -159,7 +159,8 @@ func TestMergerEveryRequestIsInExactlyOneRound(t *testing.T) {
 				keys = slices.Compact(keys)
 				r := request(keys...)
 				round, err := m.join(context.Background(), r)
-				if !assert.NoError(t, err) {
+				if err != nil {
+					t.Errorf("join: %v", err)
 					return
 				}
 				if round == nil {
@@ -176,7 +177,7 @@ func TestMergerEveryRequestIsInExactlyOneRound(t *testing.T) {
 						inRound[it.key] = true
 					}
 				}
-				assert.True(t, len(round) == 1 || events <= max, "round of %d events", events)
+				assert.True(t, len(round) == 1 || events <= most, "round of %d events", events)
 				mu.Unlock()
 				running.Add(-1)
 				m.finish(round)
@@ -522,9 +523,11 @@ func TestCrashInAMergedRoundLeavesOrphansTheSweeperSettlesOnce(t *testing.T) {
 				queued(t, s.env.p.merger(), p+1)
 			}
 			close(s.gate.release)
-			<-s.first // partition 0's own batch meets the fault too, or not: either is an outcome below
+			<-s.first //nolint:errcheck // partition 0's own batch meets the fault too, or not: either is an outcome below
 			for p, pt := range parts {
-				assert.Error(t, <-pt.done, "partition %d: the process died before its batch was done", p+1)
+				if err := <-pt.done; err == nil {
+					t.Errorf("partition %d: the process died before its batch was done, yet it returned no error", p+1)
+				}
 			}
 			if step == "after-acquire" {
 				assert.Empty(t, s.gate.mergedSizes(), "the process died before the merged transaction")

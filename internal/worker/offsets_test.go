@@ -199,6 +199,7 @@ func TestOffsetsNeverPassAnUnsettledMessage(t *testing.T) {
 }
 
 func offsetsNeverPassAnUnsettledMessage(t *testing.T, mergeMax int) {
+	t.Helper()
 	const topic, group, partitions = "channel-events", "settlement-consumer", 8
 	cluster, brokers, err := kafkaops.StartInProcess(map[string]int32{topic: partitions})
 	require.NoError(t, err)
