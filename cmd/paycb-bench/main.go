@@ -43,6 +43,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, lookup fu
 	fs.Float64Var(&o.PacedRate, "rate", bench.DefaultPacedRate, "publish rate of the latency rows, distinct events/s")
 	fs.DurationVar(&o.PacedDuration, "paced", bench.DefaultPacedDuration, "how long each latency row publishes")
 	fs.StringVar(&o.ProfileDir, "profile", "", "directory that receives the worker's CPU profile of each paced row (ROW.pprof)")
+	fs.StringVar(&o.RepoDir, "repo", "", "module root the consumer and the broker are built from (default: this repository); "+
+		"another checkout measures its worker with this harness, for a before/after comparison")
 	fs.StringVar(&o.BinDir, "bin", "", "where to build consumer and kfake-broker (default <repo>/bin)")
 	backlog := fs.Int("backlog", 0, "measure only the worker over a backlog of this many messages "+
 		"(at least; e.g. 1000000), with --batch-max, instead of the full benchmark")
