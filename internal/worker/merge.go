@@ -27,9 +27,10 @@ const mergeBelow = 8
 // own batch, so a quiet worker never waits. Partitions that come while a
 // round is in flight queue; when it ends, the queued batches, in arrival
 // order, each whole, go together as the next round, up to max events,
-// led by the first of them; a batch holding a key already in the round
-// waits for the one after (a round settles each key once). One round is
-// in flight at a time.
+// led by the first of them; a batch holding a key already in the round,
+// or whose statements would pass the server's largest statement with the
+// round's, waits for the one after (a round settles each key once). One
+// round is in flight at a time.
 type merger struct {
 	max int // most events (distinct keys) of one round
 
@@ -44,6 +45,9 @@ type merger struct {
 type mergeRequest struct {
 	leaders []moneyItem
 	lookup  bool // acquire's rule: look the keys up before inserting
+	// bytes bounds what the batch adds to the round's largest statement
+	// (statementBytes); limit is the server's largest statement.
+	bytes, limit int
 
 	// Set by the round before done is closed.
 	results    []idempotent.Result
@@ -108,23 +112,25 @@ func (m *merger) finish(round []*mergeRequest) {
 }
 
 // take removes the next round from the queue (m.mu held): queued requests
-// in arrival order while the round holds at most max events, the first
-// always; a request holding a key already in the round stays queued.
+// in arrival order while the round holds at most max events and its
+// statements stay within the first request's limit, the first always; a
+// request holding a key already in the round stays queued.
 func (m *merger) take() []*mergeRequest {
 	if len(m.queue) == 0 {
 		return nil
 	}
 	var round []*mergeRequest
 	keys := map[idempotent.TenantKey]bool{}
-	events := 0
+	events, bytes := 0, 0
 	rest := m.queue[:0]
 	for _, r := range m.queue {
-		if len(round) > 0 && (events+len(r.leaders) > m.max || holdsAny(r, keys)) {
+		if len(round) > 0 && (events+len(r.leaders) > m.max || bytes+r.bytes > round[0].limit || holdsAny(r, keys)) {
 			rest = append(rest, r)
 			continue
 		}
 		round = append(round, r)
 		events += len(r.leaders)
+		bytes += r.bytes
 		for _, it := range r.leaders {
 			keys[it.key] = true
 		}
@@ -167,9 +173,17 @@ func (p *Pipeline) claimAndSettle(ctx context.Context, leaders []moneyItem, stat
 	if m == nil || len(leaders) >= mergeBelow {
 		return p.claimAndSettleAlone(ctx, leaders, states)
 	}
+	limit, err := p.Claims.MaxStatementBytes(ctx)
+	if err != nil {
+		return nil, nil, nil, failed(metrics.StageAcquire, err)
+	}
 	req := &mergeRequest{
 		leaders: leaders,
 		lookup:  len(leaders) > 1 || states[leaders[0].i].claimSeen,
+		limit:   limit,
+	}
+	for _, it := range leaders {
+		req.bytes += statementBytes(it.ev)
 	}
 	round, err := m.join(ctx, req)
 	if err != nil {

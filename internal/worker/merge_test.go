@@ -27,9 +27,10 @@ import (
 
 // --- The merger's rounds, as pure logic ---
 
-// request is a merge request for the keys, of tenant 1.
+// request is a merge request for the keys, of tenant 1, each counting one
+// byte of a statement that may hold 1000.
 func request(keys ...string) *mergeRequest {
-	r := &mergeRequest{}
+	r := &mergeRequest{bytes: len(keys), limit: 1000}
 	for _, k := range keys {
 		r.leaders = append(r.leaders, moneyItem{key: idempotent.TenantKey{TenantID: 1, Key: idempotent.Key(k)}})
 	}
@@ -91,6 +92,28 @@ func TestMergerRoundsTakeTheQueueInArrivalOrderUpToMax(t *testing.T) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	assert.False(t, m.inFlight, "nothing queued: no round in flight")
+}
+
+func TestMergerRoundStaysWithinTheServersLargestStatement(t *testing.T) {
+	m := &merger{max: 64}
+	ctx := context.Background()
+	round, err := m.join(ctx, request("lead"))
+	require.NoError(t, err)
+	b, c, d := request("b"), request("c"), request("d")
+	b.bytes, c.bytes, d.bytes = 600, 500, 400
+	bDone := joinAsync(ctx, m, b)
+	queued(t, m, 1)
+	cDone := joinAsync(ctx, m, c)
+	queued(t, m, 2)
+	dDone := joinAsync(ctx, m, d)
+	queued(t, m, 3)
+	m.finish(round)
+	next := <-bDone
+	assert.Equal(t, []*mergeRequest{b, d}, next, "c's statements would pass the limit of 1000 with b's: the round after")
+	m.finish(next)
+	assert.Nil(t, <-dDone)
+	assert.Equal(t, []*mergeRequest{c}, <-cDone)
+	m.finish([]*mergeRequest{c})
 }
 
 func TestMergerLeavesABatchHoldingARoundsKeyForTheNextRound(t *testing.T) {
