@@ -3,7 +3,6 @@ package settlement
 import (
 	"cmp"
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"slices"
@@ -38,13 +37,14 @@ func compareTrades(x, y tradeKey) int {
 // The work is set-based. On MySQL the order rows the batch's trades lack
 // of a batch of createOrdersFrom events or more are first created by
 // createOrders, committed at once; then the transaction makes one read and one locking read of the
-// order rows (an insert, and a round more, only for a trade whose row is
-// still missing), one write of the changed orders, one insert of every
+// order rows (only the read when none exists yet), one insert of the rows
+// still missing, with their final values (no read-back, no update), one
+// write of the changed existing orders, one insert of every
 // ledger row and one fence UPDATE per tenant, whatever the batch size;
 // only refunds with registrations add statements of their own, and
 // Shouqianba payments one read of their trades' cancel claims (after the
 // order rows are locked; none for a trade whose row the transaction
-// created, and no read-back of a single created row) and, for a cancel settled before with nothing to
+// created) and, for a cancel settled before with nothing to
 // reverse, the reversal's rows in the same ledger insert and one
 // conditional update of that cancel's claim (MarkMoved). The batch's own
 // claims are not read: the fence checks that each is still ACQUIRED with the
@@ -518,9 +518,10 @@ func cancelReversal(ev channels.Event) (channels.Event, error) {
 // lockOrders locks the order rows of the batch's trades, creating those
 // that do not exist yet (the first event of a trade in the batch sets its
 // total, merchant order number and currency; later events never change
-// them). Rows are locked by primary key and created by a plain insert, in
-// (tenant, channel, trade) order; a trade another settler creates first is
-// read and locked in a further round of the same transaction.
+// them). Rows are locked by primary key; the missing ones are made in
+// memory (created) and inserted by writeOrders, with their final values,
+// in (tenant, channel, trade) order; a trade another settler creates
+// first fails that insert, and the transaction, with errOrderRace.
 func (s *Service) lockOrders(ctx context.Context, tx bun.Tx, evs []channels.Event, lost []bool, now time.Time, mode lockMode) (map[tradeKey]*Order, map[tradeKey]bool, error) {
 	fresh, firsts := newOrders(evs, lost, now)
 	orders := make(map[tradeKey]*Order, len(fresh))
@@ -551,58 +552,39 @@ func (s *Service) lockOrders(ctx context.Context, tx bun.Tx, evs []channels.Even
 		}
 		return orders, busy, nil
 	}
-	// Find what exists with a plain read, lock exactly those rows by
-	// primary key, then insert what is missing with a plain INSERT. A
-	// locking read that probes a trade with no row would lock (and wait
-	// for) whatever row comes next in the index, and an upsert takes
-	// next-key locks: either makes concurrent batches of unrelated trades
-	// queue or deadlock. The rows a plain insert creates are this
-	// transaction's. A concurrent insert of the same trade (another
-	// settler of one of its events, often a channel retry on another
-	// partition) fails the insert with a duplicate-key error once that
-	// settler has committed; the error rolls back the statement only, so
-	// the next round reads the now committed rows, locks them and inserts
-	// what is still missing, in the same transaction.
-	pending := fresh
-	for round := 1; ; round++ {
-		existing := map[tradeKey]*Order{}
-		if err := s.selectOrders(ctx, tx, pending, firsts, existing, ""); err != nil {
-			return nil, nil, err
+	// Find what exists with a plain read and lock exactly those rows by
+	// primary key. A locking read that probes a trade with no row would
+	// lock (and wait for) whatever row comes next in the index, and an
+	// upsert takes next-key locks: either makes concurrent batches of
+	// unrelated trades queue or deadlock. The rows still missing are this
+	// transaction's to create: decided on in memory as new PENDING_PAYMENT
+	// rows (created, no id yet) and inserted by writeOrders with their
+	// final values, one plain INSERT that needs no read-back and no update.
+	// A concurrent insert of the same trade (another settler of one of its
+	// events, often a channel retry on another partition) that committed
+	// first fails that insert with a duplicate-key error: errOrderRace,
+	// and the transaction runs again on the row now committed.
+	existing := map[tradeKey]*Order{}
+	if err := s.selectOrders(ctx, tx, fresh, firsts, existing, ""); err != nil {
+		return nil, nil, err
+	}
+	if err := s.lockByID(ctx, tx, existing, orders, mode == skipBusyRows); err != nil {
+		return nil, nil, err
+	}
+	for _, o := range fresh {
+		t := tradeKey{o.TenantID, o.Channel, o.TradeNo}
+		switch {
+		case orders[t] != nil:
+		case existing[t] != nil: // skipped: another transaction holds it
+			busy[t] = true
+		default:
+			o := o
+			// As the row reads back: DATETIME(6), UTC.
+			o.CreatedAt, o.UpdatedAt = o.CreatedAt.Truncate(time.Microsecond), o.UpdatedAt.Truncate(time.Microsecond)
+			o.normalise()
+			o.created = true
+			orders[t] = &o
 		}
-		if err := s.lockByID(ctx, tx, existing, orders, mode == skipBusyRows); err != nil {
-			return nil, nil, err
-		}
-		var missing []Order
-		for _, o := range pending {
-			t := tradeKey{o.TenantID, o.Channel, o.TradeNo}
-			switch {
-			case orders[t] != nil:
-			case existing[t] != nil: // skipped: another transaction holds it
-				busy[t] = true
-			default:
-				missing = append(missing, o)
-			}
-		}
-		if len(missing) == 0 {
-			break
-		}
-		res, err := insertOrders(tx, &missing).Exec(ctx)
-		if err == nil {
-			if err := s.insertedOrders(ctx, tx, res, missing, firsts, orders); err != nil {
-				return nil, nil, err
-			}
-			break
-		}
-		if !errors.Is(idempotent.ClassifyDuplicate(err), idempotent.ErrDuplicateKey) {
-			return nil, nil, fmt.Errorf("create %d orders: %w", len(missing), err)
-		}
-		// ss_channel_order's one unique key besides the primary key is
-		// uk_order: another settler created one of these trades' orders
-		// and has committed it (the insert waited for that).
-		if round == maxOrderRounds {
-			return nil, nil, fmt.Errorf("create %d orders: %w: %w", len(missing), errOrderRace, err)
-		}
-		pending = missing
 	}
 	for t := range firsts {
 		if orders[t] == nil && !busy[t] {
@@ -610,38 +592,6 @@ func (s *Service) lockOrders(ctx context.Context, tx bun.Tx, evs []channels.Even
 		}
 	}
 	return orders, busy, nil
-}
-
-// insertedOrders puts the rows just inserted (missing, by this
-// transaction, which holds them) into orders, marked created. A single
-// row is known whole: its values are missing[0]'s, its id the insert's
-// LAST_INSERT_ID, which is exact for a one-row insert on every engine (a
-// multi-row insert's ids need not be consecutive: innodb_autoinc_lock_mode
-// 2, TiDB's cached ranges, Galera's offsets), so only several rows are
-// read back.
-func (s *Service) insertedOrders(ctx context.Context, tx bun.Tx, res sql.Result, missing []Order, firsts map[tradeKey]bool, orders map[tradeKey]*Order) error {
-	if len(missing) == 1 {
-		id, err := res.LastInsertId()
-		if err == nil && id > 0 {
-			o := missing[0]
-			o.ID = id
-			// As the row reads back: DATETIME(6), UTC.
-			o.CreatedAt, o.UpdatedAt = o.CreatedAt.Truncate(time.Microsecond), o.UpdatedAt.Truncate(time.Microsecond)
-			o.normalise()
-			o.created = true
-			orders[tradeKey{o.TenantID, o.Channel, o.TradeNo}] = &o
-			return nil
-		}
-	}
-	if err := s.selectOrders(ctx, tx, missing, firsts, orders, ""); err != nil {
-		return err
-	}
-	for _, o := range missing {
-		if got := orders[tradeKey{o.TenantID, o.Channel, o.TradeNo}]; got != nil {
-			got.created = true
-		}
-	}
-	return nil
 }
 
 // newOrders returns the order row each trade of evs gets if it is created
@@ -675,11 +625,6 @@ func insertOrders(db bun.IDB, rows *[]Order) *bun.InsertQuery {
 			"status", "created_at", "updated_at").
 		Returning("")
 }
-
-// maxOrderRounds bounds lockOrders' rounds of read, lock and insert: each
-// round after the first follows another settler's commit of one of the
-// batch's new trades.
-const maxOrderRounds = 4
 
 // lockByID locks the rows of existing by primary key, in id order, and
 // puts the locked (current) rows into orders. With skipBusy, a row another
@@ -779,12 +724,17 @@ func (s *Service) lockRegistrations(ctx context.Context, tx bun.Tx, evs []channe
 // id … END compares every row with every WHEN (about 3× the server's time
 // at 256 rows). SQLite, one writer in process, keeps the CASE form.
 func (s *Service) writeOrders(ctx context.Context, tx bun.Tx, orders map[tradeKey]*Order, touched map[tradeKey]bool) error {
-	if len(touched) == 0 {
-		return nil
+	if err := s.insertCreatedOrders(ctx, tx, orders); err != nil {
+		return err
 	}
 	rows := make([]*Order, 0, len(touched))
 	for t := range touched {
-		rows = append(rows, orders[t])
+		if o := orders[t]; !o.created {
+			rows = append(rows, o)
+		}
+	}
+	if len(rows) == 0 {
+		return nil
 	}
 	slices.SortFunc(rows, func(a, b *Order) int { return cmp.Compare(a.ID, b.ID) })
 	ids := make([]int64, len(rows))
@@ -875,6 +825,40 @@ func (s *Service) writeOrders(ctx context.Context, tx bun.Tx, orders map[tradeKe
 		return fmt.Errorf("update %d orders: %d rows affected", len(rows), n)
 	}
 	return nil
+}
+
+// insertCreatedOrders inserts the order rows the transaction created (in
+// memory, by lockOrders), each with its final values, in (tenant,
+// channel, trade) order, with one plain INSERT. A duplicate key means
+// another settler committed one of these trades first: errOrderRace (the
+// transaction's decisions were made without that row).
+func (s *Service) insertCreatedOrders(ctx context.Context, tx bun.Tx, orders map[tradeKey]*Order) error {
+	var rows []Order
+	for _, o := range orders {
+		if o.created {
+			rows = append(rows, *o)
+		}
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	slices.SortFunc(rows, func(a, b Order) int {
+		return compareTrades(tradeKey{a.TenantID, a.Channel, a.TradeNo}, tradeKey{b.TenantID, b.Channel, b.TradeNo})
+	})
+	_, err := tx.NewInsert().Model(&rows).
+		Column("tenant_id", "channel_code", "channel_trade_no", "merchant_order_no", "amount", "paid_amount",
+			"refunded_amount", "max_cumulative_refund", "currency", "status", "paid_at", "last_refund_at",
+			"bound_merchant_id", "created_at", "updated_at").
+		Returning("").Exec(ctx)
+	if err == nil {
+		return nil
+	}
+	if errors.Is(idempotent.ClassifyDuplicate(err), idempotent.ErrDuplicateKey) {
+		// ss_channel_order's one unique key besides the primary key is
+		// uk_order.
+		return fmt.Errorf("create %d orders: %w: %w", len(rows), errOrderRace, err)
+	}
+	return fmt.Errorf("create %d orders: %w", len(rows), err)
 }
 
 // whereTrades limits q to the rows of trades: for each (tenant, channel)
