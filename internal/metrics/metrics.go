@@ -146,7 +146,24 @@ type Metrics struct {
 	stalled     *prometheus.GaugeVec
 	joined      prometheus.Gauge
 	decryptKeys *prometheus.CounterVec
+	merged      *prometheus.CounterVec
+	mergedSize  prometheus.Histogram
 }
+
+// MergeResult is the result label of paycb_merged_transactions_total.
+type MergeResult string
+
+// The results of a merged transaction.
+const (
+	// MergeSettled: it settled every event of its round.
+	MergeSettled MergeResult = "settled"
+	// MergeSplit: it failed, or left events (a held order row) unsettled,
+	// which went back to their own partitions.
+	MergeSplit MergeResult = "split"
+)
+
+// MergedBatchSizeBuckets are the buckets of paycb_merged_transaction_events.
+var MergedBatchSizeBuckets = []float64{2, 4, 8, 16, 32, 64, 128, 256}
 
 // New creates the contract's metrics, registers them on reg and
 // pre-initialises the common label combinations to zero, so dashboards and
@@ -194,6 +211,15 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "paycb_group_joined",
 			Help: "1 while this instance is a member of the consumer group with a live session (a generation not ended), else 0.",
 		}),
+		merged: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "paycb_merged_transactions_total",
+			Help: "Business transactions shared by the batches of several partitions, by result: settled, or split back to the partitions.",
+		}, []string{"result"}),
+		mergedSize: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "paycb_merged_transaction_events",
+			Help:    "Events of each business transaction shared by the batches of several partitions.",
+			Buckets: MergedBatchSizeBuckets,
+		}),
 		decryptKeys: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "paycb_wechat_decrypt_key_total",
 			Help: "WeChat resources decrypted, by the position of the APIv3 key that opened them (1 = current); tenant set only for tenants with several keys.",
@@ -205,7 +231,7 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 		Help: "The running build: 1, labelled with its version, VCS revision and Go version.",
 	}, []string{"version", "revision", "goversion"})
 	buildInfo.WithLabelValues(build.Version, build.Revision, build.GoVersion).Set(1)
-	for _, c := range []prometheus.Collector{m.events, m.deadLetters, m.settles, m.errors, m.orphans, m.settleDur, m.lag, m.stalled, m.joined, m.decryptKeys, buildInfo} {
+	for _, c := range []prometheus.Collector{m.events, m.deadLetters, m.settles, m.errors, m.orphans, m.settleDur, m.lag, m.stalled, m.joined, m.decryptKeys, m.merged, m.mergedSize, buildInfo} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register metrics: %w", err)
 		}
@@ -230,6 +256,8 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 		m.errors.WithLabelValues(string(s))
 	}
 	m.decryptKeys.WithLabelValues("1", "")
+	m.merged.WithLabelValues(string(MergeSettled))
+	m.merged.WithLabelValues(string(MergeSplit))
 	return m, nil
 }
 
@@ -271,6 +299,19 @@ func (m *Metrics) Settled(outcome SettleOutcome) {
 		return
 	}
 	m.settles.WithLabelValues(string(clampSettle(outcome))).Inc()
+}
+
+// Merged records one business transaction shared by several partitions'
+// batches: its events and its result.
+func (m *Metrics) Merged(events int, result MergeResult) {
+	if m == nil {
+		return
+	}
+	if result != MergeSettled {
+		result = MergeSplit
+	}
+	m.merged.WithLabelValues(string(result)).Inc()
+	m.mergedSize.Observe(float64(events))
 }
 
 // ObserveSettleDuration records the time from the envelope's received_at to

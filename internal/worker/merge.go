@@ -363,6 +363,11 @@ func (p *Pipeline) runRound(ctx context.Context, round []*mergeRequest) {
 	sctx, cancel := p.statementContext(dbctx)
 	res, err := p.Settler.SettleMerged(sctx, evs)
 	cancel()
+	result := metrics.MergeSettled
+	if err != nil {
+		result = metrics.MergeSplit
+	}
+	p.Metrics.Merged(len(evs), result)
 	if len(res) != len(evs) || (err != nil && !errors.Is(err, settlement.ErrBatchIncomplete)) {
 		// Nothing settled: each batch settles its own events.
 		p.Logger.Debug("merged settlement failed; each batch settles its own", "batches", len(round), "events", len(evs), "error", errString(err))

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -405,6 +406,27 @@ func (s *mergeSetup) claimStatus(t *testing.T, msg kafka.Message) idempotent.Sta
 	return s.env.claim(t, ev).Status
 }
 
+// mergedCount is paycb_merged_transactions_total{result}.
+func mergedCount(t *testing.T, reg *prometheus.Registry, result string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() != "paycb_merged_transactions_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "result" && l.GetValue() == result {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	t.Fatalf("paycb_merged_transactions_total{result=%q} not found", result)
+	return 0
+}
+
 // ledgerRows is how many ledger rows the database holds.
 func ledgerRows(t *testing.T, db bun.IDB) int {
 	t.Helper()
@@ -448,6 +470,8 @@ func TestMergedRoundSettlesManyPartitionsInOneTransaction(t *testing.T) {
 	assert.Equal(t, 1, s.log.count("SELECT `id`, `tenant_id`, `idempotent_key`"), "one lookup for the merged round (three of its batches look up)")
 	assert.Equal(t, 1+events, eventsCounted(t, s.env.reg, "acquired"))
 	assert.Equal(t, 2*(1+events), ledgerRows(t, s.env.db), "two ledger rows per payment")
+	assert.InDelta(t, 1, mergedCount(t, s.env.reg, "settled"), 0, "paycb_merged_transactions_total{result=settled}")
+	assert.InDelta(t, 0, mergedCount(t, s.env.reg, "split"), 0)
 }
 
 // TestPoisonedEventInAMergedRoundHoldsOnlyItsPartition: an event that
@@ -490,6 +514,7 @@ func TestPoisonedEventInAMergedRoundHoldsOnlyItsPartition(t *testing.T) {
 		}
 	}
 	assert.Equal(t, []int{10}, s.gate.mergedSizes(), "one merged attempt; the split settled alone")
+	assert.InDelta(t, 1, mergedCount(t, s.env.reg, "split"), 0, "paycb_merged_transactions_total{result=split}")
 
 	s.gate.mu.Lock()
 	delete(s.gate.poisoned, poisoned.Key)
