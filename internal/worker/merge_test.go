@@ -439,7 +439,7 @@ func ledgerRows(t *testing.T, db bun.IDB) int {
 // partition's batch is in its transaction, six other partitions' batches
 // (one or two new payments each) queue; the next round takes all of them:
 // one lookup, one claims insert and one business transaction, a single
-// COMMIT for ten events of six partitions, and each partition's messages
+// COMMIT for the nine events of six partitions, and each partition's messages
 // done and counted as acquired.
 func TestMergedRoundSettlesManyPartitionsInOneTransaction(t *testing.T) {
 	s := newMergeSetup(t)
