@@ -128,7 +128,12 @@ func (s *Service) settleBatch(ctx context.Context, evs []channels.Event, merged 
 		return nil, fmt.Errorf("settle batch of %d: %w", len(evs), err)
 	}
 	mode := skipBusyRows
-	if tidb {
+	switch {
+	case tidb && merged:
+		// A server that cannot skip a held row: a merged batch fails at
+		// once rather than make every partition in it wait.
+		mode = failOnBusyRows
+	case tidb:
 		// A server that cannot skip a held row waits for it.
 		mode = waitForRows
 	}
@@ -304,6 +309,12 @@ const (
 	// held row (TiDB): the locking read by the unique key waits for the
 	// rows other transactions hold, so no trade is left busy.
 	waitForCreated
+	// failOnBusyRows is waitForRows that does not wait: the locking read
+	// fails (NOWAIT) when another transaction holds one of the rows. A
+	// merged batch on a server that cannot skip a held row (TiDB) fails at
+	// once, and its partitions settle their own events, rather than every
+	// partition of the merge waiting for one trade's row.
+	failOnBusyRows
 )
 
 // settleBatchTx is one attempt at a SettleBatch transaction; mode says
@@ -568,7 +579,7 @@ func (s *Service) lockOrders(ctx context.Context, tx bun.Tx, evs []channels.Even
 	if err := s.selectOrders(ctx, tx, fresh, firsts, existing, ""); err != nil {
 		return nil, nil, err
 	}
-	if err := s.lockByID(ctx, tx, existing, orders, mode == skipBusyRows); err != nil {
+	if err := s.lockByID(ctx, tx, existing, orders, mode); err != nil {
 		return nil, nil, err
 	}
 	for _, o := range fresh {
@@ -627,9 +638,10 @@ func insertOrders(db bun.IDB, rows *[]Order) *bun.InsertQuery {
 }
 
 // lockByID locks the rows of existing by primary key, in id order, and
-// puts the locked (current) rows into orders. With skipBusy, a row another
-// transaction holds is skipped (left out of orders) rather than waited for.
-func (s *Service) lockByID(ctx context.Context, tx bun.Tx, existing, orders map[tradeKey]*Order, skipBusy bool) error {
+// puts the locked (current) rows into orders. In mode skipBusyRows, a row
+// another transaction holds is skipped (left out of orders) rather than
+// waited for; in failOnBusyRows the read fails instead; otherwise it waits.
+func (s *Service) lockByID(ctx context.Context, tx bun.Tx, existing, orders map[tradeKey]*Order, mode lockMode) error {
 	if len(existing) == 0 {
 		return nil
 	}
@@ -642,8 +654,10 @@ func (s *Service) lockByID(ctx context.Context, tx bun.Tx, existing, orders map[
 	q := tx.NewSelect().Model(&rows).Where("id IN (?)", bun.List(ids)).OrderExpr("id")
 	switch {
 	case s.sqlite: // one writer at a time: nothing to lock
-	case skipBusy:
+	case mode == skipBusyRows:
 		q = q.For("UPDATE SKIP LOCKED")
+	case mode == failOnBusyRows:
+		q = q.For("UPDATE NOWAIT")
 	default:
 		q = q.For("UPDATE")
 	}

@@ -205,7 +205,7 @@ suite() {
 	[[ $mode == pessimistic ]] && claims="$claims|TestAcquireReadsBackTheLatestCommittedClaim"
 	go test -race -count=1 -timeout 20m -run "^($claims)\$" ./pkg/idempotent/
 	go test -race -count=1 -timeout 20m \
-		-run '^(TestSkipLockedFollowsTheServer|TestSettle|TestSettleBatch|TestConcurrentSettles|TestConcurrentBatchesCreateTrades|TestConcurrentArrival|TestSettleBatchNeverDecidesOnAHeldOrderRow)$' \
+		-run '^(TestSkipLockedFollowsTheServer|TestSettle|TestSettleBatch|TestConcurrentSettles|TestConcurrentBatchesCreateTrades|TestConcurrentArrival|TestSettleBatchNeverDecidesOnAHeldOrderRow|TestSettleMergedFailsAtOnceOnARowTiDBHolds)$' \
 		./pkg/settlement/
 	# A ledger row that a bug wrote without its claim must be met by the
 	# INSERT, not at COMMIT: optimistic transactions check unique keys at
