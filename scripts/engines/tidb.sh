@@ -205,7 +205,7 @@ suite() {
 	[[ $mode == pessimistic ]] && claims="$claims|TestAcquireReadsBackTheLatestCommittedClaim"
 	go test -race -count=1 -timeout 20m -run "^($claims)\$" ./pkg/idempotent/
 	go test -race -count=1 -timeout 20m \
-		-run '^(TestSkipLockedFollowsTheServer|TestSettle|TestSettleBatch|TestConcurrentSettles|TestConcurrentBatchesCreateTrades|TestConcurrentArrival|TestSettleBatchNeverDecidesOnAHeldOrderRow|TestSettleMergedFailsAtOnceOnARowTiDBHolds)$' \
+		-run '^(TestSkipLockedFollowsTheServer|TestSettle|TestSettleBatch|TestConcurrentSettles|TestConcurrentBatchesCreateTrades|TestConcurrentArrival|TestSettleBatchNeverDecidesOnAHeldOrderRow|TestSettleMergedFailsAtOnceOnARowTiDBHolds|TestReconcileJoinsTheLedgerByItsKey)$' \
 		./pkg/settlement/
 	# A ledger row that a bug wrote without its claim must be met by the
 	# INSERT, not at COMMIT: optimistic transactions check unique keys at
@@ -224,7 +224,7 @@ suite() {
 		-run '^(TestMergedRoundSettlesManyPartitionsInOneTransaction|TestPoisonedEventInAMergedRoundHoldsOnlyItsPartition|TestCrashInAMergedRoundLeavesOrphansTheSweeperSettlesOnce|TestOffsetsNeverPassAnUnsettledMessage)$' \
 		./internal/worker/
 	go test -race -count=1 -timeout 20m \
-		-run '^(TestReplayThroughTheWorker|TestOrphans)$' ./internal/ops/
+		-run '^(TestReplayThroughTheWorker|TestOrphans|TestReconcile|TestReconcileNamesTheAlteredRow)$' ./internal/ops/
 	go test -race -count=1 -timeout 20m \
 		-run '^(TestDeadLettersThroughTheWorker|TestStore|TestRedriveLinks|TestRedriveThatFailsAgainSupersedesItsOriginal|TestDeadLetterTheTopicLostIsListedAndClosable)$' ./internal/deadletters/
 	# kill -9 restarts of the real binary, short size: the soak reaches an
