@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -51,6 +53,46 @@ func buildConsumer(ctx context.Context, t *testing.T) string {
 	out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/paycallback/paycallback/cmd/consumer").CombinedOutput()
 	require.NoError(t, err, "build the consumer: %s", out)
 	return bin
+}
+
+// runBinary runs `bin args…` with env to its end: its standard output
+// and error, and its exit status (a failure to run it fails the test).
+func runBinary(ctx context.Context, t *testing.T, bin string, env []string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = env
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &exit):
+		code = exit.ExitCode()
+	default:
+		require.NoError(t, err, "consumer %s", strings.Join(args, " "))
+	}
+	return out.String(), errOut.String(), code
+}
+
+// startConsumerRun starts `bin run` with env; the function it returns
+// stops it with SIGTERM and requires a clean exit, once (also at cleanup).
+func startConsumerRun(t *testing.T, bin string, env []string) (stop func()) {
+	t.Helper()
+	cmd := exec.Command(bin, "run") //nolint:noctx // stopped with SIGTERM, as an operator's would be
+	cmd.Env = env
+	var logs bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	require.NoError(t, cmd.Start())
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			assert.NoError(t, cmd.Wait(), "consumer run exits cleanly on SIGTERM:\n%s", logs.String())
+		})
+	}
+	t.Cleanup(stop)
+	return stop
 }
 
 // startBinary starts `bin run` with env and returns once its admin server

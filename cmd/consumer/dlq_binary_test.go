@@ -1,16 +1,10 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -39,9 +33,7 @@ func newBinaryWorld(t *testing.T) *binaryWorld {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	bin := filepath.Join(t.TempDir(), "consumer")
-	out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/paycallback/paycallback/cmd/consumer").CombinedOutput()
-	require.NoError(t, err, "build the consumer: %s", out)
+	bin := buildConsumer(ctx, t)
 	cluster, brokers, err := kafkaops.StartInProcess(map[string]int32{runTopic: 2, runDLQ: 1})
 	require.NoError(t, err)
 	t.Cleanup(cluster.Close)
@@ -61,40 +53,15 @@ func (w *binaryWorld) consumer(args ...string) (stdout string, code int, stderr 
 	w.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, w.bin, args...)
-	cmd.Env = w.env
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	err := cmd.Run()
-	var exit *exec.ExitError
-	switch {
-	case err == nil:
-	case errors.As(err, &exit):
-		code = exit.ExitCode()
-	default:
-		require.NoError(w.t, err, "consumer %s", strings.Join(args, " "))
-	}
-	return out.String(), code, errOut.String()
+	stdout, stderr, code = runBinary(ctx, w.t, w.bin, w.env, args...)
+	return stdout, code, stderr
 }
 
 // startWorker starts `consumer run`; the function it returns stops it with
 // SIGTERM and waits for a clean exit (also at cleanup).
 func (w *binaryWorld) startWorker() (stop func()) {
 	w.t.Helper()
-	cmd := exec.Command(w.bin, "run") //nolint:noctx // stopped with SIGTERM, as an operator's would be
-	cmd.Env = w.env
-	var logs bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	require.NoError(w.t, cmd.Start())
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			_ = cmd.Process.Signal(syscall.SIGTERM)
-			assert.NoError(w.t, cmd.Wait(), "consumer run exits cleanly on SIGTERM:\n%s", logs.String())
-		})
-	}
-	w.t.Cleanup(stop)
-	return stop
+	return startConsumerRun(w.t, w.bin, w.env)
 }
 
 // waitConsumed waits until the group has consumed the input topic to its

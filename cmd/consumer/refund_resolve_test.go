@@ -1,15 +1,10 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -38,10 +33,7 @@ type binWorld struct {
 
 func newBinWorld(ctx context.Context, t *testing.T) *binWorld {
 	t.Helper()
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "consumer")
-	out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/paycallback/paycallback/cmd/consumer").CombinedOutput()
-	require.NoError(t, err, "build the consumer: %s", out)
+	bin := buildConsumer(ctx, t)
 	cluster, brokers, err := kafkaops.StartInProcess(map[string]int32{"channel-events": 2, "channel-events.dlq": 1})
 	require.NoError(t, err)
 	t.Cleanup(cluster.Close)
@@ -61,20 +53,7 @@ func newBinWorld(ctx context.Context, t *testing.T) *binWorld {
 // error, and its exit status.
 func (w *binWorld) consumer(args ...string) (stdout, stderr string, code int) {
 	w.t.Helper()
-	cmd := exec.CommandContext(w.ctx, w.bin, args...)
-	cmd.Env = w.env
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	err := cmd.Run()
-	var exit *exec.ExitError
-	switch {
-	case err == nil:
-	case errors.As(err, &exit):
-		code = exit.ExitCode()
-	default:
-		require.NoError(w.t, err, "consumer %s", strings.Join(args, " "))
-	}
-	return out.String(), errOut.String(), code
+	return runBinary(w.ctx, w.t, w.bin, w.env, args...)
 }
 
 // mustRun runs the binary and requires exit status code.
@@ -89,16 +68,7 @@ func (w *binWorld) mustRun(code int, args ...string) (stdout, stderr string) {
 // requires exit status 0.
 func (w *binWorld) startWorker() {
 	w.t.Helper()
-	cmd := exec.CommandContext(w.ctx, w.bin, "run")
-	cmd.Env = w.env
-	var logs bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	require.NoError(w.t, cmd.Start())
-	w.t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		err := cmd.Wait()
-		assert.NoError(w.t, err, "consumer run:\n%s", logs.String())
-	})
+	startConsumerRun(w.t, w.bin, w.env)
 }
 
 // publish sends callbacks to the input topic, keyed by channel and trade.

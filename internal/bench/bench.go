@@ -761,12 +761,12 @@ type consumerRun struct {
 	batchMax          int
 }
 
-// startConsumer starts bin/consumer run with the contract's variables and
-// returns it with its /readyz URL.
-func (h *harness) startConsumer(ctx context.Context, c consumerRun) (*proc, string, error) {
+// startConsumer starts bin/consumer run with the contract's variables;
+// its admin address is the proc's admin.
+func (h *harness) startConsumer(ctx context.Context, c consumerRun) (*proc, error) {
 	port, err := freePort(ctx)
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
 	admin := "127.0.0.1:" + strconv.Itoa(port)
 	env := []string{
@@ -784,20 +784,23 @@ func (h *harness) startConsumer(ctx context.Context, c consumerRun) (*proc, stri
 	}
 	p, err := startProc(ctx, h.log, "consumer ("+c.group+")", h.work, filepath.Join(h.o.BinDir, "consumer"), []string{"run"}, env, nil)
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
 	p.admin = "http://" + admin
-	return p, "http://" + admin + "/readyz", nil
+	return p, nil
 }
+
+// readyzURL is consumer p's /readyz.
+func (p *proc) readyzURL() string { return p.admin + "/readyz" }
 
 // startReady starts a consumer for c (startConsumer) and waits until its
 // /readyz answers; the caller kills it when done.
 func (h *harness) startReady(ctx context.Context, c consumerRun) (*proc, error) {
-	p, readyURL, err := h.startConsumer(ctx, c)
+	p, err := h.startConsumer(ctx, c)
 	if err != nil {
 		return nil, err
 	}
-	if err := p.waitReady(ctx, readyURL, time.Minute); err != nil {
+	if err := p.waitReady(ctx, p.readyzURL(), time.Minute); err != nil {
 		p.kill()
 		return nil, err
 	}
@@ -1001,13 +1004,12 @@ func (h *harness) paced(ctx context.Context, c consumerRun, workers int, stream 
 	// Every process is started at once, so their start-ups overlap; the
 	// first to be ready has joined, the others join after it and the
 	// group rebalances.
-	var readyURLs []string
 	for range workers {
-		p, readyURL, err := h.startConsumer(ctx, c)
+		p, err := h.startConsumer(ctx, c)
 		if err != nil {
 			return Row{}, err
 		}
-		ps, readyURLs = append(ps, p), append(readyURLs, readyURL)
+		ps = append(ps, p)
 	}
 	var (
 		notes     []string
@@ -1022,8 +1024,8 @@ func (h *harness) paced(ctx context.Context, c consumerRun, workers int, stream 
 		firstUp   time.Time
 	)
 	readiness := make(chan error, len(ps))
-	for i, p := range ps {
-		go func() { readiness <- p.waitReady(ctx, readyURLs[i], time.Minute) }()
+	for _, p := range ps {
+		go func() { readiness <- p.waitReady(ctx, p.readyzURL(), time.Minute) }()
 	}
 	for n := range ps {
 		if err := <-readiness; err != nil {

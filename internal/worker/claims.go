@@ -23,33 +23,60 @@ import (
 // error: one round trip for a new event, where the lookup would add one;
 // but a key an earlier attempt found claimed (a held message looked at
 // again) is looked up: one round trip where the refused insert and its
-// read would be two.
+// read would be two (lookupFirst).
 func (p *Pipeline) acquire(ctx context.Context, leaders []moneyItem, states []MessageState) ([]idempotent.Result, error) {
-	existing := map[idempotent.TenantKey]idempotent.Record{}
-	if len(leaders) > 1 || (len(leaders) == 1 && states[leaders[0].i].claimSeen) {
-		keys := make([]idempotent.TenantKey, len(leaders))
-		for j, it := range leaders {
-			keys[j] = it.key
+	look := lookupFirst(leaders, states)
+	results, inserted, err := p.claimAll(ctx, leaders, func(int) bool { return look })
+	if err != nil {
+		// The insert may have committed without an answer.
+		for _, j := range inserted {
+			states[leaders[j].i].acquireUnknown = true
 		}
+		return nil, err
+	}
+	return results, nil
+}
+
+// lookupFirst is acquire's rule: the keys of leaders are looked up before
+// they are inserted when there are several, or when an earlier attempt
+// found the one key claimed.
+func lookupFirst(leaders []moneyItem, states []MessageState) bool {
+	return len(leaders) > 1 || (len(leaders) == 1 && states[leaders[0].i].claimSeen)
+}
+
+// claimAll claims items, each of a distinct key: those for which lookup
+// says so are looked up first, with one statement, and every key not found
+// is claimed with one insert (AcquireMany), which the unique index decides
+// row by row; results[n] is items[n]'s. Each step is bounded by the
+// statement timeout. On an error no result is known; inserted, the items
+// the failed insert carried (none when the lookup failed), may have been
+// claimed without an answer.
+func (p *Pipeline) claimAll(ctx context.Context, items []moneyItem, lookup func(n int) bool) (results []idempotent.Result, inserted []int, err error) {
+	var keys []idempotent.TenantKey
+	for n, it := range items {
+		if lookup(n) {
+			keys = append(keys, it.key)
+		}
+	}
+	existing := map[idempotent.TenantKey]idempotent.Record{}
+	if len(keys) > 0 {
 		lctx, cancel := p.statementContext(ctx)
-		var err error
 		existing, err = p.Claims.LookupMany(lctx, keys)
 		cancel()
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	results := make([]idempotent.Result, len(leaders))
-	var fresh []int // indexes into leaders
+	results = make([]idempotent.Result, len(items))
 	var claims []idempotent.Claim
 	var buf []byte
-	for j, it := range leaders {
+	for n, it := range items {
 		c := idempotent.Claim{
 			TenantID: it.ev.TenantID, Key: it.ev.Key, EventType: it.ev.Type,
 			Fingerprint: it.ev.Fingerprint, Source: it.src, OccurredAt: it.ev.OccurredAt,
 		}
 		if rec, ok := existing[it.key]; ok {
-			results[j] = idempotent.Compare(c, rec)
+			results[n] = idempotent.Compare(c, rec)
 			continue
 		}
 		// The stored event, encoded without reflection into one buffer
@@ -57,26 +84,22 @@ func (p *Pipeline) acquire(ctx context.Context, leaders []moneyItem, states []Me
 		start := len(buf)
 		buf = it.ev.AppendJSON(buf)
 		c.Event = buf[start:len(buf):len(buf)]
-		fresh = append(fresh, j)
+		inserted = append(inserted, n)
 		claims = append(claims, c)
 	}
 	if len(claims) == 0 {
-		return results, nil
+		return results, nil, nil
 	}
 	actx, cancel := p.statementContext(ctx)
 	res, err := p.Claims.AcquireMany(actx, claims)
 	cancel()
 	if err != nil {
-		// The insert may have committed without an answer.
-		for _, j := range fresh {
-			states[leaders[j].i].acquireUnknown = true
-		}
-		return nil, err
+		return nil, inserted, err
 	}
-	for n, j := range fresh {
-		results[j] = res[n]
+	for k, n := range inserted {
+		results[n] = res[k]
 	}
-	return results, nil
+	return results, inserted, nil
 }
 
 // settleOutcome is one event's settlement in a batch.

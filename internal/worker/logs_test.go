@@ -64,23 +64,7 @@ func startTestWorker(t *testing.T, brokers []string, topic, group string, p *Pip
 		SessionTimeout: 6 * time.Second, HeartbeatInterval: 300 * time.Millisecond, RebalanceTimeout: 6 * time.Second,
 		MaxWait: 100 * time.Millisecond, ShutdownTimeout: 10 * time.Second,
 	}, p, met, logger)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	var once sync.Once
-	stop := func() {
-		once.Do(func() {
-			cancel()
-			select {
-			case err := <-done:
-				require.NoError(t, err)
-			case <-time.After(60 * time.Second):
-				t.Error("worker did not stop within 60s")
-			}
-		})
-	}
-	t.Cleanup(stop)
-	return w, stop
+	return w, runUntilStopped(t, w)
 }
 
 func (w *Worker) currentGeneration() int32 {

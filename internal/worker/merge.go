@@ -51,7 +51,7 @@ type mergeRequest struct {
 
 	// Set by the round before done is closed.
 	results    []idempotent.Result
-	inserted   []int // leaders the claims' insert carried
+	inserted   []int // leaders a failed claims insert carried (their claims unknown)
 	acquireErr error // the lookup or the claims' insert failed
 	fresh      []int // leaders whose claims the round made
 	outcomes   []settleOutcome
@@ -179,7 +179,7 @@ func (p *Pipeline) claimAndSettle(ctx context.Context, leaders []moneyItem, stat
 	}
 	req := &mergeRequest{
 		leaders: leaders,
-		lookup:  len(leaders) > 1 || states[leaders[0].i].claimSeen,
+		lookup:  lookupFirst(leaders, states),
 		limit:   limit,
 	}
 	for _, it := range leaders {
@@ -198,16 +198,14 @@ func (p *Pipeline) claimAndSettle(ctx context.Context, leaders []moneyItem, stat
 		p.runRound(ctx, round)
 		m.finish(round)
 	}
-	for _, j := range req.inserted {
-		if req.acquireErr != nil {
-			// The insert may have committed without an answer.
+	if req.acquireErr != nil {
+		// The insert may have committed without an answer.
+		for _, j := range req.inserted {
 			states[leaders[j].i].acquireUnknown = true
 		}
-	}
-	if req.acquireErr != nil {
 		return nil, nil, nil, failed(metrics.StageAcquire, req.acquireErr)
 	}
-	p.markAcquired(req.results, leaders, states)
+	markAcquired(req.results, leaders, states)
 	if req.faultErr != nil {
 		return nil, nil, nil, req.faultErr
 	}
@@ -230,9 +228,10 @@ func (p *Pipeline) claimAndSettle(ctx context.Context, leaders []moneyItem, stat
 	return req.results, req.fresh, req.outcomes, nil
 }
 
-// markAcquired records, on each leader whose claim results says this
-// batch made, that its message made the claim, and returns those leaders.
-func (p *Pipeline) markAcquired(results []idempotent.Result, leaders []moneyItem, states []MessageState) []int {
+// markAcquired records, on each leader whose claim this batch made
+// (results[j] Acquired), that its message made it, and returns those
+// leaders.
+func markAcquired(results []idempotent.Result, leaders []moneyItem, states []MessageState) []int {
 	var fresh []int
 	for j, r := range results {
 		if r.Kind == idempotent.Acquired {
@@ -250,7 +249,7 @@ func (p *Pipeline) claimAndSettleAlone(ctx context.Context, leaders []moneyItem,
 	if err != nil {
 		return nil, nil, nil, failed(metrics.StageAcquire, err)
 	}
-	fresh := p.markAcquired(results, leaders, states)
+	fresh := markAcquired(results, leaders, states)
 	if len(fresh) == 0 {
 		return results, nil, nil, nil
 	}
@@ -271,71 +270,38 @@ func (p *Pipeline) claimAndSettleAlone(ctx context.Context, leaders []moneyItem,
 // failed merged transaction leaves each request's events to its caller.
 func (p *Pipeline) runRound(ctx context.Context, round []*mergeRequest) {
 	dbctx := context.WithoutCancel(ctx)
-	fail := func(err error) {
-		for _, r := range round {
-			r.acquireErr = err
-		}
-	}
-	// (1) The lookups, one statement.
-	var keys []idempotent.TenantKey
-	for _, r := range round {
-		if r.lookup {
-			for _, it := range r.leaders {
-				keys = append(keys, it.key)
-			}
-		}
-	}
-	existing := map[idempotent.TenantKey]idempotent.Record{}
-	if len(keys) > 0 {
-		lctx, cancel := p.statementContext(dbctx)
-		var err error
-		existing, err = p.Claims.LookupMany(lctx, keys)
-		cancel()
-		if err != nil {
-			fail(err)
-			return
-		}
-	}
-	// (2) The claims not found, one insert.
+	// (1) The claims: one lookup of the keys of the batches that look up,
+	// one insert of every key not found (claimAll, as a batch alone).
 	type owner struct {
 		r *mergeRequest
 		j int
 	}
-	var claims []idempotent.Claim
+	var items []moneyItem
 	var owners []owner
-	var buf []byte
+	for _, r := range round {
+		for j, it := range r.leaders {
+			items = append(items, it)
+			owners = append(owners, owner{r, j})
+		}
+	}
+	results, inserted, err := p.claimAll(dbctx, items, func(n int) bool { return owners[n].r.lookup })
+	if err != nil {
+		for _, n := range inserted {
+			o := owners[n]
+			o.r.inserted = append(o.r.inserted, o.j)
+		}
+		for _, r := range round {
+			r.acquireErr = err
+		}
+		return
+	}
 	for _, r := range round {
 		r.results = make([]idempotent.Result, len(r.leaders))
-		for j, it := range r.leaders {
-			c := idempotent.Claim{
-				TenantID: it.ev.TenantID, Key: it.ev.Key, EventType: it.ev.Type,
-				Fingerprint: it.ev.Fingerprint, Source: it.src, OccurredAt: it.ev.OccurredAt,
-			}
-			if rec, ok := existing[it.key]; ok {
-				r.results[j] = idempotent.Compare(c, rec)
-				continue
-			}
-			start := len(buf)
-			buf = it.ev.AppendJSON(buf)
-			c.Event = buf[start:len(buf):len(buf)]
-			claims = append(claims, c)
-			owners = append(owners, owner{r, j})
-			r.inserted = append(r.inserted, j)
-		}
 	}
-	if len(claims) > 0 {
-		actx, cancel := p.statementContext(dbctx)
-		res, err := p.Claims.AcquireMany(actx, claims)
-		cancel()
-		if err != nil {
-			fail(err)
-			return
-		}
-		for n, o := range owners {
-			o.r.results[o.j] = res[n]
-		}
+	for n, res := range results {
+		owners[n].r.results[owners[n].j] = res
 	}
-	// (3) The claims the round made, settled in one transaction.
+	// (2) The claims the round made, settled in one transaction.
 	var evs []channels.Event
 	var settledBy []owner // evs[n] is settledBy[n].r.fresh[settledBy[n].j]
 	for _, r := range round {
@@ -370,7 +336,7 @@ func (p *Pipeline) runRound(ctx context.Context, round []*mergeRequest) {
 	p.Metrics.Merged(len(evs), result)
 	if len(res) != len(evs) || (err != nil && !errors.Is(err, settlement.ErrBatchIncomplete)) {
 		// Nothing settled: each batch settles its own events.
-		p.Logger.Debug("merged settlement failed; each batch settles its own", "batches", len(round), "events", len(evs), "error", errString(err))
+		p.Logger.Debug("merged settlement failed; each batch settles its own", "batches", len(round), "events", len(evs), "error", err)
 		return
 	}
 	for n, o := range settledBy {
@@ -378,12 +344,4 @@ func (p *Pipeline) runRound(ctx context.Context, round []*mergeRequest) {
 			o.r.outcomes[o.j].res, o.r.settled[o.j] = res[n], true
 		}
 	}
-}
-
-// errString is err's text, "" for nil.
-func errString(err error) string {
-	if err == nil {
-		return ""
-	}
-	return err.Error()
 }

@@ -38,6 +38,12 @@ func request(keys ...string) *mergeRequest {
 	return r
 }
 
+// sized is r counting bytes of the round's largest statement.
+func sized(r *mergeRequest, bytes int) *mergeRequest {
+	r.bytes = bytes
+	return r
+}
+
 // queued waits until m holds n queued requests.
 func queued(t *testing.T, m *merger, n int) {
 	t.Helper()
@@ -62,6 +68,21 @@ func joinAsync(ctx context.Context, m *merger, r *mergeRequest) <-chan []*mergeR
 	return out
 }
 
+// enqueue joins each of reqs from a goroutine of its own, in order, each
+// queued before the next joins; the channels are joinAsync's.
+func enqueue(t *testing.T, m *merger, reqs ...*mergeRequest) []<-chan []*mergeRequest {
+	t.Helper()
+	m.mu.Lock()
+	before := len(m.queue)
+	m.mu.Unlock()
+	out := make([]<-chan []*mergeRequest, len(reqs))
+	for i, r := range reqs {
+		out[i] = joinAsync(context.Background(), m, r)
+		queued(t, m, before+i+1)
+	}
+	return out
+}
+
 func TestMergerRoundsTakeTheQueueInArrivalOrderUpToMax(t *testing.T) {
 	m := &merger{max: 4}
 	ctx := context.Background()
@@ -71,14 +92,8 @@ func TestMergerRoundsTakeTheQueueInArrivalOrderUpToMax(t *testing.T) {
 	require.Equal(t, []*mergeRequest{a}, round, "no round in flight: a starts one at once, alone")
 
 	b, c, d, e := request("b1", "b2"), request("c1"), request("d1", "d2"), request("e1")
-	bDone := joinAsync(ctx, m, b)
-	queued(t, m, 1)
-	cDone := joinAsync(ctx, m, c)
-	queued(t, m, 2)
-	dDone := joinAsync(ctx, m, d)
-	queued(t, m, 3)
-	eDone := joinAsync(ctx, m, e)
-	queued(t, m, 4)
+	joined := enqueue(t, m, b, c, d, e)
+	bDone, cDone, dDone, eDone := joined[0], joined[1], joined[2], joined[3]
 
 	m.finish(round)
 	next := <-bDone
@@ -95,47 +110,32 @@ func TestMergerRoundsTakeTheQueueInArrivalOrderUpToMax(t *testing.T) {
 	assert.False(t, m.inFlight, "nothing queued: no round in flight")
 }
 
-func TestMergerRoundStaysWithinTheServersLargestStatement(t *testing.T) {
-	m := &merger{max: 64}
-	ctx := context.Background()
-	round, err := m.join(ctx, request("lead"))
-	require.NoError(t, err)
-	b, c, d := request("b"), request("c"), request("d")
-	b.bytes, c.bytes, d.bytes = 600, 500, 400
-	bDone := joinAsync(ctx, m, b)
-	queued(t, m, 1)
-	cDone := joinAsync(ctx, m, c)
-	queued(t, m, 2)
-	dDone := joinAsync(ctx, m, d)
-	queued(t, m, 3)
-	m.finish(round)
-	next := <-bDone
-	assert.Equal(t, []*mergeRequest{b, d}, next, "c's statements would pass the limit of 1000 with b's: the round after")
-	m.finish(next)
-	assert.Nil(t, <-dDone)
-	assert.Equal(t, []*mergeRequest{c}, <-cDone)
-	m.finish([]*mergeRequest{c})
-}
-
-func TestMergerLeavesABatchHoldingARoundsKeyForTheNextRound(t *testing.T) {
-	m := &merger{max: 64}
-	ctx := context.Background()
-	round, err := m.join(ctx, request("lead"))
-	require.NoError(t, err)
-	b, c, d := request("k1", "k2"), request("k2"), request("k3")
-	bDone := joinAsync(ctx, m, b)
-	queued(t, m, 1)
-	cDone := joinAsync(ctx, m, c)
-	queued(t, m, 2)
-	dDone := joinAsync(ctx, m, d)
-	queued(t, m, 3)
-	m.finish(round)
-	next := <-bDone
-	assert.Equal(t, []*mergeRequest{b, d}, next, "c holds k2, which b's round settles: c waits for the round after")
-	m.finish(next)
-	assert.Nil(t, <-dDone)
-	assert.Equal(t, []*mergeRequest{c}, <-cDone)
-	m.finish([]*mergeRequest{c})
+// TestMergerLeavesABatchThatDoesNotFitForTheNextRound: of the queued b, c
+// and d, c cannot join b's round, for holding a key b's round settles, or
+// for statements that would pass the server's largest with b's; d, behind
+// it, fits and goes with b, and c leads the round after.
+func TestMergerLeavesABatchThatDoesNotFitForTheNextRound(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		b, c, d *mergeRequest
+	}{
+		{"c holds a key of b", request("k1", "k2"), request("k2"), request("k3")},
+		{"c's statements would pass the limit of 1000 with b's", sized(request("b"), 600), sized(request("c"), 500), sized(request("d"), 400)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := &merger{max: 64}
+			round, err := m.join(context.Background(), request("lead"))
+			require.NoError(t, err)
+			joined := enqueue(t, m, tc.b, tc.c, tc.d)
+			m.finish(round)
+			next := <-joined[0]
+			assert.Equal(t, []*mergeRequest{tc.b, tc.d}, next, "c waits for the round after")
+			m.finish(next)
+			assert.Nil(t, <-joined[2], "d: done by b's round")
+			assert.Equal(t, []*mergeRequest{tc.c}, <-joined[1], "c leads the round after")
+			m.finish([]*mergeRequest{tc.c})
+		})
+	}
 }
 
 func TestMergerRequestWhoseContextEndsInTheQueueLeavesIt(t *testing.T) {

@@ -128,6 +128,13 @@ func runWorker(t *testing.T, cfg Config, p *Pipeline) (*Worker, func()) {
 	cfg.SessionTimeout, cfg.HeartbeatInterval, cfg.RebalanceTimeout = 6*time.Second, 100*time.Millisecond, 6*time.Second
 	cfg.MaxWait, cfg.ShutdownTimeout = 50*time.Millisecond, 10*time.Second
 	w := New(cfg, p, p.Metrics, slog.New(slog.DiscardHandler))
+	return w, runUntilStopped(t, w)
+}
+
+// runUntilStopped runs w until the returned stop is called or the test
+// ends; stop waits for Run to return nil (60 s at most).
+func runUntilStopped(t *testing.T, w *Worker) func() {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
@@ -144,7 +151,7 @@ func runWorker(t *testing.T, cfg Config, p *Pipeline) (*Worker, func()) {
 		})
 	}
 	t.Cleanup(stop)
-	return w, stop
+	return stop
 }
 
 // eventsCounted sums paycb_events_total, of outcome or of every outcome

@@ -84,8 +84,10 @@ func (s *Service) SettleBatch(ctx context.Context, evs []channels.Event) ([]Resu
 // waits for another's trouble. Its results are SettleBatch's; but
 //   - a deadlock, a lock wait timeout, a write conflict (TiDB) or a
 //     certification failure (Galera), and a lost race for a new order row,
-//     are returned at once, nothing written, instead of running the
-//     transaction again;
+//     are returned, nothing written, instead of running the transaction
+//     again;
+//   - on TiDB, which cannot skip a held order row, the locking read of the
+//     order rows fails at once (NOWAIT) rather than wait for one;
 //   - its missing order rows are created inside its transaction whatever
 //     its size (a merged batch is short);
 //   - the events of trades whose order rows another transaction holds are
@@ -629,11 +631,14 @@ func newOrders(evs []channels.Event, skip []bool, now time.Time) ([]Order, map[t
 	return rows, firsts
 }
 
-// insertOrders is the INSERT of new order rows on db.
+// insertOrders is the INSERT of new order rows on db, every column but the
+// id (a row createOrders makes PENDING_PAYMENT carries the columns'
+// defaults: zero amounts, no times, no bound merchant).
 func insertOrders(db bun.IDB, rows *[]Order) *bun.InsertQuery {
 	return db.NewInsert().Model(rows).
-		Column("tenant_id", "channel_code", "channel_trade_no", "merchant_order_no", "amount", "currency",
-			"status", "created_at", "updated_at").
+		Column("tenant_id", "channel_code", "channel_trade_no", "merchant_order_no", "amount", "paid_amount",
+			"refunded_amount", "max_cumulative_refund", "currency", "status", "paid_at", "last_refund_at",
+			"bound_merchant_id", "created_at", "updated_at").
 		Returning("")
 }
 
@@ -859,11 +864,7 @@ func (s *Service) insertCreatedOrders(ctx context.Context, tx bun.Tx, orders map
 	slices.SortFunc(rows, func(a, b Order) int {
 		return compareTrades(tradeKey{a.TenantID, a.Channel, a.TradeNo}, tradeKey{b.TenantID, b.Channel, b.TradeNo})
 	})
-	_, err := tx.NewInsert().Model(&rows).
-		Column("tenant_id", "channel_code", "channel_trade_no", "merchant_order_no", "amount", "paid_amount",
-			"refunded_amount", "max_cumulative_refund", "currency", "status", "paid_at", "last_refund_at",
-			"bound_merchant_id", "created_at", "updated_at").
-		Returning("").Exec(ctx)
+	_, err := insertOrders(tx, &rows).Exec(ctx)
 	if err == nil {
 		return nil
 	}
