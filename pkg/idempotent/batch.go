@@ -31,14 +31,17 @@ type TenantKey struct {
 // event, is read only for a claim still ACQUIRED (settling it needs it); a
 // settled claim's is left nil here, which keeps a replay's lookups small.
 func (s *Store) LookupMany(ctx context.Context, keys []TenantKey) (map[TenantKey]Record, error) {
-	return s.lookup(ctx, s.db, keys)
+	out, _, err := s.lookup(ctx, s.db, keys, nil)
+	return out, err
 }
 
-// lookup reads the claims of keys on db, as LookupMany describes.
-func (s *Store) lookup(ctx context.Context, db bun.IDB, keys []TenantKey) (map[TenantKey]Record, error) {
-	out := make(map[TenantKey]Record, len(keys))
+// lookup reads the claims of keys on db, as LookupMany describes; with a
+// token, mine holds the keys whose rows carry it (those the insert of
+// that token made), else it is nil.
+func (s *Store) lookup(ctx context.Context, db bun.IDB, keys []TenantKey, token []byte) (out map[TenantKey]Record, mine map[TenantKey]bool, err error) {
+	out = make(map[TenantKey]Record, len(keys))
 	if len(keys) == 0 {
-		return out, nil
+		return out, nil, nil
 	}
 	// One equality prefix and key list per tenant: the server probes
 	// exactly these keys on uk_idem.
@@ -55,6 +58,10 @@ func (s *Store) lookup(ctx context.Context, db bun.IDB, keys []TenantKey) (map[T
 			"source_topic", "source_partition", "source_offset", "attempts", "last_error", "dead_lettered_at",
 			"created_at", "settled_at").
 		ColumnExpr("CASE WHEN status = ? THEN event_json END AS event_json", string(StatusAcquired))
+	if token != nil {
+		q = q.ColumnExpr("CASE WHEN batch_token = ? THEN 1 ELSE 0 END AS mine", token)
+		mine = make(map[TenantKey]bool, len(keys))
+	}
 	q = q.WhereGroup(" AND ", func(q *bun.SelectQuery) *bun.SelectQuery {
 		for _, t := range tenants {
 			q = q.WhereOr("(tenant_id = ? AND idempotent_key IN (?))", t, bun.List(byTenant[t]))
@@ -63,7 +70,7 @@ func (s *Store) lookup(ctx context.Context, db bun.IDB, keys []TenantKey) (map[T
 	})
 	rows, err := q.Rows(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("look up %d claims: %w", len(keys), err)
+		return nil, nil, fmt.Errorf("look up %d claims: %w", len(keys), err)
 	}
 	defer rows.Close()
 	// Scanned by hand, not through the model's reflection: a replay reads
@@ -72,10 +79,15 @@ func (s *Store) lookup(ctx context.Context, db bun.IDB, keys []TenantKey) (map[T
 		var r claimRow
 		var outcome, eventJSON, lastError sql.NullString
 		var deadLettered, settled sql.NullTime
-		if err := rows.Scan(&r.ID, &r.TenantID, &r.IdempotentKey, &r.EventType, &r.Status, &outcome, &r.Fingerprint,
+		var isMine int
+		dest := []any{&r.ID, &r.TenantID, &r.IdempotentKey, &r.EventType, &r.Status, &outcome, &r.Fingerprint,
 			&r.SourceTopic, &r.SourcePartition, &r.SourceOffset, &r.Attempts, &lastError, &deadLettered,
-			&r.CreatedAt, &settled, &eventJSON); err != nil {
-			return nil, fmt.Errorf("look up %d claims: %w", len(keys), err)
+			&r.CreatedAt, &settled, &eventJSON}
+		if token != nil {
+			dest = append(dest, &isMine)
+		}
+		if err := rows.Scan(dest...); err != nil {
+			return nil, nil, fmt.Errorf("look up %d claims: %w", len(keys), err)
 		}
 		r.SettleOutcome = nullString(outcome)
 		r.EventJSON = nullString(eventJSON)
@@ -84,11 +96,14 @@ func (s *Store) lookup(ctx context.Context, db bun.IDB, keys []TenantKey) (map[T
 		r.SettledAt = nullTime(settled)
 		rec := r.record()
 		out[TenantKey{rec.TenantID, rec.Key}] = rec
+		if isMine == 1 {
+			mine[TenantKey{rec.TenantID, rec.Key}] = true
+		}
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("look up %d claims: %w", len(keys), err)
+		return nil, nil, fmt.Errorf("look up %d claims: %w", len(keys), err)
 	}
-	return out, nil
+	return out, mine, nil
 }
 
 func nullString(s sql.NullString) *string {
@@ -122,8 +137,9 @@ func nullTime(t sql.NullTime) *time.Time {
 // multi-row INSERT fails whole on one existing key, and INSERT IGNORE
 // hides other errors. Each row of the upsert counts one affected row when
 // inserted and none when it met a duplicate, so when every row counts the
-// statement inserted them all; otherwise a batch token, which only rows
-// this statement inserted carry, is read back to tell which.
+// statement inserted them all; otherwise one read of the batch's keys
+// tells which rows carry the batch token (only rows this statement
+// inserted do) and reads the claims the others met.
 //
 // Every claim must be valid and each (tenant, key) may appear once;
 // otherwise nothing is written and the error wraps ErrInvalidClaim. Any
@@ -152,9 +168,7 @@ func (s *Store) AcquireMany(ctx context.Context, claims []Claim) ([]Result, erro
 	}
 	// Insert in (tenant, key) order, the index's order, so concurrent
 	// batches with overlapping keys queue rather than deadlock.
-	slices.SortFunc(fresh, func(a, b int) int {
-		return cmp.Or(cmp.Compare(keys[a].TenantID, keys[b].TenantID), cmp.Compare(keys[a].Key, keys[b].Key))
-	})
+	slices.SortFunc(fresh, func(a, b int) int { return compareTenantKeys(keys[a], keys[b]) })
 	var token [16]byte
 	if _, err := rand.Read(token[:]); err != nil {
 		return nil, fmt.Errorf("acquire batch: token: %w", err)
@@ -169,36 +183,22 @@ func (s *Store) AcquireMany(ctx context.Context, claims []Claim) ([]Result, erro
 		}
 		return results, nil
 	}
-	var mine []claimRow
-	if err := s.db.NewSelect().Model(&mine).Column("tenant_id", "idempotent_key").
-		Where("batch_token = ?", token[:]).Scan(ctx); err != nil {
-		return nil, fmt.Errorf("acquire batch: read back inserted claims: %w", err)
-	}
-	inserted := make(map[TenantKey]bool, len(mine))
-	for _, r := range mine {
-		inserted[TenantKey{r.TenantID, Key(r.IdempotentKey)}] = true
-	}
-	var lost []TenantKey
-	for _, i := range fresh {
-		if inserted[keys[i]] {
-			results[i] = Result{Kind: Acquired}
-		} else {
-			lost = append(lost, keys[i]) // another acquirer won between lookup and insert
-		}
-	}
-	if len(lost) == 0 {
-		return results, nil
-	}
-	winners, err := s.LookupMany(ctx, lost)
+	// Some rows met a claim already there (another acquirer won between a
+	// lookup and this insert, or no lookup was made): one read of every
+	// key of the batch tells which rows this statement inserted (they carry
+	// its token) and reads the others' claims.
+	found, mine, err := s.lookup(ctx, s.db, keys, token[:])
 	if err != nil {
-		return nil, fmt.Errorf("acquire batch: %w", err)
+		return nil, fmt.Errorf("acquire batch: read back: %w", err)
 	}
 	for _, i := range fresh {
-		if inserted[keys[i]] {
-			continue
-		}
-		rec, ok := winners[keys[i]]
-		if !ok {
+		rec, ok := found[keys[i]]
+		switch {
+		case mine[keys[i]]:
+			results[i] = Result{Kind: Acquired}
+		case ok:
+			results[i] = Compare(claims[i], rec)
+		default:
 			// Neither inserted by this statement nor there: MariaDB can skip
 			// a row of a multi-row upsert whose duplicate was a concurrent
 			// insert that then rolled back (a deadlock victim). Let the
@@ -208,9 +208,7 @@ func (s *Store) AcquireMany(ctx context.Context, claims []Claim) ([]Result, erro
 				return nil, fmt.Errorf("acquire batch: %w", err)
 			}
 			results[i] = r
-			continue
 		}
-		results[i] = Compare(claims[i], rec)
 	}
 	return results, nil
 }
@@ -352,7 +350,8 @@ func (s *Store) insertMany(ctx context.Context, claims []Claim, idx []int, token
 // and relies on SettleMany's fence, at the end, to find out whether another
 // settler won meanwhile.
 func (s *Store) ReadMany(ctx context.Context, db bun.IDB, keys []TenantKey) (map[TenantKey]Record, error) {
-	return s.lookup(ctx, db, keys)
+	out, _, err := s.lookup(ctx, db, keys, nil)
+	return out, err
 }
 
 // Settlement is what the fence writes for one claim: the outcome, and
@@ -370,110 +369,178 @@ var ErrFingerprintMismatch = errors.New("event fingerprint differs from the clai
 
 // SettleMany is the fence, the one way a claim becomes SETTLED: inside the
 // caller's business transaction it moves every claim of settlements from
-// ACQUIRED to SETTLED with its outcome, with one UPDATE per tenant whose
-// checked row count must be all of them; each claim must still be
-// ACQUIRED and, where a fingerprint is given, hold that fingerprint. The
-// UPDATE's row locks serialise concurrent settlers, so exactly one of them
-// commits. When any claim does not qualify, the caller must roll back the
-// whole transaction, business writes included, and the error says why,
-// checked in this order: ErrFenceLost (a claim is SETTLED: another
-// settler won, a final, successful outcome for that claim; never retry
-// the same writes), ErrNotFound (a key was never claimed),
-// ErrFingerprintMismatch.
+// ACQUIRED to SETTLED with its outcome, with one UPDATE whatever the
+// tenants (a merged round holds several), whose checked row count must be
+// all of them; each claim must still be ACQUIRED and, where a fingerprint
+// is given, hold that fingerprint. The UPDATE's row locks serialise
+// concurrent settlers, so exactly one of them commits. When any claim does
+// not qualify, the caller must roll back the whole transaction, business
+// writes included, and the error says why, checked in this order:
+// ErrFenceLost (a claim is SETTLED: another settler won, a final,
+// successful outcome for that claim; never retry the same writes),
+// ErrNotFound (a key was never claimed), ErrFingerprintMismatch.
 func (s *Store) SettleMany(ctx context.Context, tx bun.Tx, settlements map[TenantKey]Settlement) error {
-	byTenant := map[int64][]TenantKey{}
+	if len(settlements) == 0 {
+		return nil
+	}
+	keys := make([]TenantKey, 0, len(settlements))
 	for k, st := range settlements {
 		if !st.Outcome.Valid() {
 			return fmt.Errorf("settle %s: invalid outcome %q", k.Key, st.Outcome)
 		}
-		byTenant[k.TenantID] = append(byTenant[k.TenantID], k)
+		keys = append(keys, k)
 	}
+	// In the index's order: the statement's text, and so its plan, depends
+	// on the keys alone, not on a map's order.
+	slices.SortFunc(keys, compareTenantKeys)
 	hint := "FORCE INDEX (uk_idem)"
 	if tx.Dialect().Name() == dialect.SQLite {
 		hint = "INDEXED BY uk_idem"
 	}
+	// Per tenant, an equality prefix and a list of keys (IN lists of
+	// constants are searched, not scanned, so the statement stays linear in
+	// the batch where a CASE idempotent_key WHEN … per row would compare
+	// every row with every key); the outcome and fingerprint lists are per
+	// tenant too, since one key string may be claimed by two tenants.
+	var tenants []int64
+	all := map[int64][]string{}
+	byOutcome := map[Outcome]map[int64][]string{}
+	checked := map[int64][]bun.TupleValues{} // (key, fingerprint) pairs
+	unchecked := map[int64][]string{}
+	for _, k := range keys {
+		st := settlements[k]
+		if all[k.TenantID] == nil {
+			tenants = append(tenants, k.TenantID)
+		}
+		all[k.TenantID] = append(all[k.TenantID], string(k.Key))
+		if byOutcome[st.Outcome] == nil {
+			byOutcome[st.Outcome] = map[int64][]string{}
+		}
+		byOutcome[st.Outcome][k.TenantID] = append(byOutcome[st.Outcome][k.TenantID], string(k.Key))
+		if st.Fingerprint != "" {
+			checked[k.TenantID] = append(checked[k.TenantID], bun.Tuple([]any{string(k.Key), st.Fingerprint}))
+		} else {
+			unchecked[k.TenantID] = append(unchecked[k.TenantID], string(k.Key))
+		}
+	}
+	var b strings.Builder
+	args := make([]any, 0, 8+8*len(tenants))
+	// keysOf writes "(tenant_id = ? AND idempotent_key IN (?)) OR …" for
+	// the tenants of lists.
+	keysOf := func(lists map[int64][]string) {
+		first := true
+		for _, t := range tenants {
+			if len(lists[t]) == 0 {
+				continue
+			}
+			if !first {
+				b.WriteString(" OR ")
+			}
+			first = false
+			b.WriteString("(tenant_id = ? AND idempotent_key IN (?))")
+			args = append(args, t, bun.List(lists[t]))
+		}
+	}
+	b.WriteString("UPDATE ss_channel_idempotent " + hint + " SET status = ?, settle_outcome = CASE")
+	args = append(args, string(StatusSettled))
+	for _, o := range []Outcome{OutcomeNoMoney, OutcomeOverRefund, OutcomePosted} {
+		if byOutcome[o] != nil {
+			b.WriteString(" WHEN ")
+			keysOf(byOutcome[o])
+			b.WriteString(" THEN ?")
+			args = append(args, string(o))
+		}
+	}
 	now := s.Now()
-	for tenant, keys := range byTenant {
-		// IN lists of constants are searched, not scanned, so the statement
-		// stays linear in the batch where a CASE idempotent_key WHEN … per
-		// row would compare every row with every key.
-		byOutcome := map[Outcome][]string{}
-		list := make([]string, len(keys))
-		var checked []bun.TupleValues // (key, fingerprint) pairs
-		var unchecked []string
-		for i, k := range keys {
-			st := settlements[k]
-			byOutcome[st.Outcome] = append(byOutcome[st.Outcome], string(k.Key))
-			list[i] = string(k.Key)
-			if st.Fingerprint != "" {
-				checked = append(checked, bun.Tuple([]any{string(k.Key), st.Fingerprint}))
-			} else {
-				unchecked = append(unchecked, string(k.Key))
+	b.WriteString(" END, settled_at = ? WHERE (")
+	args = append(args, now)
+	keysOf(all)
+	b.WriteString(") AND status = ?")
+	args = append(args, string(StatusAcquired))
+	// Each tenant's keys: those without a fingerprint to check, or those
+	// whose (key, fingerprint) pair is the one decided on.
+	b.WriteString(" AND (")
+	first := true
+	for _, t := range tenants {
+		if !first {
+			b.WriteString(" OR ")
+		}
+		first = false
+		b.WriteString("(tenant_id = ? AND (")
+		args = append(args, t)
+		if len(unchecked[t]) > 0 {
+			b.WriteString("idempotent_key IN (?)")
+			args = append(args, bun.List(unchecked[t]))
+			if len(checked[t]) > 0 {
+				b.WriteString(" OR ")
 			}
 		}
-		var b strings.Builder
-		args := make([]any, 0, 12)
-		b.WriteString("UPDATE ss_channel_idempotent " + hint + " SET status = ?, settle_outcome = CASE")
-		args = append(args, string(StatusSettled))
-		for _, o := range []Outcome{OutcomeNoMoney, OutcomeOverRefund, OutcomePosted} {
-			if ks := byOutcome[o]; len(ks) > 0 {
-				b.WriteString(" WHEN idempotent_key IN (?) THEN ?")
-				args = append(args, bun.List(ks), string(o))
-			}
+		if len(checked[t]) > 0 {
+			b.WriteString("(idempotent_key, fingerprint) IN (?)")
+			args = append(args, bun.List(checked[t]))
 		}
-		b.WriteString(" END, settled_at = ? WHERE tenant_id = ? AND idempotent_key IN (?) AND status = ?")
-		args = append(args, now, tenant, bun.List(list), string(StatusAcquired))
-		switch {
-		case len(unchecked) == 0:
-			b.WriteString(" AND (idempotent_key, fingerprint) IN (?)")
-			args = append(args, bun.List(checked))
-		case len(checked) > 0:
-			b.WriteString(" AND (idempotent_key IN (?) OR (idempotent_key, fingerprint) IN (?))")
-			args = append(args, bun.List(unchecked), bun.List(checked))
-		}
-		res, err := tx.NewRaw(b.String(), args...).Exec(ctx)
-		if err != nil {
-			return fmt.Errorf("settle %d claims of tenant %d: %w", len(keys), tenant, err)
-		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return fmt.Errorf("settle %d claims of tenant %d: rows affected: %w", len(keys), tenant, err)
-		}
-		if n != int64(len(keys)) {
-			return s.fenceShortfall(ctx, tx, tenant, keys, settlements, n)
-		}
+		b.WriteString("))")
+	}
+	b.WriteString(")")
+	res, err := tx.NewRaw(b.String(), args...).Exec(ctx)
+	if err != nil {
+		return fmt.Errorf("settle %d claims of %d tenants: %w", len(keys), len(tenants), err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("settle %d claims of %d tenants: rows affected: %w", len(keys), len(tenants), err)
+	}
+	if n != int64(len(keys)) {
+		return s.fenceShortfall(ctx, tx, keys, settlements, n, now)
 	}
 	return nil
 }
 
-// fenceShortfall tells why a fence UPDATE moved fewer claims than asked.
-func (s *Store) fenceShortfall(ctx context.Context, tx bun.Tx, tenant int64, keys []TenantKey, settlements map[TenantKey]Settlement, moved int64) error {
+// compareTenantKeys orders keys as uk_idem does: by tenant, then key,
+// byte for byte.
+func compareTenantKeys(a, b TenantKey) int {
+	return cmp.Or(cmp.Compare(a.TenantID, b.TenantID), cmp.Compare(a.Key, b.Key))
+}
+
+// fenceShortfall tells why a fence UPDATE, run at now, moved fewer claims
+// than asked. It reads the claims inside the transaction, which sees the
+// rows the UPDATE did move as SETTLED at now with their outcome: those are
+// the ones that qualified. Should that count not be what the UPDATE moved
+// (another settler's row that looks the same), the fence is reported lost,
+// the answer that makes a caller read the claims again.
+func (s *Store) fenceShortfall(ctx context.Context, tx bun.Tx, keys []TenantKey, settlements map[TenantKey]Settlement, moved int64, now time.Time) error {
 	found, err := s.ReadMany(ctx, tx, keys)
 	if err != nil {
-		return fmt.Errorf("settle %d claims of tenant %d: %w", len(keys), tenant, err)
+		return fmt.Errorf("settle %d claims: %w", len(keys), err)
 	}
-	var missing, mismatched *TenantKey
+	var missing, mismatched, lost *TenantKey
+	var ours int64
 	for i, k := range keys {
 		rec, ok := found[k]
 		switch {
 		case !ok:
 			missing = &keys[i]
+		case rec.Status == StatusSettled && rec.SettledAt != nil && rec.SettledAt.Equal(now) && rec.Outcome == settlements[k].Outcome:
+			ours++
 		case rec.Status != StatusAcquired:
-			return fmt.Errorf("settle %d claims of tenant %d: %d were ACQUIRED: %s: %w", len(keys), tenant, moved, k.Key, ErrFenceLost)
+			lost = &keys[i]
 		case settlements[k].Fingerprint != "" && rec.Fingerprint != settlements[k].Fingerprint:
 			mismatched = &keys[i]
 		}
 	}
 	switch {
+	case lost != nil:
+		return fmt.Errorf("settle %d claims: %d were ACQUIRED: %d/%s: %w", len(keys), moved, lost.TenantID, lost.Key, ErrFenceLost)
+	case ours != moved:
 	case missing != nil:
-		return fmt.Errorf("settle %s: claim %d/%s: %w", missing.Key, tenant, missing.Key, ErrNotFound)
+		return fmt.Errorf("settle %s: claim %d/%s: %w", missing.Key, missing.TenantID, missing.Key, ErrNotFound)
 	case mismatched != nil:
 		return fmt.Errorf("settle %s: claim %s, event %s: %w", mismatched.Key,
 			found[*mismatched].Fingerprint, settlements[*mismatched].Fingerprint, ErrFingerprintMismatch)
 	}
-	// Every claim qualifies now: the UPDATE raced a change it no longer
-	// sees; nothing is known but that the fence did not hold.
-	return fmt.Errorf("settle %d claims of tenant %d: %d moved: %w", len(keys), tenant, moved, ErrFenceLost)
+	// The UPDATE raced a change it no longer sees; nothing is known but
+	// that the fence did not hold.
+	return fmt.Errorf("settle %d claims: %d moved: %w", len(keys), moved, ErrFenceLost)
 }
 
 // MarkMoved records, inside the caller's business transaction, that a

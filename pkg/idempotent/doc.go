@@ -15,7 +15,7 @@
 //   - Keys compare byte for byte (VARBINARY / BLOB columns); the key builder
 //     (pkg/eventkey, whose Key and EventType this package's are) refuses
 //     rather than truncates.
-//   - Settle (and SettleMany, one UPDATE per tenant) is a fence: inside the
+//   - Settle (and SettleMany, one UPDATE for all its claims) is a fence: inside the
 //     caller's business transaction it moves a claim from ACQUIRED to
 //     SETTLED only if it is still ACQUIRED (with the event's fingerprint,
 //     when the caller gives one), so exactly one settler wins, however many

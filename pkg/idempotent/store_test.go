@@ -408,3 +408,100 @@ func TestFailureBookkeeping(t *testing.T) {
 		assert.Equal(t, idempotent.StatusAcquired, rec.Status, "bookkeeping never settles")
 	})
 }
+
+// TestSettleManyAcrossTenants: one fence settles the claims of several
+// tenants at once; a key string claimed by two tenants gets each tenant's
+// own outcome and fingerprint check, and a claim that does not qualify in
+// one tenant refuses the whole fence, the other tenant's claims included.
+func TestSettleManyAcrossTenants(t *testing.T) {
+	sqldbtest.Dialects(t, func(t *testing.T, db *bun.DB) { //nolint:thelper // a test body run once per dialect
+		ctx := context.Background()
+		store := idempotent.NewStore(db)
+		claim := func(trade string, tenant int64) idempotent.TenantKey {
+			c := claimFor(mustKey(t, trade), tenant)
+			res, err := store.Acquire(ctx, c)
+			require.NoError(t, err)
+			require.Equal(t, idempotent.Acquired, res.Kind)
+			return idempotent.TenantKey{TenantID: tenant, Key: c.Key}
+		}
+		fence := func(s map[idempotent.TenantKey]idempotent.Settlement) error {
+			return db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error { return store.SettleMany(ctx, tx, s) })
+		}
+		status := func(k idempotent.TenantKey) (idempotent.Status, idempotent.Outcome) {
+			rec, err := store.Get(ctx, k.TenantID, k.Key)
+			require.NoError(t, err)
+			return rec.Status, rec.Outcome
+		}
+
+		// One key string in two tenants, with different outcomes.
+		sharedA, sharedB := claim("T-SHARED", 1001), claim("T-SHARED", 1002)
+		onlyA, onlyB := claim("T-A", 1001), claim("T-B", 1002)
+		require.NoError(t, fence(map[idempotent.TenantKey]idempotent.Settlement{
+			sharedA: {Outcome: idempotent.OutcomePosted, Fingerprint: fp},
+			sharedB: {Outcome: idempotent.OutcomeNoMoney},
+			onlyA:   {Outcome: idempotent.OutcomeOverRefund},
+			onlyB:   {Outcome: idempotent.OutcomePosted, Fingerprint: fp},
+		}))
+		for k, want := range map[idempotent.TenantKey]idempotent.Outcome{
+			sharedA: idempotent.OutcomePosted, sharedB: idempotent.OutcomeNoMoney,
+			onlyA: idempotent.OutcomeOverRefund, onlyB: idempotent.OutcomePosted,
+		} {
+			st, out := status(k)
+			assert.Equal(t, idempotent.StatusSettled, st, "%d/%s", k.TenantID, k.Key)
+			assert.Equal(t, want, out, "%d/%s", k.TenantID, k.Key)
+		}
+
+		// A wrong fingerprint in tenant 1002 refuses tenant 1001's claim too.
+		goodA, badB := claim("T-GOOD", 1001), claim("T-GOOD", 1002)
+		err := fence(map[idempotent.TenantKey]idempotent.Settlement{
+			goodA: {Outcome: idempotent.OutcomePosted, Fingerprint: fp},
+			badB:  {Outcome: idempotent.OutcomePosted, Fingerprint: "another-event"},
+		})
+		require.ErrorIs(t, err, idempotent.ErrFingerprintMismatch)
+		for _, k := range []idempotent.TenantKey{goodA, badB} {
+			st, _ := status(k)
+			assert.Equal(t, idempotent.StatusAcquired, st, "refused whole: %d/%s", k.TenantID, k.Key)
+		}
+
+		// A claim another settler took in one tenant: the fence is lost,
+		// and the other tenant's claim stays ACQUIRED.
+		require.NoError(t, fence(map[idempotent.TenantKey]idempotent.Settlement{badB: {Outcome: idempotent.OutcomeNoMoney}}))
+		err = fence(map[idempotent.TenantKey]idempotent.Settlement{
+			goodA: {Outcome: idempotent.OutcomePosted, Fingerprint: fp},
+			badB:  {Outcome: idempotent.OutcomePosted},
+		})
+		require.ErrorIs(t, err, idempotent.ErrFenceLost)
+		st, _ := status(goodA)
+		assert.Equal(t, idempotent.StatusAcquired, st)
+		st, out := status(badB)
+		assert.Equal(t, idempotent.StatusSettled, st)
+		assert.Equal(t, idempotent.OutcomeNoMoney, out, "the first settler's outcome stands")
+	})
+}
+
+// TestAcquireManyReadsBackByTenant: a batch whose insert met claims already
+// there reads back, in one statement, which rows it inserted; a key string
+// another tenant claimed is not this tenant's duplicate.
+func TestAcquireManyReadsBackByTenant(t *testing.T) {
+	sqldbtest.Dialects(t, func(t *testing.T, db *bun.DB) { //nolint:thelper // a test body run once per dialect
+		ctx := context.Background()
+		store := idempotent.NewStore(db)
+		other := claimFor(mustKey(t, "RB-1"), 1002)
+		_, err := store.Acquire(ctx, other)
+		require.NoError(t, err)
+		mineBefore := claimFor(mustKey(t, "RB-2"), 1001)
+		_, err = store.Acquire(ctx, mineBefore)
+		require.NoError(t, err)
+
+		res, err := store.AcquireMany(ctx, []idempotent.Claim{
+			claimFor(mustKey(t, "RB-1"), 1001), mineBefore, claimFor(mustKey(t, "RB-3"), 1001),
+		})
+		require.NoError(t, err)
+		require.Len(t, res, 3)
+		assert.Equal(t, idempotent.Acquired, res[0].Kind, "tenant 1002's claim of the same key is not 1001's")
+		assert.Equal(t, idempotent.Duplicate, res[1].Kind)
+		assert.Equal(t, mineBefore.Source, res[1].Existing.Source)
+		assert.Equal(t, idempotent.Acquired, res[2].Kind)
+		assert.Equal(t, 2, countClaims(t, db, "idempotent_key = ?", string(mustKey(t, "RB-1"))))
+	})
+}
