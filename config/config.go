@@ -282,6 +282,13 @@ type Worker struct {
 	// of 1 (the per-message pipeline) never merges. Env PAYCB_MERGE_MAX.
 	// Default 64; 1..MaxBatch.
 	MergeMax int `yaml:"merge_max"`
+	// MergeWait is the least time from one merged transaction's start to
+	// the next's: at steady load each gathers the small batches that come
+	// meanwhile (fewer, larger transactions, up to this much more
+	// latency), and a worker idle this long starts one at once; 0 starts
+	// each as soon as the one before ends. Env PAYCB_MERGE_WAIT. Default
+	// 5ms; 0s..100ms.
+	MergeWait time.Duration `yaml:"merge_wait"`
 	// OrphanAfter is how long a claim may stay ACQUIRED before the sweeper
 	// settles it again. Env PAYCB_ORPHAN_AFTER, flag --orphan-after. Default
 	// 2m.

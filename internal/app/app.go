@@ -216,6 +216,7 @@ func (m *Main) Run(ctx context.Context) error {
 
 		StatementTimeout:  cfg.DB.StatementTimeout,
 		MergeMax:          mergeMax(cfg.Worker),
+		MergeWait:         cfg.Worker.MergeWait,
 		DeadLetterRecords: records,
 		Merchants:         merchants,
 		Orders: func(ctx context.Context, tenantID int64, ch channels.Channel, tradeNo string) (settlement.Order, error) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/paycallback/paycallback/internal/metrics"
 	"github.com/paycallback/paycallback/pkg/channels"
@@ -23,20 +24,29 @@ const mergeBelow = 8
 // small batches that concurrently active partitions have ready share one
 // lookup, one claims insert and one business transaction.
 //
-// A partition that finds no round in flight starts one at once with its
-// own batch, so a quiet worker never waits. Partitions that come while a
-// round is in flight queue; when it ends, the queued batches, in arrival
-// order, each whole, go together as the next round, up to max events,
-// led by the first of them; a batch holding a key already in the round,
-// or whose statements would pass the server's largest statement with the
-// round's, waits for the one after (a round settles each key once). One
-// round is in flight at a time.
+// One round is in flight at a time, led by one request's goroutine; the
+// merger has none of its own. A partition that finds no round in flight
+// leads the next one; partitions that come while a round is in flight
+// queue, and when it ends the first of them leads the next. A leader
+// first waits until wait has passed since the last round started
+// (gathering), then takes the queued batches, in arrival order, each
+// whole, up to max events, itself first; a batch holding a key already in
+// the round, or whose statements would pass the server's largest
+// statement with the round's, waits for the one after (a round settles
+// each key once). So a worker idle for wait starts a round at once, and
+// at steady load rounds start at most every wait, each holding what came
+// meanwhile: fewer, larger rounds, at the cost of up to wait of latency.
 type merger struct {
-	max int // most events (distinct keys) of one round
+	max  int           // most events (distinct keys) of one round
+	wait time.Duration // least time from one round's start to the next's
+	// sleep waits out a leader's gathering pause (nil: time.Sleep); tests
+	// replace it to gather deterministically.
+	sleep func(time.Duration)
 
-	mu       sync.Mutex
-	inFlight bool
-	queue    []*mergeRequest
+	mu        sync.Mutex
+	inFlight  bool // a round is in flight, or its leader is gathering
+	queue     []*mergeRequest
+	lastStart time.Time // when the last round was taken
 }
 
 // mergeRequest is one partition's batch in the merger: its money events,
@@ -58,63 +68,90 @@ type mergeRequest struct {
 	settled    []bool // outcomes[n] is final; the others, the caller settles alone
 	faultErr   error  // the after-acquire fault point failed
 
-	done  chan struct{}   // closed when the round is done, or when this request leads the next
-	round []*mergeRequest // the round this request leads (set before done is closed)
+	done  chan struct{} // closed when the round is done, or when this request leads the next
+	leads bool          // set (under merger.mu) before done is closed to make it lead
 }
 
-// join queues req, or starts a round with it when none is in flight. It
-// returns the round req leads (req first), or nil when another request's
-// round took req and is done. A ctx that ends while req waits in the
-// queue takes it out: ctx's error, nothing done. Once a round has taken
-// req, join waits for that round, which no caller's cancellation ends
-// (its statements are bounded by the statement timeout).
+// join queues req, and returns the round req leads (req first) or nil
+// when another request's round took req and is done. A request that finds
+// no round in flight, or is first in the queue when one ends, leads: it
+// gathers (see merger) and takes the next round. A ctx that ends while
+// req waits in the queue takes it out: ctx's error, nothing done. Once a
+// round has taken req, or req leads, join goes on without ctx: a round
+// is not given up (its statements are bounded by the statement timeout),
+// and the gathering wait is at most the merger's wait.
 func (m *merger) join(ctx context.Context, req *mergeRequest) ([]*mergeRequest, error) {
 	req.done = make(chan struct{})
 	m.mu.Lock()
+	m.queue = append(m.queue, req)
 	if !m.inFlight {
 		m.inFlight = true
+		req.leads = true
 		m.mu.Unlock()
-		return []*mergeRequest{req}, nil
+		return m.lead(), nil
 	}
-	m.queue = append(m.queue, req)
 	m.mu.Unlock()
 	select {
 	case <-req.done:
 	case <-ctx.Done():
 		m.mu.Lock()
-		if i := slices.Index(m.queue, req); i >= 0 {
-			m.queue = slices.Delete(m.queue, i, i+1)
-			m.mu.Unlock()
-			return nil, ctx.Err()
+		if !req.leads {
+			if i := slices.Index(m.queue, req); i >= 0 {
+				m.queue = slices.Delete(m.queue, i, i+1)
+				m.mu.Unlock()
+				return nil, ctx.Err()
+			}
 		}
 		m.mu.Unlock()
 		<-req.done
 	}
-	return req.round, nil
+	if req.leads {
+		return m.lead(), nil
+	}
+	return nil, nil
 }
 
-// finish ends round (its results set): it hands the next round to the
-// first queued request and wakes the others of round.
+// lead is the leader's part: it waits out the rest of the gathering wait,
+// then takes the next round, which the leader, first in the queue, heads.
+func (m *merger) lead() []*mergeRequest {
+	m.mu.Lock()
+	pause := m.wait - time.Since(m.lastStart)
+	m.mu.Unlock()
+	if pause > 0 {
+		if m.sleep != nil {
+			m.sleep(pause)
+		} else {
+			time.Sleep(pause)
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.lastStart = time.Now()
+	return m.take()
+}
+
+// finish ends round (its results set): it wakes the others of round and
+// makes the first queued request, if any, the next leader.
 func (m *merger) finish(round []*mergeRequest) {
 	m.mu.Lock()
-	next := m.take()
-	if len(next) == 0 {
-		m.inFlight = false
-	}
-	m.mu.Unlock()
+	defer m.mu.Unlock()
 	for _, r := range round[1:] {
 		close(r.done)
 	}
-	if len(next) > 0 {
-		next[0].round = next
-		close(next[0].done)
+	if len(m.queue) == 0 {
+		m.inFlight = false
+		return
 	}
+	next := m.queue[0]
+	next.leads = true
+	close(next.done)
 }
 
 // take removes the next round from the queue (m.mu held): queued requests
 // in arrival order while the round holds at most max events and its
-// statements stay within the first request's limit, the first always; a
-// request holding a key already in the round stays queued.
+// statements stay within the first request's limit, the first (the
+// leader) always; a request holding a key already in the round stays
+// queued.
 func (m *merger) take() []*mergeRequest {
 	if len(m.queue) == 0 {
 		return nil
@@ -156,7 +193,7 @@ func (p *Pipeline) merger() *merger {
 	if p.MergeMax < 2 {
 		return nil
 	}
-	p.mergeOnce.Do(func() { p.merge = &merger{max: p.MergeMax} })
+	p.mergeOnce.Do(func() { p.merge = &merger{max: p.MergeMax, wait: p.MergeWait} })
 	return p.merge
 }
 

@@ -159,13 +159,88 @@ func TestMergerRequestWhoseContextEndsInTheQueueLeavesIt(t *testing.T) {
 	assert.False(t, m.inFlight, "the request that left is in no round")
 }
 
+// TestMergerGathersForTheRestOfTheWait: a request that finds the merger
+// idle for its wait leads a round at once; one that comes sooner after a
+// round started waits out the rest of the wait, and its round takes what
+// queued meanwhile.
+func TestMergerGathersForTheRestOfTheWait(t *testing.T) {
+	asleep, wake := make(chan time.Duration), make(chan struct{})
+	m := &merger{max: 64, wait: time.Hour, sleep: func(d time.Duration) {
+		asleep <- d
+		<-wake
+	}}
+	a := request("a")
+	round, err := m.join(context.Background(), a)
+	require.NoError(t, err)
+	require.Equal(t, []*mergeRequest{a}, round, "idle for longer than the wait: a leads at once, alone")
+	m.finish(round)
+
+	b, c, d := request("b"), request("c1", "c2"), request("d")
+	bDone := joinAsync(context.Background(), m, b)
+	pause := <-asleep
+	assert.Greater(t, pause, 59*time.Minute, "a round started just now: b waits out the rest of the wait")
+	assert.LessOrEqual(t, pause, time.Hour)
+	joined := enqueue(t, m, c, d)
+	close(wake)
+	assert.Equal(t, []*mergeRequest{b, c, d}, <-bDone, "b's round gathers what queued while it waited")
+	m.finish([]*mergeRequest{b, c, d})
+	for _, done := range joined {
+		assert.Nil(t, <-done, "done by b's round")
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	assert.False(t, m.inFlight)
+	assert.Empty(t, m.queue)
+}
+
+// TestMergerLeaderWhoseContextEndsStillLeads: a queued request whose
+// context ends as it is made the next leader either leaves the queue
+// before (and the one behind it leads) or leads its round all the same:
+// never are the requests behind it left without a leader.
+func TestMergerLeaderWhoseContextEndsStillLeads(t *testing.T) {
+	for range 50 {
+		m := &merger{max: 64}
+		round, err := m.join(context.Background(), request("lead"))
+		require.NoError(t, err)
+		ctx, cancel := context.WithCancel(context.Background())
+		next, behind := request("next"), request("behind")
+		nextDone := joinAsync(ctx, m, next)
+		queued(t, m, 1)
+		behindDone := enqueue(t, m, behind)[0]
+		cancel() // races the hand-over to next
+		m.finish(round)
+		if got := <-nextDone; len(got) == 0 {
+			// next left the queue first: behind leads.
+			require.Equal(t, []*mergeRequest{behind}, <-behindDone)
+			m.finish([]*mergeRequest{behind})
+		} else {
+			require.Equal(t, []*mergeRequest{next, behind}, got, "next leads though its context ended")
+			m.finish(got)
+			assert.Nil(t, <-behindDone, "done by next's round")
+		}
+		m.mu.Lock()
+		assert.False(t, m.inFlight)
+		assert.Empty(t, m.queue)
+		m.mu.Unlock()
+	}
+}
+
 // TestMergerEveryRequestIsInExactlyOneRound: many partitions' goroutines
 // join at once, for many rounds; each request is done by exactly one
 // round, no round holds more than max events or a key twice, and no round
 // runs while another is in flight.
 func TestMergerEveryRequestIsInExactlyOneRound(t *testing.T) {
+	for _, wait := range []time.Duration{0, 200 * time.Microsecond} {
+		t.Run(fmt.Sprintf("wait %s", wait), func(t *testing.T) { everyRequestInOneRound(t, wait) })
+	}
+}
+
+// everyRequestInOneRound is TestMergerEveryRequestIsInExactlyOneRound
+// with a merger that gathers for wait.
+func everyRequestInOneRound(t *testing.T, wait time.Duration) {
+	t.Helper()
 	const partitions, batches, most = 12, 200, 10
-	m := &merger{max: most}
+	m := &merger{max: most, wait: wait}
 	var mu sync.Mutex
 	seen := map[*mergeRequest]int{}
 	var running atomic.Int32

@@ -119,6 +119,11 @@ type Pipeline struct {
 	// one claims insert and one business transaction of up to MergeMax
 	// events (see merger); below 2 each batch goes alone.
 	MergeMax int
+	// MergeWait is the least time from one merged round's start to the
+	// next's: at steady load a round gathers what comes meanwhile, and a
+	// worker idle that long starts one at once (see merger); zero starts
+	// each round as soon as the one before ends.
+	MergeWait time.Duration
 
 	mergeOnce sync.Once
 	merge     *merger
