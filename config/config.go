@@ -287,7 +287,7 @@ type Worker struct {
 	// meanwhile (fewer, larger transactions, up to this much more
 	// latency), and a worker idle this long starts one at once; 0 starts
 	// each as soon as the one before ends. Env PAYCB_MERGE_WAIT. Default
-	// 5ms; 0s..100ms.
+	// 3ms; 0s..100ms.
 	MergeWait time.Duration `yaml:"merge_wait"`
 	// OrphanAfter is how long a claim may stay ACQUIRED before the sweeper
 	// settles it again. Env PAYCB_ORPHAN_AFTER, flag --orphan-after. Default

@@ -200,7 +200,7 @@ var settings = []setting{
 	},
 	{
 		path: "worker.merge_wait", env: "PAYCB_MERGE_WAIT", usage: "least time from one merged transaction's start to the next's: at steady load each gathers the small batches that come meanwhile, so there are fewer and larger ones, at the cost of up to this much latency; a worker idle this long starts one at once; 0s starts each as soon as the one before ends",
-		def: "5ms", min: "0s", max: "100ms", field: func(c *Config) any { return &c.Worker.MergeWait },
+		def: "3ms", min: "0s", max: "100ms", field: func(c *Config) any { return &c.Worker.MergeWait },
 	},
 	{
 		path: "worker.orphan_after", env: "PAYCB_ORPHAN_AFTER", flag: "orphan-after", usage: "how long a claim may stay ACQUIRED before the sweeper settles it",
