@@ -80,9 +80,11 @@ func (s *Store) lookup(ctx context.Context, db bun.IDB, keys []TenantKey, token 
 		var outcome, eventJSON, lastError sql.NullString
 		var deadLettered, settled sql.NullTime
 		var isMine int
-		dest := []any{&r.ID, &r.TenantID, &r.IdempotentKey, &r.EventType, &r.Status, &outcome, &r.Fingerprint,
+		dest := []any{
+			&r.ID, &r.TenantID, &r.IdempotentKey, &r.EventType, &r.Status, &outcome, &r.Fingerprint,
 			&r.SourceTopic, &r.SourcePartition, &r.SourceOffset, &r.Attempts, &lastError, &deadLettered,
-			&r.CreatedAt, &settled, &eventJSON}
+			&r.CreatedAt, &settled, &eventJSON,
+		}
 		if token != nil {
 			dest = append(dest, &isMine)
 		}
