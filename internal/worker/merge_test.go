@@ -447,13 +447,14 @@ func newMergeSetup(t *testing.T) *mergeSetup {
 	return s
 }
 
-// payments is n new payments of trades of their own, as partition p's
-// messages at offsets 0, 1, …
+// payments is n new payments of trades of their own, of tenants 1001
+// and 1002 in turn, as partition p's messages at offsets 0, 1, …
 func (s *mergeSetup) payments(p, n int) []kafka.Message {
 	msgs := make([]kafka.Message, n)
 	for i := range msgs {
 		s.seq++
 		tr := channelstest.NewTrade(channels.Codes()[s.seq%3], s.seq)
+		tr.TenantID += int64(s.seq % 2)
 		msgs[i] = kafka.Message{Topic: "channel-events", Partition: p, Offset: int64(i), Value: channelstest.PaymentEnvelope(tr, channelstest.Delivery{})}
 	}
 	return msgs
@@ -543,6 +544,8 @@ func TestMergedRoundSettlesManyPartitionsInOneTransaction(t *testing.T) {
 	assert.Equal(t, 2, s.log.count("COMMIT"), "the first partition's transaction and the merged one")
 	assert.Equal(t, 1, s.log.count("INSERT INTO ss_channel_idempotent"), "one claims insert for the merged round")
 	assert.Equal(t, 1, s.log.count("SELECT `id`, `tenant_id`, `idempotent_key`"), "one lookup for the merged round (three of its batches look up)")
+	assert.Equal(t, 2, s.log.count("UPDATE ss_channel_idempotent"),
+		"one fence for the first partition's transaction, one for the merged round's two tenants")
 	assert.Equal(t, 1+events, eventsCounted(t, s.env.reg, "acquired"))
 	assert.Equal(t, 2*(1+events), ledgerRows(t, s.env.db), "two ledger rows per payment")
 	assert.InDelta(t, 1, mergedCount(t, s.env.reg, "settled"), 0, "paycb_merged_transactions_total{result=settled}")
