@@ -171,29 +171,64 @@ func (s *Store) AcquireMany(ctx context.Context, claims []Claim) ([]Result, erro
 	// Insert in (tenant, key) order, the index's order, so concurrent
 	// batches with overlapping keys queue rather than deadlock.
 	slices.SortFunc(fresh, func(a, b int) int { return compareTenantKeys(keys[a], keys[b]) })
+	// Each pass upserts the claims not decided yet; when it did not insert
+	// them all, one read of their keys tells which rows it inserted (they
+	// carry its token) and reads the claims the others met. A row neither
+	// inserted nor there is left for the next pass: MariaDB can skip a row
+	// of a multi-row upsert whose duplicate was a concurrent insert that
+	// then rolled back (a deadlock victim), and under concurrent batches of
+	// overlapping keys it does so for dozens of rows of one statement.
+	// Rows still undecided after the last pass are claimed one by one, each
+	// decided by its own insert's duplicate-key error.
+	for pass := 0; len(fresh) > 0 && pass < acquirePasses; pass++ {
+		undecided, err := s.upsertPass(ctx, claims, keys, fresh, results)
+		if err != nil {
+			return nil, err
+		}
+		fresh = undecided
+	}
+	for _, i := range fresh {
+		r, err := s.acquireOne(ctx, claims[i])
+		if err != nil {
+			return nil, fmt.Errorf("acquire batch: %w", err)
+		}
+		results[i] = r
+	}
+	return results, nil
+}
+
+// acquirePasses is how many multi-row upserts AcquireMany makes before it
+// claims the rows still undecided one by one.
+const acquirePasses = 3
+
+// upsertPass upserts the claims at idx (in index order) with a batch token
+// of its own and sets their results; it returns those it could not decide
+// (neither inserted by it nor there), in the same order.
+func (s *Store) upsertPass(ctx context.Context, claims []Claim, keys []TenantKey, idx []int, results []Result) ([]int, error) {
 	var token [16]byte
 	if _, err := rand.Read(token[:]); err != nil {
 		return nil, fmt.Errorf("acquire batch: token: %w", err)
 	}
-	n, err := s.insertMany(ctx, claims, fresh, token[:])
+	n, err := s.insertMany(ctx, claims, idx, token[:])
 	if err != nil {
-		return nil, fmt.Errorf("acquire batch of %d: %w", len(fresh), err)
+		return nil, fmt.Errorf("acquire batch of %d: %w", len(idx), err)
 	}
-	if n == int64(len(fresh)) {
-		for i := range results {
+	if n == int64(len(idx)) {
+		for _, i := range idx {
 			results[i] = Result{Kind: Acquired}
 		}
-		return results, nil
+		return nil, nil
 	}
-	// Some rows met a claim already there (another acquirer won between a
-	// lookup and this insert, or no lookup was made): one read of every
-	// key of the batch tells which rows this statement inserted (they carry
-	// its token) and reads the others' claims.
-	found, mine, err := s.lookup(ctx, s.db, keys, token[:])
+	want := make([]TenantKey, len(idx))
+	for k, i := range idx {
+		want[k] = keys[i]
+	}
+	found, mine, err := s.lookup(ctx, s.db, want, token[:])
 	if err != nil {
 		return nil, fmt.Errorf("acquire batch: read back: %w", err)
 	}
-	for _, i := range fresh {
+	var undecided []int
+	for _, i := range idx {
 		rec, ok := found[keys[i]]
 		switch {
 		case mine[keys[i]]:
@@ -201,18 +236,10 @@ func (s *Store) AcquireMany(ctx context.Context, claims []Claim) ([]Result, erro
 		case ok:
 			results[i] = Compare(claims[i], rec)
 		default:
-			// Neither inserted by this statement nor there: MariaDB can skip
-			// a row of a multi-row upsert whose duplicate was a concurrent
-			// insert that then rolled back (a deadlock victim). Let the
-			// single-row insert and its duplicate-key error decide it.
-			r, err := s.acquireOne(ctx, claims[i])
-			if err != nil {
-				return nil, fmt.Errorf("acquire batch: %w", err)
-			}
-			results[i] = r
+			undecided = append(undecided, i)
 		}
 	}
-	return results, nil
+	return undecided, nil
 }
 
 // acquireOne claims c with a plain INSERT, a statement of its own; only
