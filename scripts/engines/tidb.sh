@@ -199,7 +199,7 @@ suite() {
 	go test -race -count=1 -timeout 10m -run '^(TestDetectTellsTheEngineByWhatTheServerIs|TestDetectFailsRatherThanGuesses)$' ./pkg/dbengine/
 	go test -race -count=1 -timeout 10m -run '^TestMeterCountsStatementsTheEngineWay$' ./internal/bench/
 	go test -race -count=1 -timeout 10m -run '^TestMigratePrintsTheEngineFirst$' ./cmd/consumer/
-	local claims='TestClassifyDuplicate|TestIsDeadlock|TestIsRetryableConflict|TestAcquire|TestAcquireMany|TestAcquireManyAndLookupMany|TestConcurrentAcquireHasExactlyOneWinner|TestConcurrentOverlappingBatchesClaimEachKeyOnce|TestSettleFence|TestOrphans|TestKeyColumnComparesByteForByte|TestOverLongValuesAreErrorsNotDuplicates|TestFailureBookkeeping'
+	local claims='TestClassifyDuplicate|TestIsDeadlock|TestIsRetryableConflict|TestAcquire|TestAcquireMany|TestAcquireManyAndLookupMany|TestConcurrentAcquireHasExactlyOneWinner|TestConcurrentOverlappingBatchesClaimEachKeyOnce|TestSettleFence|TestOrphans|TestKeyColumnComparesByteForByte|TestOverLongValuesAreErrorsNotDuplicates|TestFailureBookkeeping|TestSettleManyAcrossTenants|TestAcquireManyReadsBackByTenant'
 	# An INSERT inside an old snapshot meets the committed key at once in
 	# pessimistic mode; an optimistic transaction meets it only at COMMIT.
 	[[ $mode == pessimistic ]] && claims="$claims|TestAcquireReadsBackTheLatestCommittedClaim"
