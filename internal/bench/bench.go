@@ -63,16 +63,16 @@ const (
 
 // Row keys, in table order.
 const (
-	RowTransport      = "transport"
-	RowRaw            = "raw-rows"
-	RowFloor          = "rule-floor"
-	RowEventFloor     = "event-floor"
-	RowPerMessage     = "per-message"
-	RowBatched        = "batched"
-	RowReplay         = "replay"
-	RowPacedBatched   = "paced-batched"
-	RowPacedBatched2  = "paced-batched-2"
-	RowPacedPerMesage = "paced-per-message"
+	RowTransport       = "transport"
+	RowRaw             = "raw-rows"
+	RowFloor           = "rule-floor"
+	RowEventFloor      = "event-floor"
+	RowPerMessage      = "per-message"
+	RowBatched         = "batched"
+	RowReplay          = "replay"
+	RowPacedBatched    = "paced-batched"
+	RowPacedBatched2   = "paced-batched-2"
+	RowPacedPerMessage = "paced-per-message"
 )
 
 // Options configure a run. The zero value runs the full benchmark against
@@ -379,7 +379,7 @@ func (h *harness) build(ctx context.Context) error {
 
 // e2eTopics are the full run's input topics: the main stream and the
 // paced streams.
-var e2eTopics = []string{mainTopic, RowPacedBatched, RowPacedBatched2, RowPacedPerMesage}
+var e2eTopics = []string{mainTopic, RowPacedBatched, RowPacedBatched2, RowPacedPerMessage}
 
 // startBroker starts the kfake-broker process with topics (Partitions
 // each) and a one-partition dead-letter topic for each.
@@ -590,7 +590,7 @@ func (h *harness) measure(ctx context.Context) error {
 	}{
 		{RowPacedBatched, RowPacedBatched, o.BatchMax, 1, o.Seed + 1},
 		{RowPacedBatched2, RowPacedBatched2, o.BatchMax, 2, o.Seed + 1},
-		{RowPacedPerMesage, RowPacedPerMesage, 1, 1, o.Seed + 2},
+		{RowPacedPerMessage, RowPacedPerMessage, 1, 1, o.Seed + 2},
 	} {
 		total := max(1, int(rate*o.PacedDuration.Seconds()))
 		ps := demo.Generate(demo.StreamOptions{Seed: pr.seed, Trades: max(1, total/eventsPerTrade), NoTraps: true})

@@ -38,13 +38,13 @@ func TestRunTiny(t *testing.T) {
 
 	pipelines := map[string]bool{
 		bench.RowPerMessage: true, bench.RowBatched: true, bench.RowReplay: true,
-		bench.RowPacedBatched: true, bench.RowPacedBatched2: true, bench.RowPacedPerMesage: true,
+		bench.RowPacedBatched: true, bench.RowPacedBatched2: true, bench.RowPacedPerMessage: true,
 	}
-	paced := map[string]bool{bench.RowPacedBatched: true, bench.RowPacedBatched2: true, bench.RowPacedPerMesage: true}
+	paced := map[string]bool{bench.RowPacedBatched: true, bench.RowPacedBatched2: true, bench.RowPacedPerMessage: true}
 	storage := map[string]bool{bench.RowRaw: true, bench.RowFloor: true, bench.RowEventFloor: true}
 	keys := []string{
 		bench.RowTransport, bench.RowRaw, bench.RowFloor, bench.RowEventFloor, bench.RowPerMessage, bench.RowBatched, bench.RowReplay,
-		bench.RowPacedBatched, bench.RowPacedBatched2, bench.RowPacedPerMesage,
+		bench.RowPacedBatched, bench.RowPacedBatched2, bench.RowPacedPerMessage,
 	}
 	require.Len(t, res.Rows, len(keys))
 	events := res.Rows[0].Events
