@@ -49,7 +49,7 @@ bench-go:
 ## bench-e2e: the end-to-end harness (transport ceiling, raw rows, the rule
 ## floor, the per-event floor, per-message and batched pipelines, replay,
 ## paced latency: batched with one and with two worker processes, and
-## per message) against
+## per message, beside the paced read floor: reading and decoding alone) against
 ## MariaDB (PAYCB_BENCH_DSN or TEST_MYSQL_DSN, default root@127.0.0.1:3306),
 ## each row in messages/s and distinct events/s with worker and database CPU
 ## (from /proc, when the server runs here) and statements per event, and the

@@ -70,6 +70,7 @@ const (
 	RowPerMessage      = "per-message"
 	RowBatched         = "batched"
 	RowReplay          = "replay"
+	RowPacedRead       = "paced-read"
 	RowPacedBatched    = "paced-batched"
 	RowPacedBatched2   = "paced-batched-2"
 	RowPacedPerMessage = "paced-per-message"
@@ -89,8 +90,9 @@ type Options struct {
 	// RepoDir is the module root to build from (default: the nearest
 	// directory holding go.mod, upwards from the working directory).
 	RepoDir string
-	// BinDir receives the built consumer and kfake-broker (default
-	// RepoDir/bin).
+	// BinDir receives the built consumer, kfake-broker and readfloor
+	// (default RepoDir/bin). The readfloor is built from the module the
+	// working directory is in, the others from RepoDir.
 	BinDir string
 	// GoTool is the go command (default "go", looked up on PATH).
 	GoTool string
@@ -359,15 +361,23 @@ func session(ctx context.Context, o Options, topics []string, fn func(h *harness
 	return fn(h, broker)
 }
 
+// build builds the consumer and the broker from RepoDir, and the read
+// floor's reader from the harness's own module (a tree measured for a
+// before/after comparison need not have it: it measures no worker).
 func (h *harness) build(ctx context.Context) error {
-	for _, target := range []struct{ out, pkg string }{
-		{"consumer", "./cmd/consumer"},
-		{"kfake-broker", "./cmd/kfake-broker"},
+	own, err := moduleRoot()
+	if err != nil {
+		return err
+	}
+	for _, target := range []struct{ out, pkg, dir string }{
+		{"consumer", "./cmd/consumer", h.o.RepoDir},
+		{"kfake-broker", "./cmd/kfake-broker", h.o.RepoDir},
+		{"readfloor", "./internal/bench/readfloor", own},
 	} {
 		start := time.Now()
 		out := filepath.Join(h.o.BinDir, target.out)
 		cmd := exec.CommandContext(ctx, h.o.GoTool, "build", "-o", out, target.pkg) //nolint:gosec // the caller's go tool building this module
-		cmd.Dir = h.o.RepoDir
+		cmd.Dir = target.dir
 		output, err := cmd.CombinedOutput()
 		if err != nil {
 			return fmt.Errorf("go build %s: %w\n%s", target.pkg, err, output)
@@ -379,7 +389,7 @@ func (h *harness) build(ctx context.Context) error {
 
 // e2eTopics are the full run's input topics: the main stream and the
 // paced streams.
-var e2eTopics = []string{mainTopic, RowPacedBatched, RowPacedBatched2, RowPacedPerMessage}
+var e2eTopics = []string{mainTopic, RowPacedRead, RowPacedBatched, RowPacedBatched2, RowPacedPerMessage}
 
 // startBroker starts the kfake-broker process with topics (Partitions
 // each) and a one-partition dead-letter topic for each.
@@ -582,6 +592,16 @@ func (h *harness) measure(ctx context.Context) error {
 			o.PacedRate, rate, bat.EventRate)
 	}
 	perMsg, _ := h.res.Row(RowPerMessage)
+	total := max(1, int(rate*o.PacedDuration.Seconds()))
+	row, err = h.pacedRead(ctx, RowPacedRead, demo.Generate(demo.StreamOptions{Seed: o.Seed + 1, Trades: max(1, total/eventsPerTrade), NoTraps: true}), rate)
+	if err != nil {
+		return err
+	}
+	row.Key, row.Name = RowPacedRead, fmt.Sprintf("paced read floor %.0f events/s: kafka-go readers, decode, no database", rate)
+	if rateNote != "" {
+		row.Note += "; " + rateNote
+	}
+	h.add(row)
 	for _, pr := range []struct {
 		key, topic string
 		batchMax   int
@@ -592,7 +612,6 @@ func (h *harness) measure(ctx context.Context) error {
 		{RowPacedBatched2, RowPacedBatched2, o.BatchMax, 2, o.Seed + 1},
 		{RowPacedPerMessage, RowPacedPerMessage, 1, 1, o.Seed + 2},
 	} {
-		total := max(1, int(rate*o.PacedDuration.Seconds()))
 		ps := demo.Generate(demo.StreamOptions{Seed: pr.seed, Trades: max(1, total/eventsPerTrade), NoTraps: true})
 		dsn, db, err := h.dbs.create(ctx, strings.ReplaceAll(pr.key, "-", "_"))
 		if err != nil {
@@ -983,16 +1002,10 @@ func (h *harness) resetToEarliest(ctx context.Context, c consumerRun) error {
 // starting the first consumer to the last commit, idle moments included;
 // the worker's CPU is every process's summed, its peak RSS the largest.
 func (h *harness) paced(ctx context.Context, c consumerRun, workers int, stream demo.Stream, db *bun.DB, rate float64) (Row, error) {
-	values := make([][]byte, len(stream.Messages))
-	msgKeys := make([][]byte, len(stream.Messages))
-	for i, m := range stream.Messages {
-		values[i], msgKeys[i] = m.Value, m.Key
-	}
-	msgs, err := preparePaced(values, msgKeys)
+	msgs, msgRate, err := pacedStream(stream, rate)
 	if err != nil {
 		return Row{}, err
 	}
-	msgRate := rate * float64(len(msgs)) / float64(max(1, stream.Events))
 	before := h.meter.read(ctx)
 	start := time.Now()
 	var ps []*proc
@@ -1115,6 +1128,67 @@ func (h *harness) paced(ctx context.Context, c consumerRun, workers int, stream 
 			"so this latency is mostly queueing", drain.Round(10*time.Millisecond)))
 	}
 	row.Note = strings.Join(notes, "; ")
+	return row, nil
+}
+
+// pacedStream prepares stream's messages for producePaced, and returns
+// the message rate that publishes rate distinct events/s.
+func pacedStream(stream demo.Stream, rate float64) ([]pacedMessage, float64, error) {
+	values := make([][]byte, len(stream.Messages))
+	msgKeys := make([][]byte, len(stream.Messages))
+	for i, m := range stream.Messages {
+		values[i], msgKeys[i] = m.Value, m.Key
+	}
+	msgs, err := preparePaced(values, msgKeys)
+	if err != nil {
+		return nil, 0, err
+	}
+	return msgs, rate * float64(len(msgs)) / float64(max(1, stream.Events)), nil
+}
+
+// pacedRead measures the paced read floor: stream published to topic at
+// rate distinct events/s, as to a paced pipeline row, and read by the
+// readfloor process (one kafka-go reader per partition with the worker's
+// fetch settings, each message decoded, nothing written). Its CPU, from
+// its rusage, counts its whole life, as a consumer's counts from its
+// start; the database is not involved.
+func (h *harness) pacedRead(ctx context.Context, topic string, stream demo.Stream, rate float64) (Row, error) {
+	msgs, msgRate, err := pacedStream(stream, rate)
+	if err != nil {
+		return Row{}, err
+	}
+	p, err := startProc(ctx, h.log, "readfloor", h.work, filepath.Join(h.o.BinDir, "readfloor"),
+		[]string{"-brokers", strings.Join(h.brokers, ","), "-topic", topic, "-messages", strconv.Itoa(len(msgs))}, nil, nil)
+	if err != nil {
+		return Row{}, err
+	}
+	defer p.kill()
+	_, achieved, err := producePaced(ctx, h.brokers, topic, msgs, msgRate)
+	if err != nil {
+		return Row{}, err
+	}
+	t := time.NewTimer(h.consumeTimeout(len(msgs)))
+	defer t.Stop()
+	select {
+	case <-p.done:
+	case <-t.C:
+		return Row{}, fmt.Errorf("readfloor read fewer than %d messages within %s of the last publish; last output:\n%s",
+			len(msgs), h.consumeTimeout(len(msgs)), p.out.String())
+	case <-ctx.Done():
+		return Row{}, fmt.Errorf("wait for readfloor: %w", ctx.Err())
+	}
+	if p.err != nil {
+		return Row{}, p.failure()
+	}
+	st := p.cmd.ProcessState
+	row := Row{
+		Messages: len(msgs), Events: stream.Events, Rate: achieved,
+		Elapsed:   time.Duration(float64(len(msgs)) / achieved * float64(time.Second)),
+		WorkerCPU: st.UserTime() + st.SystemTime(), DBCPU: -1, Statements: -1,
+		Note: "the stream of the paced batched rows, read by the readfloor process (one kafka-go reader per partition, " +
+			"the worker's fetch settings, each message decoded, no group, no offsets committed, nothing written); " +
+			"worker CPU is its rusage over its whole life (start-up and closing included)",
+	}
 	return row, nil
 }
 

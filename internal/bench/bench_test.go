@@ -44,7 +44,7 @@ func TestRunTiny(t *testing.T) {
 	storage := map[string]bool{bench.RowRaw: true, bench.RowFloor: true, bench.RowEventFloor: true}
 	keys := []string{
 		bench.RowTransport, bench.RowRaw, bench.RowFloor, bench.RowEventFloor, bench.RowPerMessage, bench.RowBatched, bench.RowReplay,
-		bench.RowPacedBatched, bench.RowPacedBatched2, bench.RowPacedPerMessage,
+		bench.RowPacedRead, bench.RowPacedBatched, bench.RowPacedBatched2, bench.RowPacedPerMessage,
 	}
 	require.Len(t, res.Rows, len(keys))
 	events := res.Rows[0].Events
@@ -65,8 +65,13 @@ func TestRunTiny(t *testing.T) {
 			assert.Greater(t, row.Messages, row.Events, "%s: more messages than distinct events", key)
 			assert.Positive(t, row.Rate, "%s msgs/s", key)
 		}
-		if key == bench.RowTransport {
-			assert.Negative(t, row.Statements, "transport: no statements measured")
+		if key == bench.RowTransport || key == bench.RowPacedRead {
+			assert.Negative(t, row.Statements, "%s: no statements measured", key)
+			assert.Negative(t, row.DBCPU, "%s: no database CPU measured", key)
+			if key == bench.RowPacedRead {
+				// A process of its own, started and run: never under a tick.
+				assert.Positive(t, row.WorkerCPU, "%s worker CPU", key)
+			}
 			continue
 		}
 		// The database's figures: statements always (the server's own
@@ -105,7 +110,9 @@ func TestRunTiny(t *testing.T) {
 	// partitions from before the first publish to the end.
 	paced1, _ := res.Row(bench.RowPacedBatched)
 	paced2, _ := res.Row(bench.RowPacedBatched2)
+	read, _ := res.Row(bench.RowPacedRead)
 	assert.Equal(t, paced1.Events, paced2.Events, "the two paced batched rows publish the same stream")
+	assert.Equal(t, paced1.Messages, read.Messages, "the paced read floor reads the paced batched rows' stream")
 	assert.Regexp(t, `partitions owned at publish [1-9]\d*\+[1-9]\d*, at the end [1-9]\d*\+[1-9]\d*`, paced2.Note)
 	assert.NotContains(t, paced2.Note, "NO PARTITION")
 	assert.NotContains(t, paced2.Note, "NOT SETTLED")
@@ -125,7 +132,7 @@ func TestRunTiny(t *testing.T) {
 		"batched events/s, ×rule floor", "batched distinct events/s", "database CPU per new event", "worker CPU per new event",
 		"replay messages/s", "replay worker CPU per message", "replay msgs/s, ×transport ceiling", "p99 publish->settled",
 		"steady worker CPU/event, 1 proc", "steady database CPU/event, 1 proc",
-		"p99 at", "steady worker CPU/event, 2 procs", "steady database CPU/event, 2 procs",
+		"p99 at", "steady worker CPU/event, 2 procs", "steady database CPU/event, 2 procs", "steady read floor CPU/event",
 	} {
 		assert.Contains(t, table.String(), "  "+goal+" ", "goal line")
 	}

@@ -10,7 +10,9 @@
 // for an event written alone). It then measures the per-message pipeline,
 // the batched pipeline, a replay, and publish→settled latency at a paced
 // rate (batched with one worker process and with two in one group, and per
-// message), and reports one table
+// message), beside the paced read floor: the same paced stream read and
+// decoded by a process of its own (readfloor) that writes nothing, what the
+// worker pays per event before any statement. It reports one table
 // (Result.WriteTable). Every row counts Kafka messages and distinct money
 // events apart, and says what each distinct event cost in CPU, of the
 // worker and of the database server process, and in statements.

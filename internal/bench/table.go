@@ -80,8 +80,9 @@ func (r Result) WriteTable(w io.Writer) error {
 	fmt.Fprintln(&b, "messages are Kafka messages (channel retries included); events are distinct money events (tenant, idempotency key),")
 	fmt.Fprintln(&b, "the unit every per-event figure divides by (a replay's are all duplicates); the raw rows and the floors read no messages.")
 	fmt.Fprintln(&b, "×transport is msgs/s over the transport ceiling's, ×floor events/s over the rule floor's, from this same run.")
-	fmt.Fprintln(&b, "worker and db µs/ev: utime+stime from /proc of the worker process (the harness on the first four rows) and of the")
-	fmt.Fprintln(&b, "database server, over the row, per event; stmts/ev: the server's global Questions counter over the row, per event.")
+	fmt.Fprintln(&b, "worker and db µs/ev: utime+stime from /proc of the worker process (the harness on the first four rows, the readfloor")
+	fmt.Fprintln(&b, "process on the paced read floor) and of the database server, over the row, per event; stmts/ev: the server's global")
+	fmt.Fprintln(&b, "Questions counter over the row, per event.")
 	fmt.Fprintln(&b, "Pipelines run from process start to the group's last commit (startup included); paced rows: msgs/s and events/s are")
 	fmt.Fprintln(&b, "the publish rate reached, CPU and statements cover the whole row, p50/p99 are first publish -> claim settled_at per")
 	fmt.Fprintln(&b, "distinct event, split in the notes at the claim's created_at.")
@@ -109,6 +110,7 @@ func (r Result) writeGoals(b *strings.Builder) {
 	paced, _ := r.Row(RowPacedBatched)
 	paced2, _ := r.Row(RowPacedBatched2)
 	eventFloor, _ := r.Row(RowEventFloor)
+	read, _ := r.Row(RowPacedRead)
 
 	if floor.EventRate > 0 {
 		share := bat.EventRate / floor.EventRate
@@ -139,6 +141,12 @@ func (r Result) writeGoals(b *strings.Builder) {
 	writeSteadyGoals(b, paced, eventFloor, fmt.Sprintf("p99 publish->settled at %.0f ev/s", paced.EventRate), "1 proc")
 	fmt.Fprintf(b, "  (paced, batched: worker %s µs and database %s µs CPU, %s statements per event)\n",
 		perUnitText(paced.WorkerPerEvent()), perUnitText(paced.DBPerEvent()), stmtsText(paced.StatementsPerEvent()))
+	if rf := read.WorkerPerEvent(); rf >= 0 {
+		goalLine(b, "steady read floor CPU/event", perUnitText(rf)+" µs",
+			fmt.Sprintf("reported: %.0f%% of the worker goal's %.0f µs", 100*rf/float64(GoalSteadyWorkerCPU/time.Microsecond),
+				float64(GoalSteadyWorkerCPU)/float64(time.Microsecond)), "")
+		fmt.Fprintf(b, "  (what reading and decoding alone cost per event at this rate, before any statement: the paced read floor row)\n")
+	}
 	writeSteadyGoals(b, paced2, eventFloor, fmt.Sprintf("p99 at %.0f ev/s, 2 procs", paced2.EventRate), "2 procs")
 	fmt.Fprintf(b, "  (paced, batched, 2 processes: worker %s µs (both summed) and database %s µs CPU, %s statements per event)\n",
 		perUnitText(paced2.WorkerPerEvent()), perUnitText(paced2.DBPerEvent()), stmtsText(paced2.StatementsPerEvent()))
