@@ -26,7 +26,7 @@ import (
 // read would be two (lookupFirst).
 func (p *Pipeline) acquire(ctx context.Context, leaders []moneyItem, states []MessageState) ([]idempotent.Result, error) {
 	look := lookupFirst(leaders, states)
-	results, inserted, err := p.claimAll(ctx, leaders, func(int) bool { return look })
+	results, inserted, err := p.claimAll(ctx, leaders, look)
 	if err != nil {
 		// The insert may have committed without an answer.
 		for _, j := range inserted {
@@ -44,22 +44,20 @@ func lookupFirst(leaders []moneyItem, states []MessageState) bool {
 	return len(leaders) > 1 || (len(leaders) == 1 && states[leaders[0].i].claimSeen)
 }
 
-// claimAll claims items, each of a distinct key: those for which lookup
-// says so are looked up first, with one statement, and every key not found
-// is claimed with one insert (AcquireMany), which the unique index decides
-// row by row; results[n] is items[n]'s. Each step is bounded by the
-// statement timeout. On an error no result is known; inserted, the items
-// the failed insert carried (none when the lookup failed), may have been
-// claimed without an answer.
-func (p *Pipeline) claimAll(ctx context.Context, items []moneyItem, lookup func(n int) bool) (results []idempotent.Result, inserted []int, err error) {
-	var keys []idempotent.TenantKey
-	for n, it := range items {
-		if lookup(n) {
-			keys = append(keys, it.key)
-		}
-	}
+// claimAll claims items, each of a distinct key: when lookup is set they
+// are looked up first, with one statement, and every key not found is
+// claimed with one insert (AcquireMany), which the unique index decides row
+// by row; results[n] is items[n]'s. Each step is bounded by the statement
+// timeout. On an error no result is known; inserted, the items the failed
+// insert carried (none when the lookup failed), may have been claimed
+// without an answer.
+func (p *Pipeline) claimAll(ctx context.Context, items []moneyItem, lookup bool) (results []idempotent.Result, inserted []int, err error) {
 	existing := map[idempotent.TenantKey]idempotent.Record{}
-	if len(keys) > 0 {
+	if lookup {
+		keys := make([]idempotent.TenantKey, len(items))
+		for n, it := range items {
+			keys[n] = it.key
+		}
 		lctx, cancel := p.statementContext(ctx)
 		existing, err = p.Claims.LookupMany(lctx, keys)
 		cancel()

@@ -297,8 +297,8 @@ func (p *Pipeline) claimAndSettleAlone(ctx context.Context, leaders []moneyItem,
 }
 
 // runRound does the database work of a round of several batches: one
-// lookup of the keys of those that look up, one insert of every claim not
-// found, then, after the after-acquire fault point, one transaction
+// lookup of every key when one of them looks up, one insert of every claim
+// not found, then, after the after-acquire fault point, one transaction
 // settling every claim the round made (settlement.Service.SettleMerged).
 // It runs on ctx without its cancellation (the leader's partition may be
 // revoked; the others' work goes on), each step bounded by the statement
@@ -307,8 +307,8 @@ func (p *Pipeline) claimAndSettleAlone(ctx context.Context, leaders []moneyItem,
 // failed merged transaction leaves each request's events to its caller.
 func (p *Pipeline) runRound(ctx context.Context, round []*mergeRequest) {
 	dbctx := context.WithoutCancel(ctx)
-	// (1) The claims: one lookup of the keys of the batches that look up,
-	// one insert of every key not found (claimAll, as a batch alone).
+	// (1) The claims: one lookup of every key when a batch looks up, one
+	// insert of every key not found (claimAll, as a batch alone).
 	type owner struct {
 		r *mergeRequest
 		j int
@@ -321,7 +321,12 @@ func (p *Pipeline) runRound(ctx context.Context, round []*mergeRequest) {
 			owners = append(owners, owner{r, j})
 		}
 	}
-	results, inserted, err := p.claimAll(dbctx, items, func(n int) bool { return owners[n].r.lookup })
+	// A lookup that one batch's rule asks for takes every key of the round:
+	// it costs no statement more, and a key it finds needs neither the
+	// insert nor the read that a refused row of the insert costs (a
+	// channel retry of an event settled a round before is one).
+	look := slices.ContainsFunc(round, func(r *mergeRequest) bool { return r.lookup })
+	results, inserted, err := p.claimAll(dbctx, items, look)
 	if err != nil {
 		for _, n := range inserted {
 			o := owners[n]

@@ -428,7 +428,9 @@ type mergeSetup struct {
 	gate  *gatedSettler
 	log   *statementLog
 	first <-chan error
-	seq   int
+	// firstMsgs is partition 0's batch, in flight.
+	firstMsgs []kafka.Message
+	seq       int
 }
 
 func newMergeSetup(t *testing.T) *mergeSetup {
@@ -443,7 +445,7 @@ func newMergeSetup(t *testing.T) *mergeSetup {
 	msgs := s.payments(0, 1)
 	go func() { first <- env.p.Handle(context.Background(), msgs, make([]MessageState, len(msgs))) }()
 	<-gate.entered
-	s.first = first
+	s.first, s.firstMsgs = first, msgs
 	return s
 }
 
@@ -550,6 +552,42 @@ func TestMergedRoundSettlesManyPartitionsInOneTransaction(t *testing.T) {
 	assert.Equal(t, 2*(1+events), ledgerRows(t, s.env.db), "two ledger rows per payment")
 	assert.InDelta(t, 1, mergedCount(t, s.env.reg, "settled"), 0, "paycb_merged_transactions_total{result=settled}")
 	assert.InDelta(t, 0, mergedCount(t, s.env.reg, "split"), 0)
+}
+
+// TestMergedRoundLooksUpEveryKeyWhenOneBatchDoes: a round holding a batch
+// of two new payments (whose rule looks its keys up) and a channel retry
+// on another partition of a payment settled the round before (a single
+// key, which alone would go straight to the insert) looks both up in one
+// statement: the retry is found SETTLED there, a duplicate, and the
+// insert carries only the two new claims, so no read-back follows it.
+func TestMergedRoundLooksUpEveryKeyWhenOneBatchDoes(t *testing.T) {
+	s := newMergeSetup(t)
+	two := s.handleAsync(context.Background(), s.payments(1, 2))
+	queued(t, s.env.p.merger(), 1)
+	retry := s.firstMsgs[0]
+	retry.Partition, retry.Offset = 2, 7
+	one := s.handleAsync(context.Background(), []kafka.Message{retry})
+	queued(t, s.env.p.merger(), 2)
+	s.log.start()
+	close(s.gate.release)
+	require.NoError(t, <-s.first)
+	require.NoError(t, <-two.done)
+	require.NoError(t, <-one.done)
+	s.log.stop()
+
+	for _, pt := range []*partition{two, one} {
+		for j, st := range pt.states {
+			assert.True(t, st.done, "partition %d message %d", pt.msgs[j].Partition, j)
+			assert.Equal(t, idempotent.StatusSettled, s.claimStatus(t, pt.msgs[j]))
+		}
+	}
+	assert.Equal(t, []int{2}, s.gate.mergedSizes(), "the round settles the two new payments")
+	assert.Equal(t, 1, s.log.count("SELECT `id`, `tenant_id`, `idempotent_key`"),
+		"one lookup of the round's three keys, and no read-back after the insert")
+	assert.Equal(t, 1, s.log.count("INSERT INTO ss_channel_idempotent"), "one claims insert for the merged round")
+	assert.Equal(t, 3, eventsCounted(t, s.env.reg, "acquired"), "the first payment and the two new ones")
+	assert.Equal(t, 1, eventsCounted(t, s.env.reg, "duplicate"), "the retry")
+	assert.Equal(t, 2*3, ledgerRows(t, s.env.db), "two ledger rows per payment, posted once")
 }
 
 // TestPoisonedEventInAMergedRoundHoldsOnlyItsPartition: an event that
