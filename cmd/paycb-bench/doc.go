@@ -3,8 +3,8 @@
 // fresh databases on a MariaDB/MySQL server, and measures the transport
 // ceiling, the raw rows and the rule floor (the least database work the
 // exactly-once rule allows), the per-message and batched pipelines, a
-// replay, and publish→settled latency at a paced rate (see
-// internal/bench), each in messages and distinct events per second and in
+// replay, and publish→settled latency at a paced rate beside the paced
+// read floor (see internal/bench), each in messages and distinct events per second and in
 // worker CPU, database CPU and statements per event. It prints one table
 // and writes it to --out (default bench/results/e2e.txt), followed by the
 // same figures in Go benchmark format for benchstat.
@@ -15,6 +15,10 @@
 // the peak RSS of the worker and of the broker process, in
 // bench/results/backlog.txt unless --out says otherwise (see
 // bench.RunBacklog).
+//
+// --consumer-env KEY=VALUE (repeatable) gives every consumer process a
+// setting beyond the harness's, e.g. GOMAXPROCS=1 or PAYCB_MERGE_WAIT=5ms,
+// to measure a tuning; the table's facts name them.
 //
 // The server is PAYCB_BENCH_DSN, else TEST_MYSQL_DSN, else
 // root@tcp(127.0.0.1:3306)/. It exits 1 when a measurement fails or a sanity

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	"github.com/paycallback/paycallback/internal/bench"
@@ -50,6 +51,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, lookup fu
 		"(at least; e.g. 1000000), with --batch-max, instead of the full benchmark")
 	out := fs.String("out", "bench/results/e2e.txt", "file the table is written to (empty: none; "+
 		"bench/results/backlog.txt by default with --backlog)")
+	fs.Func("consumer-env", "KEY=VALUE given to every consumer process after the harness's settings (repeatable; "+
+		"e.g. GOMAXPROCS=1 or PAYCB_MERGE_WAIT=5ms): a tuning measured, named in the table's facts", func(v string) error {
+		if k, _, ok := strings.Cut(v, "="); !ok || k == "" {
+			return fmt.Errorf("want KEY=VALUE, got %q", v)
+		}
+		o.ConsumerEnv = append(o.ConsumerEnv, v)
+		return nil
+	})
 	verbose := fs.Bool("v", false, "log progress")
 	if err := fs.Parse(args); err != nil {
 		return err

@@ -124,6 +124,7 @@ func (h *harness) backlog(ctx context.Context, broker *proc, n int) (BacklogResu
 	}
 	res.Facts = append(res.Facts, "database: "+info)
 	res.Facts = append(res.Facts, h.serverFacts(ctx)...)
+	res.Facts = append(res.Facts, h.consumerFacts()...)
 
 	row, err := h.throughput(ctx, consumerRun{topic: mainTopic, group: h.dbs.prefix + "backlog", dsn: dsn, batchMax: o.BatchMax},
 		count, stream.Events)

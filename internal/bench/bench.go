@@ -117,6 +117,11 @@ type Options struct {
 	// paced row's publishing (ROW.pprof, from the consumer's
 	// /debug/pprof/profile); empty takes none.
 	ProfileDir string
+	// ConsumerEnv is KEY=VALUE settings given to every consumer process
+	// after the harness's own (a later setting of a key wins): a tuning
+	// measured, e.g. GOMAXPROCS=1 or PAYCB_MERGE_WAIT=5ms. The table's
+	// facts list them.
+	ConsumerEnv []string
 	// Logger receives progress (default: discarded).
 	Logger *slog.Logger
 }
@@ -478,6 +483,7 @@ func (h *harness) measure(ctx context.Context) error {
 	h.res.DBProcess = h.meter.serverPID
 	h.res.Facts = append(h.res.Facts, "database: "+info)
 	h.res.Facts = append(h.res.Facts, h.serverFacts(ctx)...)
+	h.res.Facts = append(h.res.Facts, h.consumerFacts()...)
 
 	// 1. Transport ceiling.
 	var (
@@ -719,6 +725,15 @@ const (
 	busyCPU        = 0.05 // CPU seconds per second
 )
 
+// consumerFacts names the settings ConsumerEnv gives the consumers, when
+// there are any.
+func (h *harness) consumerFacts() []string {
+	if len(h.o.ConsumerEnv) == 0 {
+		return nil
+	}
+	return []string{"consumer environment, beyond the harness's: " + strings.Join(h.o.ConsumerEnv, " ")}
+}
+
 // serverFacts say where the database's CPU figures come from, what the
 // server did at rest (other clients, background work; every row's
 // database figures include it) and how loaded the machine was.
@@ -801,6 +816,7 @@ func (h *harness) startConsumer(ctx context.Context, c consumerRun) (*proc, erro
 	if h.o.ProfileDir != "" {
 		env = append(env, "PAYCB_ADMIN_PPROF=true")
 	}
+	env = append(env, h.o.ConsumerEnv...)
 	p, err := startProc(ctx, h.log, "consumer ("+c.group+")", h.work, filepath.Join(h.o.BinDir, "consumer"), []string{"run"}, env, nil)
 	if err != nil {
 		return nil, err
