@@ -240,9 +240,10 @@ suite() {
 	# raced from two partitions, deaths between claim and settle, two
 	# workers joining and leaving, the dead-letter kinds, orphans.
 	gotest 'TestMixedStreamIsSettledExactlyOnce|TestEveryEventRacedFromTwoPartitionsSettlesOnce|TestRestartAfterDyingBetweenClaimAndSettle|TestSettleCommitWithUnknownOutcome|TestTwoWorkersJoiningAndLeaving|TestMessagesThatCanNeverSucceed|TestAChannelLeftOut|TestDuplicateOfAnInFlightClaim|TestSweeper' '' ./internal/app/
-	# Merged rounds of several partitions' batches: statements, a poisoned
-	# event, crashes at each step, the offsets property with merging on.
-	gotest 'TestMergedRoundSettlesManyPartitionsInOneTransaction|TestPoisonedEventInAMergedRoundHoldsOnlyItsPartition|TestCrashInAMergedRoundLeavesOrphansTheSweeperSettlesOnce|TestOffsetsNeverPassAnUnsettledMessage' '' ./internal/worker/
+	# Merged rounds of several partitions' batches: statements, the lookup
+	# of every key, a poisoned event, crashes at each step, the offsets
+	# property with merging on.
+	gotest 'TestMergedRoundSettlesManyPartitionsInOneTransaction|TestMergedRoundLooksUpEveryKeyWhenOneBatchDoes|TestPoisonedEventInAMergedRoundHoldsOnlyItsPartition|TestCrashInAMergedRoundLeavesOrphansTheSweeperSettlesOnce|TestOffsetsNeverPassAnUnsettledMessage' '' ./internal/worker/
 	# Replay and dead letters through the operator commands, orphans.
 	gotest 'TestReplayThroughTheWorker|TestReplayPlanAndApply|TestOrphans' '' ./internal/ops/
 	gotest 'TestDeadLettersThroughTheWorker|TestStore|TestRedriveLinks|TestRedriveThatFailsAgainSupersedesItsOriginal|TestDeadLetterTheTopicLostIsListedAndClosable' '' ./internal/deadletters/
