@@ -145,7 +145,7 @@ func (r Result) writeGoals(b *strings.Builder) {
 		goalLine(b, "steady read floor CPU/event", perUnitText(rf)+" µs",
 			fmt.Sprintf("reported: %.0f%% of the worker goal's %.0f µs", 100*rf/float64(GoalSteadyWorkerCPU/time.Microsecond),
 				float64(GoalSteadyWorkerCPU)/float64(time.Microsecond)), "")
-		fmt.Fprintf(b, "  (what reading and decoding alone cost per event at this rate, before any statement: the paced read floor row)\n")
+		b.WriteString("  (what reading and decoding alone cost per event at this rate, before any statement: the paced read floor row)\n")
 	}
 	writeSteadyGoals(b, paced2, eventFloor, fmt.Sprintf("p99 at %.0f ev/s, 2 procs", paced2.EventRate), "2 procs")
 	fmt.Fprintf(b, "  (paced, batched, 2 processes: worker %s µs (both summed) and database %s µs CPU, %s statements per event)\n",

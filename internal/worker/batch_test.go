@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,7 +11,6 @@ import (
 	"github.com/segmentio/kafka-go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/uptrace/bun"
 
 	"github.com/paycallback/paycallback/internal/metrics"
 	"github.com/paycallback/paycallback/internal/sqldb/sqldbtest"
@@ -21,16 +19,6 @@ import (
 	"github.com/paycallback/paycallback/pkg/idempotent"
 	"github.com/paycallback/paycallback/pkg/settlement"
 )
-
-// queryCounter counts the statements a bun.DB sends.
-type queryCounter struct{ n atomic.Int64 }
-
-func (c *queryCounter) BeforeQuery(ctx context.Context, _ *bun.QueryEvent) context.Context {
-	c.n.Add(1)
-	return ctx
-}
-
-func (*queryCounter) AfterQuery(context.Context, *bun.QueryEvent) {}
 
 // noDeadLetters fails the test on any dead letter.
 type noDeadLetters struct{ t *testing.T }
@@ -46,7 +34,7 @@ func (d noDeadLetters) DeadLetter(_ context.Context, msg kafka.Message, kind cha
 // duplicate.
 func TestReplayedBatchCostsOneRoundTrip(t *testing.T) {
 	db := sqldbtest.MustMySQL(t)
-	counter := &queryCounter{}
+	counter := &sqldbtest.StatementCounter{}
 	db = db.WithQueryHook(counter)
 	claims := idempotent.NewStore(db)
 	reg := prometheus.NewRegistry()
@@ -73,10 +61,10 @@ func TestReplayedBatchCostsOneRoundTrip(t *testing.T) {
 	ctx := context.Background()
 	require.NoError(t, p.Handle(ctx, msgs, make([]MessageState, len(msgs))))
 
-	before := counter.n.Load()
+	before := counter.Count()
 	states := make([]MessageState, len(msgs))
 	require.NoError(t, p.Handle(ctx, msgs, states), "the replay")
-	assert.Equal(t, int64(1), counter.n.Load()-before, "one statement for a batch of duplicates")
+	assert.Equal(t, int64(1), counter.Count()-before, "one statement for a batch of duplicates")
 	for i, st := range states {
 		assert.True(t, st.done, "message %d", i)
 	}

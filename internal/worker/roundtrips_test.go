@@ -19,9 +19,9 @@ import (
 )
 
 // countedPipeline is a pipeline on MariaDB whose statements are counted.
-func countedPipeline(t *testing.T) (*Pipeline, *queryCounter, *idempotent.Store) {
+func countedPipeline(t *testing.T) (*Pipeline, *sqldbtest.StatementCounter, *idempotent.Store) {
 	t.Helper()
-	counter := &queryCounter{}
+	counter := &sqldbtest.StatementCounter{}
 	db := sqldbtest.MustMySQL(t).WithQueryHook(counter)
 	claims := idempotent.NewStore(db)
 	reg := prometheus.NewRegistry()
@@ -54,11 +54,11 @@ func TestANewEventAloneCostsItsWritesOnly(t *testing.T) {
 	for i, ch := range []channels.Channel{channels.WeChat, channels.Alipay, channels.SQB} {
 		tr := channelstest.NewTrade(ch, 700+i)
 		msg := kafka.Message{Topic: "channel-events", Partition: 0, Offset: int64(i), Value: channelstest.PaymentEnvelope(tr, channelstest.Delivery{})}
-		before := counter.n.Load()
+		before := counter.Count()
 		states := make([]MessageState, 1)
 		require.NoError(t, p.Handle(ctx, []kafka.Message{msg}, states))
 		require.True(t, states[0].done)
-		assert.Equal(t, int64(7), counter.n.Load()-before, "%s: statements for a new payment of a new trade", ch)
+		assert.Equal(t, int64(7), counter.Count()-before, "%s: statements for a new payment of a new trade", ch)
 	}
 }
 
@@ -83,13 +83,13 @@ func TestAHeldDuplicateIsLookedAtWithOneStatement(t *testing.T) {
 
 	msgs := []kafka.Message{{Topic: "channel-events", Partition: 0, Offset: 0, Value: value}}
 	states := make([]MessageState, 1)
-	before := counter.n.Load()
+	before := counter.Count()
 	require.ErrorIs(t, p.Handle(ctx, msgs, states), errClaimInFlight)
-	assert.Equal(t, int64(2), counter.n.Load()-before, "the first look: the insert the index refuses, and the claim's read")
+	assert.Equal(t, int64(2), counter.Count()-before, "the first look: the insert the index refuses, and the claim's read")
 	for look := range 3 {
-		before = counter.n.Load()
+		before = counter.Count()
 		require.ErrorIs(t, p.Handle(ctx, msgs, states), errClaimInFlight)
-		assert.Equal(t, int64(1), counter.n.Load()-before, "look %d: the lookup alone", look+2)
+		assert.Equal(t, int64(1), counter.Count()-before, "look %d: the lookup alone", look+2)
 		assert.False(t, states[0].done)
 	}
 }

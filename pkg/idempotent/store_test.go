@@ -493,13 +493,13 @@ func TestAcquireManyReadsBackByTenant(t *testing.T) {
 		_, err = store.Acquire(ctx, mineBefore)
 		require.NoError(t, err)
 
-		counter := &statementCounter{}
+		counter := &sqldbtest.StatementCounter{}
 		counted := idempotent.NewStore(db.WithQueryHook(counter))
 		res, err := counted.AcquireMany(ctx, []idempotent.Claim{
 			claimFor(mustKey(t, "RB-1"), 1001), mineBefore, claimFor(mustKey(t, "RB-3"), 1001),
 		})
 		require.NoError(t, err)
-		assert.Equal(t, int64(2), counter.n.Load(), "the insert, then one read-back")
+		assert.Equal(t, int64(2), counter.Count(), "the insert, then one read-back")
 		require.Len(t, res, 3)
 		assert.Equal(t, idempotent.Acquired, res[0].Kind, "tenant 1002's claim of the same key is not 1001's")
 		assert.Equal(t, idempotent.Duplicate, res[1].Kind)
@@ -508,13 +508,3 @@ func TestAcquireManyReadsBackByTenant(t *testing.T) {
 		assert.Equal(t, 2, countClaims(t, db, "idempotent_key = ?", string(mustKey(t, "RB-1"))))
 	})
 }
-
-// statementCounter counts the statements of a bun.DB it hooks.
-type statementCounter struct{ n atomic.Int64 }
-
-func (c *statementCounter) BeforeQuery(ctx context.Context, _ *bun.QueryEvent) context.Context {
-	c.n.Add(1)
-	return ctx
-}
-
-func (c *statementCounter) AfterQuery(context.Context, *bun.QueryEvent) {}

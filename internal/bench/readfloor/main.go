@@ -17,6 +17,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/paycallback/paycallback/config"
+	"github.com/paycallback/paycallback/internal/kafkaops"
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/channels/channelstest"
 )
@@ -44,7 +45,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		return errors.New("-brokers, -topic and a positive -messages are required")
 	}
 	addrs := strings.Split(*brokers, ",")
-	parts, err := partitions(ctx, addrs, *topic)
+	client := &kafka.Client{Addr: kafka.TCP(addrs...), Timeout: 10 * time.Second}
+	parts, err := kafkaops.TopicPartitions(ctx, client, nil, addrs, *topic)
 	if err != nil {
 		return err
 	}
@@ -63,7 +65,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 			MinBytes: k.MinBytes, MaxBytes: k.MaxBytes, MaxWait: k.MaxWait, ReadLagInterval: -1,
 		})
 		if err := r.SetOffset(kafka.FirstOffset); err != nil {
-			return fmt.Errorf("seek %s/%d: %w", *topic, p, err)
+			_ = r.Close()
+			cancel(fmt.Errorf("seek %s/%d: %w", *topic, p, err))
+			break
 		}
 		wg.Go(func() {
 			defer func() { _ = r.Close() }()
@@ -93,20 +97,3 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 
 // errDone ends the readers once every message wanted was read.
 var errDone = errors.New("every message read")
-
-// partitions lists the partition IDs of topic.
-func partitions(ctx context.Context, brokers []string, topic string) ([]int, error) {
-	client := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 10 * time.Second}
-	meta, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
-	if err != nil {
-		return nil, fmt.Errorf("metadata of %s: %w", topic, err)
-	}
-	if len(meta.Topics) != 1 || meta.Topics[0].Error != nil || len(meta.Topics[0].Partitions) == 0 {
-		return nil, fmt.Errorf("metadata of %s: %v", topic, meta.Topics)
-	}
-	out := make([]int, 0, len(meta.Topics[0].Partitions))
-	for _, p := range meta.Topics[0].Partitions {
-		out = append(out, p.ID)
-	}
-	return out, nil
-}
