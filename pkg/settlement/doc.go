@@ -16,8 +16,9 @@
 //
 //   - Settling one claim any number of times, concurrently or in sequence,
 //     writes its business rows at most once: the fence
-//     (idempotent.Store.Settle, one conditional UPDATE per tenant, last in
-//     the transaction) moves only claims still ACQUIRED with the event's
+//     (idempotent.Store.SettleMany, one conditional UPDATE for every claim
+//     of the transaction whatever their tenants, last in the transaction)
+//     moves only claims still ACQUIRED with the event's
 //     fingerprint and commits with the business writes; when it does not
 //     hold, the transaction rolls back and runs again reading the claims,
 //     leaving out those another settler won (FenceLost). A rollback leaves
