@@ -29,6 +29,7 @@ import (
 	"github.com/paycallback/paycallback/internal/kafkaops"
 	"github.com/paycallback/paycallback/internal/kafkaops/kafkaopstest"
 	"github.com/paycallback/paycallback/internal/ops"
+	"github.com/paycallback/paycallback/internal/pipeline"
 	"github.com/paycallback/paycallback/internal/worker"
 )
 
@@ -88,7 +89,7 @@ func TestApacheKafkaRebalanceWhileAPartitionIsMidBatch(t *testing.T) {
 			var first atomic.Bool
 			a := h.start(func(m *app.Main) {
 				m.Config.Worker.BatchMax = 16
-				m.Fault = func(ctx context.Context, p worker.FaultPoint) error {
+				m.Fault = func(ctx context.Context, p pipeline.FaultPoint) error {
 					if p != worker.FaultBeforeCommit {
 						return nil
 					}

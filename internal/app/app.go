@@ -18,6 +18,7 @@ import (
 	"github.com/paycallback/paycallback/internal/admin"
 	"github.com/paycallback/paycallback/internal/kafkaconn"
 	"github.com/paycallback/paycallback/internal/metrics"
+	"github.com/paycallback/paycallback/internal/pipeline"
 	"github.com/paycallback/paycallback/internal/sqldb"
 	"github.com/paycallback/paycallback/internal/statementbook"
 	"github.com/paycallback/paycallback/internal/watchfile"
@@ -44,7 +45,7 @@ type Main struct {
 	Registry *prometheus.Registry
 	// Fault injects failures at message boundaries, for tests; nil in
 	// production.
-	Fault  worker.FaultFunc
+	Fault  pipeline.FaultFunc
 	mu     sync.Mutex
 	worker *worker.Worker
 	admin  *admin.Server
@@ -204,7 +205,7 @@ func (m *Main) Run(ctx context.Context) error {
 		deadletters.WithTransport(kconn.Transport()))
 	defer dlq.Close()
 	records := deadletters.NewStore(db)
-	pipeline := &worker.Pipeline{
+	pipe := &pipeline.Pipeline{
 		Decoder: channels.NewDecoder(keys, channels.Accept("PAYCB_CHANNELS", accepted...),
 			channels.VerifyStatements(stmtKeys)),
 		Claims:       claims,
@@ -246,11 +247,12 @@ func (m *Main) Run(ctx context.Context) error {
 		// A topic deleted while running is never recreated; the client ID
 		// announces the admin server to `consumer status`.
 		Dialer: worker.WithClientID(neverCreateTopics(kconn.Dialer()), worker.ClientID(adminLn.Addr())),
-	}, pipeline, met, logger)
+		Fault:  m.Fault,
+	}, pipe, met, logger)
 	if err := reg.Register(w.ReaderStats()); err != nil {
 		return fmt.Errorf("register reader statistics: %w", err)
 	}
-	sweeper := &worker.Sweeper{
+	sweeper := &pipeline.Sweeper{
 		Claims:      claims,
 		Settler:     settler,
 		Metrics:     met,
@@ -258,7 +260,7 @@ func (m *Main) Run(ctx context.Context) error {
 		OrphanAfter: cfg.Worker.OrphanAfter,
 		Interval:    cfg.Worker.SweepInterval,
 
-		Originals:         worker.KafkaOriginals{Brokers: cfg.Kafka.Brokers, Dialer: kconn.Dialer()},
+		Originals:         pipeline.KafkaOriginals{Brokers: cfg.Kafka.Brokers, Dialer: kconn.Dialer()},
 		DeadLetterer:      dlq,
 		DeadLetterRecords: records,
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 
 	"github.com/paycallback/paycallback/config"
+	"github.com/paycallback/paycallback/internal/pipeline"
 )
 
 // TestZeroConfigTakesTheConfiguredDefaults: a worker built from a zero
@@ -14,7 +15,7 @@ import (
 // place defaults are declared.
 func TestZeroConfigTakesTheConfiguredDefaults(t *testing.T) {
 	d := config.Default()
-	w := New(Config{}, &Pipeline{}, nil, nil)
+	w := New(Config{}, &pipeline.Pipeline{}, nil, nil)
 	assert.Equal(t, Config{
 		BatchMax:               1,
 		StallAfter:             d.Worker.StallThreshold,

@@ -1,8 +1,9 @@
 // Package worker is the Kafka side of the worker: a consumer group whose
-// generations run one strictly ordered loop per assigned partition, the
-// pipeline that takes each batch of a partition's messages (a single
-// message is a batch of one) through decode → acquire → settle, or
-// dead-letter (through internal/deadletters), and the orphan sweeper.
+// generations run one strictly ordered loop per assigned partition, each
+// taking batches of its partition's messages (a single message is a batch
+// of one) through the pipeline (a Handler: internal/pipeline), the offset
+// committer, the lag, the group membership, readiness and the partitions'
+// status.
 //
 // The offset rule lives here, in one place (partition.go, whose loops offer
 // offsets to the generation's committer, committer.go, which commits them
@@ -14,6 +15,7 @@
 // bounded, jittered backoff, and nothing after it on its partition is
 // fetched or committed: a failing message holds up only its own partition.
 //
-// The package never decides "already handled" itself: the claim store's
-// unique index does.
+// The package never decides an outcome, "already handled" least of all:
+// the pipeline reports which messages are done (their outcome durable),
+// and the claim store's unique index alone decides a duplicate.
 package worker

@@ -1,31 +1,19 @@
 package worker
 
-import "context"
+import (
+	"context"
 
-// FaultPoint names a boundary where a test can inject a failure or a crash.
-type FaultPoint string
-
-// The boundaries of one message's handling.
-const (
-	// FaultAfterAcquire: the claim has committed, settlement has not begun.
-	FaultAfterAcquire FaultPoint = "after-acquire"
-	// FaultAfterSettle: settlement has committed, the offset has not.
-	FaultAfterSettle FaultPoint = "after-settle"
-	// FaultBeforeCommit: the message is handled; its offset commit is next.
-	FaultBeforeCommit FaultPoint = "before-commit"
-	// FaultBeforeDeadLetter: a dead letter is about to be written.
-	FaultBeforeDeadLetter FaultPoint = "before-dead-letter"
+	"github.com/paycallback/paycallback/internal/pipeline"
 )
 
-// FaultFunc is called at each FaultPoint with the message's context. A
-// non-nil error fails the message there (it is retried in place); a
-// function that blocks until ctx ends simulates a process that died at that
-// point. Production leaves it nil.
-type FaultFunc func(ctx context.Context, point FaultPoint) error
+// FaultBeforeCommit is the consumer's fault point: the message is handled;
+// its offset commit is next. Config.Fault is called there.
+const FaultBeforeCommit pipeline.FaultPoint = "before-commit"
 
-func (f FaultFunc) at(ctx context.Context, point FaultPoint) error {
-	if f == nil {
+// fault calls Config.Fault at point, when set.
+func (w *Worker) fault(ctx context.Context, point pipeline.FaultPoint) error {
+	if w.cfg.Fault == nil {
 		return nil
 	}
-	return f(ctx, point)
+	return w.cfg.Fault(ctx, point)
 }

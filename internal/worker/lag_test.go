@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/paycallback/paycallback/internal/metrics"
+	"github.com/paycallback/paycallback/internal/pipeline"
 )
 
 // TestReadyNamesTheLongestStall: readiness fails only past StallAfter,
@@ -22,7 +23,7 @@ func TestReadyNamesTheLongestStall(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m, err := metrics.New(reg)
 	require.NoError(t, err)
-	w := New(Config{StallAfter: time.Minute}, &Pipeline{}, m, nil)
+	w := New(Config{StallAfter: time.Minute}, &pipeline.Pipeline{}, m, nil)
 	w.joined(&kafka.Generation{ID: 3})
 	p1, p4, p7 := w.own(1), w.own(4), w.own(7)
 	require.NoError(t, w.Ready())
@@ -87,7 +88,7 @@ func TestReadyWhileAMemberOnly(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m, err := metrics.New(reg)
 	require.NoError(t, err)
-	w := New(Config{GroupID: "settlement-consumer"}, &Pipeline{}, m, nil)
+	w := New(Config{GroupID: "settlement-consumer"}, &pipeline.Pipeline{}, m, nil)
 	joined := func() float64 {
 		t.Helper()
 		mfs, err := reg.Gather()

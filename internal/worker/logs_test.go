@@ -20,6 +20,7 @@ import (
 	"github.com/paycallback/paycallback/internal/kafkaops"
 	"github.com/paycallback/paycallback/internal/logging"
 	"github.com/paycallback/paycallback/internal/metrics"
+	"github.com/paycallback/paycallback/internal/pipeline"
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/channels/channelstest"
 )
@@ -54,7 +55,7 @@ func (s *logSink) lines(t *testing.T) []map[string]any {
 }
 
 // startTestWorker runs a worker of group on topic until the test ends.
-func startTestWorker(t *testing.T, brokers []string, topic, group string, p *Pipeline, logger *slog.Logger) (*Worker, context.CancelFunc) {
+func startTestWorker(t *testing.T, brokers []string, topic, group string, p Handler, logger *slog.Logger) (*Worker, context.CancelFunc) {
 	t.Helper()
 	met, err := metrics.New(metrics.NewRegistry())
 	require.NoError(t, err)
@@ -184,7 +185,7 @@ func TestUnreachableBrokerBacksOff(t *testing.T) {
 
 	sink := &logSink{}
 	logger := logging.New(sink, slog.LevelInfo, "json")
-	_, stop := startTestWorker(t, []string{addr}, "channel-events", "settlement-consumer", &Pipeline{}, logger)
+	_, stop := startTestWorker(t, []string{addr}, "channel-events", "settlement-consumer", &pipeline.Pipeline{}, logger)
 	warns := func() (n int, suppressed float64) {
 		for _, l := range sink.lines(t) {
 			if l["level"] == "WARN" {

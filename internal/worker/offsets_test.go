@@ -18,6 +18,7 @@ import (
 	"github.com/uptrace/bun"
 
 	"github.com/paycallback/paycallback/internal/kafkaops"
+	"github.com/paycallback/paycallback/internal/pipeline"
 )
 
 func TestOffsetCommitterSendsOfferedOffsetsInTheBackground(t *testing.T) {
@@ -122,7 +123,7 @@ func TestOffsetCommitterDropsOffsetsOfAGenerationThatIsOver(t *testing.T) {
 
 // runWorker runs a worker with cfg (brokers, topic and group set by the
 // caller) until the returned stop is called or the test ends.
-func runWorker(t *testing.T, cfg Config, p *Pipeline) (*Worker, func()) {
+func runWorker(t *testing.T, cfg Config, p *pipeline.Pipeline) (*Worker, func()) {
 	t.Helper()
 	cfg.Backoff = Backoff{Min: 5 * time.Millisecond, Max: 50 * time.Millisecond}
 	cfg.SessionTimeout, cfg.HeartbeatInterval, cfg.RebalanceTimeout = 6*time.Second, 100*time.Millisecond, 6*time.Second
@@ -218,13 +219,13 @@ func offsetsNeverPassAnUnsettledMessage(t *testing.T, mergeMax int) {
 	t.Logf("seed %d", seed)
 	var rngMu sync.Mutex
 	rng := rand.New(rand.NewPCG(seed, 25))
-	flaky := func(_ context.Context, p FaultPoint) error {
+	flaky := func(_ context.Context, p pipeline.FaultPoint) error {
 		rngMu.Lock()
 		defer rngMu.Unlock()
 		switch {
-		case p == FaultAfterAcquire && rng.IntN(8) == 0:
+		case p == pipeline.FaultAfterAcquire && rng.IntN(8) == 0:
 			return errors.New("injected: failed after the claim")
-		case p == FaultAfterSettle && rng.IntN(8) == 0:
+		case p == pipeline.FaultAfterSettle && rng.IntN(8) == 0:
 			return errors.New("injected: failed after the settlement")
 		}
 		return nil

@@ -11,6 +11,7 @@ import (
 
 	"github.com/paycallback/paycallback/internal/logging"
 	"github.com/paycallback/paycallback/internal/metrics"
+	"github.com/paycallback/paycallback/internal/pipeline"
 )
 
 // partitionConsumer is the strictly ordered loop of one assigned partition
@@ -108,7 +109,7 @@ func (pc *partitionConsumer) run(genCtx, stop, hardStop context.Context, drained
 		if next <= committed {
 			return true
 		}
-		if err := w.pipeline.Fault.at(procCtx, FaultBeforeCommit); err != nil {
+		if err := w.fault(procCtx, FaultBeforeCommit); err != nil {
 			return false // a simulated crash: the offset stays uncommitted
 		}
 		pc.commits.Offer(pc.partition, next)
@@ -165,7 +166,7 @@ func (pc *partitionConsumer) run(genCtx, stop, hardStop context.Context, drained
 			batch = append(batch, more)
 		}
 		w.holding(pc.state, batch[0])
-		states := make([]MessageState, len(batch))
+		states := make([]pipeline.MessageState, len(batch))
 		if !pc.process(procCtx, batch, states, held.room(w.cfg.BatchMax)) {
 			break // generation ended or shutdown cap: commit nothing more
 		}
@@ -206,15 +207,15 @@ func (pc *partitionConsumer) run(genCtx, stop, hardStop context.Context, drained
 }
 
 // heldMessages are a partition's messages that wait for a claim another
-// worker is settling right now (errClaimInFlight), in offset order, with
-// what their attempts learnt. A duplicate of an event moves no money of
+// worker is settling right now (pipeline.ErrClaimInFlight), in offset
+// order, with what their attempts learnt. A duplicate of an event moves no money of
 // its own: its outcome is the claim's, settled by the claim's maker. So
 // the partition goes on handling the messages after it, in order, while
 // it waits, and commits nothing past the first held message until that
 // claim is settled.
 type heldMessages struct {
 	msgs   []kafka.Message
-	states []MessageState
+	states []pipeline.MessageState
 	polls  int // looks since the oldest held message was held
 }
 
@@ -225,12 +226,12 @@ func (h *heldMessages) empty() bool { return len(h.msgs) == 0 }
 func (h *heldMessages) room(limit int) bool { return len(h.msgs) < limit }
 
 // add holds the messages of batch that are not done.
-func (h *heldMessages) add(batch []kafka.Message, states []MessageState) {
+func (h *heldMessages) add(batch []kafka.Message, states []pipeline.MessageState) {
 	if h.empty() {
 		h.polls = 0
 	}
 	for i := range batch {
-		if !states[i].done {
+		if !states[i].Done() {
 			h.msgs = append(h.msgs, batch[i])
 			h.states = append(h.states, states[i])
 		}
@@ -241,7 +242,7 @@ func (h *heldMessages) add(batch []kafka.Message, states []MessageState) {
 func (h *heldMessages) drop() {
 	n := 0
 	for i := range h.msgs {
-		if !h.states[i].done {
+		if !h.states[i].Done() {
 			h.msgs[n], h.states[n] = h.msgs[i], h.states[i]
 			n++
 		}
@@ -272,7 +273,7 @@ func (pc *partitionConsumer) recheck(ctx context.Context, h *heldMessages) bool 
 // message that is failing (it stays uncommitted and is redelivered to the
 // partition's next owner), so a stuck partition cannot hold the shutdown to
 // its cap.
-func (pc *partitionConsumer) process(ctx context.Context, batch []kafka.Message, states []MessageState, mayHold bool) bool {
+func (pc *partitionConsumer) process(ctx context.Context, batch []kafka.Message, states []pipeline.MessageState, mayHold bool) bool {
 	w := pc.w
 	// The backoff between failed attempts ends at ctx's end or at stop.
 	retryCtx, cancelRetry := context.WithCancel(ctx)
@@ -282,7 +283,7 @@ func (pc *partitionConsumer) process(ctx context.Context, batch []kafka.Message,
 	}
 	polls, failures := 0, 0
 	for {
-		err := w.pipeline.Handle(ctx, batch, states)
+		err := w.handler.Handle(ctx, batch, states)
 		if err == nil {
 			if failures > 0 {
 				pc.repeats.Clear(ctx)
@@ -292,7 +293,7 @@ func (pc *partitionConsumer) process(ctx context.Context, batch []kafka.Message,
 		if ctx.Err() != nil {
 			return false
 		}
-		if errors.Is(err, errClaimInFlight) {
+		if errors.Is(err, pipeline.ErrClaimInFlight) {
 			// Routine: another worker is settling the claim right now and
 			// will be done in milliseconds.
 			w.waiting(pc.state, err)
@@ -305,11 +306,11 @@ func (pc *partitionConsumer) process(ctx context.Context, batch []kafka.Message,
 			polls++
 			continue
 		}
-		w.metrics.ProcessingError(StageOf(err))
+		w.metrics.ProcessingError(pipeline.StageOf(err))
 		w.attemptFailed(pc.state, err)
 		const msg = "messages not handled; retrying in place"
-		pc.repeats.Log(ctx, slog.LevelWarn, msg+": "+string(StageOf(err))+": "+err.Error(), msg, "first_offset", batch[0].Offset,
-			"messages", len(batch), "attempt", failures+1, "stage", string(StageOf(err)), "error", err.Error())
+		pc.repeats.Log(ctx, slog.LevelWarn, msg+": "+string(pipeline.StageOf(err))+": "+err.Error(), msg, "first_offset", batch[0].Offset,
+			"messages", len(batch), "attempt", failures+1, "stage", string(pipeline.StageOf(err)), "error", err.Error())
 		if !w.cfg.Backoff.Wait(retryCtx, failures) || pc.stopping() {
 			if pc.stopping() {
 				w.logger.Info("stopping: failing messages left uncommitted for redelivery", "partition", pc.partition,
@@ -325,12 +326,12 @@ func (pc *partitionConsumer) process(ctx context.Context, batch []kafka.Message,
 func (pc *partitionConsumer) stopping() bool { return pc.stop != nil && pc.stop.Err() != nil }
 
 // inFlightPoll paces the looks at a claim that another worker is settling
-// (errClaimInFlight): its settlement commits within milliseconds, and the
-// whole partition waits for it, so the first looks come quickly. Each look
+// (pipeline.ErrClaimInFlight): its settlement commits within milliseconds,
+// and the whole partition waits for it, so the first looks come quickly. Each look
 // is one claim lookup of the messages still waiting; the wait for another
-// worker's claim ends at InFlightGrace whatever happens, and a Shouqianba
-// refund held for its trade's payment (checkMerchantless) at
-// Pipeline.MerchantlessHold.
+// worker's claim ends at pipeline.InFlightGrace whatever happens, and a
+// Shouqianba refund held for its trade's payment at
+// pipeline.Pipeline.MerchantlessHold.
 var inFlightPoll = Backoff{Min: 2 * time.Millisecond, Max: 20 * time.Millisecond}
 
 // fetchBuffered returns a message the reader already has, waiting at most

@@ -18,6 +18,7 @@ import (
 	"github.com/paycallback/paycallback/config"
 	"github.com/paycallback/paycallback/internal/logging"
 	"github.com/paycallback/paycallback/internal/metrics"
+	"github.com/paycallback/paycallback/internal/pipeline"
 )
 
 // Config is what the consumer needs to know about Kafka and its pacing.
@@ -70,6 +71,10 @@ type Config struct {
 	PartitionWatchInterval time.Duration
 	// Dialer is kafka-go's dialer (nil: the default).
 	Dialer *kafka.Dialer
+	// Fault injects failures at FaultBeforeCommit, for tests; nil in
+	// production. The pipeline has its fault points of its own
+	// (pipeline.Pipeline.Fault).
+	Fault pipeline.FaultFunc
 }
 
 // defaults fills the zero fields from config.Default, the one place
@@ -105,10 +110,10 @@ func setIfZero[T int | time.Duration](p *T, def T) {
 
 // Worker consumes the input topic as a member of the consumer group.
 type Worker struct {
-	cfg      Config
-	pipeline *Pipeline
-	metrics  *metrics.Metrics
-	logger   *slog.Logger
+	cfg     Config
+	handler Handler
+	metrics *metrics.Metrics
+	logger  *slog.Logger
 
 	stats *readerStats
 
@@ -129,11 +134,12 @@ type Worker struct {
 	assigned chan struct{}
 }
 
-// New returns a worker. It does not connect until Run.
-func New(cfg Config, p *Pipeline, m *metrics.Metrics, logger *slog.Logger) *Worker {
+// New returns a worker that takes its partitions' messages through p. It
+// does not connect until Run.
+func New(cfg Config, p Handler, m *metrics.Metrics, logger *slog.Logger) *Worker {
 	cfg.defaults()
 	return &Worker{
-		cfg: cfg, pipeline: p, metrics: m, logger: logger, stats: newReaderStats(),
+		cfg: cfg, handler: p, metrics: m, logger: logger, stats: newReaderStats(),
 		partitions: map[int]*partitionState{}, assigned: make(chan struct{}, 1),
 	}
 }

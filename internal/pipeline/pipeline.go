@@ -1,4 +1,4 @@
-package worker
+package pipeline
 
 import (
 	"context"
@@ -76,7 +76,7 @@ func statementSignature(msg kafka.Message) string {
 // pipeline, which dead letters were written but not yet recorded).
 type Pipeline struct {
 	Decoder      Decoder
-	Claims       *idempotent.Store
+	Claims       ClaimStore
 	Settler      Settler
 	DeadLetterer DeadLetterer
 
@@ -158,6 +158,10 @@ type MessageState struct {
 	merchantHeldAt time.Time
 }
 
+// Done reports whether the message reached a durable outcome: the offset
+// after it may be committed once every message before it is done too.
+func (st *MessageState) Done() bool { return st.done }
+
 // outcomeOfDuplicate is how a message that found its key claimed counts.
 func outcomeOfDuplicate(st *MessageState, rec idempotent.Record, src idempotent.Source) metrics.Outcome {
 	switch {
@@ -199,7 +203,7 @@ func StageOf(err error) metrics.Stage {
 // be committed: each event is claimed and settled (here, or by another
 // settler through the fence), a duplicate, ignored, or dead-lettered. Any
 // error means some outcome is not durable: retry the messages not done.
-// An error wrapping only errClaimInFlight means the messages not done wait
+// An error wrapping only ErrClaimInFlight means the messages not done wait
 // for a claim another worker is settling right now, or (a Shouqianba
 // refund that names no merchant) for their trade's payment (see
 // checkMerchantless). Each message is
@@ -217,7 +221,7 @@ func StageOf(err error) metrics.Stage {
 func (p *Pipeline) Handle(ctx context.Context, msgs []kafka.Message, states []MessageState) error {
 	var run []moneyItem
 	runBytes, maxBytes := 0, 0
-	var errs firstErrors // a run's errClaimInFlight does not stop the batch
+	var errs firstErrors // a run's ErrClaimInFlight does not stop the batch
 	settleRun := func() error {
 		if len(run) == 0 {
 			return nil
@@ -246,7 +250,7 @@ func (p *Pipeline) Handle(ctx context.Context, msgs []kafka.Message, states []Me
 		}
 		reason, err := p.merchantCheck(ctx, res, &states[i])
 		if err != nil {
-			if !errors.Is(err, errClaimInFlight) {
+			if !errors.Is(err, ErrClaimInFlight) {
 				return failed(metrics.StageAcquire, err)
 			}
 			errs.add(err) // held for its trade's payment
@@ -330,7 +334,7 @@ func sameTrade(run []moneyItem, ev channels.Event) bool {
 
 // handleMoney takes the money events of money (in offset order) to their
 // outcomes. It returns the first error that left a message not done,
-// preferring any other error to errClaimInFlight.
+// preferring any other error to ErrClaimInFlight.
 //
 // Each distinct key is acquired once, by its first message (its leader).
 // Every message of the key is then judged against the key's claim, exactly
@@ -435,14 +439,14 @@ func (p *Pipeline) handleMoney(ctx context.Context, msgs []kafka.Message, states
 	return errs.err()
 }
 
-// firstErrors keeps the first error, and the first errClaimInFlight apart:
+// firstErrors keeps the first error, and the first ErrClaimInFlight apart:
 // a message that waits for another worker's settlement must not hide one
 // that failed.
 type firstErrors struct{ failed, inFlight error }
 
 func (e *firstErrors) add(err error) {
 	switch {
-	case errors.Is(err, errClaimInFlight):
+	case errors.Is(err, ErrClaimInFlight):
 		if e.inFlight == nil {
 			e.inFlight = err
 		}
@@ -468,9 +472,9 @@ func (e *firstErrors) err() error {
 // is settled.
 const InFlightGrace = 5 * time.Second
 
-// errClaimInFlight means the claim is being settled by its maker: retry
+// ErrClaimInFlight means the claim is being settled by its maker: retry
 // the message shortly. It is routine, not a processing error.
-var errClaimInFlight = errors.New("claim is being settled by the worker that made it")
+var ErrClaimInFlight = errors.New("claim is being settled by the worker that made it")
 
 // finishExisting brings an existing claim to a durable outcome: an ACQUIRED
 // claim (its first settler died, or is settling right now) is settled
@@ -480,7 +484,7 @@ func (p *Pipeline) finishExisting(ctx context.Context, msg kafka.Message, ev cha
 	if rec.Status == idempotent.StatusAcquired {
 		src := idempotent.Source{Topic: msg.Topic, Partition: msg.Partition, Offset: msg.Offset}
 		if !rec.MadeBy(src) && time.Since(rec.CreatedAt) < InFlightGrace {
-			return errClaimInFlight
+			return ErrClaimInFlight
 		}
 		sctx, cancel := p.statementContext(ctx)
 		r, err := p.Settler.SettleStored(sctx, rec)

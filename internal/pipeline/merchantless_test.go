@@ -1,4 +1,4 @@
-package worker
+package pipeline
 
 import (
 	"context"
@@ -192,7 +192,7 @@ func TestMerchantlessSQBRefundOfABoundPayment(t *testing.T) {
 		e.handleAll(t, channelstest.SQBPayment(refunded, channelstest.Delivery{}))
 		msgs := e.messages(published(t, "core_refund_success_response.json", 2002))
 		states := make([]MessageState, 1)
-		require.ErrorIs(t, e.p.Handle(context.Background(), msgs, states), errClaimInFlight, "held: tenant 2002 has no such payment yet")
+		require.ErrorIs(t, e.p.Handle(context.Background(), msgs, states), ErrClaimInFlight, "held: tenant 2002 has no such payment yet")
 		require.NoError(t, e.p.Handle(context.Background(), msgs, states))
 		letters := e.dl.letters()
 		require.Len(t, letters, 1)
@@ -223,7 +223,7 @@ func TestMerchantlessSQBRefundBeforeItsPayment(t *testing.T) {
 		msgs := e.messages(refund, pay)
 		states := make([]MessageState, 2)
 		err := e.p.Handle(context.Background(), msgs, states)
-		require.ErrorIs(t, err, errClaimInFlight, "the refund waits for its payment")
+		require.ErrorIs(t, err, ErrClaimInFlight, "the refund waits for its payment")
 		assert.Contains(t, err.Error(), "held up to 30s")
 		assert.False(t, states[0].done)
 		assert.True(t, states[1].done, "the payment behind it is not held up")
@@ -241,7 +241,7 @@ func TestMerchantlessSQBRefundBeforeItsPayment(t *testing.T) {
 		e.p.MerchantlessHold = time.Nanosecond
 		msgs := e.messages(refund)
 		states := make([]MessageState, 1)
-		require.ErrorIs(t, e.p.Handle(context.Background(), msgs, states), errClaimInFlight)
+		require.ErrorIs(t, e.p.Handle(context.Background(), msgs, states), ErrClaimInFlight)
 		assert.Zero(t, e.claimCount(t), "nothing claimed while held")
 		require.NoError(t, e.p.Handle(context.Background(), msgs, states))
 		assert.Equal(t, []string{"tenant_mismatch: the SQB refund R1 of trade " + tr.TradeNo + " (tenant 1001) names no merchant " +

@@ -1,4 +1,4 @@
-package worker
+package pipeline
 
 import (
 	"context"
@@ -21,7 +21,7 @@ import (
 // It settles them through the fence from the stored canonical event, so it
 // is safe to run on every instance at once and beside live settlers.
 type Sweeper struct {
-	Claims  *idempotent.Store
+	Claims  OrphanStore
 	Settler Settler
 	Metrics *metrics.Metrics
 	Logger  *slog.Logger

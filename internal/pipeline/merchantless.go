@@ -1,4 +1,4 @@
-package worker
+package pipeline
 
 import (
 	"context"
@@ -37,7 +37,7 @@ type TradeMerchants interface {
 // merchantCheck is checkMerchant, with the one exception a refund that
 // names no merchant may have (checkMerchantless). It returns why the
 // message is refused (dead-lettered tenant_mismatch), "" when it passes,
-// or an error: one wrapping errClaimInFlight holds the message (see
+// or an error: one wrapping ErrClaimInFlight holds the message (see
 // checkMerchantless), any other is a database error and the message is
 // retried.
 func (p *Pipeline) merchantCheck(ctx context.Context, res channels.Result, st *MessageState) (string, error) {
@@ -93,7 +93,7 @@ func (p *Pipeline) boundMerchant(res channels.Result) string {
 //     can bind the trade;
 //   - no payment is posted yet (a refund that overtook its payment): the
 //     message is held, as a message whose claim is in flight is (an error
-//     wrapping errClaimInFlight): nothing claimed, nothing posted, nothing
+//     wrapping ErrClaimInFlight): nothing claimed, nothing posted, nothing
 //     committed past it, the partition going on with the messages after it
 //     and looking at it again after each batch, so that a payment arriving
 //     meanwhile, on any partition, lets it settle as it would have in
@@ -151,7 +151,7 @@ func (p *Pipeline) checkMerchantless(ctx context.Context, res channels.Result, s
 	}
 	if waited := now.Sub(st.merchantHeldAt); waited < hold {
 		return "", fmt.Errorf("%s and no payment of the trade checked for the tenant is posted yet: held up to %s for it: %w",
-			what, hold, errClaimInFlight)
+			what, hold, ErrClaimInFlight)
 	}
 	return fmt.Sprintf("%s, and no payment of the trade checked and bound to the tenant was posted within %s; %s binds merchants "+
 		"to tenants, so it is not posted: redrive it once the payment is posted", what, hold, p.Merchants.Path()), nil

@@ -1,4 +1,4 @@
-package worker
+package pipeline
 
 import (
 	"context"
@@ -268,4 +268,26 @@ func TestBatchOverMaxAllowedPacketIsSplit(t *testing.T) {
 	assert.Equal(t, n, claims)
 	assert.Equal(t, 2*n, ledger)
 	assert.Empty(t, e.dl.letters())
+}
+
+// eventsCounted sums paycb_events_total, of outcome or of every outcome
+// ("").
+func eventsCounted(t *testing.T, reg *prometheus.Registry, outcome string) int {
+	t.Helper()
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	n := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() != "paycb_events_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "outcome" && (outcome == "" || l.GetValue() == outcome) {
+					n += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return int(n)
 }

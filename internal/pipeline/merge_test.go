@@ -1,4 +1,4 @@
-package worker
+package pipeline
 
 import (
 	"context"
@@ -364,17 +364,6 @@ func (g *gatedSettler) mergedSizes() []int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return slices.Clone(g.merged)
-}
-
-// mergeCounter counts the merged transactions of a Settler.
-type mergeCounter struct {
-	Settler
-	n atomic.Int64
-}
-
-func (c *mergeCounter) SettleMerged(ctx context.Context, evs []channels.Event) ([]settlement.Result, error) {
-	c.n.Add(1)
-	return c.Settler.SettleMerged(ctx, evs)
 }
 
 // statementLog records the statements a bun.DB sends.

@@ -1,4 +1,4 @@
-package worker
+package pipeline
 
 import (
 	"context"
@@ -84,11 +84,11 @@ func TestAHeldDuplicateIsLookedAtWithOneStatement(t *testing.T) {
 	msgs := []kafka.Message{{Topic: "channel-events", Partition: 0, Offset: 0, Value: value}}
 	states := make([]MessageState, 1)
 	before := counter.Count()
-	require.ErrorIs(t, p.Handle(ctx, msgs, states), errClaimInFlight)
+	require.ErrorIs(t, p.Handle(ctx, msgs, states), ErrClaimInFlight)
 	assert.Equal(t, int64(2), counter.Count()-before, "the first look: the insert the index refuses, and the claim's read")
 	for look := range 3 {
 		before = counter.Count()
-		require.ErrorIs(t, p.Handle(ctx, msgs, states), errClaimInFlight)
+		require.ErrorIs(t, p.Handle(ctx, msgs, states), ErrClaimInFlight)
 		assert.Equal(t, int64(1), counter.Count()-before, "look %d: the lookup alone", look+2)
 		assert.False(t, states[0].done)
 	}

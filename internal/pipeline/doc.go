@@ -1,0 +1,20 @@
+// Package pipeline takes a partition's messages, a batch at a time (a
+// single message is a batch of one), to durable outcomes: decode, the
+// merchant check, the claims, settlement, or a dead letter (through
+// internal/deadletters); and settles orphans (the Sweeper). Pipeline.Handle
+// says, for each message (MessageState.Done), whether its outcome is
+// durable: claimed and settled (by this worker or, through the fence, by
+// another), a duplicate, an ignored event, or a dead letter acknowledged by
+// all in-sync replicas.
+//
+// A claim row commits in its own transaction before any business work, and
+// the package never decides "already handled" itself: the claim store's
+// unique index does (only a duplicate key means a message was handled
+// before). The claim store is behind ClaimStore, which *idempotent.Store
+// implements.
+//
+// The package never fetches from Kafka nor commits an offset: which
+// offsets may be committed, and when, is the consumer's (internal/worker),
+// from the outcomes Handle reports. It holds no per-partition state; what a
+// message's retries must remember travels in its MessageState.
+package pipeline
