@@ -23,6 +23,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/paycallback/paycallback/internal/app"
+	"github.com/paycallback/paycallback/internal/consumer"
 	"github.com/paycallback/paycallback/internal/deadletters"
 	"github.com/paycallback/paycallback/internal/demo"
 	"github.com/paycallback/paycallback/internal/invariant"
@@ -30,7 +31,6 @@ import (
 	"github.com/paycallback/paycallback/internal/kafkaops/kafkaopstest"
 	"github.com/paycallback/paycallback/internal/ops"
 	"github.com/paycallback/paycallback/internal/pipeline"
-	"github.com/paycallback/paycallback/internal/worker"
 )
 
 // apacheKafkaHarness is newHarness on the broker PAYCB_TEST_KAFKA_BROKERS
@@ -90,7 +90,7 @@ func TestApacheKafkaRebalanceWhileAPartitionIsMidBatch(t *testing.T) {
 			a := h.start(func(m *app.Main) {
 				m.Config.Worker.BatchMax = 16
 				m.Fault = func(ctx context.Context, p pipeline.FaultPoint) error {
-					if p != worker.FaultBeforeCommit {
+					if p != consumer.FaultBeforeCommit {
 						return nil
 					}
 					// Only the first batch to reach its commit is held (calls

@@ -10,10 +10,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/paycallback/paycallback/internal/app"
+	"github.com/paycallback/paycallback/internal/consumer"
 	"github.com/paycallback/paycallback/internal/deadletters"
 	"github.com/paycallback/paycallback/internal/demo"
 	"github.com/paycallback/paycallback/internal/pipeline"
-	"github.com/paycallback/paycallback/internal/worker"
 )
 
 func TestMixedStreamIsSettledExactlyOnce(t *testing.T) {
@@ -49,7 +49,7 @@ func TestCommittedOffsetIsTheNextToRead(t *testing.T) {
 }
 
 func TestRestartAfterDyingBetweenClaimAndSettle(t *testing.T) {
-	for _, point := range []pipeline.FaultPoint{pipeline.FaultAfterAcquire, pipeline.FaultAfterSettle, worker.FaultBeforeCommit} {
+	for _, point := range []pipeline.FaultPoint{pipeline.FaultAfterAcquire, pipeline.FaultAfterSettle, consumer.FaultBeforeCommit} {
 		t.Run(string(point), func(t *testing.T) {
 			h := newHarness(t, 3)
 			s := demo.Generate(demo.StreamOptions{Seed: 11, Trades: 30, NoTraps: true})
@@ -94,7 +94,7 @@ func TestGracefulShutdownCommitsWhatWasFinishedAndNothingMore(t *testing.T) {
 			w := h.start(func(m *app.Main) {
 				m.Config.Worker.BatchMax = batchMax
 				m.Fault = func(_ context.Context, p pipeline.FaultPoint) error {
-					if p != worker.FaultBeforeCommit {
+					if p != consumer.FaultBeforeCommit {
 						return nil
 					}
 					seen++ // one partition: calls are sequential

@@ -29,6 +29,6 @@
 //   - give a dead letter two successors (uk_dead_letter_redriven_from), or
 //     delete a row: a dead letter the topic lost stays listed from it;
 //   - create a topic, or commit offsets for any group;
-//   - import the worker or the operators' tools (internal/worker,
+//   - import the worker or the operators' tools (internal/consumer,
 //     internal/pipeline, internal/ops): they import it.
 package deadletters

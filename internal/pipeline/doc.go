@@ -14,7 +14,7 @@
 // implements.
 //
 // The package never fetches from Kafka nor commits an offset: which
-// offsets may be committed, and when, is the consumer's (internal/worker),
+// offsets may be committed, and when, is the consumer's (internal/consumer),
 // from the outcomes Handle reports. It holds no per-partition state; what a
 // message's retries must remember travels in its MessageState.
 package pipeline

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/paycallback/paycallback/internal/consumer"
 	"github.com/paycallback/paycallback/internal/pipeline"
-	"github.com/paycallback/paycallback/internal/worker"
 )
 
 // FaultKind names one kind of injected fault.
@@ -88,7 +88,7 @@ type Schedule struct {
 	Steps  []Step
 }
 
-var crashPoints = []pipeline.FaultPoint{pipeline.FaultAfterAcquire, pipeline.FaultAfterSettle, worker.FaultBeforeCommit, pipeline.FaultBeforeDeadLetter}
+var crashPoints = []pipeline.FaultPoint{pipeline.FaultAfterAcquire, pipeline.FaultAfterSettle, consumer.FaultBeforeCommit, pipeline.FaultBeforeDeadLetter}
 
 // Kafka error codes the broker faults answer with: retriable errors that
 // leave the member in its generation. (REBALANCE_IN_PROGRESS and the like

@@ -1,4 +1,4 @@
-// Package worker is the Kafka side of the worker: a consumer group whose
+// Package consumer is the Kafka side of the worker: a consumer group whose
 // generations run one strictly ordered loop per assigned partition, each
 // taking batches of its partition's messages (a single message is a batch
 // of one) through the pipeline (a Handler: internal/pipeline), the offset
@@ -18,4 +18,4 @@
 // The package never decides an outcome, "already handled" least of all:
 // the pipeline reports which messages are done (their outcome durable),
 // and the claim store's unique index alone decides a duplicate.
-package worker
+package consumer

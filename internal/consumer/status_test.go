@@ -1,4 +1,4 @@
-package worker_test
+package consumer_test
 
 import (
 	"net"
@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/paycallback/paycallback/internal/worker"
+	"github.com/paycallback/paycallback/internal/consumer"
 )
 
 func TestAdminEndpointFromClientID(t *testing.T) {
@@ -29,7 +29,7 @@ func TestAdminEndpointFromClientID(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, ok := worker.AdminEndpoint(tt.clientID, tt.clientHost)
+			got, ok := consumer.AdminEndpoint(tt.clientID, tt.clientHost)
 			assert.Equal(t, tt.ok, ok)
 			assert.Equal(t, tt.want, got)
 		})
@@ -38,13 +38,13 @@ func TestAdminEndpointFromClientID(t *testing.T) {
 
 func TestClientIDRoundTrip(t *testing.T) {
 	addr := &net.TCPAddr{IP: net.IPv6unspecified, Port: 9464}
-	id := worker.ClientID(addr)
+	id := consumer.ClientID(addr)
 	assert.Equal(t, "paycb@[::]:9464", id)
-	got, ok := worker.AdminEndpoint(id, "/192.0.2.7")
+	got, ok := consumer.AdminEndpoint(id, "/192.0.2.7")
 	require.True(t, ok)
 	assert.Equal(t, "192.0.2.7:9464", got)
-	assert.Equal(t, worker.ClientIDPrefix, worker.ClientID(nil))
+	assert.Equal(t, consumer.ClientIDPrefix, consumer.ClientID(nil))
 
-	d := worker.WithClientID(nil, id)
+	d := consumer.WithClientID(nil, id)
 	assert.Equal(t, id, d.ClientID)
 }
