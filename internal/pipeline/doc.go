@@ -13,6 +13,17 @@
 // before). The claim store is behind ClaimStore, which *idempotent.Store
 // implements.
 //
+// A message goes down through the stages, a file each: Handle
+// (pipeline.go) decodes it (decode.go; an event that moves no money is
+// ignored there, a refund status applied), checks its merchant
+// (merchant.go, with the hold of a Shouqianba refund that names none),
+// claims the money events' keys (claim.go; small batches of several
+// partitions together through the merger, merge.go), settles the claims it
+// made or finishes those it found (settle.go), dead-letters a payload that
+// conflicts with its key's claim (conflict.go) and whatever can never
+// succeed (deadletter.go). The Sweeper (sweeper.go) settles claims left
+// ACQUIRED whose message never comes again.
+//
 // The package never fetches from Kafka nor commits an offset: which
 // offsets may be committed, and when, is the consumer's (internal/consumer),
 // from the outcomes Handle reports. It holds no per-partition state; what a

@@ -197,19 +197,12 @@ func (p *Pipeline) merger() *merger {
 	return p.merge
 }
 
-// claimAndSettle acquires the leaders' claims and settles those it made:
-// results[j] is leaders[j]'s claim result, fresh the leaders whose claims
-// it made, outcomes[n] fresh[n]'s settlement. An error means no claim
-// result is known (nothing settled). A small batch goes through the
-// merger when there is one; the claims still commit before any business
-// transaction, and a merged transaction that fails hands each batch its
-// own unsettled events, which it settles alone, as a batch not merged
-// would.
-func (p *Pipeline) claimAndSettle(ctx context.Context, leaders []moneyItem, states []MessageState) (results []idempotent.Result, fresh []int, outcomes []settleOutcome, err error) {
-	m := p.merger()
-	if m == nil || len(leaders) >= mergeBelow {
-		return p.claimAndSettleAlone(ctx, leaders, states)
-	}
+// claimAndSettleMerged is claimAndSettle for a small batch through the
+// merger m: the batch joins a round; alone in it, it takes exactly the path
+// of a batch not merged (claimAndSettleAlone); otherwise the round's claims
+// and merged transaction (runRound) give it its claim results, and it
+// settles alone what the merged transaction left.
+func (p *Pipeline) claimAndSettleMerged(ctx context.Context, m *merger, leaders []moneyItem, states []MessageState) ([]idempotent.Result, []int, []settleOutcome, error) {
 	limit, err := p.Claims.MaxStatementBytes(ctx)
 	if err != nil {
 		return nil, nil, nil, failed(metrics.StageAcquire, err)
@@ -263,37 +256,6 @@ func (p *Pipeline) claimAndSettle(ctx context.Context, leaders []moneyItem, stat
 		}
 	}
 	return req.results, req.fresh, req.outcomes, nil
-}
-
-// markAcquired records, on each leader whose claim this batch made
-// (results[j] Acquired), that its message made it, and returns those
-// leaders.
-func markAcquired(results []idempotent.Result, leaders []moneyItem, states []MessageState) []int {
-	var fresh []int
-	for j, r := range results {
-		if r.Kind == idempotent.Acquired {
-			states[leaders[j].i].acquired = true
-			fresh = append(fresh, j)
-		}
-	}
-	return fresh
-}
-
-// claimAndSettleAlone is claimAndSettle for one batch on its own: acquire,
-// then settleFresh.
-func (p *Pipeline) claimAndSettleAlone(ctx context.Context, leaders []moneyItem, states []MessageState) ([]idempotent.Result, []int, []settleOutcome, error) {
-	results, err := p.acquire(ctx, leaders, states)
-	if err != nil {
-		return nil, nil, nil, failed(metrics.StageAcquire, err)
-	}
-	fresh := markAcquired(results, leaders, states)
-	if len(fresh) == 0 {
-		return results, nil, nil, nil
-	}
-	if err := p.Fault.at(ctx, FaultAfterAcquire); err != nil {
-		return nil, nil, nil, failed(metrics.StageSettle, err)
-	}
-	return results, fresh, p.settleFresh(ctx, leaders, fresh), nil
 }
 
 // runRound does the database work of a round of several batches: one

@@ -13,7 +13,6 @@ import (
 	"github.com/paycallback/paycallback/config"
 	"github.com/paycallback/paycallback/internal/deadletters"
 	"github.com/paycallback/paycallback/internal/metrics"
-	"github.com/paycallback/paycallback/internal/statementauth"
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/idempotent"
 	"github.com/paycallback/paycallback/pkg/settlement"
@@ -57,17 +56,6 @@ type DeadLetterer = deadletters.Sender
 // (ss_dead_letter) that makes each written once (see deadletters.Once);
 // *deadletters.Store is the implementation.
 type DeadLetterRecords = deadletters.Records
-
-// statementSignature is msg's x-paycb-statement-signature header, "" when
-// it has none.
-func statementSignature(msg kafka.Message) string {
-	for _, h := range msg.Headers {
-		if h.Key == statementauth.HeaderSignature {
-			return string(h.Value)
-		}
-	}
-	return ""
-}
 
 // Pipeline takes a partition's messages, a batch at a time (a single
 // message is a batch of one), to durable outcomes: decode, acquire the
@@ -162,18 +150,6 @@ type MessageState struct {
 // after it may be committed once every message before it is done too.
 func (st *MessageState) Done() bool { return st.done }
 
-// outcomeOfDuplicate is how a message that found its key claimed counts.
-func outcomeOfDuplicate(st *MessageState, rec idempotent.Record, src idempotent.Source) metrics.Outcome {
-	switch {
-	case st.acquired, st.acquireUnknown && rec.MadeBy(src):
-		return metrics.OutcomeAcquired
-	case rec.MadeBy(src):
-		return metrics.OutcomeRedelivered
-	default:
-		return metrics.OutcomeDuplicate
-	}
-}
-
 // stageError tags an error with the pipeline stage that failed, for
 // paycb_processing_errors_total.
 type stageError struct {
@@ -182,6 +158,7 @@ type stageError struct {
 }
 
 func (e *stageError) Error() string { return fmt.Sprintf("%s: %v", e.stage, e.err) }
+
 func (e *stageError) Unwrap() error { return e.err }
 
 func failed(stage metrics.Stage, err error) error { return &stageError{stage: stage, err: err} }
@@ -236,11 +213,7 @@ func (p *Pipeline) Handle(ctx context.Context, msgs []kafka.Message, states []Me
 		if states[i].done {
 			continue
 		}
-		res, err := p.Decoder.DecodeMessage(msg.Value, statementSignature(msg))
-		if k := res.APIv3Key; k.Position > 0 && !states[i].keyCounted {
-			p.Metrics.WeChatDecrypted(res.Event.TenantID, k.Position, k.Keys)
-			states[i].keyCounted = true
-		}
+		res, err := p.decode(msg, &states[i])
 		if err != nil {
 			if err := p.deadLetterUndecodable(ctx, msg, res, err); err != nil {
 				return err
@@ -462,184 +435,23 @@ func (e *firstErrors) err() error {
 	return e.inFlight
 }
 
-// InFlightGrace is how long a duplicate waits for the settler of a claim
-// that another message made moments ago before settling it itself: a
-// claim younger than this is most likely being settled right now by the
-// worker that made it (a concurrent channel retry on another partition),
-// and two settlers racing for one claim only make each other wait. Past
-// it, the claim's maker is presumed dead and the duplicate settles the
-// claim through the fence. Either way nothing is committed until the claim
-// is settled.
-const InFlightGrace = 5 * time.Second
-
 // ErrClaimInFlight means the claim is being settled by its maker: retry
 // the message shortly. It is routine, not a processing error.
 var ErrClaimInFlight = errors.New("claim is being settled by the worker that made it")
 
-// finishExisting brings an existing claim to a durable outcome: an ACQUIRED
-// claim (its first settler died, or is settling right now) is settled
-// through the fence from its stored event; an OVER_REFUND claim whose dead
-// letter was never written gets it now.
-func (p *Pipeline) finishExisting(ctx context.Context, msg kafka.Message, ev channels.Event, rec idempotent.Record) error {
-	if rec.Status == idempotent.StatusAcquired {
-		src := idempotent.Source{Topic: msg.Topic, Partition: msg.Partition, Offset: msg.Offset}
-		if !rec.MadeBy(src) && time.Since(rec.CreatedAt) < InFlightGrace {
-			return ErrClaimInFlight
-		}
-		sctx, cancel := p.statementContext(ctx)
-		r, err := p.Settler.SettleStored(sctx, rec)
-		cancel()
-		if err != nil {
-			p.recordFailure(ctx, ev, err)
-			return failed(metrics.StageSettle, err)
-		}
-		return p.afterSettle(ctx, msg, ev, r)
+// statementContext bounds one database step of a batch (a lookup, the
+// claims' insert, one settlement transaction with its COMMIT) by
+// StatementTimeout, when set. A step cut short is an ordinary failure:
+// the messages not done are retried, and what the step may have committed
+// without an answer is found by the retry's claim lookup, never taken for
+// a duplicate of another message.
+func (p *Pipeline) statementContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if p.StatementTimeout <= 0 {
+		return ctx, func() {}
 	}
-	if rec.Outcome == idempotent.OutcomeOverRefund && rec.DeadLetteredAt == nil {
-		return p.deadLetterOverRefund(ctx, msg, ev)
-	}
-	return nil
-}
-
-// afterSettle records a settlement and dead-letters an over-refund.
-func (p *Pipeline) afterSettle(ctx context.Context, msg kafka.Message, ev channels.Event, r settlement.Result) error {
-	if r.FenceLost {
-		p.Metrics.Settled(metrics.SettleFenceLost)
-		// The winner may have settled OVER_REFUND and died before its dead
-		// letter: look once, from the pool, so it is written.
-		cur, err := p.Claims.Get(ctx, ev.TenantID, ev.Key)
-		if err != nil {
-			return failed(metrics.StageSettle, err)
-		}
-		if cur.Outcome == idempotent.OutcomeOverRefund && cur.DeadLetteredAt == nil {
-			return p.deadLetterOverRefund(ctx, msg, ev)
-		}
-		return nil
-	}
-	p.Metrics.Settled(metrics.SettleOutcome(r.Outcome))
-	if !ev.ReceivedAt.IsZero() && !r.SettledAt.IsZero() {
-		p.Metrics.ObserveSettleDuration(r.SettledAt.Sub(ev.ReceivedAt))
-	}
-	if r.Outcome == idempotent.OutcomeOverRefund {
-		return p.deadLetterOverRefund(ctx, msg, ev)
-	}
-	return nil
-}
-
-func (p *Pipeline) deadLetterOverRefund(ctx context.Context, msg kafka.Message, ev channels.Event) error {
-	reason := fmt.Sprintf("refunds of trade %s:%s would exceed the order total %d fen; nothing was posted",
-		ev.Channel, ev.TradeNo, ev.OrderTotal)
-	if err := p.deadLetter(ctx, msg, channels.KindOverRefund, reason, ev); err != nil {
-		return err
-	}
-	if err := p.Claims.MarkDeadLettered(ctx, ev.TenantID, ev.Key); err != nil {
-		return failed(metrics.StageDeadLetter, err)
-	}
-	p.Logger.Error("over-refund dead-lettered", "tenant", ev.TenantID, "key", string(ev.Key),
-		"cumulative_refunded", ev.CumulativeRefunded, "refund_amount", ev.RefundAmount, "order_total", ev.OrderTotal)
-	return nil
-}
-
-// checkMerchant returns why res's merchant is not bound to its envelope's
-// tenant, or "" when it is (or when nothing is checked: no binding, or a
-// statement event, whose tenant was bound when its statement was
-// imported).
-func (p *Pipeline) checkMerchant(res channels.Result) string {
-	if p.Merchants == nil || res.FromStatement {
-		return ""
-	}
-	ev := res.Event
-	if res.MerchantID == "" {
-		return fmt.Sprintf("the %s callback of tenant %d names no merchant (%s); %s binds merchants to tenants, so it is not posted",
-			ev.Channel, ev.TenantID, merchantField(ev.Channel), p.Merchants.Path())
-	}
-	owner, ok := p.Merchants.Current().TenantOf(ev.Channel, res.MerchantID)
-	switch {
-	case !ok:
-		return fmt.Sprintf("%s merchant %s is not bound to tenant %d: %s binds it to no tenant",
-			ev.Channel, res.MerchantID, ev.TenantID, p.Merchants.Path())
-	case owner != ev.TenantID:
-		return fmt.Sprintf("%s merchant %s is not bound to tenant %d: %s binds it to tenant %d",
-			ev.Channel, res.MerchantID, ev.TenantID, p.Merchants.Path(), owner)
-	}
-	return ""
-}
-
-// merchantField names the field a channel's callback names its merchant
-// by (channels.Spec.MerchantField).
-func merchantField(ch channels.Channel) string {
-	spec, _ := channels.Lookup(ch) // a decoded callback's channel is registered
-	return spec.MerchantField
-}
-
-// deadLetterTenantMismatch dead-letters a decoded callback whose merchant
-// is not its tenant's; nothing was claimed.
-func (p *Pipeline) deadLetterTenantMismatch(ctx context.Context, msg kafka.Message, res channels.Result, reason string) error {
-	if err := p.deadLetter(ctx, msg, channels.KindTenantMismatch, reason, res.Event); err != nil {
-		return err
-	}
-	ev := res.Event
-	p.Logger.Error("callback of a merchant not bound to its tenant dead-lettered", "kind", string(channels.KindTenantMismatch),
-		"tenant", ev.TenantID, "channel", string(ev.Channel), "merchant", res.MerchantID, "trade_no", ev.TradeNo,
-		"topic", msg.Topic, "partition", msg.Partition, "offset", msg.Offset)
-	p.Metrics.Event(string(ev.Channel), string(ev.Type), metrics.OutcomeDeadLettered)
-	return nil
-}
-
-// deadLetterUndecodable dead-letters a message the decoder refused; res
-// carries its channel when the envelope told it (for the metric label).
-func (p *Pipeline) deadLetterUndecodable(ctx context.Context, msg kafka.Message, res channels.Result, decodeErr error) error {
-	kind, ok := channels.KindOf(decodeErr)
-	if !ok {
-		kind = channels.KindMalformed
-	}
-	if err := p.deadLetter(ctx, msg, kind, decodeErr.Error(), res.Event); err != nil {
-		return err
-	}
-	p.Logger.Warn("undecodable message dead-lettered", "kind", string(kind), "error", decodeErr.Error(),
-		"topic", msg.Topic, "partition", msg.Partition, "offset", msg.Offset)
-	p.Metrics.Event(string(res.Event.Channel), metrics.EventTypeUnknown, metrics.OutcomeDeadLettered)
-	return nil
-}
-
-// deadLetter writes msg's dead letter of kind, once (see
-// DeadLetterRecords); ev is its event as far as it decoded, for the record.
-func (p *Pipeline) deadLetter(ctx context.Context, msg kafka.Message, kind channels.ErrorKind, reason string, ev channels.Event) error {
-	if err := p.Fault.at(ctx, FaultBeforeDeadLetter); err != nil {
-		return failed(metrics.StageDeadLetter, err)
-	}
-	d := deadletters.Letter{Msg: msg, Kind: kind, Reason: reason, Event: ev}
-	if err := p.once.Write(ctx, p.DeadLetterer, p.DeadLetterRecords, p.Metrics, p.Logger, d); err != nil {
-		return failed(metrics.StageDeadLetter, err)
-	}
-	return nil
-}
-
-func (p *Pipeline) ignore(ctx context.Context, res channels.Result) error {
-	ev := res.Event
-	if res.RefundStatus == channels.RefundAbnormal || res.RefundStatus == channels.RefundClosed {
-		sctx, cancel := p.statementContext(ctx)
-		err := p.Settler.ApplyRefundStatus(sctx, ev.TenantID, ev.Channel, ev.TradeNo, ev.RefundNo, res.RefundStatus)
-		cancel()
-		if err != nil {
-			return failed(metrics.StageRefundUpdate, err)
-		}
-	}
-	p.Logger.Debug("ignored event", "tenant", ev.TenantID, "channel", string(ev.Channel), "reason", res.IgnoreReason)
-	p.Metrics.Event(string(ev.Channel), string(ev.Type), metrics.OutcomeIgnored)
-	return nil
+	return context.WithTimeout(ctx, p.StatementTimeout)
 }
 
 func (p *Pipeline) count(ev channels.Event, outcome metrics.Outcome) {
 	p.Metrics.Event(string(ev.Channel), string(ev.Type), outcome)
-}
-
-// recordFailure keeps the settle error on the claim for operators. It is
-// bookkeeping: its own failure is logged, never returned.
-func (p *Pipeline) recordFailure(ctx context.Context, ev channels.Event, cause error) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	if err := p.Claims.RecordFailure(ctx, ev.TenantID, ev.Key, cause); err != nil {
-		p.Logger.Debug("could not record settle failure", "key", string(ev.Key), "error", err.Error())
-	}
 }

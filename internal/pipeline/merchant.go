@@ -55,6 +55,38 @@ func (p *Pipeline) merchantCheck(ctx context.Context, res channels.Result, st *M
 	return p.checkMerchantless(ctx, res, st)
 }
 
+// checkMerchant returns why res's merchant is not bound to its envelope's
+// tenant, or "" when it is (or when nothing is checked: no binding, or a
+// statement event, whose tenant was bound when its statement was
+// imported).
+func (p *Pipeline) checkMerchant(res channels.Result) string {
+	if p.Merchants == nil || res.FromStatement {
+		return ""
+	}
+	ev := res.Event
+	if res.MerchantID == "" {
+		return fmt.Sprintf("the %s callback of tenant %d names no merchant (%s); %s binds merchants to tenants, so it is not posted",
+			ev.Channel, ev.TenantID, merchantField(ev.Channel), p.Merchants.Path())
+	}
+	owner, ok := p.Merchants.Current().TenantOf(ev.Channel, res.MerchantID)
+	switch {
+	case !ok:
+		return fmt.Sprintf("%s merchant %s is not bound to tenant %d: %s binds it to no tenant",
+			ev.Channel, res.MerchantID, ev.TenantID, p.Merchants.Path())
+	case owner != ev.TenantID:
+		return fmt.Sprintf("%s merchant %s is not bound to tenant %d: %s binds it to tenant %d",
+			ev.Channel, res.MerchantID, ev.TenantID, p.Merchants.Path(), owner)
+	}
+	return ""
+}
+
+// merchantField names the field a channel's callback names its merchant
+// by (channels.Spec.MerchantField).
+func merchantField(ch channels.Channel) string {
+	spec, _ := channels.Lookup(ch) // a decoded callback's channel is registered
+	return spec.MerchantField
+}
+
 // refundMayNameNoMerchant reports whether res is a refund or cancel of a
 // channel whose refund answers carry no merchant: Shouqianba's, forwarded
 // as the refund or cancel API's answer (docs/channels.md).
