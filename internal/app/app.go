@@ -43,8 +43,8 @@ type Main struct {
 	Logger *slog.Logger
 	// Registry receives every metric; defaults to metrics.NewRegistry().
 	Registry *prometheus.Registry
-	// Fault injects failures at message boundaries, for tests; nil in
-	// production.
+	// Fault injects failures at message boundaries (the pipeline's fault
+	// points and consumer.FaultBeforeCommit), for tests; nil in production.
 	Fault  pipeline.FaultFunc
 	mu     sync.Mutex
 	worker *consumer.Worker

@@ -24,8 +24,9 @@
 // succeed (deadletter.go). The Sweeper (sweeper.go) settles claims left
 // ACQUIRED whose message never comes again.
 //
-// The package never fetches from Kafka nor commits an offset: which
-// offsets may be committed, and when, is the consumer's (internal/consumer),
-// from the outcomes Handle reports. It holds no per-partition state; what a
+// The package never consumes the input topic nor commits an offset (the
+// Sweeper only reads back an orphan's own message, for its dead letter):
+// which offsets may be committed, and when, is the consumer's
+// (internal/consumer), from the outcomes Handle reports. It holds no per-partition state; what a
 // message's retries must remember travels in its MessageState.
 package pipeline
