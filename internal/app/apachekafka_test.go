@@ -23,13 +23,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/paycallback/paycallback/internal/app"
+	"github.com/paycallback/paycallback/internal/consumer"
 	"github.com/paycallback/paycallback/internal/deadletters"
 	"github.com/paycallback/paycallback/internal/demo"
 	"github.com/paycallback/paycallback/internal/invariant"
 	"github.com/paycallback/paycallback/internal/kafkaops"
 	"github.com/paycallback/paycallback/internal/kafkaops/kafkaopstest"
 	"github.com/paycallback/paycallback/internal/ops"
-	"github.com/paycallback/paycallback/internal/worker"
+	"github.com/paycallback/paycallback/internal/pipeline"
 )
 
 // apacheKafkaHarness is newHarness on the broker PAYCB_TEST_KAFKA_BROKERS
@@ -88,8 +89,8 @@ func TestApacheKafkaRebalanceWhileAPartitionIsMidBatch(t *testing.T) {
 			var first atomic.Bool
 			a := h.start(func(m *app.Main) {
 				m.Config.Worker.BatchMax = 16
-				m.Fault = func(ctx context.Context, p worker.FaultPoint) error {
-					if p != worker.FaultBeforeCommit {
+				m.Fault = func(ctx context.Context, p pipeline.FaultPoint) error {
+					if p != consumer.FaultBeforeCommit {
 						return nil
 					}
 					// Only the first batch to reach its commit is held (calls

@@ -16,12 +16,13 @@ import (
 
 	"github.com/paycallback/paycallback/config"
 	"github.com/paycallback/paycallback/internal/admin"
+	"github.com/paycallback/paycallback/internal/consumer"
 	"github.com/paycallback/paycallback/internal/kafkaconn"
 	"github.com/paycallback/paycallback/internal/metrics"
+	"github.com/paycallback/paycallback/internal/pipeline"
 	"github.com/paycallback/paycallback/internal/sqldb"
 	"github.com/paycallback/paycallback/internal/statementbook"
 	"github.com/paycallback/paycallback/internal/watchfile"
-	"github.com/paycallback/paycallback/internal/worker"
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/idempotent"
 	"github.com/paycallback/paycallback/pkg/settlement"
@@ -42,11 +43,11 @@ type Main struct {
 	Logger *slog.Logger
 	// Registry receives every metric; defaults to metrics.NewRegistry().
 	Registry *prometheus.Registry
-	// Fault injects failures at message boundaries, for tests; nil in
-	// production.
-	Fault  worker.FaultFunc
+	// Fault injects failures at message boundaries (the pipeline's fault
+	// points and consumer.FaultBeforeCommit), for tests; nil in production.
+	Fault  pipeline.FaultFunc
 	mu     sync.Mutex
-	worker *worker.Worker
+	worker *consumer.Worker
 	admin  *admin.Server
 	stkeys *statementKeys
 	ready  chan struct{}
@@ -123,11 +124,11 @@ func (m *Main) Run(ctx context.Context) error {
 		}},
 	}, logger, admin.WithPprof(cfg.Admin.Pprof),
 		// What each owned partition holds up and why, for `consumer status`.
-		admin.WithJSON(worker.PartitionsPath, func() any {
+		admin.WithJSON(consumer.PartitionsPath, func() any {
 			if w := m.Worker(); w != nil {
 				return w.Partitions()
 			}
-			return []worker.PartitionReport{}
+			return []consumer.PartitionReport{}
 		}))
 	m.mu.Lock()
 	m.admin = srv
@@ -204,7 +205,7 @@ func (m *Main) Run(ctx context.Context) error {
 		deadletters.WithTransport(kconn.Transport()))
 	defer dlq.Close()
 	records := deadletters.NewStore(db)
-	pipeline := &worker.Pipeline{
+	pipe := &pipeline.Pipeline{
 		Decoder: channels.NewDecoder(keys, channels.Accept("PAYCB_CHANNELS", accepted...),
 			channels.VerifyStatements(stmtKeys)),
 		Claims:       claims,
@@ -223,12 +224,12 @@ func (m *Main) Run(ctx context.Context) error {
 			return settlement.GetOrder(ctx, db, tenantID, ch, tradeNo)
 		},
 	}
-	w := worker.New(worker.Config{
+	w := consumer.New(consumer.Config{
 		Brokers:           cfg.Kafka.Brokers,
 		Topic:             cfg.Kafka.Topic,
 		GroupID:           cfg.Kafka.Group,
 		BatchMax:          cfg.Worker.BatchMax,
-		Backoff:           worker.Backoff{Min: cfg.Worker.RetryBackoffMin, Max: cfg.Worker.RetryBackoffMax},
+		Backoff:           consumer.Backoff{Min: cfg.Worker.RetryBackoffMin, Max: cfg.Worker.RetryBackoffMax},
 		StallAfter:        cfg.Worker.StallThreshold,
 		LagInterval:       cfg.Worker.LagInterval,
 		Client:            kconn.Client(5 * time.Second),
@@ -245,12 +246,13 @@ func (m *Main) Run(ctx context.Context) error {
 		CommitInterval:         cfg.Kafka.CommitInterval,
 		// A topic deleted while running is never recreated; the client ID
 		// announces the admin server to `consumer status`.
-		Dialer: worker.WithClientID(neverCreateTopics(kconn.Dialer()), worker.ClientID(adminLn.Addr())),
-	}, pipeline, met, logger)
+		Dialer: consumer.WithClientID(neverCreateTopics(kconn.Dialer()), consumer.ClientID(adminLn.Addr())),
+		Fault:  m.Fault,
+	}, pipe, met, logger)
 	if err := reg.Register(w.ReaderStats()); err != nil {
 		return fmt.Errorf("register reader statistics: %w", err)
 	}
-	sweeper := &worker.Sweeper{
+	sweeper := &pipeline.Sweeper{
 		Claims:      claims,
 		Settler:     settler,
 		Metrics:     met,
@@ -258,7 +260,7 @@ func (m *Main) Run(ctx context.Context) error {
 		OrphanAfter: cfg.Worker.OrphanAfter,
 		Interval:    cfg.Worker.SweepInterval,
 
-		Originals:         worker.KafkaOriginals{Brokers: cfg.Kafka.Brokers, Dialer: kconn.Dialer()},
+		Originals:         pipeline.KafkaOriginals{Brokers: cfg.Kafka.Brokers, Dialer: kconn.Dialer()},
 		DeadLetterer:      dlq,
 		DeadLetterRecords: records,
 	}
@@ -312,7 +314,7 @@ func loadMerchants(cfg config.Config, logger *slog.Logger) (*config.MerchantBind
 }
 
 // Worker returns the running worker (nil before Run has wired it).
-func (m *Main) Worker() *worker.Worker {
+func (m *Main) Worker() *consumer.Worker {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.worker

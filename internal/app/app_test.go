@@ -10,9 +10,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/paycallback/paycallback/internal/app"
+	"github.com/paycallback/paycallback/internal/consumer"
 	"github.com/paycallback/paycallback/internal/deadletters"
 	"github.com/paycallback/paycallback/internal/demo"
-	"github.com/paycallback/paycallback/internal/worker"
+	"github.com/paycallback/paycallback/internal/pipeline"
 )
 
 func TestMixedStreamIsSettledExactlyOnce(t *testing.T) {
@@ -48,7 +49,7 @@ func TestCommittedOffsetIsTheNextToRead(t *testing.T) {
 }
 
 func TestRestartAfterDyingBetweenClaimAndSettle(t *testing.T) {
-	for _, point := range []worker.FaultPoint{worker.FaultAfterAcquire, worker.FaultAfterSettle, worker.FaultBeforeCommit} {
+	for _, point := range []pipeline.FaultPoint{pipeline.FaultAfterAcquire, pipeline.FaultAfterSettle, consumer.FaultBeforeCommit} {
 		t.Run(string(point), func(t *testing.T) {
 			h := newHarness(t, 3)
 			s := demo.Generate(demo.StreamOptions{Seed: 11, Trades: 30, NoTraps: true})
@@ -68,7 +69,7 @@ func TestRestartAfterDyingBetweenClaimAndSettle(t *testing.T) {
 			second := h.start(nil)
 			h.waitConsumed(2 * time.Minute)
 			h.checkStream(s)
-			if point == worker.FaultAfterAcquire {
+			if point == pipeline.FaultAfterAcquire {
 				// The claim the first worker left ACQUIRED is settled by the
 				// second through the fence, counted as a redelivery.
 				assert.GreaterOrEqual(t, counted(t, second.main, "paycb_events_total", map[string]string{"outcome": "redelivered"}), 1.0)
@@ -92,8 +93,8 @@ func TestGracefulShutdownCommitsWhatWasFinishedAndNothingMore(t *testing.T) {
 			seen := 0
 			w := h.start(func(m *app.Main) {
 				m.Config.Worker.BatchMax = batchMax
-				m.Fault = func(_ context.Context, p worker.FaultPoint) error {
-					if p != worker.FaultBeforeCommit {
+				m.Fault = func(_ context.Context, p pipeline.FaultPoint) error {
+					if p != consumer.FaultBeforeCommit {
 						return nil
 					}
 					seen++ // one partition: calls are sequential
@@ -132,11 +133,11 @@ func TestSettleCommitWithUnknownOutcomeIsRetriedToOnePosting(t *testing.T) {
 	armed := false
 	h.start(func(m *app.Main) {
 		m.Config.DB.DSN = proxied
-		m.Fault = func(_ context.Context, p worker.FaultPoint) error {
+		m.Fault = func(_ context.Context, p pipeline.FaultPoint) error {
 			// Right after the fifth claim commits, the next COMMIT on the
 			// wire is that event's settle transaction: drop the connection
 			// once it has been forwarded.
-			if p == worker.FaultAfterAcquire && !armed {
+			if p == pipeline.FaultAfterAcquire && !armed {
 				armed = true
 				proxy.CutAfterNextCommit()
 			}

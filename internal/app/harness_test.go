@@ -24,9 +24,9 @@ import (
 	"github.com/paycallback/paycallback/internal/kafkaops"
 	"github.com/paycallback/paycallback/internal/kafkaops/kafkaopstest"
 	"github.com/paycallback/paycallback/internal/metrics"
+	"github.com/paycallback/paycallback/internal/pipeline"
 	"github.com/paycallback/paycallback/internal/sqldb"
 	"github.com/paycallback/paycallback/internal/sqldb/sqldbtest"
-	"github.com/paycallback/paycallback/internal/worker"
 	"github.com/paycallback/paycallback/pkg/channels/channelstest"
 	"github.com/paycallback/paycallback/schema"
 )
@@ -228,12 +228,12 @@ func testLogger() *slog.Logger {
 // blockOnce returns a fault that blocks the first n messages reaching point
 // until their context ends, as a process that died there would, and reports
 // each hit on hits.
-func blockOnce(point worker.FaultPoint, n int, hits chan<- struct{}) worker.FaultFunc {
+func blockOnce(point pipeline.FaultPoint, n int, hits chan<- struct{}) pipeline.FaultFunc {
 	remaining := make(chan struct{}, n)
 	for range n {
 		remaining <- struct{}{}
 	}
-	return func(ctx context.Context, p worker.FaultPoint) error {
+	return func(ctx context.Context, p pipeline.FaultPoint) error {
 		if p != point {
 			return nil
 		}

@@ -13,7 +13,7 @@ import (
 
 	"github.com/paycallback/paycallback/internal/app"
 	"github.com/paycallback/paycallback/internal/demo"
-	"github.com/paycallback/paycallback/internal/worker"
+	"github.com/paycallback/paycallback/internal/pipeline"
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/channels/channelstest"
 	"github.com/paycallback/paycallback/pkg/idempotent"
@@ -72,7 +72,7 @@ func TestDuplicateOfAnInFlightClaimHoldsOnlyTheOffset(t *testing.T) {
 	rec, err := store.Get(ctx, held.TenantID, held.Key)
 	require.NoError(t, err)
 	require.Equal(t, idempotent.StatusAcquired, rec.Status, "the retry's claim is still being settled elsewhere")
-	require.Less(t, time.Since(claimedAt), worker.InFlightGrace,
+	require.Less(t, time.Since(claimedAt), pipeline.InFlightGrace,
 		"settled within the grace, so the worker did not take the claim over")
 	assert.Less(t, h.committed()[0], int64(1), "nothing is committed past the retry")
 

@@ -18,9 +18,9 @@ import (
 	"github.com/paycallback/paycallback/internal/kafkaops"
 	"github.com/paycallback/paycallback/internal/metrics"
 	"github.com/paycallback/paycallback/internal/ops"
+	"github.com/paycallback/paycallback/internal/pipeline"
 	"github.com/paycallback/paycallback/internal/sqldb"
 	"github.com/paycallback/paycallback/internal/sqldb/sqldbtest"
-	"github.com/paycallback/paycallback/internal/worker"
 	"github.com/paycallback/paycallback/pkg/idempotent"
 	"github.com/paycallback/paycallback/schema"
 )
@@ -120,7 +120,7 @@ func TestWorkerAndOperatorCommandsOnASecuredBroker(t *testing.T) {
 			// The sweeper's read-back of an original message.
 			first, err := kafkaops.ReadAll(ctx, sec.Brokers, testTopic, kafkaops.WithConn(conn))
 			require.NoError(t, err)
-			orig, err := worker.KafkaOriginals{Brokers: sec.Brokers, Dialer: conn.Dialer()}.Original(ctx,
+			orig, err := pipeline.KafkaOriginals{Brokers: sec.Brokers, Dialer: conn.Dialer()}.Original(ctx,
 				idempotent.Source{Topic: testTopic, Partition: first[0].Partition, Offset: first[0].Offset})
 			require.NoError(t, err)
 			assert.Equal(t, first[0].Value, orig.Value)

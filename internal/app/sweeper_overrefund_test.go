@@ -14,7 +14,7 @@ import (
 	"github.com/paycallback/paycallback/internal/deadletters"
 	"github.com/paycallback/paycallback/internal/demo"
 	"github.com/paycallback/paycallback/internal/metrics"
-	"github.com/paycallback/paycallback/internal/worker"
+	"github.com/paycallback/paycallback/internal/pipeline"
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/channels/channelstest"
 	"github.com/paycallback/paycallback/pkg/idempotent"
@@ -58,9 +58,9 @@ func TestSweeperDeadLettersAnOrphanThatSettlesAsOverRefund(t *testing.T) {
 
 	dlq := deadletters.NewKafkaWriter(h.brokers, h.dlq(), 0)
 	defer dlq.Close()
-	sw := &worker.Sweeper{
+	sw := &pipeline.Sweeper{
 		Claims: idempotent.NewStore(h.db), Settler: svc, Metrics: met, Logger: slog.New(slog.DiscardHandler),
-		OrphanAfter: time.Minute, Originals: worker.KafkaOriginals{Brokers: h.brokers}, DeadLetterer: dlq,
+		OrphanAfter: time.Minute, Originals: pipeline.KafkaOriginals{Brokers: h.brokers}, DeadLetterer: dlq,
 	}
 	n, err := sw.SweepOnce(ctx)
 	require.NoError(t, err)

@@ -20,10 +20,10 @@ import (
 
 	"github.com/uptrace/bun"
 
+	"github.com/paycallback/paycallback/internal/consumer"
 	"github.com/paycallback/paycallback/internal/demo"
 	"github.com/paycallback/paycallback/internal/kafkaops"
 	"github.com/paycallback/paycallback/internal/ops"
-	"github.com/paycallback/paycallback/internal/worker"
 	"github.com/paycallback/paycallback/pkg/channels/channelstest"
 	"github.com/paycallback/paycallback/pkg/settlement"
 )
@@ -1424,11 +1424,11 @@ func ownedPartitions(ctx context.Context, ps []*proc) ([]int, error) {
 
 // partitionReports reads what each consumer of ps reports on its admin
 // /partitions: the partitions it owns.
-func partitionReports(ctx context.Context, ps []*proc) ([][]worker.PartitionReport, error) {
+func partitionReports(ctx context.Context, ps []*proc) ([][]consumer.PartitionReport, error) {
 	client := &http.Client{Timeout: 2 * time.Second}
-	out := make([][]worker.PartitionReport, len(ps))
+	out := make([][]consumer.PartitionReport, len(ps))
 	for i, p := range ps {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.admin+worker.PartitionsPath, nil)
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.admin+consumer.PartitionsPath, nil)
 		if err != nil {
 			return nil, fmt.Errorf("partitions of %s: %w", p.name, err)
 		}

@@ -12,7 +12,7 @@
 // A redrive that fails again is linked to the dead letter it came from
 // (Store.Record), which it supersedes: an original message has at most
 // one open dead letter. The worker uses the package through its small
-// interfaces worker.DeadLetterer (Sender) and worker.DeadLetterRecords
+// interfaces pipeline.DeadLetterer (Sender) and pipeline.DeadLetterRecords
 // (Records); cmd/consumer's dlq commands are flags and output over it.
 //
 // This package must never:
@@ -29,6 +29,6 @@
 //   - give a dead letter two successors (uk_dead_letter_redriven_from), or
 //     delete a row: a dead letter the topic lost stays listed from it;
 //   - create a topic, or commit offsets for any group;
-//   - import the worker or the operators' tools (internal/worker,
-//     internal/ops): they import it.
+//   - import the worker or the operators' tools (internal/consumer,
+//     internal/pipeline, internal/ops): they import it.
 package deadletters

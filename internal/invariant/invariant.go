@@ -17,7 +17,7 @@ import (
 	"github.com/paycallback/paycallback/internal/demo"
 	"github.com/paycallback/paycallback/internal/kafkaops"
 	"github.com/paycallback/paycallback/internal/metrics"
-	"github.com/paycallback/paycallback/internal/worker"
+	"github.com/paycallback/paycallback/internal/pipeline"
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/channels/channelstest"
 	"github.com/paycallback/paycallback/pkg/idempotent"
@@ -447,7 +447,7 @@ func SweepOrphans(ctx context.Context, db *bun.DB) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("sweep orphans: settlement: %w", err)
 	}
-	s := &worker.Sweeper{Claims: claims, Settler: settler, Metrics: met, Logger: logger, OrphanAfter: time.Nanosecond}
+	s := &pipeline.Sweeper{Claims: claims, Settler: settler, Metrics: met, Logger: logger, OrphanAfter: time.Nanosecond}
 	n, err := s.SweepOnce(ctx)
 	if err != nil {
 		return n, fmt.Errorf("sweep orphans: %w", err)

@@ -15,7 +15,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
-	"github.com/paycallback/paycallback/internal/worker"
+	"github.com/paycallback/paycallback/internal/consumer"
 )
 
 // StallMetric is the gauge a worker serves on its admin /metrics for each
@@ -38,7 +38,7 @@ type MemberStatus struct {
 	ClientID string `json:"client_id"`
 	Host     string `json:"client_host"`
 	// Admin is the member's admin server (host:port) as announced in its
-	// client ID (worker.ClientID); empty when it announces none.
+	// client ID (consumer.ClientID); empty when it announces none.
 	Admin string `json:"admin,omitempty"`
 	// Partitions are the input topic's partitions assigned to the member.
 	Partitions []int `json:"partitions"`
@@ -69,7 +69,7 @@ type PartitionStatus struct {
 	// report the partition).
 	StalledSeconds *float64 `json:"stalled_seconds"`
 	// Stuck is the message the partition is stuck on, as its owner reports
-	// it on its admin worker.PartitionsPath: the oldest message it holds
+	// it on its admin consumer.PartitionsPath: the oldest message it holds
 	// unfinished, once an attempt at it has failed (or it waits for another
 	// worker's settlement) or it has been held StuckAfter. Nil when the
 	// partition is not stuck, or when that is unknown (as StalledSeconds;
@@ -112,7 +112,7 @@ type StatusReport struct {
 // group's committed offsets (OffsetFetch), the partitions' first and end
 // offsets (ListOffsets), and, from each member's admin server found
 // through its client ID, the stall of each partition it owns (/metrics)
-// and the message a stuck partition holds (worker.PartitionsPath). It is safe
+// and the message a stuck partition holds (consumer.PartitionsPath). It is safe
 // while workers run: it commits nothing and never creates a topic. A
 // member that cannot be reached leaves its partitions' stalls unknown; it is
 // not an error. A missing input topic is an error wrapping
@@ -184,7 +184,7 @@ func (k Kafka) describeAssignments(ctx context.Context) (string, []MemberStatus,
 		}
 		for _, m := range g.Members {
 			ms := MemberStatus{ID: m.MemberID, ClientID: m.ClientID, Host: m.ClientHost, Partitions: []int{}}
-			ms.Admin, _ = worker.AdminEndpoint(m.ClientID, m.ClientHost)
+			ms.Admin, _ = consumer.AdminEndpoint(m.ClientID, m.ClientHost)
 			for _, t := range m.MemberAssignments.Topics {
 				if t.Topic == k.Topic {
 					ms.Partitions = append(ms.Partitions, t.Partitions...)
@@ -206,13 +206,13 @@ func firstPartition(m MemberStatus) int {
 	return m.Partitions[0]
 }
 
-// scrapeStalls reads each member's /metrics and worker.PartitionsPath
+// scrapeStalls reads each member's /metrics and consumer.PartitionsPath
 // concurrently and returns, by member index, the stall of each partition
 // it reports and the message each partition holds unfinished. It records
 // why a member's stalls are unknown in its Error and sets Reachable; a
-// member that serves no worker.PartitionsPath (an older worker) leaves
+// member that serves no consumer.PartitionsPath (an older worker) leaves
 // only the held messages unknown.
-func scrapeStalls(ctx context.Context, members []MemberStatus, o StatusOptions) ([]map[int]float64, []map[int]worker.HeldMessage) {
+func scrapeStalls(ctx context.Context, members []MemberStatus, o StatusOptions) ([]map[int]float64, []map[int]consumer.HeldMessage) {
 	timeout := o.AdminTimeout
 	if timeout <= 0 {
 		timeout = 3 * time.Second
@@ -222,7 +222,7 @@ func scrapeStalls(ctx context.Context, members []MemberStatus, o StatusOptions) 
 		client = &http.Client{Timeout: timeout}
 	}
 	out := make([]map[int]float64, len(members))
-	held := make([]map[int]worker.HeldMessage, len(members))
+	held := make([]map[int]consumer.HeldMessage, len(members))
 	var wg sync.WaitGroup
 	for i := range members {
 		m := &members[i]
@@ -245,13 +245,13 @@ func scrapeStalls(ctx context.Context, members []MemberStatus, o StatusOptions) 
 	return out, held
 }
 
-// readHeld reads a member's worker.PartitionsPath and returns the message
+// readHeld reads a member's consumer.PartitionsPath and returns the message
 // each partition holds unfinished; nil when it cannot be read (an older
 // worker serves none; an unreachable one is said by readStalls).
-func readHeld(ctx context.Context, client *http.Client, timeout time.Duration, addr string) map[int]worker.HeldMessage {
+func readHeld(ctx context.Context, client *http.Client, timeout time.Duration, addr string) map[int]consumer.HeldMessage {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+worker.PartitionsPath, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+consumer.PartitionsPath, nil)
 	if err != nil {
 		return nil
 	}
@@ -263,11 +263,11 @@ func readHeld(ctx context.Context, client *http.Client, timeout time.Duration, a
 	if resp.StatusCode != http.StatusOK {
 		return nil
 	}
-	var reports []worker.PartitionReport
+	var reports []consumer.PartitionReport
 	if err := json.NewDecoder(io.LimitReader(resp.Body, maxMetricsBytes)).Decode(&reports); err != nil {
 		return nil
 	}
-	out := make(map[int]worker.HeldMessage, len(reports))
+	out := make(map[int]consumer.HeldMessage, len(reports))
 	for _, r := range reports {
 		if r.Holding != nil {
 			out[r.Partition] = *r.Holding

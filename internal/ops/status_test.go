@@ -17,13 +17,13 @@ import (
 	"github.com/paycallback/paycallback/config"
 	"github.com/paycallback/paycallback/internal/app"
 	"github.com/paycallback/paycallback/internal/app/apptest"
+	"github.com/paycallback/paycallback/internal/consumer"
 	"github.com/paycallback/paycallback/internal/demo"
 	"github.com/paycallback/paycallback/internal/kafkaops"
 	"github.com/paycallback/paycallback/internal/metrics"
 	"github.com/paycallback/paycallback/internal/ops"
 	"github.com/paycallback/paycallback/internal/sqldb"
 	"github.com/paycallback/paycallback/internal/sqldb/sqldbtest"
-	"github.com/paycallback/paycallback/internal/worker"
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/channels/channelstest"
 	"github.com/paycallback/paycallback/schema"
@@ -239,7 +239,7 @@ func TestStatusOfAnUnreachableMember(t *testing.T) {
 	require.NoError(t, ln.Close()) // nothing listens there now
 	cg, err := kafka.NewConsumerGroup(kafka.ConsumerGroupConfig{
 		ID: k.Group, Brokers: k.Brokers, Topics: []string{k.Topic},
-		Dialer: worker.WithClientID(nil, worker.ClientIDPrefix+deadAddr),
+		Dialer: consumer.WithClientID(nil, consumer.ClientIDPrefix+deadAddr),
 	})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = cg.Close() })

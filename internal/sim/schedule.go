@@ -6,7 +6,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/paycallback/paycallback/internal/worker"
+	"github.com/paycallback/paycallback/internal/consumer"
+	"github.com/paycallback/paycallback/internal/pipeline"
 )
 
 // FaultKind names one kind of injected fault.
@@ -40,7 +41,7 @@ const (
 type Fault struct {
 	Kind FaultKind
 	// Point and Nth place a Crash.
-	Point worker.FaultPoint
+	Point pipeline.FaultPoint
 	Nth   int
 	// Count and Code shape CommitErrors and FetchErrors.
 	Count int
@@ -87,7 +88,7 @@ type Schedule struct {
 	Steps  []Step
 }
 
-var crashPoints = []worker.FaultPoint{worker.FaultAfterAcquire, worker.FaultAfterSettle, worker.FaultBeforeCommit, worker.FaultBeforeDeadLetter}
+var crashPoints = []pipeline.FaultPoint{pipeline.FaultAfterAcquire, pipeline.FaultAfterSettle, consumer.FaultBeforeCommit, pipeline.FaultBeforeDeadLetter}
 
 // Kafka error codes the broker faults answer with: retriable errors that
 // leave the member in its generation. (REBALANCE_IN_PROGRESS and the like
@@ -122,7 +123,7 @@ func randomFault(rng *rand.Rand) Fault {
 	case 0, 1, 2:
 		p := crashPoints[rng.IntN(len(crashPoints))]
 		nth := 1 + rng.IntN(5)
-		if p == worker.FaultBeforeDeadLetter {
+		if p == pipeline.FaultBeforeDeadLetter {
 			nth = 1 // a stream has two dead letters
 		}
 		return Fault{Kind: Crash, Point: p, Nth: nth}

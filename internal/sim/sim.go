@@ -21,8 +21,8 @@ import (
 	"github.com/paycallback/paycallback/internal/invariant"
 	"github.com/paycallback/paycallback/internal/kafkaops"
 	"github.com/paycallback/paycallback/internal/metrics"
+	"github.com/paycallback/paycallback/internal/pipeline"
 	"github.com/paycallback/paycallback/internal/sqldb/sqldbtest"
-	"github.com/paycallback/paycallback/internal/worker"
 	"github.com/paycallback/paycallback/pkg/channels/channelstest"
 )
 
@@ -296,8 +296,8 @@ func (r *runner) stopAll() error {
 
 // fault is m's FaultFunc: it blocks at the armed crash point until m's
 // processing context ends, as a process that died there would.
-func (r *runner) fault(m *member) worker.FaultFunc {
-	return func(ctx context.Context, p worker.FaultPoint) error {
+func (r *runner) fault(m *member) pipeline.FaultFunc {
+	return func(ctx context.Context, p pipeline.FaultPoint) error {
 		r.mu.Lock()
 		fire := -1
 		for i, c := range r.crashes {

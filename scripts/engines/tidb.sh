@@ -222,7 +222,7 @@ suite() {
 	# each step, and the offsets property with merging on.
 	go test -race -count=1 -timeout 20m \
 		-run '^(TestMergedRoundSettlesManyPartitionsInOneTransaction|TestMergedRoundLooksUpEveryKeyWhenOneBatchDoes|TestPoisonedEventInAMergedRoundHoldsOnlyItsPartition|TestCrashInAMergedRoundLeavesOrphansTheSweeperSettlesOnce|TestOffsetsNeverPassAnUnsettledMessage)$' \
-		./internal/worker/
+		./internal/pipeline/ ./internal/consumer/
 	go test -race -count=1 -timeout 20m \
 		-run '^(TestReplayThroughTheWorker|TestOrphans|TestReconcile|TestReconcileNamesTheAlteredRow)$' ./internal/ops/
 	go test -race -count=1 -timeout 20m \

@@ -1,0 +1,290 @@
+package pipeline
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/paycallback/paycallback/config"
+	"github.com/paycallback/paycallback/pkg/channels"
+	"github.com/paycallback/paycallback/pkg/channels/channelstest"
+	"github.com/paycallback/paycallback/pkg/idempotent"
+	"github.com/paycallback/paycallback/pkg/settlement"
+)
+
+// The Shouqianba terminal channelstest's callbacks name, bound to tenant
+// 1001 in these tests.
+const sqbTestTerminal = "01939202039923029"
+
+// merchantlessEnv is a pipeline on its own MariaDB database with a merchant
+// binding that gives tenant 1001 the channelstest Shouqianba terminal.
+type merchantlessEnv struct {
+	*pipelineEnv
+	dl      *reasonDeadLetterer
+	path    string
+	binding *config.MerchantBindingFile
+	offset  int64
+}
+
+func newMerchantlessEnv(t *testing.T) *merchantlessEnv {
+	t.Helper()
+	e := &merchantlessEnv{pipelineEnv: newPipelineEnv(t), dl: &reasonDeadLetterer{}}
+	e.p.DeadLetterer = e.dl
+	e.path = filepath.Join(t.TempDir(), "merchants")
+	writeBinding(t, e.path, "1001 SQB "+sqbTestTerminal+"\n")
+	f, err := config.LoadMerchantBinding(e.path)
+	require.NoError(t, err)
+	e.binding = f
+	e.p.Merchants = f
+	return e
+}
+
+// rebind replaces the binding's contents and re-reads it.
+func (e *merchantlessEnv) rebind(t *testing.T, contents string) {
+	t.Helper()
+	writeBinding(t, e.path, contents)
+	_, err := e.binding.Refresh()
+	require.NoError(t, err)
+}
+
+// messages makes Kafka messages of values at the next offsets.
+func (e *merchantlessEnv) messages(values ...[]byte) []kafka.Message {
+	msgs := make([]kafka.Message, len(values))
+	for i, v := range values {
+		msgs[i] = kafka.Message{Topic: "channel-events", Partition: 0, Offset: e.offset, Value: v}
+		e.offset++
+	}
+	return msgs
+}
+
+// handleAll hands values to the pipeline as one batch and requires every
+// message done.
+func (e *merchantlessEnv) handleAll(t *testing.T, values ...[]byte) {
+	t.Helper()
+	msgs := e.messages(values...)
+	states := make([]MessageState, len(msgs))
+	require.NoError(t, e.p.Handle(context.Background(), msgs, states))
+	for i, st := range states {
+		require.True(t, st.done, "message %d done", i)
+	}
+}
+
+// published reads a published Shouqianba answer and wraps it, as the
+// receiver forwards it, in an envelope of tenant.
+func published(t *testing.T, name string, tenant int64) []byte {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join("..", "..", "pkg", "channels", "testdata", "published", "sqb", name))
+	require.NoError(t, err)
+	var body map[string]any
+	require.NoError(t, json.Unmarshal(raw, &body))
+	_, hasTerminal := body["biz_response"].(map[string]any)["data"].(map[string]any)["terminal_sn"]
+	require.False(t, hasTerminal, "the published answer names no terminal")
+	return channelstest.Envelope(tenant, channels.SQB, string(raw), channelstest.BaseTime)
+}
+
+// forwardedRefund is the refund answer of r of tr as the receiver forwards
+// it: biz_response.data, without terminal_sn.
+func forwardedRefund(tr channelstest.Trade, r channelstest.Refund) []byte {
+	return channelstest.SQBRefund(tr, r, channelstest.Delivery{
+		SQB: channelstest.SQBAPIResponse, Edit: func(m map[string]any) { delete(m, "terminal_sn") },
+	})
+}
+
+func (e *merchantlessEnv) order(t *testing.T, tr channelstest.Trade) settlement.Order {
+	t.Helper()
+	ord, err := settlement.GetOrder(context.Background(), e.db, tr.TenantID, tr.Channel, tr.TradeNo)
+	require.NoError(t, err)
+	return ord
+}
+
+func (e *merchantlessEnv) claimCount(t *testing.T) int {
+	t.Helper()
+	var n int
+	require.NoError(t, e.db.NewRaw("SELECT COUNT(*) FROM ss_channel_idempotent").Scan(context.Background(), &n))
+	return n
+}
+
+// TestMerchantlessSQBRefundOfABoundPayment: with a merchant binding, a
+// Shouqianba refund or cancel answer forwarded without terminal_sn (the
+// published shapes) settles when its trade's payment was checked and bound
+// to the tenant, which the order row records; the check is not weakened:
+// a trade whose payment was checked for a merchant now bound elsewhere, or
+// never checked, is still refused tenant_mismatch, nothing claimed.
+func TestMerchantlessSQBRefundOfABoundPayment(t *testing.T) {
+	// The published refund answer: sn 7894259244067218, client_sn
+	// 12345677767776, REFUNDED, total_amount 1, net_amount 0.
+	refunded := channelstest.Trade{
+		TenantID: 1001, Channel: channels.SQB, TradeNo: "7894259244067218",
+		MerchantOrderNo: "12345677767776", Total: 1,
+	}
+
+	t.Run("the published refund answer after its checked payment settles", func(t *testing.T) {
+		e := newMerchantlessEnv(t)
+		e.handleAll(t, channelstest.SQBPayment(refunded, channelstest.Delivery{}))
+		assert.Equal(t, sqbTestTerminal, e.order(t, refunded).BoundMerchantID, "the order row records the merchant checked")
+		e.handleAll(t, published(t, "core_refund_success_response.json", 1001))
+		assert.Empty(t, e.dl.letters())
+		ord := e.order(t, refunded)
+		assert.Equal(t, int64(1), ord.RefundedAmount)
+		assert.Equal(t, settlement.OrderRefunded, ord.Status)
+	})
+
+	t.Run("the published cancel answer, before and after its payment, nets the trade to zero", func(t *testing.T) {
+		// sn 7894259244064831, client_sn 22345677767776, CANCELED, total 1.
+		cancelled := channelstest.Trade{
+			TenantID: 1001, Channel: channels.SQB, TradeNo: "7894259244064831",
+			MerchantOrderNo: "22345677767776", Total: 1,
+		}
+		for _, cancelFirst := range []bool{true, false} {
+			e := newMerchantlessEnv(t)
+			cancel, pay := published(t, "core_cancel_success_response.json", 1001), channelstest.SQBPayment(cancelled, channelstest.Delivery{})
+			if cancelFirst {
+				e.handleAll(t, cancel) // no payment posted: posts nothing, remembered by its claim
+				e.handleAll(t, pay)
+			} else {
+				e.handleAll(t, pay)
+				e.handleAll(t, cancel)
+			}
+			assert.Empty(t, e.dl.letters(), "cancel first: %v", cancelFirst)
+			ord := e.order(t, cancelled)
+			assert.Equal(t, int64(1), ord.PaidAmount, "cancel first: %v", cancelFirst)
+			assert.Equal(t, int64(1), ord.RefundedAmount, "cancel first: %v", cancelFirst)
+			assert.Equal(t, sqbTestTerminal, ord.BoundMerchantID)
+		}
+	})
+
+	t.Run("a payment checked for a merchant now bound to another tenant", func(t *testing.T) {
+		e := newMerchantlessEnv(t)
+		e.handleAll(t, channelstest.SQBPayment(refunded, channelstest.Delivery{}))
+		e.rebind(t, "2002 SQB "+sqbTestTerminal+"\n")
+		e.handleAll(t, published(t, "core_refund_success_response.json", 1001))
+		assert.Equal(t, []string{"tenant_mismatch: the SQB refund 1 of trade 7894259244067218 (tenant 1001) names no merchant " +
+			"(terminal_sn: a forwarded refund or cancel answer), and its payment was checked for merchant " + sqbTestTerminal +
+			", which " + e.path + " now binds to tenant 2002"}, e.dl.letters())
+		assert.Zero(t, e.order(t, refunded).RefundedAmount, "nothing posted")
+		assert.Equal(t, 1, e.claimCount(t), "only the payment is claimed")
+	})
+
+	t.Run("a payment posted without a merchant check", func(t *testing.T) {
+		e := newMerchantlessEnv(t)
+		e.p.Merchants = nil // settled before the binding
+		e.handleAll(t, channelstest.SQBPayment(refunded, channelstest.Delivery{}))
+		assert.Empty(t, e.order(t, refunded).BoundMerchantID)
+		e.p.Merchants = e.binding
+		e.handleAll(t, published(t, "core_refund_success_response.json", 1001))
+		letters := e.dl.letters()
+		require.Len(t, letters, 1)
+		assert.Contains(t, letters[0], "tenant_mismatch: the SQB refund 1 of trade 7894259244067218 (tenant 1001) names no merchant")
+		assert.Contains(t, letters[0], "the trade's payment was posted without a merchant check")
+		assert.Zero(t, e.order(t, refunded).RefundedAmount)
+	})
+
+	t.Run("another tenant's envelope of the refund answer", func(t *testing.T) {
+		e := newMerchantlessEnv(t)
+		e.p.MerchantlessHold = time.Nanosecond
+		e.handleAll(t, channelstest.SQBPayment(refunded, channelstest.Delivery{}))
+		msgs := e.messages(published(t, "core_refund_success_response.json", 2002))
+		states := make([]MessageState, 1)
+		require.ErrorIs(t, e.p.Handle(context.Background(), msgs, states), ErrClaimInFlight, "held: tenant 2002 has no such payment yet")
+		require.NoError(t, e.p.Handle(context.Background(), msgs, states))
+		letters := e.dl.letters()
+		require.Len(t, letters, 1)
+		assert.Contains(t, letters[0], "tenant_mismatch: the SQB refund 1 of trade 7894259244067218 (tenant 2002) names no merchant")
+		assert.Zero(t, e.order(t, refunded).RefundedAmount, "tenant 1001's order is untouched")
+		assert.Equal(t, 1, e.claimCount(t), "nothing of tenant 2002 is claimed")
+	})
+}
+
+// TestMerchantlessSQBRefundBeforeItsPayment: a merchant-less refund that
+// overtakes its payment is held, nothing claimed and the partition going
+// on, and settles once the payment is in, ending in the same rows as in
+// order; held past MerchantlessHold it is dead-lettered, never posted,
+// and a redrive after the payment settles it.
+func TestMerchantlessSQBRefundBeforeItsPayment(t *testing.T) {
+	tr := channelstest.NewTrade(channels.SQB, 961)
+	refund := forwardedRefund(tr, channelstest.Refund{No: "R1", Cumulative: 1000})
+	pay := channelstest.SQBPayment(tr, channelstest.Delivery{})
+
+	inOrder := newMerchantlessEnv(t)
+	inOrder.handleAll(t, pay)
+	inOrder.handleAll(t, refund)
+	want := inOrder.order(t, tr)
+	require.Equal(t, int64(1000), want.RefundedAmount)
+
+	t.Run("in one batch, the refund first", func(t *testing.T) {
+		e := newMerchantlessEnv(t)
+		msgs := e.messages(refund, pay)
+		states := make([]MessageState, 2)
+		err := e.p.Handle(context.Background(), msgs, states)
+		require.ErrorIs(t, err, ErrClaimInFlight, "the refund waits for its payment")
+		assert.Contains(t, err.Error(), "held up to 30s")
+		assert.False(t, states[0].done)
+		assert.True(t, states[1].done, "the payment behind it is not held up")
+		require.NoError(t, e.p.Handle(context.Background(), msgs, states), "the payment is in: the refund settles")
+		assert.True(t, states[0].done)
+		got := e.order(t, tr)
+		assert.Equal(t, want.PaidAmount, got.PaidAmount)
+		assert.Equal(t, want.RefundedAmount, got.RefundedAmount)
+		assert.Equal(t, want.Status, got.Status)
+		assert.Empty(t, e.dl.letters())
+	})
+
+	t.Run("held past the hold, dead-lettered, then redriven", func(t *testing.T) {
+		e := newMerchantlessEnv(t)
+		e.p.MerchantlessHold = time.Nanosecond
+		msgs := e.messages(refund)
+		states := make([]MessageState, 1)
+		require.ErrorIs(t, e.p.Handle(context.Background(), msgs, states), ErrClaimInFlight)
+		assert.Zero(t, e.claimCount(t), "nothing claimed while held")
+		require.NoError(t, e.p.Handle(context.Background(), msgs, states))
+		assert.Equal(t, []string{"tenant_mismatch: the SQB refund R1 of trade " + tr.TradeNo + " (tenant 1001) names no merchant " +
+			"(terminal_sn: a forwarded refund or cancel answer), and no payment of the trade checked and bound to the tenant was posted " +
+			"within 1ns; " + e.path + " binds merchants to tenants, so it is not posted: redrive it once the payment is posted"}, e.dl.letters())
+		assert.Zero(t, e.claimCount(t), "nothing claimed")
+
+		e.handleAll(t, pay)
+		e.handleAll(t, refund) // the redrive
+		got := e.order(t, tr)
+		assert.Equal(t, want.RefundedAmount, got.RefundedAmount)
+		assert.Equal(t, want.Status, got.Status)
+	})
+
+	t.Run("a payment settled from its stored claim records its merchant", func(t *testing.T) {
+		e := newMerchantlessEnv(t)
+		ev := e.decode(t, pay)
+		ev.BoundMerchant = sqbTestTerminal // as the worker stored it before it crashed
+		e.claimLeftAcquired(t, ev)
+		settled, err := e.svc.SettleStored(context.Background(), e.claim(t, ev))
+		require.NoError(t, err)
+		require.Equal(t, idempotent.OutcomePosted, settled.Outcome)
+		assert.Equal(t, sqbTestTerminal, e.order(t, tr).BoundMerchantID)
+		e.handleAll(t, refund)
+		assert.Equal(t, int64(1000), e.order(t, tr).RefundedAmount)
+	})
+}
+
+// TestMerchantlessIgnoredAnswerIsIgnored: under a merchant binding, an SQB
+// answer that moves no money (REFUND_ERROR) and names no terminal is
+// ignored, not dead-lettered tenant_mismatch (whose alert is critical);
+// the same answer naming another tenant's terminal is still refused.
+func TestMerchantlessIgnoredAnswerIsIgnored(t *testing.T) {
+	e := newMerchantlessEnv(t)
+	tr := channelstest.NewTrade(channels.SQB, 31)
+	noTerminal := channelstest.SQBState(tr, "REFUND_ERROR", "SUCCESS", channelstest.Delivery{
+		SQB: channelstest.SQBAPIResponse, Edit: func(m map[string]any) { delete(m, "terminal_sn") },
+	})
+	e.handleAll(t, noTerminal)
+	assert.Empty(t, e.dl.letters(), "nothing to refuse: it moves no money and names no merchant")
+	assert.Zero(t, e.claimCount(t), "an ignored answer claims nothing")
+
+	e.rebind(t, "1002 SQB "+sqbTestTerminal+"\n")
+	e.handleAll(t, channelstest.SQBState(tr, "REFUND_ERROR", "SUCCESS", channelstest.Delivery{}))
+	require.Len(t, e.dl.letters(), 1, "another tenant's terminal is refused even on an answer that moves nothing")
+}
