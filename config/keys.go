@@ -104,7 +104,9 @@ func parseTenantKeys(data []byte) (map[int64]Keys, error) {
 		}
 		tenant, err := strconv.ParseInt(strings.TrimSpace(id), 10, 64)
 		if err != nil || tenant <= 0 {
-			errs = append(errs, fmt.Errorf("line %d: tenant ID %q is not a positive integer", i+1, strings.TrimSpace(id)))
+			// Never quote the text: a line written backwards (KEY=TENANT_ID)
+			// holds the key where the tenant ID belongs.
+			errs = append(errs, fmt.Errorf("line %d: what stands before '=' is not a positive tenant ID (want TENANT_ID=KEY; the line is not shown: it may hold a key)", i+1))
 			continue
 		}
 		if key == "" {

@@ -155,12 +155,21 @@ func TestTenantKeysFile(t *testing.T) {
 		bad := writeFile(t, dir, "bad", "1001 "+newKey+"\nx="+oldKey+"\n3003=\n4004=short\n")
 		c, err := Load(nil, envMap(map[string]string{"PAYCB_WECHAT_APIV3_TENANT_KEYS_FILE": bad}))
 		require.Error(t, err)
-		for _, want := range []string{"line 1: want TENANT_ID=KEY", `line 2: tenant ID "x"`, "line 3: tenant 3003 has an empty key"} {
+		for _, want := range []string{"line 1: want TENANT_ID=KEY", "line 2: what stands before '=' is not a positive tenant ID", "line 3: tenant 3003 has an empty key"} {
 			assert.Contains(t, err.Error(), want)
 		}
 		assert.NotContains(t, err.Error(), newKey)
 		assert.NotContains(t, err.Error(), oldKey)
 		_ = c
+	})
+	t.Run("a line written backwards never echoes its key", func(t *testing.T) {
+		backwards := writeFile(t, dir, "backwards", "1001="+oldKey+"\n"+newKey+"=1001\n")
+		_, err := Load(nil, envMap(map[string]string{"PAYCB_WECHAT_APIV3_TENANT_KEYS_FILE": backwards}))
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), backwards, "the file is named")
+		assert.Contains(t, err.Error(), "line 2: ", "the line is named")
+		assert.NotContains(t, err.Error(), newKey, "the key written where the tenant belongs is not quoted")
+		assert.NotContains(t, err.Error(), oldKey)
 	})
 	t.Run("short key is a validation error", func(t *testing.T) {
 		short := writeFile(t, dir, "short", "4004=short\n4004=short\n")

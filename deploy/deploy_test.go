@@ -75,9 +75,11 @@ func exported(t *testing.T) map[string]bool {
 	_, err = settlement.New(db, idempotent.NewStore(db), nil, reg)
 	require.NoError(t, err)
 	// The statement series exist once a tenant has imported a statement.
-	require.NoError(t, reg.Register(metrics.NewStatementCollector(func(context.Context, time.Time, int) ([]metrics.StatementStanding, error) {
+	stmts := metrics.NewStatementCollector(func(context.Context, time.Time, int) ([]metrics.StatementStanding, error) {
 		return []metrics.StatementStanding{{TenantID: 1, Channel: string(channels.WeChat), FirstImportedDay: time.Unix(0, 0)}}, nil
-	}, nil)))
+	}, nil)
+	require.NoError(t, reg.Register(stmts))
+	stmts.Refresh(context.Background())
 	mfs, err := reg.Gather()
 	require.NoError(t, err)
 	names := map[string]bool{}

@@ -115,7 +115,10 @@ func runWorker(t *testing.T, partitions int32, adjust func(*config.Config)) runn
 	cfg.Finalize()
 	require.NoError(t, cfg.ValidateFor("run"))
 
-	m := apptest.MustRun(t, &app.Main{Config: cfg, Logger: slog.New(slog.DiscardHandler), Registry: metrics.NewRegistry()})
+	m := apptest.MustRun(t, &app.Main{
+		Config: cfg, Logger: slog.New(slog.DiscardHandler), Registry: metrics.NewRegistry(),
+		StatementMetricsRefresh: 100 * time.Millisecond,
+	})
 	var addr string
 	poll(t, 10*time.Second, "the admin server to listen", func() (bool, string) {
 		if a := m.Admin().Addr(); a != nil {

@@ -50,7 +50,8 @@ func scrapeStatements(addr string) (map[string]float64, error) {
 
 // TestWorkerExportsStatementReconciliation: statements imported and
 // reconciled with the operator's functions in the worker's database show
-// in the running worker's /metrics at the next scrape, aggregated per
+// in the running worker's /metrics after its next refresh (every 100ms
+// here; a scrape reads no database), aggregated per
 // channel over tenants, and a real Prometheus loading the rules sees the
 // statement alerts pending.
 func TestWorkerExportsStatementReconciliation(t *testing.T) {
@@ -108,8 +109,18 @@ func TestWorkerExportsStatementReconciliation(t *testing.T) {
 		`paycb_statement_discrepancies{category="amount_mismatch",channel="WECHAT"}`:   0,
 		`paycb_statement_metrics_errors_total`:                                         0,
 	}
-	got, err = scrapeStatements(w.addr)
-	require.NoError(t, err)
+	poll(t, 10*time.Second, "the reconciled statements in /metrics", func() (bool, string) {
+		got, err = scrapeStatements(w.addr)
+		if err != nil {
+			return false, err.Error()
+		}
+		for k, v := range want {
+			if g, ok := got[k]; !ok || g != v {
+				return false, fmt.Sprintf("%s: %v", k, got[k])
+			}
+		}
+		return true, ""
+	})
 	for k, v := range want {
 		assert.Equal(t, v, got[k], k) //nolint:testifylint // exact: counts and whole seconds
 		assert.Contains(t, got, k)
@@ -142,13 +153,19 @@ func TestWorkerExportsStatementReconciliation(t *testing.T) {
 		})
 	}
 
-	// Read at each scrape: reconciling tenant 1002's yesterday moves
-	// WeChat's day and clears its unreconciled statement at once; its one
+	// At the next refresh: reconciling tenant 1002's yesterday moves
+	// WeChat's day and clears its unreconciled statement; its one
 	// discrepancy adds to those of the days still open (1001's yesterday,
 	// 1002's day before).
 	reconcile(1002, channels.WeChat, yesterday, 1)
-	got, err = scrapeStatements(w.addr)
-	require.NoError(t, err)
+	poll(t, 10*time.Second, "WeChat's last reconciled day to move", func() (bool, string) {
+		got, err = scrapeStatements(w.addr)
+		if err != nil {
+			return false, err.Error()
+		}
+		day := got[`paycb_statement_last_reconciled_day_timestamp_seconds{channel="WECHAT"}`]
+		return day == float64(yesterday.Unix()), fmt.Sprint("got ", day)
+	})
 	assert.Equal(t, float64(yesterday.Unix()), got[`paycb_statement_last_reconciled_day_timestamp_seconds{channel="WECHAT"}`]) //nolint:testifylint // whole seconds
 	assert.Zero(t, got[`paycb_statement_files_unreconciled{channel="WECHAT"}`])
 	assert.Equal(t, 4.0, got[`paycb_statement_discrepancies{category="missing_in_ledger",channel="WECHAT"}`]) //nolint:testifylint // a count

@@ -176,7 +176,7 @@ func dlqListCommand(fs *flag.FlagSet) runFunc {
 		for _, st := range states[len(states)-n:] {
 			d := st.Message
 			_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", st.WrittenAt().UTC().Format(time.RFC3339), st.ID, cmp.Or(atOf(d), "-"),
-				d.Kind, statusOf(st, known), oneLine(string(d.Key), 48), d.Source, valueColumn(d), oneLine(d.Error, 80))
+				oneLine(d.Kind, 32), statusOf(st, known), oneLine(string(d.Key), 48), oneLine(d.Source, 64), valueColumn(d), oneLine(d.Error, 80))
 		}
 		out.flush(tw)
 		return out.err

@@ -160,17 +160,17 @@ func printDeadLetter(out *printer, v deadletters.View, decrypt bool) {
 		out.printf("dead letter %s (id %s)\n", v.Position, v.ID)
 	}
 	out.printf("time:     %s\n", v.Time.Format(time.RFC3339Nano))
-	out.printf("kind:     %s\n", v.Kind)
-	out.printf("error:    %s\n", v.Error)
-	out.printf("source:   %s\n", v.Source)
+	out.printf("kind:     %s\n", printable(v.Kind, false))
+	out.printf("error:    %s\n", printable(v.Error, false))
+	out.printf("source:   %s\n", printable(v.Source, false))
 	if v.RedrivenFrom != "" {
 		out.printf("redriven from: %s (this dead letter is the failure of that one's redrive)\n", v.RedrivenFrom)
 	}
-	out.printf("status:   %s\n", statusLine(v))
-	out.printf("key:      %s\n", v.Key)
+	out.printf("status:   %s\n", printable(statusLine(v), false))
+	out.printf("key:      %s\n", printable(string(v.Key), false))
 	out.println("headers:")
 	for _, h := range v.Headers {
-		out.printf("  %s: %s\n", h.Key, h.Value)
+		out.printf("  %s: %s\n", printable(h.Key, false), printable(string(h.Value), false))
 	}
 	switch {
 	case v.BodyLost:
@@ -180,26 +180,26 @@ func printDeadLetter(out *printer, v deadletters.View, decrypt bool) {
 		out.println("value:    OMITTED (too large for the dead-letter topic; the original is at the source while the input topic retains it)")
 		return
 	case v.Envelope == nil:
-		out.printf("value:    %d bytes, not an envelope:\n%s\n", v.ValueBytes, indent(v.Value))
+		out.printf("value:    %d bytes, not an envelope:\n%s\n", v.ValueBytes, indent(printable(string(v.Value), true)))
 		return
 	}
 	e := v.Envelope
 	out.printf("envelope: tenant %d, channel %s, received_at %s, content_type %s\n",
-		e.TenantID, e.Channel, e.ReceivedAt.Format(time.RFC3339Nano), e.ContentType)
+		e.TenantID, printable(string(e.Channel), false), e.ReceivedAt.Format(time.RFC3339Nano), printable(e.ContentType, false))
 	if !e.Valid {
-		out.printf("          not valid: %s\n", e.Problem)
+		out.printf("          not valid: %s\n", printable(e.Problem, false))
 	}
-	out.printf("body:\n%s\n", indent(pretty(v.Body)))
+	out.printf("body:\n%s\n", indent(printable(pretty(string(v.Body)), true)))
 	if w := v.WeChat; w != nil {
 		out.printf("wechat resource: event_type %s, algorithm %s, associated_data %q, nonce %q, original_type %s, ciphertext %d bytes\n",
-			w.EventType, w.Algorithm, w.AssociatedData, w.Nonce, w.OriginalType, w.CiphertextLength)
+			printable(w.EventType, false), printable(w.Algorithm, false), w.AssociatedData, w.Nonce, printable(w.OriginalType, false), w.CiphertextLength)
 		switch {
 		case !decrypt:
 			out.println("decrypted resource: not shown (personal data); --decrypt shows it")
 		case w.DecryptError != "":
-			out.printf("decrypted resource: cannot decrypt: %s\n", w.DecryptError)
+			out.printf("decrypted resource: cannot decrypt: %s\n", printable(w.DecryptError, false))
 		default:
-			out.printf("decrypted resource:\n%s\n", indent(pretty(string(w.Decrypted))))
+			out.printf("decrypted resource:\n%s\n", indent(printable(pretty(string(w.Decrypted)), true)))
 		}
 	}
 }
@@ -285,7 +285,7 @@ func closeDeadLetter(ctx context.Context, env *environment, db *bun.DB, k deadle
 		return env.audit(ctx, db, "", err)
 	}
 	if !changed {
-		out.printf("%s (%s, id %d) is already closed: at %s by %s: %s\n", name, d.Kind, rec.RowID, rec.ClosedAt.Format(time.RFC3339), rec.ClosedBy, rec.CloseNote)
+		out.printf("%s (%s, id %d) is already closed: at %s by %s: %s\n", name, d.Kind, rec.RowID, rec.ClosedAt.Format(time.RFC3339), printable(rec.ClosedBy, false), printable(rec.CloseNote, false))
 		return out.err
 	}
 	line := fmt.Sprintf("closed %s (%s, source %s)", name, d.Kind, d.Source)

@@ -95,7 +95,7 @@ func printOrphans(out *printer, orphans []ops.Orphan, after time.Duration, settl
 		if r.Source.Topic == "" {
 			src = "(none)"
 		}
-		line := fmt.Sprintf("%d\t%s\t%s\t%d\t%s\t%s", r.TenantID, r.Key, o.Age.Round(time.Second), r.Attempts, src, oneLine(r.LastError, 60))
+		line := fmt.Sprintf("%d\t%s\t%s\t%d\t%s\t%s", r.TenantID, printable(string(r.Key), false), o.Age.Round(time.Second), r.Attempts, src, oneLine(r.LastError, 60))
 		if settled {
 			switch {
 			case o.Err != nil:
@@ -157,7 +157,8 @@ func printOrphansJSON(out *printer, orphans []ops.Orphan, after time.Duration, s
 	}{after.String(), settled, items})
 }
 
-// oneLine shortens s to n runes on one line.
+// oneLine shortens s to n runes on one line, its control characters
+// escaped (printable).
 func oneLine(s string, n int) string {
 	r := []rune(s)
 	for i, c := range r {
@@ -166,10 +167,10 @@ func oneLine(s string, n int) string {
 		}
 	}
 	if len(r) > n {
-		return string(r[:n-1]) + "…"
+		return printable(string(r[:n-1]), false) + "…"
 	}
 	if len(r) == 0 {
 		return "-"
 	}
-	return string(r)
+	return printable(string(r), false)
 }

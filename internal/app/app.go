@@ -45,7 +45,12 @@ type Main struct {
 	Registry *prometheus.Registry
 	// Fault injects failures at message boundaries (the pipeline's fault
 	// points and consumer.FaultBeforeCommit), for tests; nil in production.
-	Fault  pipeline.FaultFunc
+	Fault pipeline.FaultFunc
+	// StatementMetricsRefresh is how often the statement reconciliation
+	// metrics are read from the database (a scrape reads none); zero is
+	// metrics.DefaultStatementRefreshInterval. Tests shorten it.
+	StatementMetricsRefresh time.Duration
+
 	mu     sync.Mutex
 	worker *consumer.Worker
 	admin  *admin.Server
@@ -168,11 +173,18 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	setStarting("starting: wiring the worker")
 
-	// The statement reconciliation metrics are read from the database at
-	// every scrape (`consumer statement reconcile` records the results).
-	if err := reg.Register(metrics.NewStatementCollector(func(ctx context.Context, now time.Time, days int) ([]metrics.StatementStanding, error) {
+	// The statement reconciliation metrics (`consumer statement reconcile`
+	// records the results) are read from the database on a timer, never by
+	// a scrape: a scrape storm on the unauthenticated /metrics costs the
+	// database nothing.
+	stmtMetricOpts := []metrics.StatementOption{}
+	if m.StatementMetricsRefresh > 0 {
+		stmtMetricOpts = append(stmtMetricOpts, metrics.WithStatementRefreshInterval(m.StatementMetricsRefresh))
+	}
+	stmtMetrics := metrics.NewStatementCollector(func(ctx context.Context, now time.Time, days int) ([]metrics.StatementStanding, error) {
 		return statementbook.StatementStandings(ctx, db, now, days)
-	}, logger)); err != nil {
+	}, logger, stmtMetricOpts...)
+	if err := reg.Register(stmtMetrics); err != nil {
 		return fmt.Errorf("register statement metrics: %w", err)
 	}
 	keys := channels.StaticKeys{Default: cfg.WeChat.APIv3Key.Reveal(), Tenants: map[int64][]string{}}
@@ -279,6 +291,7 @@ func (m *Main) Run(ctx context.Context) error {
 	go func() { defer wg.Done(); _ = sweeper.Run(bg) }()
 	wg.Add(1)
 	go func() { defer wg.Done(); stmtKeys.watch(bg, logger) }()
+	wg.Go(func() { _ = stmtMetrics.Run(bg) })
 	if merchants != nil {
 		// A new terminal or sub-merchant needs no restart; a bad edit is
 		// logged and the last good binding stays in force.

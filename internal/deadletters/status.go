@@ -296,7 +296,8 @@ func lostMessage(r Record) Message {
 // topic's messages and the ss_dead_letter rows, so that a dead letter
 // written before the table existed, or whose row was lost, is listed from
 // the topic, and one whose message the topic no longer holds (retention)
-// is listed from its row, with Message.BodyLost. Each has its id and
+// is listed from its row, with Message.BodyLost (only a row of k's topics:
+// another deployment's rows in a shared database are left out). Each has its id and
 // status (States). With db nil it is the topic's messages alone, without
 // status. The order is the time each was written, oldest first.
 func List(ctx context.Context, k Kafka, db *bun.DB, dec *channels.Decoder, f Filter) ([]State, error) {
@@ -325,7 +326,7 @@ func List(ctx context.Context, k Kafka, db *bun.DB, dec *channels.Decoder, f Fil
 		}
 	}
 	for _, r := range recs {
-		if !held[r.RowID] {
+		if !held[r.RowID] && k.owns(r) {
 			r := r
 			states = append(states, State{Message: lostMessage(r), Status: StatusOpen, Record: &r})
 		}
@@ -341,6 +342,18 @@ func List(ctx context.Context, k Kafka, db *bun.DB, dec *channels.Decoder, f Fil
 	}
 	sort.SliceStable(selected, func(i, j int) bool { return selected[i].WrittenAt().Before(selected[j].WrittenAt()) })
 	return selected, nil
+}
+
+// owns reports whether r is a dead letter of k's topics: written to
+// k.DLQTopic when its row records where, else written for a message of
+// k.Topic. Deployments with input and dead-letter topics of their own may
+// share one database; another's dead letters are not this topic's lost
+// ones. With no input topic named, every row is.
+func (k Kafka) owns(r Record) bool {
+	if r.Position != nil {
+		return r.Position.Topic == k.DLQTopic
+	}
+	return k.Topic == "" || r.SourceTopic == k.Topic
 }
 
 // ErrNeedsDatabase is wrapped by Find's error for a row id asked for

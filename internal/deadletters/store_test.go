@@ -106,3 +106,24 @@ func TestStore(t *testing.T) {
 		assert.Equal(t, now.Add(-72*time.Hour).Truncate(time.Microsecond), unrecorded.CreatedAt)
 	})
 }
+
+// TestListLeavesOutAnotherDeploymentsRows: two deployments (input and
+// dead-letter topics of their own) share one database. A row of the other
+// deployment's topics is not one of this topic's dead letters whose body was
+// lost: dlq list leaves it out, and lists this deployment's own lost row.
+func TestListLeavesOutAnotherDeploymentsRows(t *testing.T) {
+	k := mustKafka(t, 1)
+	db := sqldbtest.MustMySQL(t)
+	ctx := context.Background()
+	s := deadletters.NewStore(db)
+	mine := deadletters.Record{ID: deadletters.NewID(k.Topic, 0, 7, nil, []byte("mine"), "malformed"), Error: "bad"}
+	theirs := deadletters.Record{ID: deadletters.NewID("other-events", 0, 7, nil, []byte("theirs"), "malformed"), Error: "bad"}
+	require.NoError(t, s.Record(ctx, mine))
+	require.NoError(t, s.Record(ctx, theirs))
+
+	states, err := deadletters.List(ctx, k, db, nil, deadletters.Filter{})
+	require.NoError(t, err)
+	require.Len(t, states, 1, "the other deployment's row is not listed")
+	assert.Equal(t, mine.ID, states[0].Record.ID)
+	assert.True(t, states[0].Message.BodyLost, "this topic no longer holds it")
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -30,8 +31,13 @@ const (
 	// current one the statement metrics look at: a tenant that imported no
 	// statement of a channel in them is left out of that channel's series.
 	DefaultStatementDays = 7
-	// DefaultStatementReadTimeout bounds one scrape's reading.
+	// DefaultStatementReadTimeout bounds one refresh's reading.
 	DefaultStatementReadTimeout = 5 * time.Second
+	// DefaultStatementRefreshInterval is how often Run reads the
+	// standings again. The results change only when an operator imports or
+	// reconciles a statement, and the alerts on them wait hours, so half a
+	// minute of staleness costs nothing and a scrape costs no SQL.
+	DefaultStatementRefreshInterval = 30 * time.Second
 )
 
 // StatementStanding is where one tenant stands with one channel's
@@ -62,21 +68,31 @@ type StatementStanding struct {
 // Beijing-time days before now's.
 type StatementReader func(ctx context.Context, now time.Time, days int) ([]StatementStanding, error)
 
-// StatementCollector exports the statement reconciliation metrics, read
-// from the database at every scrape; register it on the injected registry.
-// Build it with NewStatementCollector. A failed read is counted in
-// paycb_statement_metrics_errors_total and logged at WARN (a recurring
-// failure at most about once a minute), and leaves the statement series
-// out of that scrape; the rest of the scrape is unaffected.
+// StatementCollector exports the statement reconciliation metrics; register
+// it on the injected registry and start Run beside the worker. Build it with
+// NewStatementCollector. The standings are read from the database by Refresh
+// (Run calls it at once and then every DefaultStatementRefreshInterval), never
+// by a scrape: a scrape serves the last refresh's values, so however often
+// /metrics is scraped, and by whom, it runs no statement. A failed refresh is
+// counted in paycb_statement_metrics_errors_total and logged at WARN (a
+// recurring failure at most about once a minute), and leaves the statement
+// series out of the scrapes until a refresh succeeds; the rest of a scrape is
+// unaffected. Before the first refresh the statement series are absent.
 type StatementCollector struct {
-	read    StatementReader
-	log     *logging.Suppressor
-	now     func() time.Time
-	days    int
-	timeout time.Duration
+	read     StatementReader
+	log      *logging.Suppressor
+	now      func() time.Time
+	days     int
+	timeout  time.Duration
+	interval time.Duration
 
 	lastDay, unreconciled, discrepancies *prometheus.Desc
 	errors                               prometheus.Counter
+
+	// mu guards standings, the last successful refresh's series by
+	// channel label (nil before one, or after a failed one).
+	mu        sync.Mutex
+	standings map[string]*channelStanding
 }
 
 // StatementOption changes a StatementCollector's default.
@@ -86,6 +102,12 @@ type StatementOption func(*StatementCollector)
 // (default time.Now).
 func WithStatementClock(now func() time.Time) StatementOption {
 	return func(c *StatementCollector) { c.now = now }
+}
+
+// WithStatementRefreshInterval sets how often Run reads the standings
+// (default DefaultStatementRefreshInterval; at most once a second).
+func WithStatementRefreshInterval(d time.Duration) StatementOption {
+	return func(c *StatementCollector) { c.interval = max(d, time.Second) }
 }
 
 // WithStatementDays sets how many days before the current one are looked at
@@ -117,6 +139,8 @@ func NewStatementCollector(read StatementReader, logger *slog.Logger, opts ...St
 		now:     time.Now,
 		days:    DefaultStatementDays,
 		timeout: DefaultStatementReadTimeout,
+
+		interval: DefaultStatementRefreshInterval,
 		lastDay: prometheus.NewDesc("paycb_statement_last_reconciled_day_timestamp_seconds",
 			"Start (Unix time) of the Beijing-time day up to which every tenant with a statement of the channel imported in the last days has reconciled: the oldest of their latest reconciled days.",
 			[]string{"channel"}, nil),
@@ -128,7 +152,7 @@ func NewStatementCollector(read StatementReader, logger *slog.Logger, opts ...St
 			[]string{"channel", "category"}, nil),
 		errors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "paycb_statement_metrics_errors_total",
-			Help: "Scrapes whose statement reconciliation metrics could not be read from the database (logged at WARN); their statement series are absent.",
+			Help: "Refreshes of the statement reconciliation metrics that could not read the database (logged at WARN); the statement series are absent until a refresh succeeds.",
 		}),
 	}
 	for _, o := range opts {
@@ -152,16 +176,38 @@ type channelStanding struct {
 	discrepancies map[string]int
 }
 
-// Collect implements prometheus.Collector: it reads the standings, bounded
-// by the read timeout.
-func (c *StatementCollector) Collect(ch chan<- prometheus.Metric) {
-	defer c.errors.Collect(ch)
-	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+// Run refreshes the standings at once and then every refresh interval
+// until ctx ends; it returns nil then.
+func (c *StatementCollector) Run(ctx context.Context) error {
+	t := time.NewTicker(c.interval)
+	defer t.Stop()
+	for {
+		c.Refresh(ctx)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// Refresh reads the standings, bounded by the read timeout, and keeps them
+// for the scrapes. A failed read is counted and logged, and leaves the
+// statement series out until a refresh succeeds; a refresh that ctx ended
+// changes nothing.
+func (c *StatementCollector) Refresh(ctx context.Context) {
+	rctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	rows, err := c.read(ctx, c.now(), c.days)
+	rows, err := c.read(rctx, c.now(), c.days)
 	if err != nil {
+		if ctx.Err() != nil {
+			return // shutting down: not the database's failure
+		}
 		c.errors.Inc()
-		c.log.Log(ctx, slog.LevelWarn, "statement metrics", "statement metrics: reading the reconciliation results failed; the statement series are left out of this scrape", "err", err)
+		c.log.Log(rctx, slog.LevelWarn, "statement metrics", "statement metrics: reading the reconciliation results failed; the statement series are left out until a refresh succeeds", "err", err)
+		c.mu.Lock()
+		c.standings = nil
+		c.mu.Unlock()
 		return
 	}
 	byChannel := map[string]*channelStanding{}
@@ -186,6 +232,18 @@ func (c *StatementCollector) Collect(ch chan<- prometheus.Metric) {
 			}
 		}
 	}
+	c.mu.Lock()
+	c.standings = byChannel
+	c.mu.Unlock()
+}
+
+// Collect implements prometheus.Collector: it serves the last refresh's
+// values and reads nothing.
+func (c *StatementCollector) Collect(ch chan<- prometheus.Metric) {
+	c.errors.Collect(ch)
+	c.mu.Lock()
+	byChannel := c.standings
+	c.mu.Unlock()
 	for name, s := range byChannel {
 		ch <- prometheus.MustNewConstMetric(c.lastDay, prometheus.GaugeValue, float64(s.lastDay.Unix()), name)
 		ch <- prometheus.MustNewConstMetric(c.unreconciled, prometheus.GaugeValue, float64(s.unreconciled), name)

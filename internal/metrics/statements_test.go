@@ -66,6 +66,7 @@ func TestStatementCollectorAggregatesTenantsPerChannel(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	c := NewStatementCollector(f.read, slog.New(slog.DiscardHandler), WithStatementClock(func() time.Time { return now }))
 	require.NoError(t, reg.Register(c))
+	c.Refresh(context.Background())
 
 	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(`
 # HELP paycb_statement_discrepancies Discrepancies by category found by the latest reconciliation of each day of the channel's statements over the last days, summed over days and tenants: every day still open counts.
@@ -87,7 +88,7 @@ paycb_statement_discrepancies{category="status_mismatch",channel="WECHAT"} 1
 paycb_statement_last_reconciled_day_timestamp_seconds{channel="ALIPAY"} 1.7178624e+09
 paycb_statement_last_reconciled_day_timestamp_seconds{channel="UNKNOWN"} 1.7178624e+09
 paycb_statement_last_reconciled_day_timestamp_seconds{channel="WECHAT"} 1.7176896e+09
-# HELP paycb_statement_metrics_errors_total Scrapes whose statement reconciliation metrics could not be read from the database (logged at WARN); their statement series are absent.
+# HELP paycb_statement_metrics_errors_total Refreshes of the statement reconciliation metrics that could not read the database (logged at WARN); the statement series are absent until a refresh succeeds.
 # TYPE paycb_statement_metrics_errors_total counter
 paycb_statement_metrics_errors_total 0
 # HELP paycb_statement_files_unreconciled Days of the channel's statements over the last days (per tenant) not reconciled: a statement held with no reconciliation of the lines held (never reconciled, or changed since), or no statement at all (nothing imported, not declared empty) on a day after the tenant's first and before yesterday.
@@ -110,7 +111,9 @@ paycb_statement_files_unreconciled{channel="WECHAT"} 5
 
 func TestStatementCollectorWithoutStatementsExportsNoSeries(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	require.NoError(t, reg.Register(NewStatementCollector((&fakeStatements{}).read, slog.New(slog.DiscardHandler), WithStatementDays(3))))
+	c := NewStatementCollector((&fakeStatements{}).read, slog.New(slog.DiscardHandler), WithStatementDays(3))
+	require.NoError(t, reg.Register(c))
+	c.Refresh(context.Background())
 	n, err := testutil.GatherAndCount(reg)
 	require.NoError(t, err)
 	assert.Equal(t, 1, n, "only the error counter")
@@ -126,6 +129,7 @@ func TestStatementCollectorCountsAndLogsAFailedRead(t *testing.T) {
 	require.NoError(t, reg.Register(c))
 
 	for range 3 {
+		c.Refresh(context.Background())
 		mfs, err := reg.Gather()
 		require.NoError(t, err, "a failed read does not fail the scrape")
 		names := map[string]bool{}
@@ -138,18 +142,67 @@ func TestStatementCollectorCountsAndLogsAFailedRead(t *testing.T) {
 	assert.InDelta(t, 3.0, testutil.ToFloat64(c.errors), 0)
 	assert.Contains(t, logs.String(), "level=WARN")
 	assert.Contains(t, logs.String(), "doesn't exist")
-	assert.Equal(t, 1, strings.Count(logs.String(), "level=WARN"), "a recurring failure is not logged at every scrape")
+	assert.Equal(t, 1, strings.Count(logs.String(), "level=WARN"), "a recurring failure is not logged at every refresh")
 
 	// The read recovers: the series are back, the count stays.
 	f.mu.Lock()
 	f.err, f.rows = nil, []StatementStanding{{TenantID: 1, Channel: "SQB", FirstImportedDay: bjDay(3), LastReconciledDay: bjDay(4)}}
 	f.mu.Unlock()
+	c.Refresh(context.Background())
 	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(`
 # HELP paycb_statement_last_reconciled_day_timestamp_seconds Start (Unix time) of the Beijing-time day up to which every tenant with a statement of the channel imported in the last days has reconciled: the oldest of their latest reconciled days.
 # TYPE paycb_statement_last_reconciled_day_timestamp_seconds gauge
 paycb_statement_last_reconciled_day_timestamp_seconds{channel="SQB"} 1.7174304e+09
-# HELP paycb_statement_metrics_errors_total Scrapes whose statement reconciliation metrics could not be read from the database (logged at WARN); their statement series are absent.
+# HELP paycb_statement_metrics_errors_total Refreshes of the statement reconciliation metrics that could not read the database (logged at WARN); the statement series are absent until a refresh succeeds.
 # TYPE paycb_statement_metrics_errors_total counter
 paycb_statement_metrics_errors_total 3
 `), "paycb_statement_last_reconciled_day_timestamp_seconds", "paycb_statement_metrics_errors_total"))
+}
+
+// TestStatementCollectorScrapesRunNoStatement: however often /metrics is
+// scraped, the database is read only by the refreshes; a scrape serves the
+// last refresh's values. An unauthenticated scrape storm never reaches the
+// database.
+func TestStatementCollectorScrapesRunNoStatement(t *testing.T) {
+	f := &fakeStatements{rows: []StatementStanding{{TenantID: 1, Channel: "WECHAT", FirstImportedDay: bjDay(3), LastReconciledDay: bjDay(9)}}}
+	reg := prometheus.NewRegistry()
+	c := NewStatementCollector(f.read, slog.New(slog.DiscardHandler))
+	require.NoError(t, reg.Register(c))
+
+	n, err := testutil.GatherAndCount(reg, "paycb_statement_last_reconciled_day_timestamp_seconds")
+	require.NoError(t, err)
+	assert.Equal(t, 0, n, "no series before the first refresh")
+	c.Refresh(context.Background())
+	for range 50 {
+		n, err := testutil.GatherAndCount(reg, "paycb_statement_last_reconciled_day_timestamp_seconds")
+		require.NoError(t, err)
+		assert.Equal(t, 1, n)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	assert.Len(t, f.asked, 1, "51 scrapes, one refresh: one read")
+}
+
+// TestStatementCollectorRunRefreshesAtOnceAndStops: Run reads at once,
+// then on its interval, and returns when its context ends; a read the end
+// of the context cut short is not counted as the database's failure.
+func TestStatementCollectorRunRefreshesAtOnceAndStops(t *testing.T) {
+	read := make(chan struct{}, 16)
+	ctx, cancel := context.WithCancel(context.Background())
+	reg := prometheus.NewRegistry()
+	c := NewStatementCollector(func(rctx context.Context, _ time.Time, _ int) ([]StatementStanding, error) {
+		read <- struct{}{}
+		if len(read) >= 2 {
+			cancel()
+			<-rctx.Done()
+			return nil, rctx.Err()
+		}
+		return nil, nil
+	}, slog.New(slog.DiscardHandler), WithStatementRefreshInterval(time.Second))
+	require.NoError(t, reg.Register(c))
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	require.NoError(t, <-done)
+	assert.Len(t, read, 2, "one read at once, one on the interval")
+	assert.Zero(t, testutil.ToFloat64(c.errors), "a read cut short by shutdown is no failure")
 }

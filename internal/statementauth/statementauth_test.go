@@ -127,3 +127,21 @@ func TestSignVerify(t *testing.T) {
 		require.ErrorIs(t, none.Verify(value, sig), statementauth.ErrNoKeys)
 	})
 }
+
+// TestParseNeverQuotesASecret: whatever is wrong with a line (written
+// backwards, a secret with spaces where the id belongs, a short secret), the
+// error names the line and never quotes what it holds.
+func TestParseNeverQuotesASecret(t *testing.T) {
+	secret := "0123456789abcdef0123456789abcdef-secret"
+	for _, data := range []string{
+		secret + "=k1\n",
+		"two words " + secret + "=k1\n",
+		"k1=" + secret[:10] + "\n",
+		secret + "\n",
+	} {
+		_, err := statementauth.Parse([]byte(data))
+		require.Error(t, err, data)
+		assert.Contains(t, err.Error(), "line 1: ")
+		assert.NotContains(t, err.Error(), secret[:10], "no part of the secret is quoted")
+	}
+}
