@@ -16,7 +16,7 @@ import (
 	"github.com/paycallback/paycallback/internal/app"
 	"github.com/paycallback/paycallback/internal/app/apptest"
 	"github.com/paycallback/paycallback/internal/deadletters"
-	"github.com/paycallback/paycallback/internal/kafkaops"
+	"github.com/paycallback/paycallback/internal/kafkaops/inprocess"
 	"github.com/paycallback/paycallback/internal/kafkaops/kafkaopstest"
 	"github.com/paycallback/paycallback/internal/metrics"
 	"github.com/paycallback/paycallback/internal/ops"
@@ -54,7 +54,7 @@ func mustKafkaAndGroup(t *testing.T, parts int32) (deadletters.Kafka, ops.Kafka)
 // for tests that drive its retention.
 func mustCluster(t *testing.T, parts int32) (deadletters.Kafka, *kfake.Cluster) {
 	t.Helper()
-	cluster, brokers, err := kafkaops.StartInProcess(map[string]int32{testTopic: parts, testDLQ: 1})
+	cluster, brokers, err := inprocess.Start(map[string]int32{testTopic: parts, testDLQ: 1})
 	require.NoError(t, err)
 	t.Cleanup(cluster.Close)
 	return deadletters.Kafka{Brokers: brokers, Topic: testTopic, DLQTopic: testDLQ, Timeout: 10 * time.Second}, cluster
