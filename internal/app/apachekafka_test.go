@@ -28,7 +28,6 @@ import (
 	"github.com/paycallback/paycallback/internal/invariant"
 	"github.com/paycallback/paycallback/internal/kafkaops"
 	"github.com/paycallback/paycallback/internal/kafkaops/kafkaopstest"
-	"github.com/paycallback/paycallback/internal/ops"
 	"github.com/paycallback/paycallback/internal/worker"
 )
 
@@ -130,7 +129,7 @@ func TestApacheKafkaRebalanceWhileAPartitionIsMidBatch(t *testing.T) {
 			if !tc.honoursGeneration {
 				members = 1
 			}
-			group := ops.Kafka{Brokers: h.brokers, Topic: h.topic(), Group: h.group()}
+			group := kafkaops.Kafka{Brokers: h.brokers, Topic: h.topic(), Group: h.group()}
 			require.Eventually(t, func() bool {
 				st, err := group.DescribeGroup(context.Background())
 				return err == nil && st.State == "Stable" && len(st.Members) == members &&

@@ -108,8 +108,8 @@ func TestWorkerAndOperatorCommandsOnASecuredBroker(t *testing.T) {
 			assert.Equal(t, s.Events, settled, "one settled claim per event")
 
 			// The dead letters, read by the operator command path.
-			k := ops.Kafka{Brokers: sec.Brokers, Topic: testTopic, Group: testGroup, DLQTopic: testDLQ, Timeout: 5 * time.Second, Conn: conn}
-			ds, err := deadletters.ReadTopic(ctx, deadletters.Kafka{Brokers: k.Brokers, Topic: k.Topic, DLQTopic: k.DLQTopic, Timeout: k.Timeout, Conn: k.Conn}, deadletters.Filter{})
+			k := kafkaops.Kafka{Brokers: sec.Brokers, Topic: testTopic, Group: testGroup, DLQTopic: testDLQ, Timeout: 5 * time.Second, Conn: conn}
+			ds, err := deadletters.ReadTopic(ctx, kafkaops.Kafka{Brokers: k.Brokers, Topic: k.Topic, DLQTopic: k.DLQTopic, Timeout: k.Timeout, Conn: k.Conn}, deadletters.Filter{})
 			require.NoError(t, err)
 			kinds := map[string]int{}
 			for _, d := range ds {

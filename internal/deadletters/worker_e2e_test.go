@@ -190,7 +190,7 @@ func headerKeys(v deadletters.View) []string {
 
 // writeDeadLetter writes the dead letter of kind for the message at
 // topic/partition@offset with the worker's writer.
-func writeDeadLetter(t *testing.T, k deadletters.Kafka, topic string, partition int, offset int64, key, value []byte, kind channels.ErrorKind) {
+func writeDeadLetter(t *testing.T, k kafkaops.Kafka, topic string, partition int, offset int64, key, value []byte, kind channels.ErrorKind) {
 	t.Helper()
 	dl := deadletters.NewKafkaWriter(k.Brokers, k.DLQTopic, 0)
 	defer func() { _ = dl.Close() }()

@@ -15,6 +15,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"github.com/paycallback/paycallback/internal/kafkaops"
 	"github.com/paycallback/paycallback/internal/worker"
 )
 
@@ -117,24 +118,24 @@ type StatusReport struct {
 // member that cannot be reached leaves its partitions' stalls unknown; it is
 // not an error. A missing input topic is an error wrapping
 // ErrTopicNotFound.
-func Status(ctx context.Context, k Kafka, o StatusOptions) (StatusReport, error) {
+func Status(ctx context.Context, k kafkaops.Kafka, o StatusOptions) (StatusReport, error) {
 	rep := StatusReport{Group: k.Group, Topic: k.Topic, Members: []MemberStatus{}, Partitions: []PartitionStatus{}}
-	parts, err := k.partitions(ctx, k.Topic)
+	parts, err := k.Partitions(ctx, k.Topic)
 	if err != nil {
 		return rep, err
 	}
-	if rep.State, rep.Members, err = k.describeAssignments(ctx); err != nil {
+	if rep.State, rep.Members, err = describeAssignments(ctx, k); err != nil {
 		return rep, err
 	}
-	committed, err := k.committed(ctx, parts)
+	committed, err := k.Committed(ctx, parts)
 	if err != nil {
 		return rep, err
 	}
-	first, err := k.listOffsets(ctx, k.Topic, parts, kafka.FirstOffset)
+	first, err := k.ListOffsets(ctx, k.Topic, parts, kafka.FirstOffset)
 	if err != nil {
 		return rep, err
 	}
-	end, err := k.listOffsets(ctx, k.Topic, parts, kafka.LastOffset)
+	end, err := k.ListOffsets(ctx, k.Topic, parts, kafka.LastOffset)
 	if err != nil {
 		return rep, err
 	}
@@ -169,8 +170,8 @@ func Status(ctx context.Context, k Kafka, o StatusOptions) (StatusReport, error)
 
 // describeAssignments describes the group with each member's assigned
 // partitions of the input topic, members ordered by their first partition.
-func (k Kafka) describeAssignments(ctx context.Context) (string, []MemberStatus, error) {
-	resp, err := k.client().DescribeGroups(ctx, &kafka.DescribeGroupsRequest{GroupIDs: []string{k.Group}})
+func describeAssignments(ctx context.Context, k kafkaops.Kafka) (string, []MemberStatus, error) {
+	resp, err := k.Client().DescribeGroups(ctx, &kafka.DescribeGroupsRequest{GroupIDs: []string{k.Group}})
 	if err != nil {
 		return "", nil, fmt.Errorf("describe group %s: %w", k.Group, err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/uptrace/bun"
 
 	"github.com/paycallback/paycallback/internal/deadletters"
+	"github.com/paycallback/paycallback/internal/kafkaops"
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/idempotent"
 	"github.com/paycallback/paycallback/pkg/settlement"
@@ -23,7 +24,7 @@ type TradeQuery struct {
 	TradeNo  string
 	// Kafka, when set, is scanned for the trade's dead letters in its
 	// DLQTopic from Since on; nil reads only the ss_dead_letter table.
-	Kafka *Kafka
+	Kafka *kafkaops.Kafka
 	// Since bounds the dead-letter topic scan: only messages written at or
 	// after it are read (the zero time reads everything retained).
 	Since time.Time
@@ -255,7 +256,7 @@ func Trade(ctx context.Context, db bun.IDB, q TradeQuery) (TradeHistory, error) 
 	}
 	dq := deadletters.TradeQuery{TenantID: q.TenantID, Channel: q.Channel, TradeNo: q.TradeNo, Since: q.Since, Decoder: q.Decoder}
 	if k := q.Kafka; k != nil {
-		dq.Kafka = &deadletters.Kafka{Brokers: k.Brokers, Topic: k.Topic, DLQTopic: k.DLQTopic, Timeout: k.Timeout, Conn: k.Conn}
+		dq.Kafka = &kafkaops.Kafka{Brokers: k.Brokers, Topic: k.Topic, DLQTopic: k.DLQTopic, Timeout: k.Timeout, Conn: k.Conn}
 	}
 	letters, err := deadletters.ForTrade(ctx, db, dq)
 	if err != nil {
