@@ -16,13 +16,9 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/paycallback/paycallback/internal/kafkaops"
+	"github.com/paycallback/paycallback/internal/metrics"
 	"github.com/paycallback/paycallback/internal/worker"
 )
-
-// StallMetric is the gauge a worker serves on its admin /metrics for each
-// partition it owns: seconds since the partition last advanced while it
-// holds an unfinished message, 0 when it holds none.
-const StallMetric = "paycb_partition_stalled_seconds"
 
 // StatusOptions adjust Status.
 type StatusOptions struct {
@@ -305,22 +301,22 @@ func readStalls(ctx context.Context, client *http.Client, timeout time.Duration,
 }
 
 // ParseStalls reads Prometheus' text exposition format and returns the
-// value of StallMetric by its partition label. Samples of other metrics,
-// and StallMetric samples without a numeric partition label, are skipped;
-// an unreadable StallMetric value is an error.
+// value of metrics.PartitionStalled (paycb_partition_stalled_seconds) by
+// its partition label. Samples of other metrics, and its samples without a
+// numeric partition label, are skipped; an unreadable value is an error.
 func ParseStalls(r io.Reader) (map[int]float64, error) {
 	out := map[int]float64{}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
 	for sc.Scan() {
 		line := strings.TrimSpace(sc.Text())
-		rest, ok := strings.CutPrefix(line, StallMetric)
+		rest, ok := strings.CutPrefix(line, metrics.PartitionStalled)
 		if !ok || !strings.HasPrefix(rest, "{") {
 			continue
 		}
 		labels, value, ok := splitSample(rest)
 		if !ok {
-			return nil, fmt.Errorf("unreadable %s sample %q", StallMetric, line)
+			return nil, fmt.Errorf("unreadable %s sample %q", metrics.PartitionStalled, line)
 		}
 		p, err := strconv.Atoi(labels["partition"])
 		if err != nil {
@@ -328,7 +324,7 @@ func ParseStalls(r io.Reader) (map[int]float64, error) {
 		}
 		v, err := strconv.ParseFloat(value, 64)
 		if err != nil {
-			return nil, fmt.Errorf("%s{partition=%q}: %w", StallMetric, labels["partition"], err)
+			return nil, fmt.Errorf("%s{partition=%q}: %w", metrics.PartitionStalled, labels["partition"], err)
 		}
 		out[p] = v
 	}
