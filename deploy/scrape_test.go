@@ -114,7 +114,7 @@ func runWorker(t *testing.T, partitions int32, adjust func(*config.Config)) runn
 		adjust(&cfg)
 	}
 	cfg.Finalize()
-	require.NoError(t, cfg.ValidateFor("run"))
+	require.NoError(t, cfg.ValidateFor("run", app.FileChecks()))
 
 	m := apptest.MustRun(t, &app.Main{Config: cfg, Logger: slog.New(slog.DiscardHandler), Registry: metrics.NewRegistry()})
 	var addr string

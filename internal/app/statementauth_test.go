@@ -196,7 +196,7 @@ func TestABadStatementKeyFileStopsTheStart(t *testing.T) {
 	require.NoError(t, os.WriteFile(keyFile, []byte("k1="+secretNew+"\nk1="+secretOld+"\n"), 0o600))
 	cfg := h.config()
 	cfg.Statement.KeyFile = keyFile
-	err := cfg.Validate()
+	err := cfg.Validate(app.FileChecks())
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "line 2")
 	assert.Contains(t, err.Error(), "PAYCB_STATEMENT_KEY_FILE")

@@ -101,7 +101,7 @@ func migratedWorker(t *testing.T, k kafkaops.Kafka) (config.Config, *bun.DB) {
 	cfg.WeChat.APIv3Key = config.Secret(channelstest.APIv3Key)
 	cfg.Worker.ShutdownTimeout = 10 * time.Second
 	cfg.Finalize()
-	require.NoError(t, cfg.ValidateFor("run"))
+	require.NoError(t, cfg.ValidateFor("run", app.FileChecks()))
 	db, err := sqldb.OpenMySQL(cfg.DB.DSN.Reveal())
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = db.Close() })

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/paycallback/paycallback/config"
+	"github.com/paycallback/paycallback/internal/app"
 	"github.com/paycallback/paycallback/internal/deadletters"
 	"github.com/paycallback/paycallback/internal/kafkaops"
 	"github.com/paycallback/paycallback/internal/ops"
@@ -31,7 +32,7 @@ func TestDeadLettersThroughTheWorker(t *testing.T) {
 	// A key for another tenant only: the WeChat payment has none (no_key).
 	cfg.WeChat.APIv3Key = ""
 	cfg.WeChat.APIv3Keys = map[int64]config.Keys{999_999: {config.Secret(channelstest.APIv3Key)}}
-	require.NoError(t, cfg.ValidateFor("run"))
+	require.NoError(t, cfg.ValidateFor("run", app.FileChecks()))
 
 	wechat := channelstest.NewTrade(channels.WeChat, 1)
 	alipay := channelstest.NewTrade(channels.Alipay, 2)

@@ -131,7 +131,7 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 	cfg.WeChat.APIv3Key = config.Secret(channelstest.APIv3Key) // the demo's fake key
 	cfg.Worker.SweepInterval = time.Second
 	cfg.Finalize()
-	if err := cfg.Validate(); err != nil {
+	if err := cfg.Validate(app.FileChecks()); err != nil {
 		return Summary{}, err
 	}
 	reg := metrics.NewRegistry()

@@ -70,7 +70,7 @@ func workerConfig(t *testing.T, k kafkaops.Kafka) config.Config {
 	cfg.WeChat.APIv3Key = config.Secret(channelstest.APIv3Key)
 	cfg.Worker.ShutdownTimeout = 10 * time.Second
 	cfg.Finalize()
-	require.NoError(t, cfg.ValidateFor("run"))
+	require.NoError(t, cfg.ValidateFor("run", app.FileChecks()))
 	return cfg
 }
 
