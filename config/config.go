@@ -13,7 +13,6 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
-	"github.com/paycallback/paycallback/internal/statementauth"
 	"github.com/paycallback/paycallback/pkg/channels"
 )
 
@@ -335,13 +334,14 @@ type Worker struct {
 	// false it is neither (paycb_refund_unregistered_total still counts
 	// it). Env PAYCB_REFUNDS_PREREGISTERED. Default false.
 	RefundsPreregistered bool `yaml:"refunds_preregistered"`
-	// TenantMerchantsFile is the merchant binding (see MerchantBinding):
+	// TenantMerchantsFile is the merchant binding (merchantbinding.Binding):
 	// lines TENANT_ID CHANNEL MERCHANT_ID. When set, a callback whose
 	// merchant is not bound to its envelope's tenant is dead-lettered
 	// tenant_mismatch, and statement import refuses a file of a merchant not
 	// bound to --tenant; the worker re-reads it when it changes. When empty,
 	// callbacks are not checked against merchants, and statement import and
-	// reconcile --publish-missing refuse to run. Validate reads it. Env
+	// reconcile --publish-missing refuse to run. Validate checks it
+	// (FileChecks.MerchantBinding). Env
 	// PAYCB_TENANT_MERCHANTS_FILE. No default.
 	TenantMerchantsFile string `yaml:"tenant_merchants_file"`
 }
@@ -366,12 +366,25 @@ var ErrInvalid = errors.New("invalid configuration")
 // database and no DSN is set.
 var ErrDSNRequired = errors.New("PAYCB_DB_DSN is required")
 
-// Validate checks every field that does not depend on the command. It
-// reports all problems at once, each naming the YAML field and its
-// environment variable; the error wraps ErrInvalid and never contains a
-// secret's value. The DSN is checked for shape when set, but its absence is
-// ValidateFor's concern.
-func (c Config) Validate() error {
+// FileChecks read the files a Config names by path, which this package
+// does not parse, and say what is wrong with one (nil when nothing is).
+// The packages that own the formats provide them (internal/app.FileChecks:
+// internal/statementauth and internal/merchantbinding); a nil check reads
+// nothing.
+type FileChecks struct {
+	// StatementKeys checks Statement.KeyFile.
+	StatementKeys func(path string) error
+	// MerchantBinding checks Worker.TenantMerchantsFile.
+	MerchantBinding func(path string) error
+}
+
+// Validate checks every field that does not depend on the command, and
+// through files the contents of the files it names. It reports all
+// problems at once, each naming the YAML field and its environment
+// variable; the error wraps ErrInvalid and never contains a secret's value.
+// The DSN is checked for shape when set, but its absence is ValidateFor's
+// concern.
+func (c Config) Validate(files FileChecks) error {
 	var errs []error
 	bad := func(path, format string, args ...any) {
 		name := path
@@ -478,8 +491,8 @@ func (c Config) Validate() error {
 		}
 	}
 
-	if path := c.Statement.KeyFile; path != "" {
-		if _, err := statementauth.Load(path); err != nil {
+	if path := c.Statement.KeyFile; path != "" && files.StatementKeys != nil {
+		if err := files.StatementKeys(path); err != nil {
 			bad("statement.key_file", "%v", err)
 		}
 	}
@@ -491,8 +504,8 @@ func (c Config) Validate() error {
 	if len(slices.Compact(slices.Sorted(slices.Values(w.Channels)))) != len(w.Channels) {
 		bad("worker.channels", "names a channel twice: %s", strings.Join(w.Channels, ","))
 	}
-	if w.TenantMerchantsFile != "" {
-		if _, err := LoadMerchantBinding(w.TenantMerchantsFile); err != nil {
+	if w.TenantMerchantsFile != "" && files.MerchantBinding != nil {
+		if err := files.MerchantBinding(w.TenantMerchantsFile); err != nil {
 			bad("worker.tenant_merchants_file", "%v", err)
 		}
 	}
@@ -592,11 +605,11 @@ func NeedsDB(command string) bool {
 	}
 }
 
-// ValidateFor runs Validate and then the checks that depend on command:
-// when NeedsDB(command), a DSN must be set. The error wraps ErrInvalid, and
-// also ErrDSNRequired when the DSN is missing.
-func (c Config) ValidateFor(command string) error {
-	err := c.Validate()
+// ValidateFor runs Validate with files and then the checks that depend on
+// command: when NeedsDB(command), a DSN must be set. The error wraps
+// ErrInvalid, and also ErrDSNRequired when the DSN is missing.
+func (c Config) ValidateFor(command string, files FileChecks) error {
+	err := c.Validate(files)
 	if NeedsDB(command) && !c.DB.DSN.IsSet() {
 		dsnErr := fmt.Errorf("db.dsn: %w for %q (or set db.dsn in the config file, or --db-dsn)", ErrDSNRequired, command)
 		if err == nil {

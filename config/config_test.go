@@ -52,7 +52,7 @@ func parseFlags(t *testing.T, args ...string) *Flags {
 func TestDefault(t *testing.T) {
 	c := Default()
 	c.Finalize()
-	require.NoError(t, c.Validate())
+	require.NoError(t, c.Validate(files))
 
 	assert.Equal(t, []string{"127.0.0.1:9092"}, c.Kafka.Brokers)
 	assert.Equal(t, "channel-events", c.Kafka.Topic)
@@ -89,7 +89,7 @@ func TestValidateForDSN(t *testing.T) {
 		{"dlq", false},
 	} {
 		t.Run(tc.command, func(t *testing.T) {
-			err := c.ValidateFor(tc.command)
+			err := c.ValidateFor(tc.command, files)
 			if !tc.wantErr {
 				require.NoError(t, err)
 				return
@@ -103,12 +103,12 @@ func TestValidateForDSN(t *testing.T) {
 	t.Run("run with DSN", func(t *testing.T) {
 		c := c
 		c.DB.DSN = "root:" + testPassword + "@tcp(db:3306)/paycb"
-		require.NoError(t, c.ValidateFor("run"))
+		require.NoError(t, c.ValidateFor("run", files))
 	})
 	t.Run("other errors are kept", func(t *testing.T) {
 		c := c
 		c.Worker.BatchMax = 0
-		err := c.ValidateFor("run")
+		err := c.ValidateFor("run", files)
 		require.ErrorIs(t, err, ErrDSNRequired)
 		require.ErrorIs(t, err, ErrInvalid)
 		assert.Contains(t, err.Error(), "PAYCB_BATCH_MAX")
@@ -153,7 +153,7 @@ func TestValidate(t *testing.T) {
 			c := Default()
 			c.Finalize()
 			tc.mutate(&c)
-			err := c.Validate()
+			err := c.Validate(files)
 			require.ErrorIs(t, err, ErrInvalid)
 			for _, w := range tc.want {
 				assert.Contains(t, err.Error(), w)
@@ -279,7 +279,7 @@ wechat:
 			c, err := Load(fl, envMap(tc.env))
 			require.NoError(t, err)
 			tc.check(t, c)
-			require.NoError(t, c.ValidateFor("run"))
+			require.NoError(t, c.ValidateFor("run", files))
 		})
 	}
 }
@@ -385,7 +385,7 @@ func secretConfig(t *testing.T) Config {
 	c.WeChat.APIv3Key = Secret(testKey)
 	c.WeChat.APIv3Keys = map[int64]Keys{1001: {Secret(tenantKey)}}
 	c.Finalize()
-	require.NoError(t, c.ValidateFor("run"))
+	require.NoError(t, c.ValidateFor("run", files))
 	return c
 }
 
@@ -516,7 +516,7 @@ func TestExampleFile(t *testing.T) {
 	c := Default()
 	require.NoError(t, c.LoadYAML(data))
 	c.Finalize()
-	require.NoError(t, c.ValidateFor("demo"))
+	require.NoError(t, c.ValidateFor("demo", files))
 	want := Default()
 	want.Finalize()
 	want.WeChat.APIv3Keys = map[int64]Keys{} // the example shows an empty map

@@ -11,6 +11,9 @@
 // Of the project's packages it imports only pure ones: pkg/channels for the
 // domain's facts it validates against (the registered channels and their
 // merchant fields, the APIv3 key length), which a depguard rule keeps free
-// of anything that talks to a database, and the file readers
-// internal/statementauth and internal/watchfile.
+// of anything that talks to a database. It holds the paths of the files
+// other packages own (the statement keys, the merchant binding) and never
+// parses them: Validate checks them through the FileChecks its caller
+// gives it, and the wiring loads them through their packages
+// (internal/statementauth, internal/merchantbinding).
 package config

@@ -76,7 +76,7 @@ func TestAbsurdValuesAreRefusedTogether(t *testing.T) {
 		"PAYCB_STARTUP_TIMEOUT":  "0s",
 	})))
 	c.Finalize()
-	err := c.Validate()
+	err := c.Validate(files)
 	require.ErrorIs(t, err, ErrInvalid)
 	for _, want := range []string{
 		"worker.sweep_interval (PAYCB_SWEEP_INTERVAL): must be between 100ms and 1h0m0s, got 1ns",
@@ -138,7 +138,7 @@ func TestTenantKeysFile(t *testing.T) {
 	t.Run("several keys per tenant, current first", func(t *testing.T) {
 		c, err := Load(nil, envMap(map[string]string{"PAYCB_WECHAT_APIV3_TENANT_KEYS_FILE": path}))
 		require.NoError(t, err)
-		require.NoError(t, c.Validate())
+		require.NoError(t, c.Validate(files))
 		assert.Equal(t, []string{newKey, oldKey}, c.WeChat.KeysFor(1001).Reveal())
 		assert.Equal(t, []string{tenantKey}, c.WeChat.KeysFor(2002).Reveal())
 		assert.Contains(t, c.String(), "wechat.apiv3_keys.1001=[*** ***]")
@@ -175,7 +175,7 @@ func TestTenantKeysFile(t *testing.T) {
 		short := writeFile(t, dir, "short", "4004=short\n4004=short\n")
 		c, err := Load(nil, envMap(map[string]string{"PAYCB_WECHAT_APIV3_TENANT_KEYS_FILE": short}))
 		require.NoError(t, err)
-		err = c.Validate()
+		err = c.Validate(files)
 		require.ErrorIs(t, err, ErrInvalid)
 		assert.Contains(t, err.Error(), "wechat.apiv3_keys[4004]: key 1 must be exactly 32 bytes, got 5")
 		assert.Contains(t, err.Error(), "wechat.apiv3_keys[4004]: key 2 must be exactly 32 bytes")
@@ -199,7 +199,7 @@ func TestStatementKeyFile(t *testing.T) {
 	t.Run("from the environment and YAML; only the path is shown", func(t *testing.T) {
 		c, err := Load(nil, envMap(map[string]string{"PAYCB_STATEMENT_KEY_FILE": good}))
 		require.NoError(t, err)
-		require.NoError(t, c.Validate())
+		require.NoError(t, c.Validate(files))
 		assert.Equal(t, good, c.Statement.KeyFile)
 		assert.Contains(t, c.String(), "statement.key_file="+good)
 		for _, printed := range []string{c.String(), fmt.Sprintf("%v %+v %#v", c, c, c)} {
@@ -220,7 +220,7 @@ func TestStatementKeyFile(t *testing.T) {
 			path := writeFile(t, dir, "keys-"+strings.ReplaceAll(tc.name, " ", "_"), tc.file)
 			c, err := Load(nil, envMap(map[string]string{"PAYCB_STATEMENT_KEY_FILE": path}))
 			require.NoError(t, err)
-			err = c.Validate()
+			err = c.Validate(files)
 			require.ErrorIs(t, err, ErrInvalid)
 			assert.Contains(t, err.Error(), "statement.key_file (PAYCB_STATEMENT_KEY_FILE)")
 			assert.Contains(t, err.Error(), tc.want)
@@ -232,7 +232,7 @@ func TestStatementKeyFile(t *testing.T) {
 	t.Run("missing file", func(t *testing.T) {
 		c, err := Load(nil, envMap(map[string]string{"PAYCB_STATEMENT_KEY_FILE": filepath.Join(dir, "nope")}))
 		require.NoError(t, err)
-		err = c.Validate()
+		err = c.Validate(files)
 		require.ErrorIs(t, err, ErrInvalid)
 		assert.Contains(t, err.Error(), "PAYCB_STATEMENT_KEY_FILE")
 	})
@@ -323,7 +323,7 @@ func TestSecuritySettings(t *testing.T) {
 			c := Default()
 			require.NoError(t, c.ApplyEnv(envMap(tc.env)))
 			c.Finalize()
-			err := c.Validate()
+			err := c.Validate(files)
 			require.ErrorIs(t, err, ErrInvalid)
 			for _, w := range tc.want {
 				assert.Contains(t, err.Error(), w)
@@ -349,7 +349,7 @@ func TestSecuritySettings(t *testing.T) {
 			"PAYCB_CHANNELS":             "alipay, sqb",
 		})))
 		c.Finalize()
-		require.NoError(t, c.ValidateFor("run"))
+		require.NoError(t, c.ValidateFor("run", files))
 		assert.Equal(t, []string{"ALIPAY", "SQB"}, c.Worker.Channels)
 		assert.NotContains(t, c.String(), testPassword)
 		assert.Contains(t, c.String(), "kafka.sasl.password=***")

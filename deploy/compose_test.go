@@ -25,6 +25,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/paycallback/paycallback/config"
+	"github.com/paycallback/paycallback/internal/app"
 )
 
 // The contract's names (contract.md). The compose file is the reference
@@ -377,7 +378,7 @@ func (d *deployment) serviceConfig(name, command string) (config.Config, []error
 		errs = append(errs, fmt.Errorf("compose: %s environment: %w", name, err))
 	}
 	cfg.Finalize()
-	if err := cfg.ValidateFor(command); err != nil {
+	if err := cfg.ValidateFor(command, app.FileChecks()); err != nil {
 		errs = append(errs, fmt.Errorf("compose: %s: `consumer %s` would refuse its configuration: %w", name, command, err))
 	}
 	return cfg, errs

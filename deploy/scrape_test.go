@@ -24,6 +24,7 @@ import (
 	"github.com/paycallback/paycallback/internal/app/apptest"
 	"github.com/paycallback/paycallback/internal/demo"
 	"github.com/paycallback/paycallback/internal/kafkaops"
+	"github.com/paycallback/paycallback/internal/kafkaops/inprocess"
 	"github.com/paycallback/paycallback/internal/metrics"
 	"github.com/paycallback/paycallback/internal/sqldb"
 	"github.com/paycallback/paycallback/internal/sqldb/sqldbtest"
@@ -90,7 +91,7 @@ func (w runningWorker) waitConsumed(t *testing.T) {
 // admin server listens.
 func runWorker(t *testing.T, partitions int32, adjust func(*config.Config)) runningWorker {
 	t.Helper()
-	cluster, brokers, err := kafkaops.StartInProcess(map[string]int32{topic: partitions, topic + ".dlq": 1})
+	cluster, brokers, err := inprocess.Start(map[string]int32{topic: partitions, topic + ".dlq": 1})
 	require.NoError(t, err)
 	t.Cleanup(cluster.Close)
 	dsn := sqldbtest.NewDatabase(t)
@@ -113,7 +114,7 @@ func runWorker(t *testing.T, partitions int32, adjust func(*config.Config)) runn
 		adjust(&cfg)
 	}
 	cfg.Finalize()
-	require.NoError(t, cfg.ValidateFor("run"))
+	require.NoError(t, cfg.ValidateFor("run", app.FileChecks()))
 
 	m := apptest.MustRun(t, &app.Main{
 		Config: cfg, Logger: slog.New(slog.DiscardHandler), Registry: metrics.NewRegistry(),

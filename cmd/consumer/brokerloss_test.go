@@ -25,6 +25,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/paycallback/paycallback/internal/kafkaops"
+	"github.com/paycallback/paycallback/internal/kafkaops/inprocess"
 	"github.com/paycallback/paycallback/internal/sqldb"
 	"github.com/paycallback/paycallback/internal/sqldb/sqldbtest"
 	"github.com/paycallback/paycallback/pkg/channels/channelstest"
@@ -229,7 +230,7 @@ func TestBrokerLossTurnsTheWorkerUnready(t *testing.T) {
 	defer cancel()
 	bin := buildConsumer(ctx, t)
 	topics := map[string]int32{runTopic: 2, runDLQ: 1}
-	first, brokers, err := kafkaops.StartInProcess(topics)
+	first, brokers, err := inprocess.Start(topics)
 	require.NoError(t, err)
 	defer first.Close()
 	_, port, err := net.SplitHostPort(brokers[0])
@@ -267,7 +268,7 @@ func TestBrokerLossTurnsTheWorkerUnready(t *testing.T) {
 	var second *kfake.Cluster
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		second, _, err = kafkaops.StartInProcess(topics, kfake.Ports(portN))
+		second, _, err = inprocess.Start(topics, kfake.Ports(portN))
 		if err == nil || time.Now().After(deadline) {
 			break
 		}

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/paycallback/paycallback/config"
+	"github.com/paycallback/paycallback/internal/app"
 	"github.com/paycallback/paycallback/internal/sqldb"
 )
 
@@ -142,7 +143,7 @@ func invoke(ctx context.Context, c command, path, pre, args []string, stdout, st
 	if err != nil {
 		return &exitError{code: exitUsage, err: fmt.Errorf("load configuration: %w", err)}
 	}
-	if err := cfg.ValidateFor(path[0]); err != nil {
+	if err := cfg.ValidateFor(path[0], app.FileChecks()); err != nil {
 		return &exitError{code: exitUsage, err: err}
 	}
 	env.cfg = cfg

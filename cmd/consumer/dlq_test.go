@@ -11,12 +11,13 @@ import (
 
 	"github.com/paycallback/paycallback/internal/deadletters"
 	"github.com/paycallback/paycallback/internal/kafkaops"
+	"github.com/paycallback/paycallback/internal/kafkaops/inprocess"
 	"github.com/paycallback/paycallback/pkg/channels"
 )
 
 func TestDLQRedriveRefusesADeadLetterWithoutItsValue(t *testing.T) {
 	ctx := context.Background()
-	cluster, brokers, err := kafkaops.StartInProcess(map[string]int32{"channel-events": 1, "channel-events.dlq": 1})
+	cluster, brokers, err := inprocess.Start(map[string]int32{"channel-events": 1, "channel-events.dlq": 1})
 	require.NoError(t, err)
 	t.Cleanup(cluster.Close)
 	_, err = (&kafka.Client{Addr: kafka.TCP(brokers...)}).AlterConfigs(ctx, &kafka.AlterConfigsRequest{

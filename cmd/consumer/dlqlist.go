@@ -8,11 +8,12 @@ import (
 	"time"
 
 	"github.com/paycallback/paycallback/internal/deadletters"
+	"github.com/paycallback/paycallback/internal/kafkaops"
 )
 
 // listLetters is deadletters.List on the configured database; known is
 // false (no statuses, the topic alone) when none is configured.
-func listLetters(ctx context.Context, env *environment, k deadletters.Kafka, f deadletters.Filter) (states []deadletters.State, known bool, err error) {
+func listLetters(ctx context.Context, env *environment, k kafkaops.Kafka, f deadletters.Filter) (states []deadletters.State, known bool, err error) {
 	if !env.cfg.DB.DSN.IsSet() {
 		states, err = deadletters.List(ctx, k, nil, nil, f)
 		return states, false, err
@@ -101,7 +102,7 @@ func atOf(d deadletters.Message) string {
 }
 
 // printDeadLettersJSON prints the summary and every dead letter of states.
-func printDeadLettersJSON(out *printer, k deadletters.Kafka, states []deadletters.State, known bool, now time.Time) error {
+func printDeadLettersJSON(out *printer, k kafkaops.Kafka, states []deadletters.State, known bool, now time.Time) error {
 	doc := struct {
 		Topic       string                   `json:"topic"`
 		Count       int                      `json:"count"`

@@ -15,6 +15,7 @@ import (
 
 	"github.com/paycallback/paycallback/internal/audit"
 	"github.com/paycallback/paycallback/internal/deadletters"
+	"github.com/paycallback/paycallback/internal/kafkaops"
 	"github.com/paycallback/paycallback/pkg/channels"
 )
 
@@ -89,7 +90,7 @@ func letterFlags(fs *flag.FlagSet, usage string) func() (ref deadletters.LetterR
 
 // findLetter is deadletters.Find on db (nil: none configured); naming no
 // dead letter is a usage error.
-func findLetter(ctx context.Context, env *environment, db *bun.DB, k deadletters.Kafka, ref deadletters.LetterRef, what string) (deadletters.State, error) {
+func findLetter(ctx context.Context, env *environment, db *bun.DB, k kafkaops.Kafka, ref deadletters.LetterRef, what string) (deadletters.State, error) {
 	st, err := deadletters.Find(ctx, k, db, operatorDecoder(env), ref)
 	switch {
 	case errors.Is(err, deadletters.ErrNoDeadLetter), errors.Is(err, deadletters.ErrNotFound):
@@ -269,7 +270,7 @@ func dlqCloseCommand(fs *flag.FlagSet) runFunc {
 	}
 }
 
-func closeDeadLetter(ctx context.Context, env *environment, db *bun.DB, k deadletters.Kafka, st deadletters.State, note string) error {
+func closeDeadLetter(ctx context.Context, env *environment, db *bun.DB, k kafkaops.Kafka, st deadletters.State, note string) error {
 	user, host := audit.Who()
 	d := st.Message
 	name := d.Position(k.DLQTopic)

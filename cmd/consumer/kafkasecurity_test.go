@@ -15,13 +15,14 @@ import (
 	"github.com/paycallback/paycallback/internal/kafkaconn"
 	"github.com/paycallback/paycallback/internal/kafkaconn/kafkaconntest"
 	"github.com/paycallback/paycallback/internal/kafkaops"
+	"github.com/paycallback/paycallback/internal/kafkaops/inprocess"
 	"github.com/paycallback/paycallback/pkg/channels"
 )
 
 func TestOperatorCommandsOnASecuredBroker(t *testing.T) {
 	const user, password = "operator", "Pw-c0ffee-never-printed"
 	pki := kafkaconntest.MustPKI(t, true)
-	cluster, brokers, err := kafkaops.StartInProcess(map[string]int32{"channel-events": 2, "channel-events.dlq": 1},
+	cluster, brokers, err := inprocess.Start(map[string]int32{"channel-events": 2, "channel-events.dlq": 1},
 		kfake.EnableSASL(), kfake.Superuser(config.SASLScramSHA512, user, password), kfake.TLS(pki.ServerTLS))
 	require.NoError(t, err)
 	t.Cleanup(cluster.Close)

@@ -11,9 +11,8 @@ import (
 
 	"github.com/uptrace/bun"
 
-	"github.com/paycallback/paycallback/internal/deadletters"
 	"github.com/paycallback/paycallback/internal/kafkaconn"
-	"github.com/paycallback/paycallback/internal/ops"
+	"github.com/paycallback/paycallback/internal/kafkaops"
 	"github.com/paycallback/paycallback/internal/sqldb"
 )
 
@@ -21,28 +20,28 @@ import (
 // operations commands, connecting with the configured TLS and SASL. With
 // either on it connects once first, so that a refused password or an
 // untrusted broker certificate is reported as such.
-func opsKafka(ctx context.Context, env *environment) (ops.Kafka, error) {
+func opsKafka(ctx context.Context, env *environment) (kafkaops.Kafka, error) {
 	k := env.cfg.Kafka
 	conn, err := kafkaconn.New(k)
 	if err != nil {
-		return ops.Kafka{}, err
+		return kafkaops.Kafka{}, err
 	}
 	const timeout = 15 * time.Second
 	if conn.Secured() {
 		if err := conn.Check(ctx, timeout); errors.Is(err, kafkaconn.ErrRejected) {
-			return ops.Kafka{}, err
+			return kafkaops.Kafka{}, err
 		}
 	}
-	return ops.Kafka{Brokers: k.Brokers, Topic: k.Topic, Group: k.Group, DLQTopic: k.DLQTopic, Timeout: timeout, Conn: conn}, nil
+	return kafkaops.Kafka{Brokers: k.Brokers, Topic: k.Topic, Group: k.Group, DLQTopic: k.DLQTopic, Timeout: timeout, Conn: conn}, nil
 }
 
 // dlqKafka is opsKafka for the dead-letter commands.
-func dlqKafka(ctx context.Context, env *environment) (deadletters.Kafka, error) {
+func dlqKafka(ctx context.Context, env *environment) (kafkaops.Kafka, error) {
 	k, err := opsKafka(ctx, env)
 	if err != nil {
-		return deadletters.Kafka{}, err
+		return kafkaops.Kafka{}, err
 	}
-	return deadletters.Kafka{Brokers: k.Brokers, Topic: k.Topic, DLQTopic: k.DLQTopic, Timeout: k.Timeout, Conn: k.Conn}, nil
+	return kafkaops.Kafka{Brokers: k.Brokers, Topic: k.Topic, DLQTopic: k.DLQTopic, Timeout: k.Timeout, Conn: k.Conn}, nil
 }
 
 // openDB opens the configured database and checks that it answers. The

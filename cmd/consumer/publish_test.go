@@ -16,7 +16,7 @@ import (
 	"github.com/paycallback/paycallback/config"
 	"github.com/paycallback/paycallback/internal/app"
 	"github.com/paycallback/paycallback/internal/app/apptest"
-	"github.com/paycallback/paycallback/internal/kafkaops"
+	"github.com/paycallback/paycallback/internal/kafkaops/inprocess"
 	"github.com/paycallback/paycallback/internal/metrics"
 	"github.com/paycallback/paycallback/internal/sqldb"
 	"github.com/paycallback/paycallback/internal/sqldb/sqldbtest"
@@ -37,7 +37,7 @@ func smokeEnv(t *testing.T) map[string]string {
 	defer func() { _ = db.Close() }()
 	_, err = schema.Migrate(context.Background(), db)
 	require.NoError(t, err)
-	cluster, brokers, err := kafkaops.StartInProcess(map[string]int32{"channel-events": 3, "channel-events.dlq": 1})
+	cluster, brokers, err := inprocess.Start(map[string]int32{"channel-events": 3, "channel-events.dlq": 1})
 	require.NoError(t, err)
 	t.Cleanup(cluster.Close)
 	keys := t.TempDir() + "/keys"

@@ -13,6 +13,7 @@ import (
 	"github.com/uptrace/bun"
 
 	"github.com/paycallback/paycallback/internal/kafkaops"
+	"github.com/paycallback/paycallback/internal/kafkaops/inprocess"
 	"github.com/paycallback/paycallback/internal/sqldb"
 	"github.com/paycallback/paycallback/internal/sqldb/sqldbtest"
 	"github.com/paycallback/paycallback/pkg/channels"
@@ -34,7 +35,7 @@ type binWorld struct {
 func newBinWorld(ctx context.Context, t *testing.T) *binWorld {
 	t.Helper()
 	bin := buildConsumer(ctx, t)
-	cluster, brokers, err := kafkaops.StartInProcess(map[string]int32{"channel-events": 2, "channel-events.dlq": 1})
+	cluster, brokers, err := inprocess.Start(map[string]int32{"channel-events": 2, "channel-events.dlq": 1})
 	require.NoError(t, err)
 	t.Cleanup(cluster.Close)
 	dsn := sqldbtest.NewDatabase(t)

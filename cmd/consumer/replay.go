@@ -8,6 +8,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/paycallback/paycallback/internal/kafkaops"
 	"github.com/paycallback/paycallback/internal/ops"
 )
 
@@ -107,7 +108,7 @@ func countTrue(bs ...bool) int {
 
 // printReplayPlan prints the plan per partition and, for a preview
 // (applied false), the equivalent command.
-func printReplayPlan(out *printer, k ops.Kafka, t ops.ReplayTarget, plan ops.ReplayPlan, applied bool) {
+func printReplayPlan(out *printer, k kafkaops.Kafka, t ops.ReplayTarget, plan ops.ReplayPlan, applied bool) {
 	out.printf("group %s on topic %s\n", plan.Group, plan.Topic)
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
 	_, _ = fmt.Fprintln(tw, "partition\tcurrent\ttarget\tfirst\tend\treplay\tskip\t")
@@ -133,7 +134,7 @@ func printReplayPlan(out *printer, k ops.Kafka, t ops.ReplayTarget, plan ops.Rep
 // plan: --dry-run for a preview, --execute for the reset that was applied;
 // with TLS or SASL configured it names a client properties file and says
 // what it holds.
-func printKafkaCommand(out *printer, k ops.Kafka, t ops.ReplayTarget, plan ops.ReplayPlan, applied bool) {
+func printKafkaCommand(out *printer, k kafkaops.Kafka, t ops.ReplayTarget, plan ops.ReplayPlan, applied bool) {
 	o := ops.KafkaCommandOptions{Execute: applied}
 	if k.Conn != nil && k.Conn.Secured() {
 		o.CommandConfig = "client.properties"

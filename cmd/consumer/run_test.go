@@ -20,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/paycallback/paycallback/internal/kafkaops"
+	"github.com/paycallback/paycallback/internal/kafkaops/inprocess"
 	"github.com/paycallback/paycallback/internal/sqldb"
 	"github.com/paycallback/paycallback/internal/sqldb/sqldbtest"
 	"github.com/paycallback/paycallback/pkg/channels/channelstest"
@@ -55,7 +56,7 @@ func newRunWorld(t *testing.T, o worldOptions) *runWorld {
 	if topics == nil {
 		topics = map[string]int32{runTopic: 2, runDLQ: 1}
 	}
-	cluster, brokers, err := kafkaops.StartInProcess(topics)
+	cluster, brokers, err := inprocess.Start(topics)
 	require.NoError(t, err)
 	t.Cleanup(cluster.Close)
 	w := &runWorld{cluster: cluster, broker: brokers[0], dsn: sqldbtest.NewDatabase(t)}

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/paycallback/paycallback/config"
+	"github.com/paycallback/paycallback/internal/merchantbinding"
 	"github.com/paycallback/paycallback/internal/statementbook"
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/statements"
@@ -134,16 +134,16 @@ func statementImportCommand(fs *flag.FlagSet) runFunc {
 // for a command that must not run without one: without it the command is
 // refused (exit 4), since nothing would tell one merchant's statement from
 // another's. The file itself was checked with the configuration.
-func merchantBinding(env *environment, what string) (config.MerchantBinding, error) {
+func merchantBinding(env *environment, what string) (merchantbinding.Binding, error) {
 	path := env.cfg.Worker.TenantMerchantsFile
 	if path == "" {
-		return config.MerchantBinding{}, &exitError{code: exitRefused, err: fmt.Errorf(
+		return merchantbinding.Binding{}, &exitError{code: exitRefused, err: fmt.Errorf(
 			"%s refused: set PAYCB_TENANT_MERCHANTS_FILE (worker.tenant_merchants_file), the file that binds each merchant "+
 				"to its tenant, so that a statement is only ever taken for its own merchant's tenant", what)}
 	}
-	f, err := config.LoadMerchantBinding(path)
+	f, err := merchantbinding.Load(path)
 	if err != nil {
-		return config.MerchantBinding{}, usagef("%s: worker.tenant_merchants_file (PAYCB_TENANT_MERCHANTS_FILE): %v", what, err)
+		return merchantbinding.Binding{}, usagef("%s: worker.tenant_merchants_file (PAYCB_TENANT_MERCHANTS_FILE): %v", what, err)
 	}
 	return f.Current(), nil
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/paycallback/paycallback/config"
+	"github.com/paycallback/paycallback/internal/deadletters"
 	"github.com/paycallback/paycallback/internal/ops"
 	"github.com/paycallback/paycallback/pkg/channels"
 )
@@ -40,7 +41,7 @@ func tradeCommand(fs *flag.FlagSet) runFunc {
 	since := fs.String("since", "168h", "scan the dead-letter topic from this long ago (a duration) or from this RFC 3339 time; 0 skips the scan")
 	asJSON := fs.Bool("json", false, "print the history as JSON")
 	return func(ctx context.Context, env *environment, _ []string) error {
-		q := ops.TradeQuery{TenantID: *tenant, Channel: channels.Channel(*channel), TradeNo: *tradeNo}
+		q := deadletters.TradeQuery{TenantID: *tenant, Channel: channels.Channel(*channel), TradeNo: *tradeNo}
 		switch {
 		case *tenant <= 0:
 			return usagef("trade: --tenant is required (a positive tenant ID)")

@@ -15,7 +15,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 
-	"github.com/paycallback/paycallback/internal/kafkaops"
+	"github.com/paycallback/paycallback/internal/kafkaops/inprocess"
 )
 
 func main() {
@@ -82,7 +82,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 
-	cluster, addrs, err := kafkaops.StartInProcess(topics, kfake.Ports(*port))
+	cluster, addrs, err := inprocess.Start(topics, kfake.Ports(*port))
 	if err != nil {
 		return err
 	}

@@ -15,8 +15,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
+	"github.com/paycallback/paycallback/pkg/textcut"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
@@ -391,14 +391,7 @@ var credentials = regexp.MustCompile(`([^\s:@/"'=]+):\S*@`)
 func sanitize(msg string) string {
 	msg = strings.Join(strings.Fields(msg), " ")
 	msg = credentials.ReplaceAllString(msg, "$1:***@")
-	if len(msg) > MaxMessageLen {
-		cut := MaxMessageLen
-		for cut > 0 && !utf8.RuneStart(msg[cut]) {
-			cut--
-		}
-		msg = msg[:cut] + "…"
-	}
-	return cmp.Or(msg, "failed")
+	return cmp.Or(textcut.Ellipsis(msg, MaxMessageLen), "failed")
 }
 
 // unusedConns tracks the connections that have not sent a request yet

@@ -131,7 +131,7 @@ func TestApacheKafkaRebalanceWhileAPartitionIsMidBatch(t *testing.T) {
 			if !tc.honoursGeneration {
 				members = 1
 			}
-			group := ops.Kafka{Brokers: h.brokers, Topic: h.topic(), Group: h.group()}
+			group := kafkaops.Kafka{Brokers: h.brokers, Topic: h.topic(), Group: h.group()}
 			require.Eventually(t, func() bool {
 				st, err := group.DescribeGroup(context.Background())
 				return err == nil && st.State == "Stable" && len(st.Members) == members &&

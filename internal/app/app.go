@@ -18,6 +18,7 @@ import (
 	"github.com/paycallback/paycallback/internal/admin"
 	"github.com/paycallback/paycallback/internal/consumer"
 	"github.com/paycallback/paycallback/internal/kafkaconn"
+	"github.com/paycallback/paycallback/internal/merchantbinding"
 	"github.com/paycallback/paycallback/internal/metrics"
 	"github.com/paycallback/paycallback/internal/pipeline"
 	"github.com/paycallback/paycallback/internal/sqldb"
@@ -310,14 +311,14 @@ func (m *Main) Run(ctx context.Context) error {
 
 // loadMerchants reads the merchant binding when one is configured, and
 // otherwise says, once, that callbacks are not checked against merchants.
-func loadMerchants(cfg config.Config, logger *slog.Logger) (*config.MerchantBindingFile, error) {
+func loadMerchants(cfg config.Config, logger *slog.Logger) (*merchantbinding.File, error) {
 	path := cfg.Worker.TenantMerchantsFile
 	if path == "" {
 		logger.Warn("PAYCB_TENANT_MERCHANTS_FILE is not set: callbacks are not checked against merchants " +
 			"(a callback of any merchant is posted to the tenant its envelope names)")
 		return nil, nil
 	}
-	f, err := config.LoadMerchantBinding(path)
+	f, err := merchantbinding.Load(path)
 	if err != nil {
 		return nil, fmt.Errorf("%w: worker.tenant_merchants_file (PAYCB_TENANT_MERCHANTS_FILE): %w", config.ErrInvalid, err)
 	}

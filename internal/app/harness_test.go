@@ -102,7 +102,7 @@ func (h *harness) config() config.Config {
 		cfg.Worker.BatchMax = n
 	}
 	cfg.Finalize()
-	require.NoError(h.t, cfg.ValidateFor("run"))
+	require.NoError(h.t, cfg.ValidateFor("run", app.FileChecks()))
 	return cfg
 }
 

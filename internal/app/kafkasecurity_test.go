@@ -16,6 +16,7 @@ import (
 	"github.com/paycallback/paycallback/internal/kafkaconn"
 	"github.com/paycallback/paycallback/internal/kafkaconn/kafkaconntest"
 	"github.com/paycallback/paycallback/internal/kafkaops"
+	"github.com/paycallback/paycallback/internal/kafkaops/inprocess"
 	"github.com/paycallback/paycallback/internal/metrics"
 	"github.com/paycallback/paycallback/internal/ops"
 	"github.com/paycallback/paycallback/internal/pipeline"
@@ -41,7 +42,7 @@ func securedHarness(t *testing.T, mechanism string, pki *kafkaconntest.PKI) (*ha
 		opts = append(opts, kfake.TLS(pki.ServerTLS))
 		sec.TLS = config.TLS{Enabled: true, CAFile: pki.CAFile, CertFile: pki.CertFile, KeyFile: pki.KeyFile}
 	}
-	cluster, brokers, err := kafkaops.StartInProcess(map[string]int32{testTopic: 2, testDLQ: 1}, opts...)
+	cluster, brokers, err := inprocess.Start(map[string]int32{testTopic: 2, testDLQ: 1}, opts...)
 	require.NoError(t, err)
 	t.Cleanup(cluster.Close)
 	sec.Brokers = brokers
@@ -107,8 +108,8 @@ func TestWorkerAndOperatorCommandsOnASecuredBroker(t *testing.T) {
 			assert.Equal(t, s.Events, settled, "one settled claim per event")
 
 			// The dead letters, read by the operator command path.
-			k := ops.Kafka{Brokers: sec.Brokers, Topic: testTopic, Group: testGroup, DLQTopic: testDLQ, Timeout: 5 * time.Second, Conn: conn}
-			ds, err := deadletters.ReadTopic(ctx, deadletters.Kafka{Brokers: k.Brokers, Topic: k.Topic, DLQTopic: k.DLQTopic, Timeout: k.Timeout, Conn: k.Conn}, deadletters.Filter{})
+			k := kafkaops.Kafka{Brokers: sec.Brokers, Topic: testTopic, Group: testGroup, DLQTopic: testDLQ, Timeout: 5 * time.Second, Conn: conn}
+			ds, err := deadletters.ReadTopic(ctx, kafkaops.Kafka{Brokers: k.Brokers, Topic: k.Topic, DLQTopic: k.DLQTopic, Timeout: k.Timeout, Conn: k.Conn}, deadletters.Filter{})
 			require.NoError(t, err)
 			kinds := map[string]int{}
 			for _, d := range ds {

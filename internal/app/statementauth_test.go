@@ -144,7 +144,7 @@ func TestStatementEventsAreAuthenticated(t *testing.T) {
 	require.NoError(t, os.WriteFile(keyFile, []byte(current+"next="+secretNext+"\n"), 0o600))
 	require.Eventually(t, func() bool { return slices.Contains(w.main.StatementKeyIDs(), "next") }, 30*time.Second, 50*time.Millisecond)
 	assert.Equal(t, []string{"new", "old", "next"}, w.main.StatementKeyIDs())
-	k := deadletters.Kafka{Brokers: h.brokers, Topic: h.topic(), DLQTopic: h.dlq(), Timeout: 5 * time.Second}
+	k := kafkaops.Kafka{Brokers: h.brokers, Topic: h.topic(), DLQTopic: h.dlq(), Timeout: 5 * time.Second}
 	ds, err := deadletters.ReadTopic(context.Background(), k, deadletters.Filter{Kind: "unauthenticated"})
 	require.NoError(t, err)
 	var redrive []deadletters.Message
@@ -196,7 +196,7 @@ func TestABadStatementKeyFileStopsTheStart(t *testing.T) {
 	require.NoError(t, os.WriteFile(keyFile, []byte("k1="+secretNew+"\nk1="+secretOld+"\n"), 0o600))
 	cfg := h.config()
 	cfg.Statement.KeyFile = keyFile
-	err := cfg.Validate()
+	err := cfg.Validate(app.FileChecks())
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "line 2")
 	assert.Contains(t, err.Error(), "PAYCB_STATEMENT_KEY_FILE")

@@ -984,7 +984,7 @@ type firstCommit struct {
 // resetToEarliest moves c.group's offsets to the start of c.topic once the
 // group has no live members, as an operator's replay does.
 func (h *harness) resetToEarliest(ctx context.Context, c consumerRun) error {
-	k := ops.Kafka{Brokers: h.brokers, Topic: c.topic, Group: c.group, DLQTopic: c.topic + ".dlq"}
+	k := kafkaops.Kafka{Brokers: h.brokers, Topic: c.topic, Group: c.group, DLQTopic: c.topic + ".dlq"}
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	tick := time.NewTicker(100 * time.Millisecond)

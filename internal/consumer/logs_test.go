@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/paycallback/paycallback/internal/kafkaops"
+	"github.com/paycallback/paycallback/internal/kafkaops/inprocess"
 	"github.com/paycallback/paycallback/internal/logging"
 	"github.com/paycallback/paycallback/internal/metrics"
 	"github.com/paycallback/paycallback/internal/pipeline"
@@ -91,7 +92,7 @@ func produceTrades(t *testing.T, brokers []string, topic string, from, n int) {
 // and readers; those expected cancellations are no WARN or ERROR line.
 func TestRebalanceLogsNoCancellationWarnings(t *testing.T) {
 	const topic, group = "channel-events", "settlement-consumer"
-	cluster, brokers, err := kafkaops.StartInProcess(map[string]int32{topic: 4})
+	cluster, brokers, err := inprocess.Start(map[string]int32{topic: 4})
 	require.NoError(t, err)
 	t.Cleanup(cluster.Close)
 	env := newPipelineEnv(t)

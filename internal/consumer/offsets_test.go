@@ -19,6 +19,7 @@ import (
 
 	"github.com/paycallback/paycallback/internal/kafkaops"
 	"github.com/paycallback/paycallback/internal/pipeline"
+	"github.com/paycallback/paycallback/internal/kafkaops/inprocess"
 )
 
 func TestOffsetCommitterSendsOfferedOffsetsInTheBackground(t *testing.T) {
@@ -209,7 +210,7 @@ func TestOffsetsNeverPassAnUnsettledMessage(t *testing.T) {
 func offsetsNeverPassAnUnsettledMessage(t *testing.T, mergeMax int) {
 	t.Helper()
 	const topic, group, partitions = "channel-events", "settlement-consumer", 8
-	cluster, brokers, err := kafkaops.StartInProcess(map[string]int32{topic: partitions})
+	cluster, brokers, err := inprocess.Start(map[string]int32{topic: partitions})
 	require.NoError(t, err)
 	t.Cleanup(cluster.Close)
 	envA := newPipelineEnv(t)
@@ -324,7 +325,7 @@ func (c *commitChecker) result() ([]string, int) {
 // message counted once.
 func TestRevokeFlushesSoTheNextOwnerRedeliversNothing(t *testing.T) {
 	const topic, group = "channel-events", "settlement-consumer"
-	cluster, brokers, err := kafkaops.StartInProcess(map[string]int32{topic: 4})
+	cluster, brokers, err := inprocess.Start(map[string]int32{topic: 4})
 	require.NoError(t, err)
 	t.Cleanup(cluster.Close)
 	envA := newPipelineEnv(t)
@@ -366,7 +367,7 @@ func TestRevokeFlushesSoTheNextOwnerRedeliversNothing(t *testing.T) {
 // everything.
 func TestShutdownFlushesHandledOffsets(t *testing.T) {
 	const topic, group = "channel-events", "settlement-consumer"
-	cluster, brokers, err := kafkaops.StartInProcess(map[string]int32{topic: 3})
+	cluster, brokers, err := inprocess.Start(map[string]int32{topic: 3})
 	require.NoError(t, err)
 	t.Cleanup(cluster.Close)
 	env := newPipelineEnv(t)

@@ -12,10 +12,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/paycallback/paycallback/internal/kafkaops"
+	"github.com/paycallback/paycallback/internal/kafkaops/inprocess"
 )
 
 func TestReaderStatsAreMonotonicAndLintClean(t *testing.T) {
-	cluster, brokers, err := kafkaops.StartInProcess(map[string]int32{"t": 1})
+	cluster, brokers, err := inprocess.Start(map[string]int32{"t": 1})
 	require.NoError(t, err)
 	defer cluster.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

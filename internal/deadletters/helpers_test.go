@@ -15,11 +15,10 @@ import (
 	"github.com/paycallback/paycallback/config"
 	"github.com/paycallback/paycallback/internal/app"
 	"github.com/paycallback/paycallback/internal/app/apptest"
-	"github.com/paycallback/paycallback/internal/deadletters"
 	"github.com/paycallback/paycallback/internal/kafkaops"
+	"github.com/paycallback/paycallback/internal/kafkaops/inprocess"
 	"github.com/paycallback/paycallback/internal/kafkaops/kafkaopstest"
 	"github.com/paycallback/paycallback/internal/metrics"
-	"github.com/paycallback/paycallback/internal/ops"
 	"github.com/paycallback/paycallback/internal/sqldb"
 	"github.com/paycallback/paycallback/internal/sqldb/sqldbtest"
 	"github.com/paycallback/paycallback/pkg/channels/channelstest"
@@ -35,7 +34,7 @@ const (
 // mustKafka gives the test the input topic (parts partitions) and the
 // dead-letter topic: on an in-process cluster, or under names of the test's
 // own on the real cluster PAYCB_TEST_KAFKA_BROKERS names.
-func mustKafka(t *testing.T, parts int32) deadletters.Kafka {
+func mustKafka(t *testing.T, parts int32) kafkaops.Kafka {
 	t.Helper()
 	k, _ := mustKafkaAndGroup(t, parts)
 	return k
@@ -43,25 +42,25 @@ func mustKafka(t *testing.T, parts int32) deadletters.Kafka {
 
 // mustKafkaAndGroup is mustKafka with the operators' description of the
 // same cluster and the worker's group, for tests that run the worker.
-func mustKafkaAndGroup(t *testing.T, parts int32) (deadletters.Kafka, ops.Kafka) {
+func mustKafkaAndGroup(t *testing.T, parts int32) (kafkaops.Kafka, kafkaops.Kafka) {
 	t.Helper()
 	k := kafkaopstest.Start(t, map[string]int32{testTopic: parts, testDLQ: 1})
-	o := ops.Kafka{Brokers: k.Brokers, Topic: k.Name(testTopic), Group: k.Name(testGroup), DLQTopic: k.Name(testDLQ), Timeout: 10 * time.Second}
-	return deadletters.Kafka{Brokers: o.Brokers, Topic: o.Topic, DLQTopic: o.DLQTopic, Timeout: o.Timeout}, o
+	o := kafkaops.Kafka{Brokers: k.Brokers, Topic: k.Name(testTopic), Group: k.Name(testGroup), DLQTopic: k.Name(testDLQ), Timeout: 10 * time.Second}
+	return kafkaops.Kafka{Brokers: o.Brokers, Topic: o.Topic, DLQTopic: o.DLQTopic, Timeout: o.Timeout}, o
 }
 
 // mustCluster is mustKafka on an in-process cluster that it also returns,
 // for tests that drive its retention.
-func mustCluster(t *testing.T, parts int32) (deadletters.Kafka, *kfake.Cluster) {
+func mustCluster(t *testing.T, parts int32) (kafkaops.Kafka, *kfake.Cluster) {
 	t.Helper()
-	cluster, brokers, err := kafkaops.StartInProcess(map[string]int32{testTopic: parts, testDLQ: 1})
+	cluster, brokers, err := inprocess.Start(map[string]int32{testTopic: parts, testDLQ: 1})
 	require.NoError(t, err)
 	t.Cleanup(cluster.Close)
-	return deadletters.Kafka{Brokers: brokers, Topic: testTopic, DLQTopic: testDLQ, Timeout: 10 * time.Second}, cluster
+	return kafkaops.Kafka{Brokers: brokers, Topic: testTopic, DLQTopic: testDLQ, Timeout: 10 * time.Second}, cluster
 }
 
 // produceAt writes n messages to partition p of topic, stamped at.
-func produceAt(t *testing.T, k deadletters.Kafka, topic string, p, n int, at time.Time) {
+func produceAt(t *testing.T, k kafkaops.Kafka, topic string, p, n int, at time.Time) {
 	t.Helper()
 	w := &kafka.Writer{
 		Addr: kafka.TCP(k.Brokers...), Topic: topic, RequiredAcks: kafka.RequireAll,
@@ -91,7 +90,7 @@ func eventually(t *testing.T, timeout time.Duration, what string, cond func() bo
 
 // migratedWorker is a worker configuration on k and a fresh MariaDB
 // database, migrated.
-func migratedWorker(t *testing.T, k ops.Kafka) (config.Config, *bun.DB) {
+func migratedWorker(t *testing.T, k kafkaops.Kafka) (config.Config, *bun.DB) {
 	t.Helper()
 	cfg := config.Default()
 	cfg.Kafka.Brokers, cfg.Kafka.Topic, cfg.Kafka.Group, cfg.Kafka.DLQTopic = k.Brokers, k.Topic, k.Group, k.DLQTopic
@@ -102,7 +101,7 @@ func migratedWorker(t *testing.T, k ops.Kafka) (config.Config, *bun.DB) {
 	cfg.WeChat.APIv3Key = config.Secret(channelstest.APIv3Key)
 	cfg.Worker.ShutdownTimeout = 10 * time.Second
 	cfg.Finalize()
-	require.NoError(t, cfg.ValidateFor("run"))
+	require.NoError(t, cfg.ValidateFor("run", app.FileChecks()))
 	db, err := sqldb.OpenMySQL(cfg.DB.DSN.Reveal())
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = db.Close() })

@@ -15,7 +15,6 @@ import (
 	"github.com/paycallback/paycallback/config"
 	"github.com/paycallback/paycallback/internal/deadletters"
 	"github.com/paycallback/paycallback/internal/kafkaops"
-	"github.com/paycallback/paycallback/internal/ops"
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/channels/channelstest"
 )
@@ -23,8 +22,8 @@ import (
 // workerWorld is an in-process cluster, a migrated MariaDB database and a
 // worker configuration on them.
 type workerWorld struct {
-	k       deadletters.Kafka
-	group   ops.Kafka
+	k       kafkaops.Kafka
+	group   kafkaops.Kafka
 	cluster *kfake.Cluster
 	cfg     config.Config
 	db      *bun.DB
@@ -34,7 +33,7 @@ type workerWorld struct {
 func newWorkerWorld(t *testing.T) *workerWorld {
 	t.Helper()
 	k, cluster := mustCluster(t, 2)
-	group := ops.Kafka{Brokers: k.Brokers, Topic: k.Topic, Group: testGroup, DLQTopic: k.DLQTopic, Timeout: k.Timeout}
+	group := kafkaops.Kafka{Brokers: k.Brokers, Topic: k.Topic, Group: testGroup, DLQTopic: k.DLQTopic, Timeout: k.Timeout}
 	cfg, db := migratedWorker(t, group)
 	return &workerWorld{k: k, group: group, cluster: cluster, cfg: cfg, db: db, dec: channels.NewDecoder(channelstest.Keys())}
 }

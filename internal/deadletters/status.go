@@ -11,6 +11,7 @@ import (
 
 	"github.com/uptrace/bun"
 
+	"github.com/paycallback/paycallback/internal/kafkaops"
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/idempotent"
 )
@@ -300,7 +301,7 @@ func lostMessage(r Record) Message {
 // another deployment's rows in a shared database are left out). Each has its id and
 // status (States). With db nil it is the topic's messages alone, without
 // status. The order is the time each was written, oldest first.
-func List(ctx context.Context, k Kafka, db *bun.DB, dec *channels.Decoder, f Filter) ([]State, error) {
+func List(ctx context.Context, k kafkaops.Kafka, db *bun.DB, dec *channels.Decoder, f Filter) ([]State, error) {
 	ds, err := ReadTopic(ctx, k, Filter{})
 	if err != nil {
 		return nil, err
@@ -326,7 +327,7 @@ func List(ctx context.Context, k Kafka, db *bun.DB, dec *channels.Decoder, f Fil
 		}
 	}
 	for _, r := range recs {
-		if !held[r.RowID] && k.owns(r) {
+		if !held[r.RowID] && owns(k, r) {
 			r := r
 			states = append(states, State{Message: lostMessage(r), Status: StatusOpen, Record: &r})
 		}
@@ -349,7 +350,7 @@ func List(ctx context.Context, k Kafka, db *bun.DB, dec *channels.Decoder, f Fil
 // k.Topic. Deployments with input and dead-letter topics of their own may
 // share one database; another's dead letters are not this topic's lost
 // ones. With no input topic named, every row is.
-func (k Kafka) owns(r Record) bool {
+func owns(k kafkaops.Kafka, r Record) bool {
 	if r.Position != nil {
 		return r.Position.Topic == k.DLQTopic
 	}
@@ -368,7 +369,7 @@ var ErrNeedsDatabase = errors.New("a dead letter's row id needs the database (PA
 // (the state then has no status); a row id without db is an error
 // wrapping ErrNeedsDatabase. Naming no dead letter is an error wrapping
 // ErrNoDeadLetter or ErrNotFound.
-func Find(ctx context.Context, k Kafka, db *bun.DB, dec *channels.Decoder, ref LetterRef) (State, error) {
+func Find(ctx context.Context, k kafkaops.Kafka, db *bun.DB, dec *channels.Decoder, ref LetterRef) (State, error) {
 	if ref.At != nil {
 		d, err := ReadAt(ctx, k, *ref.At)
 		if err == nil {
@@ -405,7 +406,7 @@ func Find(ctx context.Context, k Kafka, db *bun.DB, dec *channels.Decoder, ref L
 
 // stateOfRow is the state of rec's dead letter, with its message when the
 // topic still holds it.
-func stateOfRow(ctx context.Context, k Kafka, db *bun.DB, dec *channels.Decoder, rec Record) (State, error) {
+func stateOfRow(ctx context.Context, k kafkaops.Kafka, db *bun.DB, dec *channels.Decoder, rec Record) (State, error) {
 	var msgs []Message
 	if p := rec.Position; p != nil && p.Topic == k.DLQTopic {
 		d, err := ReadAt(ctx, k, At{Partition: p.Partition, Offset: p.Offset})

@@ -10,11 +10,11 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/uptrace/bun"
 
 	"github.com/paycallback/paycallback/pkg/idempotent"
+	"github.com/paycallback/paycallback/pkg/textcut"
 )
 
 // Hash is the SHA-256 of an input message's key and value: the digest of
@@ -257,8 +257,8 @@ func (s *Store) Record(ctx context.Context, r Record) error {
 		MessageHash: r.MessageHash[:], Kind: r.Kind,
 		IdempotentKey: optional(r.Key), Fingerprint: optional(r.Fingerprint),
 		ChannelCode: optional(r.Channel), ChannelTradeNo: optional(r.TradeNo),
-		Error: truncate(r.Error, maxText), CreatedAt: r.CreatedAt.UTC(),
-		RedrivenFrom: optional(truncate(r.RedrivenFrom, maxFrom)),
+		Error: textcut.Truncate(r.Error, maxText), CreatedAt: r.CreatedAt.UTC(),
+		RedrivenFrom: optional(textcut.Truncate(r.RedrivenFrom, maxFrom)),
 	}
 	if r.TenantID > 0 {
 		rw.TenantID = &r.TenantID
@@ -361,8 +361,8 @@ func (s *Store) Close(ctx context.Context, r Record, by, note string) (Record, b
 	now := s.timeNow()
 	res, err := whereID(s.db.NewUpdate().Table("ss_dead_letter"), r.ID).
 		Set("closed_at = ?", now).
-		Set("closed_by = ?", truncate(by, maxBy)).
-		Set("close_note = ?", truncate(note, maxText)).
+		Set("closed_by = ?", textcut.Truncate(by, maxBy)).
+		Set("close_note = ?", textcut.Truncate(note, maxText)).
 		Where("closed_at IS NULL").
 		Exec(ctx)
 	if err != nil {
@@ -377,17 +377,4 @@ func (s *Store) Close(ctx context.Context, r Record, by, note string) (Record, b
 		return Record{}, false, err
 	}
 	return cur, n > 0, nil
-}
-
-// truncate cuts s to at most n bytes on a character boundary.
-func truncate(s string, n int) string {
-	s = strings.ToValidUTF8(s, "?")
-	if len(s) <= n {
-		return s
-	}
-	s = s[:n]
-	for !utf8.ValidString(s) {
-		s = s[:len(s)-1]
-	}
-	return s
 }

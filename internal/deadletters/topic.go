@@ -12,7 +12,6 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
-	"github.com/paycallback/paycallback/internal/kafkaconn"
 	"github.com/paycallback/paycallback/internal/kafkaops"
 	"github.com/paycallback/paycallback/internal/statementauth"
 )
@@ -21,44 +20,6 @@ import (
 // copied from, as topic/partition@offset. The worker ignores it; it is for
 // people reading the input topic.
 const HeaderRedrivenFrom = "x-redriven-from"
-
-// Kafka names the cluster and the topics the dead-letter tools work on.
-type Kafka struct {
-	// Brokers are the bootstrap brokers.
-	Brokers []string
-	// Topic is the input topic, where Redrive publishes.
-	Topic string
-	// DLQTopic is the dead-letter topic.
-	DLQTopic string
-	// Timeout bounds each request to the cluster. Default 10s.
-	Timeout time.Duration
-	// Conn is the TLS and SASL setting every connection uses; nil connects
-	// over plain TCP with no authentication.
-	Conn *kafkaconn.Conn
-}
-
-// timeout is k.Timeout, 10s when not set.
-func (k Kafka) timeout() time.Duration {
-	if k.Timeout <= 0 {
-		return 10 * time.Second
-	}
-	return k.Timeout
-}
-
-func (k Kafka) client() *kafka.Client {
-	return &kafka.Client{Addr: kafka.TCP(k.Brokers...), Timeout: k.timeout(), Transport: k.Conn.Transport()}
-}
-
-// partitions lists topic's partitions; a missing topic is an error
-// wrapping kafkaops.ErrTopicNotFound, never created.
-func (k Kafka) partitions(ctx context.Context, topic string) ([]int, error) {
-	return kafkaops.TopicPartitions(ctx, k.client(), k.Conn, k.Brokers, topic)
-}
-
-// listOffsets asks for one offset per partition (kafkaops.ListOffsets).
-func (k Kafka) listOffsets(ctx context.Context, topic string, parts []int, ts int64) (map[int]int64, error) {
-	return kafkaops.ListOffsets(ctx, k.client(), topic, parts, ts)
-}
 
 // Message is one message of the dead-letter topic with its contract
 // headers decoded.
@@ -165,8 +126,8 @@ func (f Filter) match(d Message) bool {
 
 // ReadTopic reads every dead letter currently retained in
 // k.DLQTopic that f selects, in partition then offset order.
-func ReadTopic(ctx context.Context, k Kafka, f Filter) ([]Message, error) {
-	msgs, err := k.readTopic(ctx, k.DLQTopic)
+func ReadTopic(ctx context.Context, k kafkaops.Kafka, f Filter) ([]Message, error) {
+	msgs, err := readTopic(ctx, k, k.DLQTopic)
 	if err != nil {
 		return nil, fmt.Errorf("read dead letters: %w", err)
 	}
@@ -256,19 +217,19 @@ var ErrNoDeadLetter = errors.New("no dead letter there")
 // ReadAt reads the one dead letter at a in k.DLQTopic. The error
 // wraps ErrNoDeadLetter when the partition does not exist or the offset is
 // not retained (say which offsets are).
-func ReadAt(ctx context.Context, k Kafka, a At) (Message, error) {
-	parts, err := k.partitions(ctx, k.DLQTopic)
+func ReadAt(ctx context.Context, k kafkaops.Kafka, a At) (Message, error) {
+	parts, err := k.Partitions(ctx, k.DLQTopic)
 	if err != nil {
 		return Message{}, fmt.Errorf("read dead letter %s: %w", a, err)
 	}
 	if !slices.Contains(parts, a.Partition) {
 		return Message{}, fmt.Errorf("%s: %w: %s has partitions 0..%d", a, ErrNoDeadLetter, k.DLQTopic, len(parts)-1)
 	}
-	first, err := k.listOffsets(ctx, k.DLQTopic, []int{a.Partition}, kafka.FirstOffset)
+	first, err := k.ListOffsets(ctx, k.DLQTopic, []int{a.Partition}, kafka.FirstOffset)
 	if err != nil {
 		return Message{}, fmt.Errorf("read dead letter %s: %w", a, err)
 	}
-	end, err := k.listOffsets(ctx, k.DLQTopic, []int{a.Partition}, kafka.LastOffset)
+	end, err := k.ListOffsets(ctx, k.DLQTopic, []int{a.Partition}, kafka.LastOffset)
 	if err != nil {
 		return Message{}, fmt.Errorf("read dead letter %s: %w", a, err)
 	}
@@ -276,7 +237,7 @@ func ReadAt(ctx context.Context, k Kafka, a At) (Message, error) {
 	if a.Offset < lo || a.Offset >= hi {
 		return Message{}, fmt.Errorf("%s: %w: partition %d of %s holds offsets [%d, %d)", a, ErrNoDeadLetter, a.Partition, k.DLQTopic, lo, hi)
 	}
-	msgs, err := kafkaops.ReadRange(ctx, k.Brokers, k.Conn.Dialer(), k.DLQTopic, a.Partition, a.Offset, a.Offset+1, 3*k.timeout())
+	msgs, err := kafkaops.ReadRange(ctx, k.Brokers, k.Conn.Dialer(), k.DLQTopic, a.Partition, a.Offset, a.Offset+1, 3*k.RequestTimeout())
 	if err != nil {
 		return Message{}, fmt.Errorf("read dead letter %s: %w", a, err)
 	}
@@ -338,7 +299,7 @@ func Summarize(ds []Message) []KindSummary {
 // SplitRedrive separates those first. A dead letter larger than 1 MiB is
 // published alone, so the input topic's size limit judges it as it judged
 // the original.
-func Redrive(ctx context.Context, k Kafka, ds []Message) error {
+func Redrive(ctx context.Context, k kafkaops.Kafka, ds []Message) error {
 	if len(ds) == 0 {
 		return nil
 	}
@@ -404,10 +365,10 @@ const redriveHeaderRoom = 1 << 10
 // partition from its first retained offset to its end. Reading one
 // partition is bounded by k.Timeout × 3 so a partition whose last offsets
 // hold no readable record (transaction markers) cannot hang the tool.
-func (k Kafka) readTopic(ctx context.Context, topic string) ([]kafka.Message, error) {
-	parts, err := k.partitions(ctx, topic)
+func readTopic(ctx context.Context, k kafkaops.Kafka, topic string) ([]kafka.Message, error) {
+	parts, err := k.Partitions(ctx, topic)
 	if err != nil {
 		return nil, err
 	}
-	return kafkaops.ReadRetained(ctx, k.Brokers, k.client(), k.Conn.Dialer(), topic, parts, 3*k.timeout())
+	return kafkaops.ReadRetained(ctx, k.Brokers, k.Client(), k.Conn.Dialer(), topic, parts, 3*k.RequestTimeout())
 }

@@ -22,7 +22,7 @@ type TradeQuery struct {
 	TradeNo  string
 	// Kafka, when set, is scanned for the trade's dead letters in its
 	// DLQTopic from Since on; nil reads only the ss_dead_letter table.
-	Kafka *Kafka
+	Kafka *kafkaops.Kafka
 	// Since bounds the dead-letter topic scan: only messages written at or
 	// after it are read (the zero time reads everything retained).
 	Since time.Time
@@ -123,25 +123,25 @@ func tradeDeadLetterRows(ctx context.Context, db bun.IDB, q TradeQuery) ([]Trade
 // scanTradeLetters reads the dead-letter topic from q.Since (the first
 // offset of each partition written at or after it) to its end and keeps
 // the dead letters that name the trade.
-func scanTradeLetters(ctx context.Context, k Kafka, q TradeQuery) ([]TradeLetter, error) {
-	parts, err := k.partitions(ctx, k.DLQTopic)
+func scanTradeLetters(ctx context.Context, k kafkaops.Kafka, q TradeQuery) ([]TradeLetter, error) {
+	parts, err := k.Partitions(ctx, k.DLQTopic)
 	if err != nil {
 		return nil, fmt.Errorf("scan dead letters: %w", err)
 	}
-	first, err := k.listOffsets(ctx, k.DLQTopic, parts, kafka.FirstOffset)
+	first, err := k.ListOffsets(ctx, k.DLQTopic, parts, kafka.FirstOffset)
 	if err != nil {
 		return nil, fmt.Errorf("scan dead letters: %w", err)
 	}
 	if !q.Since.IsZero() {
 		// The earliest offset whose timestamp is at or after Since; -1 when
 		// nothing that recent was written.
-		from, err := k.listOffsets(ctx, k.DLQTopic, parts, q.Since.UnixMilli())
+		from, err := k.ListOffsets(ctx, k.DLQTopic, parts, q.Since.UnixMilli())
 		if err != nil {
 			return nil, fmt.Errorf("scan dead letters: %w", err)
 		}
 		first = from
 	}
-	end, err := k.listOffsets(ctx, k.DLQTopic, parts, kafka.LastOffset)
+	end, err := k.ListOffsets(ctx, k.DLQTopic, parts, kafka.LastOffset)
 	if err != nil {
 		return nil, fmt.Errorf("scan dead letters: %w", err)
 	}
@@ -155,7 +155,7 @@ func scanTradeLetters(ctx context.Context, k Kafka, q TradeQuery) ([]TradeLetter
 		if first[p] < 0 || end[p] <= first[p] {
 			continue
 		}
-		msgs, err := kafkaops.ReadRange(ctx, k.Brokers, k.Conn.Dialer(), k.DLQTopic, p, first[p], end[p], 3*k.timeout())
+		msgs, err := kafkaops.ReadRange(ctx, k.Brokers, k.Conn.Dialer(), k.DLQTopic, p, first[p], end[p], 3*k.RequestTimeout())
 		if err != nil {
 			return nil, fmt.Errorf("scan dead letters: %w", err)
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/paycallback/paycallback/config"
+	"github.com/paycallback/paycallback/internal/app"
 	"github.com/paycallback/paycallback/internal/deadletters"
 	"github.com/paycallback/paycallback/internal/kafkaops"
 	"github.com/paycallback/paycallback/internal/ops"
@@ -31,7 +32,7 @@ func TestDeadLettersThroughTheWorker(t *testing.T) {
 	// A key for another tenant only: the WeChat payment has none (no_key).
 	cfg.WeChat.APIv3Key = ""
 	cfg.WeChat.APIv3Keys = map[int64]config.Keys{999_999: {config.Secret(channelstest.APIv3Key)}}
-	require.NoError(t, cfg.ValidateFor("run"))
+	require.NoError(t, cfg.ValidateFor("run", app.FileChecks()))
 
 	wechat := channelstest.NewTrade(channels.WeChat, 1)
 	alipay := channelstest.NewTrade(channels.Alipay, 2)
@@ -190,7 +191,7 @@ func headerKeys(v deadletters.View) []string {
 
 // writeDeadLetter writes the dead letter of kind for the message at
 // topic/partition@offset with the worker's writer.
-func writeDeadLetter(t *testing.T, k deadletters.Kafka, topic string, partition int, offset int64, key, value []byte, kind channels.ErrorKind) {
+func writeDeadLetter(t *testing.T, k kafkaops.Kafka, topic string, partition int, offset int64, key, value []byte, kind channels.ErrorKind) {
 	t.Helper()
 	dl := deadletters.NewKafkaWriter(k.Brokers, k.DLQTopic, 0)
 	defer func() { _ = dl.Close() }()

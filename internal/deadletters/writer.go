@@ -13,6 +13,7 @@ import (
 	"github.com/paycallback/paycallback/internal/logging"
 	"github.com/paycallback/paycallback/internal/statementauth"
 	"github.com/paycallback/paycallback/pkg/channels"
+	"github.com/paycallback/paycallback/pkg/textcut"
 )
 
 // Dead-letter headers (contract).
@@ -150,7 +151,7 @@ func NewKafkaWriter(brokers []string, topic string, timeout time.Duration, opts 
 // ErrTooLarge. Any other error is returned as it is, for the
 // caller to retry.
 func (d *KafkaWriter) DeadLetter(ctx context.Context, msg kafka.Message, kind channels.ErrorKind, reason string) error {
-	reason = truncate(reason, maxErrorHeader)
+	reason = textcut.Truncate(reason, maxErrorHeader)
 	headers := []kafka.Header{
 		{Key: HeaderErrorKind, Value: []byte(kind)},
 		{Key: HeaderError, Value: []byte(reason)},

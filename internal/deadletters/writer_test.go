@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/paycallback/paycallback/internal/deadletters"
-	"github.com/paycallback/paycallback/internal/kafkaops"
+	"github.com/paycallback/paycallback/internal/kafkaops/inprocess"
 	"github.com/paycallback/paycallback/pkg/channels"
 )
 
@@ -26,7 +26,7 @@ const (
 // max.message.bytes.
 func mustSizedKafka(t *testing.T, inputMax, dlqMax int) []string {
 	t.Helper()
-	cluster, brokers, err := kafkaops.StartInProcess(map[string]int32{dlTopic: 1, dlDLQ: 1})
+	cluster, brokers, err := inprocess.Start(map[string]int32{dlTopic: 1, dlDLQ: 1})
 	require.NoError(t, err)
 	t.Cleanup(cluster.Close)
 	setMaxMessageBytes(t, brokers, dlTopic, inputMax)
@@ -179,7 +179,7 @@ func TestDeadLetterWhoseKeyAloneIsTooLargeFailsAndSaysSo(t *testing.T) {
 }
 
 func TestDeadLetterOtherErrorsAreReturnedAsTheyAre(t *testing.T) {
-	cluster, brokers, err := kafkaops.StartInProcess(map[string]int32{dlTopic: 1, dlDLQ: 1})
+	cluster, brokers, err := inprocess.Start(map[string]int32{dlTopic: 1, dlDLQ: 1})
 	require.NoError(t, err)
 	dl := deadletters.NewKafkaWriter(brokers, dlDLQ, 2*time.Second)
 	t.Cleanup(func() { _ = dl.Close() })

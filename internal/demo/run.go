@@ -20,6 +20,7 @@ import (
 	"github.com/paycallback/paycallback/internal/app"
 	"github.com/paycallback/paycallback/internal/deadletters"
 	"github.com/paycallback/paycallback/internal/kafkaops"
+	"github.com/paycallback/paycallback/internal/kafkaops/inprocess"
 	"github.com/paycallback/paycallback/internal/metrics"
 	"github.com/paycallback/paycallback/internal/sqldb"
 	"github.com/paycallback/paycallback/pkg/channels/channelstest"
@@ -85,7 +86,7 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 	start := time.Now()
 	stream := Generate(StreamOptions{Seed: o.Seed, Trades: o.Trades, ReceivedAt: start})
 
-	cluster, brokers, err := kafkaops.StartInProcess(map[string]int32{topic: 12, topic + ".dlq": 1})
+	cluster, brokers, err := inprocess.Start(map[string]int32{topic: 12, topic + ".dlq": 1})
 	if err != nil {
 		return Summary{}, err
 	}
@@ -130,7 +131,7 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 	cfg.WeChat.APIv3Key = config.Secret(channelstest.APIv3Key) // the demo's fake key
 	cfg.Worker.SweepInterval = time.Second
 	cfg.Finalize()
-	if err := cfg.Validate(); err != nil {
+	if err := cfg.Validate(app.FileChecks()); err != nil {
 		return Summary{}, err
 	}
 	reg := metrics.NewRegistry()

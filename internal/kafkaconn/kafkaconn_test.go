@@ -18,6 +18,7 @@ import (
 	"github.com/paycallback/paycallback/internal/kafkaconn"
 	"github.com/paycallback/paycallback/internal/kafkaconn/kafkaconntest"
 	"github.com/paycallback/paycallback/internal/kafkaops"
+	"github.com/paycallback/paycallback/internal/kafkaops/inprocess"
 )
 
 const (
@@ -113,7 +114,7 @@ func broker(t *testing.T, mechanism string, pki *kafkaconntest.PKI) config.Kafka
 	if pki != nil {
 		opts = append(opts, kfake.TLS(pki.ServerTLS))
 	}
-	cluster, brokers, err := kafkaops.StartInProcess(map[string]int32{topic: 2}, opts...)
+	cluster, brokers, err := inprocess.Start(map[string]int32{topic: 2}, opts...)
 	require.NoError(t, err)
 	t.Cleanup(cluster.Close)
 	k.Brokers = brokers

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
-	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/paycallback/paycallback/internal/kafkaconn"
 )
@@ -36,21 +35,6 @@ func apply(opts []Option) options {
 
 func (o options) client(brokers []string) *kafka.Client {
 	return &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 10 * time.Second, Transport: o.conn.Transport()}
-}
-
-// StartInProcess starts a one-broker kfake cluster with topics seeded:
-// each topic name maps to its partition count. Close it when done.
-func StartInProcess(topics map[string]int32, opts ...kfake.Opt) (*kfake.Cluster, []string, error) {
-	all := []kfake.Opt{kfake.NumBrokers(1), kfake.AllowAutoTopicCreation()}
-	for name, parts := range topics {
-		all = append(all, kfake.SeedTopics(parts, name))
-	}
-	all = append(all, opts...)
-	c, err := kfake.NewCluster(all...)
-	if err != nil {
-		return nil, nil, fmt.Errorf("start in-process kafka: %w", err)
-	}
-	return c, c.ListenAddrs(), nil
 }
 
 // Message is one message to produce.

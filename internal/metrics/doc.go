@@ -1,9 +1,11 @@
 // Package metrics defines the worker's Prometheus metrics, the names and
 // labels that dashboards, alerts and acceptance tests rely on (see the
 // contract), and the only methods that record them: the contract's
-// (Metrics), the settlement service's own (Settlement), the partition
-// readers' (ReaderStats) and the statement reconciliation's
-// (StatementCollector). No other package defines a metric.
+// (Metrics), the partition readers' (ReaderStats) and the statement
+// reconciliation's (StatementCollector). No other package defines a
+// metric, save pkg/settlement: the settlement service's own counters live
+// beside it (pkg/settlement/metrics.go), same rules, because pkg/ imports
+// nothing under internal/.
 //
 // Every metric is registered on a prometheus.Registerer the caller injects;
 // this package must never touch the global default registry, and must never

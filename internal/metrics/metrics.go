@@ -204,8 +204,8 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Messages behind the end of each partition assigned to this worker: its end offset minus the group's committed offset, from the broker.",
 		}, []string{"partition"}),
 		stalled: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "paycb_partition_stalled_seconds",
-			Help: "Seconds since each partition assigned to this worker last advanced while it holds an unfinished message (0 when it holds none).",
+			Name: PartitionStalled,
+			Help: PartitionStalledHelp,
 		}, []string{"partition"}),
 		joined: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "paycb_group_joined",
@@ -361,6 +361,15 @@ func (m *Metrics) DeleteConsumerLag(partition int) {
 	}
 	m.lag.DeleteLabelValues(strconv.Itoa(partition))
 }
+
+// PartitionStalled is the gauge a worker serves for each partition it
+// owns, labelled partition; PartitionStalledHelp says what it measures.
+// `consumer status` reads it from every member's /metrics.
+const PartitionStalled = "paycb_partition_stalled_seconds"
+
+// PartitionStalledHelp is PartitionStalled's help: the one explanation of
+// a partition's stall.
+const PartitionStalledHelp = "Seconds since each partition assigned to this worker last advanced while it holds an unfinished message (0 when it holds none)."
 
 // SetPartitionStalled sets how long partition has held an unfinished
 // message without advancing (zero when it holds none; negative is recorded

@@ -69,7 +69,7 @@ func offsetCol(t *testing.T, s string) int64 {
 
 // produceStamped writes s's messages, keyed as the worker's upstream keys
 // them, each stamped at.
-func produceStamped(t *testing.T, k ops.Kafka, s demo.Stream, at time.Time) {
+func produceStamped(t *testing.T, k kafkaops.Kafka, s demo.Stream, at time.Time) {
 	t.Helper()
 	w := &kafka.Writer{
 		Addr: kafka.TCP(k.Brokers...), Topic: k.Topic, Balancer: &kafka.Murmur2Balancer{},
@@ -175,6 +175,6 @@ func TestApacheKafkaReplayPlanAgreesWithKafkaConsumerGroups(t *testing.T) {
 }
 
 // waitConsumedK waits until k's group has committed its topic to the end.
-func waitConsumedK(ctx context.Context, k ops.Kafka) error {
+func waitConsumedK(ctx context.Context, k kafkaops.Kafka) error {
 	return kafkaops.WaitConsumed(ctx, k.Brokers, k.Group, k.Topic, 50*time.Millisecond, nil)
 }

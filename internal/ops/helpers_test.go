@@ -8,6 +8,7 @@ import (
 	"github.com/segmentio/kafka-go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/paycallback/paycallback/internal/kafkaops"
 	"github.com/paycallback/paycallback/internal/kafkaops/kafkaopstest"
 	"github.com/paycallback/paycallback/internal/ops"
 )
@@ -21,14 +22,14 @@ const (
 // mustKafka gives the test the input topic (parts partitions) and the
 // dead-letter topic: on an in-process cluster, or under names of the test's
 // own on the real cluster PAYCB_TEST_KAFKA_BROKERS names.
-func mustKafka(t *testing.T, parts int32) ops.Kafka {
+func mustKafka(t *testing.T, parts int32) kafkaops.Kafka {
 	t.Helper()
 	k := kafkaopstest.Start(t, map[string]int32{testTopic: parts, testDLQ: 1})
-	return ops.Kafka{Brokers: k.Brokers, Topic: k.Name(testTopic), Group: k.Name(testGroup), DLQTopic: k.Name(testDLQ), Timeout: 10 * time.Second}
+	return kafkaops.Kafka{Brokers: k.Brokers, Topic: k.Name(testTopic), Group: k.Name(testGroup), DLQTopic: k.Name(testDLQ), Timeout: 10 * time.Second}
 }
 
 // produceAt writes n messages to partition p of topic, stamped at.
-func produceAt(t *testing.T, k ops.Kafka, topic string, p, n int, at time.Time) {
+func produceAt(t *testing.T, k kafkaops.Kafka, topic string, p, n int, at time.Time) {
 	t.Helper()
 	w := &kafka.Writer{
 		Addr: kafka.TCP(k.Brokers...), Topic: topic, RequiredAcks: kafka.RequireAll,
@@ -43,7 +44,7 @@ func produceAt(t *testing.T, k ops.Kafka, topic string, p, n int, at time.Time) 
 }
 
 // commit sets the group's committed offsets as an empty group would.
-func commit(t *testing.T, k ops.Kafka, offsets map[int]int64) {
+func commit(t *testing.T, k kafkaops.Kafka, offsets map[int]int64) {
 	t.Helper()
 	plan := ops.ReplayPlan{Topic: k.Topic, Group: k.Group}
 	for p, o := range offsets {

@@ -35,8 +35,8 @@ func CheckTestTenant(ctx context.Context, db bun.IDB, tenant int64) error {
 // --publish-missing` sends the events statementbook.PublishMissing rebuilds.
 // It never creates the topic: a missing one is an error wrapping
 // ErrTopicNotFound, and nothing is written.
-func Publish(ctx context.Context, k Kafka, msgs []kafkaops.Message) error {
-	if err := k.requireTopic(ctx, k.Topic); err != nil {
+func Publish(ctx context.Context, k kafkaops.Kafka, msgs []kafkaops.Message) error {
+	if err := k.RequireTopic(ctx, k.Topic); err != nil {
 		return fmt.Errorf("publish: %w", err)
 	}
 	if err := kafkaops.Produce(ctx, k.Brokers, k.Topic, msgs, kafkaops.WithConn(k.Conn)); err != nil {

@@ -68,7 +68,7 @@ func TestPublishSettlesThroughTheWorker(t *testing.T) {
 		ColumnExpr("COALESCE(SUM(CASE direction WHEN 'CREDIT' THEN amount ELSE -amount END), 0)").
 		Where("tenant_id = ?", tenant).Where("account = 'merchant_payable'").Scan(ctx, &net))
 	assert.Equal(t, stream.Paid[tenant]-stream.Refunded[tenant], net)
-	dls, err := deadletters.ReadTopic(ctx, deadletters.Kafka{Brokers: k.Brokers, Topic: k.Topic, DLQTopic: k.DLQTopic}, deadletters.Filter{})
+	dls, err := deadletters.ReadTopic(ctx, kafkaops.Kafka{Brokers: k.Brokers, Topic: k.Topic, DLQTopic: k.DLQTopic}, deadletters.Filter{})
 	require.NoError(t, err)
 	assert.Empty(t, dls)
 

@@ -185,35 +185,35 @@ func (p ReplayPlan) KafkaCommand(brokers []string, t ReplayTarget, o KafkaComman
 // ErrTopicNotFound when the topic does not exist (it never creates it), and
 // with one wrapping ErrInvalidTarget when t names an unknown partition or an
 // offset outside [first, end].
-func PlanReplay(ctx context.Context, k Kafka, t ReplayTarget) (ReplayPlan, error) {
+func PlanReplay(ctx context.Context, k kafkaops.Kafka, t ReplayTarget) (ReplayPlan, error) {
 	if err := t.validate(); err != nil {
 		return ReplayPlan{}, err
 	}
-	if err := k.requireEmptyGroup(ctx); err != nil {
+	if err := requireEmptyGroup(ctx, k); err != nil {
 		return ReplayPlan{}, err
 	}
-	if err := k.requireTopic(ctx, k.Topic); err != nil {
+	if err := k.RequireTopic(ctx, k.Topic); err != nil {
 		return ReplayPlan{}, err
 	}
-	parts, err := k.partitions(ctx, k.Topic)
+	parts, err := k.Partitions(ctx, k.Topic)
 	if err != nil {
 		return ReplayPlan{}, err
 	}
-	first, err := k.listOffsets(ctx, k.Topic, parts, kafka.FirstOffset)
+	first, err := k.ListOffsets(ctx, k.Topic, parts, kafka.FirstOffset)
 	if err != nil {
 		return ReplayPlan{}, err
 	}
-	end, err := k.listOffsets(ctx, k.Topic, parts, kafka.LastOffset)
+	end, err := k.ListOffsets(ctx, k.Topic, parts, kafka.LastOffset)
 	if err != nil {
 		return ReplayPlan{}, err
 	}
-	current, err := k.committed(ctx, parts)
+	current, err := k.Committed(ctx, parts)
 	if err != nil {
 		return ReplayPlan{}, err
 	}
 	var at map[int]int64
 	if !t.At.IsZero() {
-		if at, err = k.listOffsets(ctx, k.Topic, parts, t.At.UnixMilli()); err != nil {
+		if at, err = k.ListOffsets(ctx, k.Topic, parts, t.At.UnixMilli()); err != nil {
 			return ReplayPlan{}, err
 		}
 	}
@@ -262,18 +262,18 @@ func PlanReplay(ctx context.Context, k Kafka, t ReplayTarget) (ReplayPlan, error
 // -1, no member). It checks again that the group has no live members
 // (ErrGroupActive) right before committing, and reports any partition the
 // broker refused.
-func ApplyReplay(ctx context.Context, k Kafka, plan ReplayPlan) error {
+func ApplyReplay(ctx context.Context, k kafkaops.Kafka, plan ReplayPlan) error {
 	if len(plan.Partitions) == 0 {
 		return nil
 	}
-	if err := k.requireEmptyGroup(ctx); err != nil {
+	if err := requireEmptyGroup(ctx, k); err != nil {
 		return err
 	}
 	commits := make([]kafka.OffsetCommit, 0, len(plan.Partitions))
 	for _, r := range plan.Partitions {
 		commits = append(commits, kafka.OffsetCommit{Partition: r.Partition, Offset: r.Target, Metadata: "consumer replay"})
 	}
-	resp, err := k.client().OffsetCommit(ctx, &kafka.OffsetCommitRequest{
+	resp, err := k.Client().OffsetCommit(ctx, &kafka.OffsetCommitRequest{
 		GroupID:      plan.Group,
 		GenerationID: -1,
 		Topics:       map[string][]kafka.OffsetCommit{plan.Topic: commits},
@@ -293,19 +293,7 @@ func ApplyReplay(ctx context.Context, k Kafka, plan ReplayPlan) error {
 	return nil
 }
 
-// listOffsets asks for one offset per partition: ts is kafka.FirstOffset
-// or kafka.LastOffset (see kafkaops.ListOffsets).
-func (k Kafka) listOffsets(ctx context.Context, topic string, parts []int, ts int64) (map[int]int64, error) {
-	return kafkaops.ListOffsets(ctx, k.client(), topic, parts, ts)
-}
-
 // ErrTopicNotFound is returned, wrapped, when the topic an operation works
 // on does not exist (kafkaops.ErrTopicNotFound). The operations never
 // create topics.
 var ErrTopicNotFound = kafkaops.ErrTopicNotFound
-
-// requireTopic returns an error wrapping ErrTopicNotFound when topic does
-// not exist, never creating it (kafkaops.RequireTopic).
-func (k Kafka) requireTopic(ctx context.Context, topic string) error {
-	return kafkaops.RequireTopic(ctx, k.client(), topic)
-}

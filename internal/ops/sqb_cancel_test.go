@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/paycallback/paycallback/internal/deadletters"
 	"github.com/paycallback/paycallback/internal/ledgertest"
 	"github.com/paycallback/paycallback/internal/ops"
 	"github.com/paycallback/paycallback/pkg/channels"
@@ -46,7 +47,7 @@ func TestTradeShowsTheCancel(t *testing.T) {
 	w := ledgertest.New(t)
 	ctx := context.Background()
 	tr := trade(channels.SQB, 83, 1)
-	q := ops.TradeQuery{TenantID: tr.TenantID, Channel: channels.SQB, TradeNo: tr.TradeNo}
+	q := deadletters.TradeQuery{TenantID: tr.TenantID, Channel: channels.SQB, TradeNo: tr.TradeNo}
 	w.Settle(channelstest.SQBCancel(tr, channelstest.Delivery{}))
 	h, err := ops.Trade(ctx, w.DB, q)
 	require.NoError(t, err)
@@ -67,7 +68,7 @@ func TestTradeShowsTheCancel(t *testing.T) {
 
 	other := trade(channels.SQB, 83, 2)
 	w.Settle(channelstest.SQBPayment(other, channelstest.Delivery{}))
-	h, err = ops.Trade(ctx, w.DB, ops.TradeQuery{TenantID: other.TenantID, Channel: channels.SQB, TradeNo: other.TradeNo})
+	h, err = ops.Trade(ctx, w.DB, deadletters.TradeQuery{TenantID: other.TenantID, Channel: channels.SQB, TradeNo: other.TradeNo})
 	require.NoError(t, err)
 	assert.Nil(t, h.Cancel, "no cancel, none shown")
 }

@@ -16,12 +16,9 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/paycallback/paycallback/internal/consumer"
+	"github.com/paycallback/paycallback/internal/kafkaops"
+	"github.com/paycallback/paycallback/internal/metrics"
 )
-
-// StallMetric is the gauge a worker serves on its admin /metrics for each
-// partition it owns: seconds since the partition last advanced while it
-// holds an unfinished message, 0 when it holds none.
-const StallMetric = "paycb_partition_stalled_seconds"
 
 // StatusOptions adjust Status.
 type StatusOptions struct {
@@ -117,24 +114,24 @@ type StatusReport struct {
 // member that cannot be reached leaves its partitions' stalls unknown; it is
 // not an error. A missing input topic is an error wrapping
 // ErrTopicNotFound.
-func Status(ctx context.Context, k Kafka, o StatusOptions) (StatusReport, error) {
+func Status(ctx context.Context, k kafkaops.Kafka, o StatusOptions) (StatusReport, error) {
 	rep := StatusReport{Group: k.Group, Topic: k.Topic, Members: []MemberStatus{}, Partitions: []PartitionStatus{}}
-	parts, err := k.partitions(ctx, k.Topic)
+	parts, err := k.Partitions(ctx, k.Topic)
 	if err != nil {
 		return rep, err
 	}
-	if rep.State, rep.Members, err = k.describeAssignments(ctx); err != nil {
+	if rep.State, rep.Members, err = describeAssignments(ctx, k); err != nil {
 		return rep, err
 	}
-	committed, err := k.committed(ctx, parts)
+	committed, err := k.Committed(ctx, parts)
 	if err != nil {
 		return rep, err
 	}
-	first, err := k.listOffsets(ctx, k.Topic, parts, kafka.FirstOffset)
+	first, err := k.ListOffsets(ctx, k.Topic, parts, kafka.FirstOffset)
 	if err != nil {
 		return rep, err
 	}
-	end, err := k.listOffsets(ctx, k.Topic, parts, kafka.LastOffset)
+	end, err := k.ListOffsets(ctx, k.Topic, parts, kafka.LastOffset)
 	if err != nil {
 		return rep, err
 	}
@@ -169,8 +166,8 @@ func Status(ctx context.Context, k Kafka, o StatusOptions) (StatusReport, error)
 
 // describeAssignments describes the group with each member's assigned
 // partitions of the input topic, members ordered by their first partition.
-func (k Kafka) describeAssignments(ctx context.Context) (string, []MemberStatus, error) {
-	resp, err := k.client().DescribeGroups(ctx, &kafka.DescribeGroupsRequest{GroupIDs: []string{k.Group}})
+func describeAssignments(ctx context.Context, k kafkaops.Kafka) (string, []MemberStatus, error) {
+	resp, err := k.Client().DescribeGroups(ctx, &kafka.DescribeGroupsRequest{GroupIDs: []string{k.Group}})
 	if err != nil {
 		return "", nil, fmt.Errorf("describe group %s: %w", k.Group, err)
 	}
@@ -304,22 +301,22 @@ func readStalls(ctx context.Context, client *http.Client, timeout time.Duration,
 }
 
 // ParseStalls reads Prometheus' text exposition format and returns the
-// value of StallMetric by its partition label. Samples of other metrics,
-// and StallMetric samples without a numeric partition label, are skipped;
-// an unreadable StallMetric value is an error.
+// value of metrics.PartitionStalled (paycb_partition_stalled_seconds) by
+// its partition label. Samples of other metrics, and its samples without a
+// numeric partition label, are skipped; an unreadable value is an error.
 func ParseStalls(r io.Reader) (map[int]float64, error) {
 	out := map[int]float64{}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
 	for sc.Scan() {
 		line := strings.TrimSpace(sc.Text())
-		rest, ok := strings.CutPrefix(line, StallMetric)
+		rest, ok := strings.CutPrefix(line, metrics.PartitionStalled)
 		if !ok || !strings.HasPrefix(rest, "{") {
 			continue
 		}
 		labels, value, ok := splitSample(rest)
 		if !ok {
-			return nil, fmt.Errorf("unreadable %s sample %q", StallMetric, line)
+			return nil, fmt.Errorf("unreadable %s sample %q", metrics.PartitionStalled, line)
 		}
 		p, err := strconv.Atoi(labels["partition"])
 		if err != nil {
@@ -327,7 +324,7 @@ func ParseStalls(r io.Reader) (map[int]float64, error) {
 		}
 		v, err := strconv.ParseFloat(value, 64)
 		if err != nil {
-			return nil, fmt.Errorf("%s{partition=%q}: %w", StallMetric, labels["partition"], err)
+			return nil, fmt.Errorf("%s{partition=%q}: %w", metrics.PartitionStalled, labels["partition"], err)
 		}
 		out[p] = v
 	}

@@ -59,7 +59,7 @@ func startMain(t *testing.T, cfg config.Config) (*app.Main, func()) {
 
 // workerConfig is a worker configuration on k and a fresh MariaDB
 // database.
-func workerConfig(t *testing.T, k ops.Kafka) config.Config {
+func workerConfig(t *testing.T, k kafkaops.Kafka) config.Config {
 	t.Helper()
 	cfg := config.Default()
 	cfg.Kafka.Brokers, cfg.Kafka.Topic, cfg.Kafka.Group, cfg.Kafka.DLQTopic = k.Brokers, k.Topic, k.Group, k.DLQTopic
@@ -70,7 +70,7 @@ func workerConfig(t *testing.T, k ops.Kafka) config.Config {
 	cfg.WeChat.APIv3Key = config.Secret(channelstest.APIv3Key)
 	cfg.Worker.ShutdownTimeout = 10 * time.Second
 	cfg.Finalize()
-	require.NoError(t, cfg.ValidateFor("run"))
+	require.NoError(t, cfg.ValidateFor("run", app.FileChecks()))
 	return cfg
 }
 
@@ -272,7 +272,7 @@ func TestStatusOfAMissingTopic(t *testing.T) {
 
 // migratedWorker is workerConfig with its database migrated and open; the
 // database closes at cleanup.
-func migratedWorker(t *testing.T, k ops.Kafka) (config.Config, *bun.DB) {
+func migratedWorker(t *testing.T, k kafkaops.Kafka) (config.Config, *bun.DB) {
 	t.Helper()
 	cfg := workerConfig(t, k)
 	db, err := sqldb.OpenMySQL(cfg.DB.DSN.Reveal())

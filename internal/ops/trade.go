@@ -16,29 +16,14 @@ import (
 	"github.com/paycallback/paycallback/pkg/settlement"
 )
 
-// TradeQuery names one trade and how far back to look for its dead letters.
-type TradeQuery struct {
-	TenantID int64
-	Channel  channels.Channel
-	TradeNo  string
-	// Kafka, when set, is scanned for the trade's dead letters in its
-	// DLQTopic from Since on; nil reads only the ss_dead_letter table.
-	Kafka *Kafka
-	// Since bounds the dead-letter topic scan: only messages written at or
-	// after it are read (the zero time reads everything retained).
-	Since time.Time
-	// Decoder decodes dead letters' values to find the trade they name;
-	// nil decodes without WeChat keys (WeChat dead letters are then matched
-	// by their Kafka key).
-	Decoder *channels.Decoder
-}
-
-// ErrInvalidTrade is returned, wrapped, when a TradeQuery does not name a
-// trade: no tenant, an unknown channel, or a trade number that no key can
-// hold.
+// ErrInvalidTrade is returned, wrapped, when the deadletters.TradeQuery
+// given to Trade does not name a trade: no tenant, an unknown channel, or a
+// trade number that no key can hold.
 var ErrInvalidTrade = errors.New("invalid trade")
 
-func (q TradeQuery) validate() error {
+// validateTrade returns an error wrapping ErrInvalidTrade when q does not
+// name a trade.
+func validateTrade(q deadletters.TradeQuery) error {
 	if q.TenantID <= 0 {
 		return fmt.Errorf("%w: tenant must be positive", ErrInvalidTrade)
 	}
@@ -210,12 +195,12 @@ func (h TradeHistory) Empty() bool {
 // It only reads. The SQL is the same on MySQL and SQLite. An invalid query
 // is an error wrapping ErrInvalidTrade; a missing dead-letter topic one
 // wrapping ErrTopicNotFound.
-func Trade(ctx context.Context, db bun.IDB, q TradeQuery) (TradeHistory, error) {
+func Trade(ctx context.Context, db bun.IDB, q deadletters.TradeQuery) (TradeHistory, error) {
 	h := TradeHistory{
 		TenantID: q.TenantID, Channel: q.Channel, TradeNo: q.TradeNo,
 		Claims: []TradeClaim{}, Ledger: []TradeLedgerRow{}, Registrations: []TradeRegistration{}, DeadLetters: []TradeDeadLetter{},
 	}
-	if err := q.validate(); err != nil {
+	if err := validateTrade(q); err != nil {
 		return h, err
 	}
 	ch, no := string(q.Channel), q.TradeNo
@@ -253,11 +238,7 @@ func Trade(ctx context.Context, db bun.IDB, q TradeQuery) (TradeHistory, error) 
 		OrderExpr("created_at, id").Scan(ctx, &h.Registrations); err != nil {
 		return h, fmt.Errorf("read refund registrations of %s:%s: %w", ch, no, err)
 	}
-	dq := deadletters.TradeQuery{TenantID: q.TenantID, Channel: q.Channel, TradeNo: q.TradeNo, Since: q.Since, Decoder: q.Decoder}
-	if k := q.Kafka; k != nil {
-		dq.Kafka = &deadletters.Kafka{Brokers: k.Brokers, Topic: k.Topic, DLQTopic: k.DLQTopic, Timeout: k.Timeout, Conn: k.Conn}
-	}
-	letters, err := deadletters.ForTrade(ctx, db, dq)
+	letters, err := deadletters.ForTrade(ctx, db, q)
 	if err != nil {
 		return h, err
 	}

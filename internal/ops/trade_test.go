@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/uptrace/bun"
 
+	"github.com/paycallback/paycallback/internal/deadletters"
 	"github.com/paycallback/paycallback/internal/kafkaops"
 	"github.com/paycallback/paycallback/internal/ops"
 	"github.com/paycallback/paycallback/internal/sqldb"
@@ -79,7 +80,7 @@ func TestTradeHistoryThroughTheWorker(t *testing.T) {
 	round(kafkaops.Message{Key: key, Value: channelstest.PaymentEnvelope(bad, channelstest.Delivery{Attempt: 2})})
 	round(kafkaops.Message{Key: key, Value: channelstest.PaymentEnvelope(tr, channelstest.Delivery{Attempt: 3, APIv3Key: "fedcba9876543210fedcba9876543210"})})
 
-	q := ops.TradeQuery{
+	q := deadletters.TradeQuery{
 		TenantID: tr.TenantID, Channel: tr.Channel, TradeNo: tr.TradeNo, Kafka: &k,
 		Since: time.Now().Add(-time.Hour), Decoder: channels.NewDecoder(channelstest.Keys()),
 	}
@@ -202,7 +203,7 @@ func TestTradeFromTheDatabase(t *testing.T) {
 			created, created.Add(time.Minute)).Exec(ctx)
 		require.NoError(t, err)
 
-		h, err := ops.Trade(ctx, db, ops.TradeQuery{TenantID: tr.TenantID, Channel: tr.Channel, TradeNo: tr.TradeNo})
+		h, err := ops.Trade(ctx, db, deadletters.TradeQuery{TenantID: tr.TenantID, Channel: tr.Channel, TradeNo: tr.TradeNo})
 		require.NoError(t, err)
 		assert.Equal(t, []string{"claim", "order", "ledger", "ledger", "registration", "claim", "ledger", "ledger", "dead_letter"}, whats(h),
 			"timeline:\n%s", timelineText(h))
@@ -216,7 +217,7 @@ func TestTradeFromTheDatabase(t *testing.T) {
 		assert.Equal(t, testTopic+"/0@9", d.Source)
 		assert.Contains(t, h.Timeline[len(h.Timeline)-1].Summary, "closed")
 
-		none, err := ops.Trade(ctx, db, ops.TradeQuery{TenantID: tr.TenantID + 1, Channel: tr.Channel, TradeNo: tr.TradeNo})
+		none, err := ops.Trade(ctx, db, deadletters.TradeQuery{TenantID: tr.TenantID + 1, Channel: tr.Channel, TradeNo: tr.TradeNo})
 		require.NoError(t, err)
 		assert.True(t, none.Empty(), "another tenant's trade of the same number")
 	})
@@ -224,7 +225,7 @@ func TestTradeFromTheDatabase(t *testing.T) {
 
 func TestTradeRefusesAnInvalidQuery(t *testing.T) {
 	db := sqldbtest.MustSQLite(t)
-	for name, q := range map[string]ops.TradeQuery{
+	for name, q := range map[string]deadletters.TradeQuery{
 		"no tenant":       {Channel: channels.SQB, TradeNo: "1"},
 		"unknown channel": {TenantID: 1, Channel: "PAYPAL", TradeNo: "1"},
 		"colon":           {TenantID: 1, Channel: channels.SQB, TradeNo: "1:2"},

@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/paycallback/paycallback/config"
+	"github.com/paycallback/paycallback/internal/merchantbinding"
 	"github.com/paycallback/paycallback/internal/statementauth"
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/channels/channelstest"
@@ -68,7 +68,7 @@ func TestTenantMismatchIsDeadLetteredBeforeTheClaim(t *testing.T) {
 			// Tenant 1001 owns the channelstest WeChat direct merchant and
 			// SQB terminal; the Alipay seller belongs to tenant 2002.
 			writeBinding(t, path, "1001 WECHAT 1230000109\n1001 SQB 01939202039923029\n2002 ALIPAY 2088101117955611\n")
-			f, err := config.LoadMerchantBinding(path)
+			f, err := merchantbinding.Load(path)
 			require.NoError(t, err)
 			e.p.Merchants = f
 
@@ -174,7 +174,7 @@ func TestMerchantBindingReReadWhileHandling(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "merchants")
 	const binding = "1001 WECHAT 1230000109\n1001 SQB 01939202039923029\n1001 ALIPAY 2088101117955611\n"
 	writeBinding(t, path, binding)
-	f, err := config.LoadMerchantBinding(path)
+	f, err := merchantbinding.Load(path)
 	require.NoError(t, err)
 	e.p.Merchants = f
 

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/paycallback/paycallback/config"
+	"github.com/paycallback/paycallback/internal/merchantbinding"
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/channels/channelstest"
 	"github.com/paycallback/paycallback/pkg/idempotent"
@@ -29,7 +29,7 @@ type merchantlessEnv struct {
 	*pipelineEnv
 	dl      *reasonDeadLetterer
 	path    string
-	binding *config.MerchantBindingFile
+	binding *merchantbinding.File
 	offset  int64
 }
 
@@ -39,7 +39,7 @@ func newMerchantlessEnv(t *testing.T) *merchantlessEnv {
 	e.p.DeadLetterer = e.dl
 	e.path = filepath.Join(t.TempDir(), "merchants")
 	writeBinding(t, e.path, "1001 SQB "+sqbTestTerminal+"\n")
-	f, err := config.LoadMerchantBinding(e.path)
+	f, err := merchantbinding.Load(e.path)
 	require.NoError(t, err)
 	e.binding = f
 	e.p.Merchants = f

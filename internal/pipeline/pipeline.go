@@ -10,8 +10,8 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
-	"github.com/paycallback/paycallback/config"
 	"github.com/paycallback/paycallback/internal/deadletters"
+	"github.com/paycallback/paycallback/internal/merchantbinding"
 	"github.com/paycallback/paycallback/internal/metrics"
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/idempotent"
@@ -75,7 +75,7 @@ type Pipeline struct {
 	// Statement events are not checked. Nil checks nothing. The file's
 	// current contents are read for each message, so an edit picked up by
 	// its Watch applies to the next message.
-	Merchants *config.MerchantBindingFile
+	Merchants *merchantbinding.File
 	// MerchantlessHold is how long, under a binding, a Shouqianba refund
 	// that names no merchant and whose trade has no payment posted yet is
 	// held for that payment before it is dead-lettered (see

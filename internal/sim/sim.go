@@ -225,7 +225,7 @@ func (r *runner) config() config.Config {
 
 func (r *runner) startWorker() error {
 	cfg := r.config()
-	if err := cfg.ValidateFor("run"); err != nil {
+	if err := cfg.ValidateFor("run", app.FileChecks()); err != nil {
 		return fmt.Errorf("worker config: %w", err)
 	}
 	r.mu.Lock()

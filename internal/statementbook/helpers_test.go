@@ -32,15 +32,15 @@ func newWorldOn(t *testing.T, db *bun.DB) *world {
 // mustKafka gives the test the input topic (parts partitions): on an
 // in-process cluster, or under a name of the test's own on the real
 // cluster PAYCB_TEST_KAFKA_BROKERS names.
-func mustKafka(t *testing.T, parts int32) ops.Kafka {
+func mustKafka(t *testing.T, parts int32) kafkaops.Kafka {
 	t.Helper()
 	k := kafkaopstest.Start(t, map[string]int32{ledgertest.Topic: parts})
-	return ops.Kafka{Brokers: k.Brokers, Topic: k.Name(ledgertest.Topic), Timeout: 10 * time.Second}
+	return kafkaops.Kafka{Brokers: k.Brokers, Topic: k.Name(ledgertest.Topic), Timeout: 10 * time.Second}
 }
 
 // input is k's input topic, written as consumer statement reconcile
 // --publish-missing writes it.
-func input(k ops.Kafka) statementbook.Topic {
+func input(k kafkaops.Kafka) statementbook.Topic {
 	return statementbook.Topic{Name: k.Topic, Publish: func(ctx context.Context, msgs []kafkaops.Message) error {
 		return ops.Publish(ctx, k, msgs)
 	}}

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/paycallback/paycallback/config"
+	"github.com/paycallback/paycallback/internal/merchantbinding"
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/statements"
 )
@@ -24,7 +24,7 @@ var ErrMerchantNotBound = errors.New("the statement names a merchant not bound t
 // the tenant's. The error wraps ErrMerchantNotBound and names every
 // merchant refused, with the tenant the binding gives it, if any; source
 // names the binding in it.
-func CheckStatementMerchants(b config.MerchantBinding, source string, tenant int64, st statements.Statement) error {
+func CheckStatementMerchants(b merchantbinding.Binding, source string, tenant int64, st statements.Statement) error {
 	ids := st.BindingMerchantIDs()
 	if len(ids) == 0 {
 		return fmt.Errorf("%w: the %s statement names no merchant (%s), so it cannot be bound to tenant %d",

@@ -44,7 +44,7 @@ func signatureOf(m kafka.Message) string {
 }
 
 // publishDay reconciles the day and publishes what is missing.
-func publishDay(t *testing.T, w *world, k ops.Kafka, tenant int64, ch channels.Channel) (statementbook.StatementReport, statementbook.PublishReport) {
+func publishDay(t *testing.T, w *world, k kafkaops.Kafka, tenant int64, ch channels.Channel) (statementbook.StatementReport, statementbook.PublishReport) {
 	t.Helper()
 	rep := reconcileDay(t, w, tenant, ch, reconDay)
 	pub, err := statementbook.PublishMissing(context.Background(), w.DB, input(k), rep, testSigning, time.Now())
@@ -66,7 +66,7 @@ func keysOf(items []statementbook.PublishItem) []string {
 }
 
 // topicEvents reads every message of the input topic and decodes it.
-func topicEvents(t *testing.T, w *world, k ops.Kafka) (map[string]channels.Event, int) {
+func topicEvents(t *testing.T, w *world, k kafkaops.Kafka) (map[string]channels.Event, int) {
 	t.Helper()
 	msgs, err := kafkaops.ReadAll(context.Background(), k.Brokers, k.Topic)
 	require.NoError(t, err)
@@ -85,7 +85,7 @@ func topicEvents(t *testing.T, w *world, k ops.Kafka) (map[string]channels.Event
 }
 
 // topicEventsByTrade is topicEvents by trade number.
-func topicEventsByTrade(t *testing.T, w *world, k ops.Kafka) map[string]channels.Event {
+func topicEventsByTrade(t *testing.T, w *world, k kafkaops.Kafka) map[string]channels.Event {
 	t.Helper()
 	events, _ := topicEvents(t, w, k)
 	out := map[string]channels.Event{}

@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
-	"unicode/utf8"
 
+	"github.com/paycallback/paycallback/pkg/textcut"
 	"github.com/uptrace/bun"
 	"github.com/uptrace/bun/dialect"
 )
@@ -188,7 +188,7 @@ const maxLastError = 1000
 // error's text for operators. It runs on the pool as a statement of its own
 // and never changes the claim's status.
 func (s *Store) RecordFailure(ctx context.Context, tenantID int64, key Key, cause error) error {
-	msg := truncateUTF8(cause.Error(), maxLastError)
+	msg := textcut.Truncate(cause.Error(), maxLastError)
 	_, err := s.db.NewUpdate().Table("ss_channel_idempotent").
 		Set("attempts = attempts + 1").
 		Set("last_error = ?", msg).
@@ -266,15 +266,4 @@ func (s *Store) CountOrphans(ctx context.Context, olderThan time.Time) (int, err
 		return 0, fmt.Errorf("count orphan claims: %w", err)
 	}
 	return int(n), nil
-}
-
-func truncateUTF8(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	s = s[:n]
-	for !utf8.ValidString(s) {
-		s = s[:len(s)-1]
-	}
-	return s
 }

@@ -43,8 +43,9 @@
 //     Shouqianba cancel nets its trade to zero whatever arrives before or
 //     after it (docs/design.md).
 //   - Money is int64 fen everywhere.
-//   - Its metrics are defined in internal/metrics (metrics.Settlement) and
-//     registered on the registerer given to New.
+//   - Its metrics are defined here (metrics.go), with bounded label values,
+//     and registered on the registerer given to New; it imports nothing
+//     under internal/.
 //
 // This package must never:
 //

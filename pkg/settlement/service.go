@@ -13,7 +13,6 @@ import (
 	"github.com/uptrace/bun"
 	"github.com/uptrace/bun/dialect"
 
-	"github.com/paycallback/paycallback/internal/metrics"
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/idempotent"
 )
@@ -26,7 +25,7 @@ type Service struct {
 	log     *slog.Logger
 	sqlite  bool
 	engine  engine
-	metrics *metrics.Settlement
+	metrics *serviceMetrics
 	// preregistered: every refund is expected to have been registered
 	// before its callback (PAYCB_REFUNDS_PREREGISTERED).
 	preregistered bool
@@ -70,7 +69,7 @@ func New(db *bun.DB, claims *idempotent.Store, logger *slog.Logger, reg promethe
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	m, err := metrics.NewSettlement(reg)
+	m, err := newServiceMetrics(reg)
 	if err != nil {
 		return nil, fmt.Errorf("new settlement service: %w", err)
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
 
-	"github.com/paycallback/paycallback/internal/kafkaops"
+	"github.com/paycallback/paycallback/internal/kafkaops/inprocess"
 )
 
 // EnvBrokers is the environment variable naming a real cluster's bootstrap
@@ -61,7 +61,7 @@ func Start(tb testing.TB, topics map[string]int32, opts ...kfake.Opt) *Kafka {
 	tb.Helper()
 	brokers := ExternalBrokers()
 	if brokers == nil {
-		c, addrs, err := kafkaops.StartInProcess(topics, opts...)
+		c, addrs, err := inprocess.Start(topics, opts...)
 		if err != nil {
 			tb.Fatalf("start kfake: %v", err)
 		}

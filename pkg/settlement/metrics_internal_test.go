@@ -1,4 +1,4 @@
-package metrics
+package settlement
 
 import (
 	"strings"
@@ -12,13 +12,13 @@ import (
 
 func TestSettlementMetrics(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	m, err := NewSettlement(reg)
+	m, err := newServiceMetrics(reg)
 	require.NoError(t, err)
 	m.LedgerDuplicatePosting()
 	m.OrderTotalMismatch()
 	m.RefundUnregistered()
 	m.RefundUnregistered()
-	m.RegistrationMismatch(ReasonClosed)
+	m.RegistrationMismatch(MismatchClosed)
 	m.RegistrationMismatch("a trade number") // unbounded: clamped
 	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(`
 # HELP paycb_ledger_duplicate_postings_total Settlements that met the ledger's unique key: the event was already posted by a path that bypassed the claim (a bug).
@@ -41,31 +41,14 @@ paycb_refund_unregistered_total 2
 	require.NoError(t, err)
 	assert.Empty(t, problems)
 
-	_, err = NewSettlement(reg)
+	_, err = newServiceMetrics(reg)
 	require.Error(t, err, "a second set on one registry is refused")
-	unexported, err := NewSettlement(nil)
+	unexported, err := newServiceMetrics(nil)
 	require.NoError(t, err)
 	unexported.RefundUnregistered()
-	var none *Settlement
-	none.RegistrationMismatch(ReasonAmount) // a nil *Settlement records nothing
-}
+	var none *serviceMetrics
+	none.RegistrationMismatch(MismatchAmount) // a nil *serviceMetrics records nothing
 
-func TestReaderStats(t *testing.T) {
-	s := NewReaderStats()
-	s.Add(3, ReaderSample{Messages: 2, Bytes: 10, QueueLength: 5})
-	s.Add(3, ReaderSample{Messages: 1, Bytes: 4, QueueLength: 1})
-	require.NoError(t, testutil.CollectAndCompare(s, strings.NewReader(`
-# HELP paycb_kafka_reader_messages_total Messages the partition readers received.
-# TYPE paycb_kafka_reader_messages_total counter
-paycb_kafka_reader_messages_total{partition="3"} 3
-# HELP paycb_kafka_reader_queue_length Messages fetched and waiting in a partition reader's queue.
-# TYPE paycb_kafka_reader_queue_length gauge
-paycb_kafka_reader_queue_length{partition="3"} 1
-`), "paycb_kafka_reader_messages_total", "paycb_kafka_reader_queue_length"))
-	s.DeleteQueue(3)
-	assert.Zero(t, testutil.CollectAndCount(s, "paycb_kafka_reader_queue_length"))
-	assert.Equal(t, 1, testutil.CollectAndCount(s, "paycb_kafka_reader_bytes_total"), "counters keep their totals")
-	problems, err := testutil.CollectAndLint(s)
-	require.NoError(t, err)
-	assert.Empty(t, problems)
+	assert.Equal(t, []string{MismatchAmount, MismatchCumulative, MismatchClosed}, mismatchReasons,
+		"the reasons settlement reports are the label values the counter keeps")
 }

@@ -1,4 +1,4 @@
-package metrics
+package settlement
 
 import (
 	"fmt"
@@ -6,45 +6,35 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// The reason label values of paycb_refund_registration_mismatch_total
-// (settlement.MismatchAmount, MismatchCumulative and MismatchClosed). A
-// reason outside this set is recorded as ReasonOther.
-const (
-	// ReasonAmount: a per-refund amount (WeChat) differs from its
-	// registration's.
-	ReasonAmount = "amount"
-	// ReasonCumulative: on a cumulative channel, the trade's refunded
-	// total is outside what the registrations allow.
-	ReasonCumulative = "cumulative"
-	// ReasonClosed: a refund succeeded whose registration was CLOSED.
-	ReasonClosed = "closed"
-	// ReasonOther marks a value outside the set: a bug to fix.
-	ReasonOther = "other"
-)
+// mismatchOther is the reason label value recorded for a reason outside
+// mismatchReasons: a bug to fix.
+const mismatchOther = "other"
 
-// MismatchReasons lists the reason label values, without ReasonOther.
-var MismatchReasons = []string{ReasonAmount, ReasonCumulative, ReasonClosed}
+// mismatchReasons lists the reason label values of
+// paycb_refund_registration_mismatch_total, without mismatchOther.
+var mismatchReasons = []string{MismatchAmount, MismatchCumulative, MismatchClosed}
 
-// Settlement records the settlement service's own metrics:
+// serviceMetrics records the Service's own metrics:
 // paycb_ledger_duplicate_postings_total, paycb_order_total_mismatch_total,
 // paycb_refund_unregistered_total and
 // paycb_refund_registration_mismatch_total{reason}. Build it with
-// NewSettlement. All methods are safe for concurrent use, and a nil
-// *Settlement records nothing.
-type Settlement struct {
+// newServiceMetrics. All methods are safe for concurrent use, and a nil
+// *serviceMetrics records nothing. They are defined here rather than in
+// internal/metrics because pkg/ imports nothing under internal/.
+type serviceMetrics struct {
 	ledgerDuplicates prometheus.Counter
 	totalMismatches  prometheus.Counter
 	unregistered     prometheus.Counter
 	regMismatches    *prometheus.CounterVec
 }
 
-// NewSettlement creates the settlement metrics, pre-initialises every
+// newServiceMetrics creates the settlement metrics, pre-initialises every
 // reason to zero and registers them on reg; a nil reg keeps them
 // unexported (they still count). It fails, wrapping the registry's error,
-// when reg refuses a metric (for example a second Settlement on the same
+// when reg refuses a metric (for example a second set on the same
 // registry).
-func NewSettlement(reg prometheus.Registerer) (*Settlement, error) {
-	m := &Settlement{
+func newServiceMetrics(reg prometheus.Registerer) (*serviceMetrics, error) {
+	m := &serviceMetrics{
 		ledgerDuplicates: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "paycb_ledger_duplicate_postings_total",
 			Help: "Settlements that met the ledger's unique key: the event was already posted by a path that bypassed the claim (a bug).",
@@ -62,7 +52,7 @@ func NewSettlement(reg prometheus.Registerer) (*Settlement, error) {
 			Help: "Refund callbacks that disagree with the pre-registrations, by reason (amount, cumulative, closed).",
 		}, []string{"reason"}),
 	}
-	for _, r := range MismatchReasons {
+	for _, r := range mismatchReasons {
 		m.regMismatches.WithLabelValues(r)
 	}
 	if reg != nil {
@@ -77,7 +67,7 @@ func NewSettlement(reg prometheus.Registerer) (*Settlement, error) {
 
 // LedgerDuplicatePosting counts one settlement that met the ledger's unique
 // key (the event was already posted by a path that bypassed the claim).
-func (m *Settlement) LedgerDuplicatePosting() {
+func (m *serviceMetrics) LedgerDuplicatePosting() {
 	if m != nil {
 		m.ledgerDuplicates.Inc()
 	}
@@ -85,7 +75,7 @@ func (m *Settlement) LedgerDuplicatePosting() {
 
 // OrderTotalMismatch counts one event whose order total differs from the
 // total first recorded for its trade.
-func (m *Settlement) OrderTotalMismatch() {
+func (m *serviceMetrics) OrderTotalMismatch() {
 	if m != nil {
 		m.totalMismatches.Inc()
 	}
@@ -93,22 +83,22 @@ func (m *Settlement) OrderTotalMismatch() {
 
 // RefundUnregistered counts one successful refund settled without a
 // matching pre-registration.
-func (m *Settlement) RefundUnregistered() {
+func (m *serviceMetrics) RefundUnregistered() {
 	if m != nil {
 		m.unregistered.Inc()
 	}
 }
 
 // RegistrationMismatch counts one refund callback that disagrees with the
-// pre-registrations, by reason (ReasonOther outside MismatchReasons).
-func (m *Settlement) RegistrationMismatch(reason string) {
+// pre-registrations, by reason (mismatchOther outside mismatchReasons).
+func (m *serviceMetrics) RegistrationMismatch(reason string) {
 	if m == nil {
 		return
 	}
 	switch reason {
-	case ReasonAmount, ReasonCumulative, ReasonClosed:
+	case MismatchAmount, MismatchCumulative, MismatchClosed:
 	default:
-		reason = ReasonOther
+		reason = mismatchOther
 	}
 	m.regMismatches.WithLabelValues(reason).Inc()
 }

@@ -1,4 +1,4 @@
-package config
+package merchantbinding
 
 import (
 	"testing"
@@ -9,9 +9,9 @@ import (
 	"github.com/paycallback/paycallback/pkg/channels"
 )
 
-func TestParseMerchantBinding(t *testing.T) {
+func TestParse(t *testing.T) {
 	t.Run("several merchants per tenant and channel", func(t *testing.T) {
-		b, err := ParseMerchantBinding([]byte("# tenant 1001: two terminals and a sub-merchant\n" +
+		b, err := Parse([]byte("# tenant 1001: two terminals and a sub-merchant\n" +
 			"1001 SQB 100000000000000001\n1001\tSQB  100000000000000002 # the second till\n\n" +
 			"1001 WECHAT 1900000109\r\n2002 ALIPAY 2088000000000000\n1001 SQB 100000000000000001\n"))
 		require.NoError(t, err)
@@ -37,7 +37,7 @@ func TestParseMerchantBinding(t *testing.T) {
 		assert.Equal(t, []int64{1001, 2002}, b.Tenants())
 	})
 	t.Run("bad lines are named", func(t *testing.T) {
-		_, err := ParseMerchantBinding([]byte("1001 WECHAT\nx WECHAT 1\n1001 PAYPAL 1\n1001 WECHAT 1900000109\n" +
+		_, err := Parse([]byte("1001 WECHAT\nx WECHAT 1\n1001 PAYPAL 1\n1001 WECHAT 1900000109\n" +
 			"2002 WECHAT 1900000109\n1001 ALIPAY [2088]\n"))
 		require.Error(t, err)
 		for _, want := range []string{
@@ -51,34 +51,10 @@ func TestParseMerchantBinding(t *testing.T) {
 		}
 	})
 	t.Run("one merchant ID in two channels is two merchants", func(t *testing.T) {
-		b, err := ParseMerchantBinding([]byte("1001 WECHAT 123\n2002 SQB 123\n"))
+		b, err := Parse([]byte("1001 WECHAT 123\n2002 SQB 123\n"))
 		require.NoError(t, err)
 		tenant, ok := b.TenantOf(channels.SQB, "123")
 		require.True(t, ok)
 		assert.Equal(t, int64(2002), tenant)
 	})
-}
-
-func TestTenantMerchantsFileSetting(t *testing.T) {
-	dir := t.TempDir()
-	good := writeFile(t, dir, "good", "1001 WECHAT 1900000109\n")
-	bad := writeFile(t, dir, "bad", "1001 WECHAT 1900000109\n2002 WECHAT 1900000109\n")
-
-	c, err := Load(nil, envMap(map[string]string{"PAYCB_TENANT_MERCHANTS_FILE": good}))
-	require.NoError(t, err)
-	require.NoError(t, c.Validate())
-	assert.Equal(t, good, c.Worker.TenantMerchantsFile)
-	assert.Contains(t, c.String(), "worker.tenant_merchants_file="+good, "a path, printed as it is")
-
-	cfgFile := writeFile(t, dir, "c.yaml", "worker:\n  tenant_merchants_file: "+bad+"\n")
-	c, err = Load(parseFlags(t, "--config", cfgFile), nil)
-	require.NoError(t, err)
-	err = c.Validate()
-	require.ErrorIs(t, err, ErrInvalid)
-	assert.Contains(t, err.Error(), "PAYCB_TENANT_MERCHANTS_FILE")
-	assert.Contains(t, err.Error(), "line 2: WECHAT merchant 1900000109 is bound to tenant 2002, but line 1 binds it to tenant 1001")
-
-	c, err = Load(nil, envMap(map[string]string{"PAYCB_TENANT_MERCHANTS_FILE": dir + "/missing"}))
-	require.NoError(t, err)
-	require.ErrorIs(t, c.Validate(), ErrInvalid)
 }

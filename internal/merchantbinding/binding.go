@@ -1,4 +1,4 @@
-package config
+package merchantbinding
 
 import (
 	"errors"
@@ -18,17 +18,17 @@ import (
 // terminal numbers about 20 characters.
 const MaxMerchantIDLen = 64
 
-// MerchantBinding says which tenant each merchant belongs to, per channel:
-// the contents of Worker.TenantMerchantsFile. A merchant ID is WeChat mchid
-// (sub_mchid for a service provider's sub-merchant), Alipay seller_id (the
-// PID) or Shouqianba terminal_sn. The zero value binds nothing. It is
+// Binding says which tenant each merchant belongs to, per channel: the
+// contents of the file config.Worker.TenantMerchantsFile names. A merchant
+// ID is WeChat mchid (sub_mchid for a service provider's sub-merchant),
+// Alipay seller_id (the PID) or Shouqianba terminal_sn. The zero value binds nothing. It is
 // immutable once parsed and safe for concurrent use.
-type MerchantBinding struct {
+type Binding struct {
 	owner map[channels.Channel]map[string]int64
 	lines int
 }
 
-// ParseMerchantBinding parses a merchant binding file: one binding a line,
+// Parse parses a merchant binding file: one binding a line,
 // TENANT_ID CHANNEL MERCHANT_ID separated by spaces or tabs; blank lines
 // and everything from a # to the end of a line are skipped; a tenant may
 // have several merchants of a channel. CHANNEL is a registered channel
@@ -36,8 +36,8 @@ type MerchantBinding struct {
 // merchant bound to two tenants is an error naming both lines: one merchant
 // belongs to one tenant. Every problem is reported at once, each naming its
 // line.
-func ParseMerchantBinding(data []byte) (MerchantBinding, error) {
-	b := MerchantBinding{owner: map[channels.Channel]map[string]int64{}}
+func Parse(data []byte) (Binding, error) {
+	b := Binding{owner: map[channels.Channel]map[string]int64{}}
 	type at struct {
 		tenant int64
 		line   int
@@ -85,7 +85,7 @@ func ParseMerchantBinding(data []byte) (MerchantBinding, error) {
 		b.lines++
 	}
 	if len(errs) > 0 {
-		return MerchantBinding{}, errors.Join(errs...)
+		return Binding{}, errors.Join(errs...)
 	}
 	return b, nil
 }
@@ -106,13 +106,13 @@ func checkMerchantID(id string) string {
 
 // TenantOf returns the tenant the binding gives merchant of channel ch, and
 // false when it binds that merchant to none.
-func (b MerchantBinding) TenantOf(ch channels.Channel, merchant string) (int64, bool) {
+func (b Binding) TenantOf(ch channels.Channel, merchant string) (int64, bool) {
 	t, ok := b.owner[ch][merchant]
 	return t, ok
 }
 
 // Merchants returns the merchants of channel ch bound to tenant, sorted.
-func (b MerchantBinding) Merchants(tenant int64, ch channels.Channel) []string {
+func (b Binding) Merchants(tenant int64, ch channels.Channel) []string {
 	var out []string
 	for m, t := range b.owner[ch] {
 		if t == tenant {
@@ -124,10 +124,10 @@ func (b MerchantBinding) Merchants(tenant int64, ch channels.Channel) []string {
 }
 
 // Len is the number of distinct bindings.
-func (b MerchantBinding) Len() int { return b.lines }
+func (b Binding) Len() int { return b.lines }
 
 // Tenants returns the tenants the binding names, sorted.
-func (b MerchantBinding) Tenants() []int64 {
+func (b Binding) Tenants() []int64 {
 	seen := map[int64]bool{}
 	for _, m := range b.owner {
 		for _, t := range m {
@@ -137,14 +137,14 @@ func (b MerchantBinding) Tenants() []int64 {
 	return slices.Sorted(maps.Keys(seen))
 }
 
-// MerchantBindingFile is the merchant binding file kept current while the
-// worker runs (see internal/watchfile).
-type MerchantBindingFile = watchfile.File[MerchantBinding]
+// File is the merchant binding file kept current while the worker runs
+// (see internal/watchfile).
+type File = watchfile.File[Binding]
 
-// LoadMerchantBinding reads and parses the merchant binding file at path;
-// the error names the file and every bad line.
-func LoadMerchantBinding(path string) (*MerchantBindingFile, error) {
-	f, err := watchfile.Load(path, ParseMerchantBinding)
+// Load reads and parses the merchant binding file at path; the error names
+// the file and every bad line.
+func Load(path string) (*File, error) {
+	f, err := watchfile.Load(path, Parse)
 	if err != nil {
 		return nil, fmt.Errorf("load merchant binding: %w", err)
 	}
