@@ -7,12 +7,12 @@ import (
 	"maps"
 	"slices"
 	"time"
-	"unicode/utf8"
 
 	"github.com/segmentio/kafka-go"
 
 	"github.com/paycallback/paycallback/internal/kafkaops"
 	"github.com/paycallback/paycallback/internal/logging"
+	"github.com/paycallback/paycallback/pkg/textcut"
 )
 
 // partitionState is what the monitor and readiness know of one partition
@@ -110,31 +110,19 @@ func (w *Worker) attemptFailed(st *partitionState, err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	st.attempts++
-	st.lastErr = clip(err.Error())
+	st.lastErr = textcut.Ellipsis(err.Error(), maxReportedError)
 }
 
 // maxReportedError is the most bytes of an attempt's error the worker
 // keeps for readiness and its /partitions report.
 const maxReportedError = 1024
 
-// clip cuts msg to maxReportedError bytes, on a rune boundary.
-func clip(msg string) string {
-	if len(msg) <= maxReportedError {
-		return msg
-	}
-	cut := maxReportedError
-	for cut > 0 && !utf8.RuneStart(msg[cut]) {
-		cut--
-	}
-	return msg[:cut] + "…"
-}
-
 // waiting records why the partition's unfinished messages wait without
 // failing (another worker is settling their claim).
 func (w *Worker) waiting(st *partitionState, err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	st.lastErr = clip(err.Error())
+	st.lastErr = textcut.Ellipsis(err.Error(), maxReportedError)
 }
 
 // monitorTick is how often the stall series are refreshed.

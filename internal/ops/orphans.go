@@ -9,9 +9,9 @@ import (
 	"github.com/paycallback/paycallback/pkg/settlement"
 )
 
-// Settler settles a claim from its stored canonical event through the
-// settle fence; *settlement.Service is the implementation.
-type Settler interface {
+// OrphanSettler settles a claim from its stored canonical event through
+// the settle fence; *settlement.Service is the implementation.
+type OrphanSettler interface {
 	SettleStored(ctx context.Context, rec idempotent.Record) (settlement.Result, error)
 }
 
@@ -56,7 +56,7 @@ func ListOrphans(ctx context.Context, claims *idempotent.Store, olderThan time.D
 // and records the result (or error) on it. A claim another settler won
 // meanwhile is a FenceLost result, not an error. It returns how many failed;
 // the others were all tried.
-func SettleOrphans(ctx context.Context, s Settler, orphans []Orphan) (failed int) {
+func SettleOrphans(ctx context.Context, s OrphanSettler, orphans []Orphan) (failed int) {
 	for i := range orphans {
 		o := &orphans[i]
 		res, err := s.SettleStored(ctx, o.Record)
