@@ -168,10 +168,10 @@ func printDeadLetter(out *printer, v deadletters.View, decrypt bool) {
 		out.printf("redriven from: %s (this dead letter is the failure of that one's redrive)\n", v.RedrivenFrom)
 	}
 	out.printf("status:   %s\n", printable(statusLine(v), false))
-	out.printf("key:      %s\n", printable(string(v.Key), false))
+	out.printf("key:      %s\n", printable(v.Key, false))
 	out.println("headers:")
 	for _, h := range v.Headers {
-		out.printf("  %s: %s\n", printable(h.Key, false), printable(string(h.Value), false))
+		out.printf("  %s: %s\n", printable(h.Key, false), printable(h.Value, false))
 	}
 	switch {
 	case v.BodyLost:
@@ -181,16 +181,16 @@ func printDeadLetter(out *printer, v deadletters.View, decrypt bool) {
 		out.println("value:    OMITTED (too large for the dead-letter topic; the original is at the source while the input topic retains it)")
 		return
 	case v.Envelope == nil:
-		out.printf("value:    %d bytes, not an envelope:\n%s\n", v.ValueBytes, indent(printable(string(v.Value), true)))
+		out.printf("value:    %d bytes, not an envelope:\n%s\n", v.ValueBytes, indent(printable(v.Value, true)))
 		return
 	}
 	e := v.Envelope
 	out.printf("envelope: tenant %d, channel %s, received_at %s, content_type %s\n",
-		e.TenantID, printable(string(e.Channel), false), e.ReceivedAt.Format(time.RFC3339Nano), printable(e.ContentType, false))
+		e.TenantID, printable(e.Channel, false), e.ReceivedAt.Format(time.RFC3339Nano), printable(e.ContentType, false))
 	if !e.Valid {
 		out.printf("          not valid: %s\n", printable(e.Problem, false))
 	}
-	out.printf("body:\n%s\n", indent(printable(pretty(string(v.Body)), true)))
+	out.printf("body:\n%s\n", indent(printable(pretty(v.Body), true)))
 	if w := v.WeChat; w != nil {
 		out.printf("wechat resource: event_type %s, algorithm %s, associated_data %q, nonce %q, original_type %s, ciphertext %d bytes\n",
 			printable(w.EventType, false), printable(w.Algorithm, false), w.AssociatedData, w.Nonce, printable(w.OriginalType, false), w.CiphertextLength)

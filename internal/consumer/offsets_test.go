@@ -18,8 +18,8 @@ import (
 	"github.com/uptrace/bun"
 
 	"github.com/paycallback/paycallback/internal/kafkaops"
-	"github.com/paycallback/paycallback/internal/pipeline"
 	"github.com/paycallback/paycallback/internal/kafkaops/inprocess"
+	"github.com/paycallback/paycallback/internal/pipeline"
 )
 
 func TestOffsetCommitterSendsOfferedOffsetsInTheBackground(t *testing.T) {
