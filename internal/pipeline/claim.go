@@ -18,15 +18,22 @@ import (
 func (p *Pipeline) claimAndSettle(ctx context.Context, leaders []moneyItem, states []MessageState) (results []idempotent.Result, fresh []int, outcomes []settleOutcome, err error) {
 	m := p.merger()
 	if m == nil || len(leaders) >= mergeBelow {
-		return p.claimAndSettleAlone(ctx, leaders, states)
+		return p.claimAndSettleAlone(ctx, leaders, states, nil)
 	}
 	return p.claimAndSettleMerged(ctx, m, leaders, states)
 }
 
 // claimAndSettleAlone is claimAndSettle for one batch on its own: acquire,
-// then settleFresh.
-func (p *Pipeline) claimAndSettleAlone(ctx context.Context, leaders []moneyItem, states []MessageState) ([]idempotent.Result, []int, []settleOutcome, error) {
+// then settleFresh. claimed, when not nil, is called once the claims step
+// is over (whatever its outcome) and before any settlement: a batch alone
+// in a merger's round gives the round back there, so that no other
+// partition waits while this one's settlement waits for a row lock, a lock
+// timeout or the statement timeout.
+func (p *Pipeline) claimAndSettleAlone(ctx context.Context, leaders []moneyItem, states []MessageState, claimed func()) ([]idempotent.Result, []int, []settleOutcome, error) {
 	results, err := p.acquire(ctx, leaders, states)
+	if claimed != nil {
+		claimed()
+	}
 	if err != nil {
 		return nil, nil, nil, failed(metrics.StageAcquire, err)
 	}

@@ -36,6 +36,14 @@ const mergeBelow = 8
 // each key once). So a worker idle for wait starts a round at once, and
 // at steady load rounds start at most every wait, each holding what came
 // meanwhile: fewer, larger rounds, at the cost of up to wait of latency.
+//
+// Nothing that can wait for a lock runs while a round is in flight: a
+// round of several batches settles in a transaction that hands back the
+// order rows another transaction holds (settlement.Service.SettleMerged),
+// each batch settling what it left after the round ended, and a batch
+// alone in its round ends it once its claims are made, before its own
+// settlement. So a partition waiting for a held order row never holds up
+// another partition's batch.
 type merger struct {
 	max  int           // most events (distinct keys) of one round
 	wait time.Duration // least time from one round's start to the next's
@@ -198,8 +206,9 @@ func (p *Pipeline) merger() *merger {
 }
 
 // claimAndSettleMerged is claimAndSettle for a small batch through the
-// merger m: the batch joins a round; alone in it, it takes exactly the path
-// of a batch not merged (claimAndSettleAlone); otherwise the round's claims
+// merger m: the batch joins a round; alone in it, it takes the path of a
+// batch not merged (claimAndSettleAlone), ending the round when its claims
+// are made, before its settlement; otherwise the round's claims
 // and merged transaction (runRound) give it its claim results, and it
 // settles alone what the merged transaction left.
 func (p *Pipeline) claimAndSettleMerged(ctx context.Context, m *merger, leaders []moneyItem, states []MessageState) ([]idempotent.Result, []int, []settleOutcome, error) {
@@ -220,9 +229,12 @@ func (p *Pipeline) claimAndSettleMerged(ctx context.Context, m *merger, leaders 
 		return nil, nil, nil, failed(metrics.StageAcquire, err)
 	}
 	if len(round) == 1 {
-		// Alone in its round: exactly the path of a batch not merged.
-		defer m.finish(round)
-		return p.claimAndSettleAlone(ctx, leaders, states)
+		// Alone in its round: the path of a batch not merged, the round
+		// given back once its claims are made. Its settlement may wait for
+		// an order row another transaction holds (and then settle its
+		// events one by one); every other partition's batch would queue
+		// behind that wait.
+		return p.claimAndSettleAlone(ctx, leaders, states, func() { m.finish(round) })
 	}
 	if round != nil {
 		p.runRound(ctx, round)

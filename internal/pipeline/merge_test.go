@@ -297,15 +297,10 @@ func everyRequestInOneRound(t *testing.T, wait time.Duration) {
 // errPoisoned is the settlement failure of a poisoned event.
 var errPoisoned = errors.New("injected: this event cannot be settled")
 
-// gatedSettler wraps a Settler: the first Settle or SettleBatch call
-// waits, once entered is closed, until release is closed (a round held in
-// flight while other partitions queue); SettleMerged's batch sizes are
-// recorded; an event whose key is poisoned fails every settlement that
-// holds it.
+// gatedSettler wraps a Settler: SettleMerged's batch sizes are recorded;
+// an event whose key is poisoned fails every settlement that holds it.
 type gatedSettler struct {
 	Settler
-	entered, release chan struct{}
-	once             sync.Once
 
 	mu       sync.Mutex
 	merged   []int
@@ -313,14 +308,25 @@ type gatedSettler struct {
 }
 
 func newGatedSettler(s Settler) *gatedSettler {
-	return &gatedSettler{Settler: s, entered: make(chan struct{}), release: make(chan struct{}), poisoned: map[idempotent.Key]bool{}}
+	return &gatedSettler{Settler: s, poisoned: map[idempotent.Key]bool{}}
 }
 
-func (g *gatedSettler) gate() {
+// gatedClaims wraps a ClaimStore: the first AcquireMany, once its insert
+// has committed, waits, once entered is closed, until release is closed:
+// the claims step of a round held in flight while other partitions queue.
+type gatedClaims struct {
+	ClaimStore
+	entered, release chan struct{}
+	once             sync.Once
+}
+
+func (g *gatedClaims) AcquireMany(ctx context.Context, claims []idempotent.Claim) ([]idempotent.Result, error) {
+	res, err := g.ClaimStore.AcquireMany(ctx, claims)
 	g.once.Do(func() {
 		close(g.entered)
 		<-g.release
 	})
+	return res, err
 }
 
 func (g *gatedSettler) poison(evs ...channels.Event) error {
@@ -335,7 +341,6 @@ func (g *gatedSettler) poison(evs ...channels.Event) error {
 }
 
 func (g *gatedSettler) Settle(ctx context.Context, ev channels.Event) (settlement.Result, error) {
-	g.gate()
 	if err := g.poison(ev); err != nil {
 		return settlement.Result{}, err
 	}
@@ -343,7 +348,6 @@ func (g *gatedSettler) Settle(ctx context.Context, ev channels.Event) (settlemen
 }
 
 func (g *gatedSettler) SettleBatch(ctx context.Context, evs []channels.Event) ([]settlement.Result, error) {
-	g.gate()
 	if err := g.poison(evs...); err != nil {
 		return nil, err
 	}
@@ -409,14 +413,16 @@ func (l *statementLog) count(prefix string) int {
 	return n
 }
 
-// mergeSetup is a pipeline on MariaDB that merges, with a gated settler
-// and the statements logged, and one partition's round held in flight:
-// partition 0's payment is in its settlement, waiting for gate.release.
+// mergeSetup is a pipeline on MariaDB that merges, with a gated settler,
+// gated claims and the statements logged, and one partition's round held
+// in flight: partition 0's payment is claimed (its insert committed) and
+// its round waits, in the claims step, for claims.release.
 type mergeSetup struct {
-	env   *pipelineEnv
-	gate  *gatedSettler
-	log   *statementLog
-	first <-chan error
+	env    *pipelineEnv
+	gate   *gatedSettler
+	claims *gatedClaims
+	log    *statementLog
+	first  <-chan error
 	// firstMsgs is partition 0's batch, in flight.
 	firstMsgs []kafka.Message
 	seq       int
@@ -429,11 +435,13 @@ func newMergeSetup(t *testing.T) *mergeSetup {
 	env.p.MergeMax = 64
 	gate := newGatedSettler(env.svc)
 	env.p.Settler = gate
-	s := &mergeSetup{env: env, gate: gate, log: log, seq: 100}
+	claims := &gatedClaims{ClaimStore: env.p.Claims, entered: make(chan struct{}), release: make(chan struct{})}
+	env.p.Claims = claims
+	s := &mergeSetup{env: env, gate: gate, claims: claims, log: log, seq: 100}
 	first := make(chan error, 1)
 	msgs := s.payments(0, 1)
 	go func() { first <- env.p.Handle(context.Background(), msgs, make([]MessageState, len(msgs))) }()
-	<-gate.entered
+	<-claims.entered
 	s.first, s.firstMsgs = first, msgs
 	return s
 }
@@ -519,7 +527,7 @@ func TestMergedRoundSettlesManyPartitionsInOneTransaction(t *testing.T) {
 		queued(t, s.env.p.merger(), p)
 	}
 	s.log.start()
-	close(s.gate.release)
+	close(s.claims.release)
 	require.NoError(t, <-s.first)
 	for i, pt := range parts {
 		require.NoError(t, <-pt.done, "partition %d", i+1)
@@ -545,20 +553,23 @@ func TestMergedRoundSettlesManyPartitionsInOneTransaction(t *testing.T) {
 
 // TestMergedRoundLooksUpEveryKeyWhenOneBatchDoes: a round holding a batch
 // of two new payments (whose rule looks its keys up) and a channel retry
-// on another partition of a payment settled the round before (a single
+// on another partition of a payment settled before (a single
 // key, which alone would go straight to the insert) looks both up in one
 // statement: the retry is found SETTLED there, a duplicate, and the
 // insert carries only the two new claims, so no read-back follows it.
 func TestMergedRoundLooksUpEveryKeyWhenOneBatchDoes(t *testing.T) {
 	s := newMergeSetup(t)
+	// The payment the retry repeats, settled by another worker process.
+	earlier := s.payments(3, 1)
+	require.NoError(t, newPipelineEnvOn(t, s.env.db).p.Handle(context.Background(), earlier, make([]MessageState, 1)))
 	two := s.handleAsync(context.Background(), s.payments(1, 2))
 	queued(t, s.env.p.merger(), 1)
-	retry := s.firstMsgs[0]
+	retry := earlier[0]
 	retry.Partition, retry.Offset = 2, 7
 	one := s.handleAsync(context.Background(), []kafka.Message{retry})
 	queued(t, s.env.p.merger(), 2)
 	s.log.start()
-	close(s.gate.release)
+	close(s.claims.release)
 	require.NoError(t, <-s.first)
 	require.NoError(t, <-two.done)
 	require.NoError(t, <-one.done)
@@ -576,7 +587,7 @@ func TestMergedRoundLooksUpEveryKeyWhenOneBatchDoes(t *testing.T) {
 	assert.Equal(t, 1, s.log.count("INSERT INTO ss_channel_idempotent"), "one claims insert for the merged round")
 	assert.Equal(t, 3, eventsCounted(t, s.env.reg, "acquired"), "the first payment and the two new ones")
 	assert.Equal(t, 1, eventsCounted(t, s.env.reg, "duplicate"), "the retry")
-	assert.Equal(t, 2*3, ledgerRows(t, s.env.db), "two ledger rows per payment, posted once")
+	assert.Equal(t, 2*4, ledgerRows(t, s.env.db), "two ledger rows per payment (the earlier one too), posted once")
 }
 
 // TestPoisonedEventInAMergedRoundHoldsOnlyItsPartition: an event that
@@ -601,7 +612,7 @@ func TestPoisonedEventInAMergedRoundHoldsOnlyItsPartition(t *testing.T) {
 		parts = append(parts, s.handleAsync(context.Background(), msgs))
 		queued(t, s.env.p.merger(), p+1)
 	}
-	close(s.gate.release)
+	close(s.claims.release)
 	require.NoError(t, <-s.first)
 	for p, pt := range parts {
 		err := <-pt.done
@@ -675,7 +686,7 @@ func TestCrashInAMergedRoundLeavesOrphansTheSweeperSettlesOnce(t *testing.T) {
 				parts = append(parts, s.handleAsync(context.Background(), msgs))
 				queued(t, s.env.p.merger(), p+1)
 			}
-			close(s.gate.release)
+			close(s.claims.release)
 			<-s.first //nolint:errcheck // partition 0's own batch meets the fault too, or not: either is an outcome below
 			for p, pt := range parts {
 				if err := <-pt.done; err == nil {
@@ -725,4 +736,63 @@ func TestCrashInAMergedRoundLeavesOrphansTheSweeperSettlesOnce(t *testing.T) {
 			assert.Zero(t, imbalance, "the ledger balances")
 		})
 	}
+}
+
+// TestHeldOrderRowHoldsUpOnlyItsPartition: a partition whose batch, alone
+// in its round, must settle a refund on an order row another transaction
+// holds waits for that row outside the merger's round: while it waits, an
+// unrelated partition's new payment is claimed, settled and done. (With the
+// round held through the settlement, the payment queued behind the held row
+// until the lock wait ended.)
+func TestHeldOrderRowHoldsUpOnlyItsPartition(t *testing.T) {
+	env := newPipelineEnvOn(t, sqldbtest.MustMySQL(t))
+	env.p.MergeMax = 64
+	ctx := context.Background()
+	held := channelstest.NewTrade(channels.Codes()[0], 7001)
+	env.handle(t, channelstest.PaymentEnvelope(held, channelstest.Delivery{}))
+
+	// Another transaction holds the trade's order row.
+	tx, err := env.db.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback() }()
+	var id int64
+	require.NoError(t, tx.NewRaw("SELECT id FROM ss_channel_order WHERE tenant_id = ? AND channel_code = ? AND channel_trade_no = ? FOR UPDATE",
+		held.TenantID, string(held.Channel), held.TradeNo).Scan(ctx, &id))
+
+	refund := channelstest.RefundEnvelope(held, channelstest.Refund{No: "R-held-1", Amount: 100}, channelstest.Delivery{})
+	waiting := make(chan error, 1)
+	go func() {
+		msgs := []kafka.Message{{Topic: "channel-events", Partition: 1, Offset: 0, Value: refund}}
+		waiting <- env.p.Handle(ctx, msgs, make([]MessageState, 1))
+	}()
+	// Its claim is made and the round given back: what is left for it is
+	// its settlement, which needs the held row.
+	ev := env.decode(t, refund)
+	require.Eventually(t, func() bool {
+		m := env.p.merger()
+		m.mu.Lock()
+		free := !m.inFlight
+		m.mu.Unlock()
+		rec, err := env.claims.Get(ctx, ev.TenantID, ev.Key)
+		return free && err == nil && rec.Status == idempotent.StatusAcquired
+	}, 30*time.Second, time.Millisecond, "the refund's claim made and the merger's round given back")
+
+	// An unrelated partition's new payment settles while the row is held.
+	other := channelstest.NewTrade(channels.Codes()[0], 7002)
+	octx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	msgs := []kafka.Message{{Topic: "channel-events", Partition: 2, Offset: 0, Value: channelstest.PaymentEnvelope(other, channelstest.Delivery{})}}
+	states := make([]MessageState, 1)
+	require.NoError(t, env.p.Handle(octx, msgs, states), "the other partition did not wait for the held row")
+	assert.True(t, states[0].done)
+	select {
+	case err := <-waiting:
+		t.Fatalf("the refund finished while its order row was still held: %v", err)
+	default:
+	}
+
+	// The row is let go: the refund settles.
+	require.NoError(t, tx.Rollback())
+	require.NoError(t, <-waiting)
+	assert.Equal(t, 3, eventsCounted(t, env.reg, "acquired"), "the first payment, the other one and the refund")
 }
