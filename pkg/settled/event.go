@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -156,12 +157,13 @@ func (e Event) Validate() error {
 	if !isCode(e.Channel, 1, 16) {
 		return bad("channel", "%q is not an upper-case code", e.Channel)
 	}
-	for _, f := range []struct{ name, v string }{
-		{"channel_trade_no", e.ChannelTradeNo}, {"refund_no", e.RefundNo}, {"merchant_order_no", e.MerchantOrderNo},
-	} {
+	for _, f := range []struct{ name, v string }{{"channel_trade_no", e.ChannelTradeNo}, {"refund_no", e.RefundNo}} {
 		if !idPart(f.v, f.name == "refund_no") {
 			return bad(f.name, "%q is not printable without spaces, or is too long", f.v)
 		}
+	}
+	if !printable(e.MerchantOrderNo) {
+		return bad("merchant_order_no", "%q has a control character, or is too long", e.MerchantOrderNo)
 	}
 	if e.ChannelTradeNo == "" {
 		return bad("channel_trade_no", "empty")
@@ -220,12 +222,26 @@ const maxIDLen = 64
 // maxIDLen bytes, no whitespace or control characters, and no ':' unless
 // colon (the refund number, the key's last part).
 func idPart(s string, colon bool) bool {
+	if !printable(s) {
+		return false
+	}
+	for _, r := range s {
+		if unicode.IsSpace(r) || (r == ':' && !colon) {
+			return false
+		}
+	}
+	return true
+}
+
+// printable reports whether s is valid UTF-8 of at most maxIDLen bytes
+// without control characters: what the decoder accepts of a merchant order
+// number, which may hold spaces and colons.
+func printable(s string) bool {
 	if len(s) > maxIDLen || !utf8.ValidString(s) {
 		return false
 	}
 	for _, r := range s {
-		if r <= ' ' || r == 0x7f || (r >= 0x80 && r <= 0x9f) || r == 0x85 || r == 0xa0 || r == 0x2028 || r == 0x2029 ||
-			(r == ':' && !colon) {
+		if r < 0x20 || (r >= 0x7f && r <= 0x9f) {
 			return false
 		}
 	}

@@ -177,7 +177,9 @@ func TestEncodedEventsMatchTheSchema(t *testing.T) {
 	cancel.Channel, cancel.RefundNo, cancel.Source = "SQB", "CANCEL", settled.SourceQuery
 	cancel.EventID = settled.EventID(1001, "SQB:4200000000202612050000000001:REFUND_SUCCEEDED:CANCEL")
 	cancel.OrderStatus, cancel.RefundedAmount = settled.OrderRefunded, 1200
-	for _, e := range []settled.Event{payment(), refund(), cancel} {
+	spaced := payment()
+	spaced.MerchantOrderNo = "ORD 2026:12/05 №1" // a merchant's own number: spaces, colons, any script
+	for _, e := range []settled.Event{payment(), refund(), cancel, spaced} {
 		b, err := settled.Encode(e)
 		if err != nil {
 			t.Fatal(err)
@@ -194,6 +196,7 @@ func TestEncodedEventsMatchTheSchema(t *testing.T) {
 		strings.Replace(contractExample, `"amount":1200`, `"amount":12.5`, 1),
 		strings.Replace(contractExample, `"settled_at":"2026-12-05T02:00:03.412Z"`, `"settled_at":"yesterday"`, 1),
 		strings.Replace(contractExample, `"currency":"CNY",`, ``, 1),
+		strings.Replace(contractExample, `P20261205000123`, `P\u0007`, 1),
 	} {
 		if err := validate(t, sch, []byte(bad)); err == nil {
 			t.Errorf("schema accepted %s", bad)
