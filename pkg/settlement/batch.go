@@ -40,13 +40,16 @@ func compareTrades(x, y tradeKey) int {
 // createOrders, committed at once; then the transaction makes one read and one locking read of the
 // order rows (only the read when none exists yet), one insert of the rows
 // still missing, with their final values (no read-back, no update), one
-// write of the changed existing orders, one insert of every
-// ledger row and one fence UPDATE per tenant, whatever the batch size;
+// write of the changed existing orders (their settled-event counters
+// included), one insert of every ledger row, one insert of every settled
+// event (the outbox, ss_settled_outbox: one row per claim settled POSTED)
+// and one fence UPDATE, whatever the batch size;
 // only refunds with registrations add statements of their own, and
 // Shouqianba payments one read of their trades' cancel claims (after the
 // order rows are locked; none for a trade whose row the transaction
 // created) and, for a cancel settled before with nothing to
-// reverse, the reversal's rows in the same ledger insert and one
+// reverse, one read of that cancel's time and source for its settled
+// event, the reversal's rows in the same ledger insert and one
 // conditional update of that cancel's claim (MarkMoved). The batch's own
 // claims are not read: the fence checks that each is still ACQUIRED with the
 // event's fingerprint, and only a transaction whose fence did not hold
