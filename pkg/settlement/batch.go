@@ -13,6 +13,7 @@ import (
 
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/idempotent"
+	"github.com/paycallback/paycallback/pkg/settled"
 )
 
 // tradeKey identifies an order row.
@@ -39,13 +40,16 @@ func compareTrades(x, y tradeKey) int {
 // createOrders, committed at once; then the transaction makes one read and one locking read of the
 // order rows (only the read when none exists yet), one insert of the rows
 // still missing, with their final values (no read-back, no update), one
-// write of the changed existing orders, one insert of every
-// ledger row and one fence UPDATE per tenant, whatever the batch size;
+// write of the changed existing orders (their settled-event counters
+// included), one insert of every ledger row, one insert of every settled
+// event (the outbox, ss_settled_outbox: one row per claim settled POSTED)
+// and one fence UPDATE, whatever the batch size;
 // only refunds with registrations add statements of their own, and
 // Shouqianba payments one read of their trades' cancel claims (after the
 // order rows are locked; none for a trade whose row the transaction
 // created) and, for a cancel settled before with nothing to
-// reverse, the reversal's rows in the same ledger insert and one
+// reverse, one read of that cancel's time and source for its settled
+// event, the reversal's rows in the same ledger insert and one
 // conditional update of that cancel's claim (MarkMoved). The batch's own
 // claims are not read: the fence checks that each is still ACQUIRED with the
 // event's fingerprint, and only a transaction whose fence did not hold
@@ -75,7 +79,16 @@ func compareTrades(x, y tradeKey) int {
 // committed) and the zero Result for the others, which are not. An empty evs gives no results. Two events with
 // one (tenant, key) are refused with ErrInvalidEvent.
 func (s *Service) SettleBatch(ctx context.Context, evs []channels.Event) ([]Result, error) {
-	return s.settleBatch(ctx, evs, false)
+	return s.settleBatch(ctx, evs, nil, false)
+}
+
+// SettleBatchFrom is SettleBatch for events that did not all come from the
+// channels' callbacks: sources[i] is what produced evs[i] (settled.Source;
+// "" is a callback), and becomes the source of its settled event. sources
+// is nil (every event a callback's) or as long as evs; one of another
+// length, or an unknown source, is refused with ErrInvalidEvent.
+func (s *Service) SettleBatchFrom(ctx context.Context, evs []channels.Event, sources []settled.Source) ([]Result, error) {
+	return s.settleBatch(ctx, evs, sources, false)
 }
 
 // SettleMerged is SettleBatch for the events of several callers merged
@@ -100,13 +113,23 @@ func (s *Service) SettleBatch(ctx context.Context, evs []channels.Event) ([]Resu
 // The caller settles what it got back (its own events) with SettleBatch or
 // Settle, whose contracts then apply.
 func (s *Service) SettleMerged(ctx context.Context, evs []channels.Event) ([]Result, error) {
-	return s.settleBatch(ctx, evs, true)
+	return s.settleBatch(ctx, evs, nil, true)
 }
 
-// settleBatch is SettleBatch, and with merged SettleMerged.
-func (s *Service) settleBatch(ctx context.Context, evs []channels.Event, merged bool) ([]Result, error) {
+// SettleMergedFrom is SettleMerged with the events' sources, as
+// SettleBatchFrom.
+func (s *Service) SettleMergedFrom(ctx context.Context, evs []channels.Event, sources []settled.Source) ([]Result, error) {
+	return s.settleBatch(ctx, evs, sources, true)
+}
+
+// settleBatch is SettleBatch, and with merged SettleMerged; sources are
+// SettleBatchFrom's.
+func (s *Service) settleBatch(ctx context.Context, evs []channels.Event, sources []settled.Source, merged bool) ([]Result, error) {
 	if len(evs) == 0 {
 		return nil, nil
+	}
+	if err := checkSources(evs, sources); err != nil {
+		return nil, fmt.Errorf("settle batch: %w", err)
 	}
 	keys := make([]idempotent.TenantKey, len(evs))
 	seen := make(map[idempotent.TenantKey]bool, len(evs))
@@ -154,7 +177,7 @@ func (s *Service) settleBatch(ctx context.Context, evs []channels.Event, merged 
 	sts := make([]settlement, len(evs))
 	lost := make([]bool, len(evs))
 	busy := make([]bool, len(evs))
-	if err := s.runBatchTx(ctx, evs, keys, sts, lost, busy, mode, merged); err != nil {
+	if err := s.runBatchTx(ctx, evs, sources, keys, sts, lost, busy, mode, merged); err != nil {
 		return nil, fmt.Errorf("settle batch of %d: %w", len(evs), err)
 	}
 	// The events whose order rows another settler held: in a transaction
@@ -172,11 +195,12 @@ func (s *Service) settleBatch(ctx context.Context, evs []channels.Event, merged 
 	}
 	if len(rest) > 0 {
 		subEvs, subKeys := make([]channels.Event, len(rest)), make([]idempotent.TenantKey, len(rest))
+		subSrcs := make([]settled.Source, len(rest))
 		for n, i := range rest {
-			subEvs[n], subKeys[n] = evs[i], keys[i]
+			subEvs[n], subKeys[n], subSrcs[n] = evs[i], keys[i], sourceOf(sources, i)
 		}
 		subSts, subLost := make([]settlement, len(rest)), make([]bool, len(rest))
-		if err := s.runBatchTx(ctx, subEvs, subKeys, subSts, subLost, make([]bool, len(rest)), waitForRows, false); err != nil {
+		if err := s.runBatchTx(ctx, subEvs, subSrcs, subKeys, subSts, subLost, make([]bool, len(rest)), waitForRows, false); err != nil {
 			return s.batchResults(ctx, sts, lost, busy), fmt.Errorf("settle batch of %d: %w: %d events whose order rows were busy: %w",
 				len(evs), ErrBatchIncomplete, len(rest), err)
 		}
@@ -267,10 +291,10 @@ var ErrBatchIncomplete = errors.New("batch settled in part")
 // before, reading the claims first and leaving out those another settler
 // won. With once (a merged batch), only that read-the-claims run is
 // made: any other failure is returned at once.
-func (s *Service) runBatchTx(ctx context.Context, evs []channels.Event, keys []idempotent.TenantKey, sts []settlement, lost, busy []bool, mode lockMode, once bool) error {
+func (s *Service) runBatchTx(ctx context.Context, evs []channels.Event, sources []settled.Source, keys []idempotent.TenantKey, sts []settlement, lost, busy []bool, mode lockMode, once bool) error {
 	readClaims := false
 	for reruns := 0; ; {
-		err := s.settleBatchTx(ctx, evs, keys, sts, lost, busy, mode, readClaims)
+		err := s.settleBatchTx(ctx, evs, sources, keys, sts, lost, busy, mode, readClaims)
 		switch {
 		case !readClaims && (errors.Is(err, idempotent.ErrFenceLost) || errors.Is(err, errAlreadyPosted)):
 			// Once, whatever the reruns before: read the claims.
@@ -322,10 +346,10 @@ const (
 // settleBatchTx is one attempt at a SettleBatch transaction; mode says
 // how it locks its order rows, and the events whose rows it leaves to a
 // later transaction are busy[i].
-func (s *Service) settleBatchTx(ctx context.Context, evs []channels.Event, keys []idempotent.TenantKey, sts []settlement, lost, busy []bool, mode lockMode, readClaims bool) error {
+func (s *Service) settleBatchTx(ctx context.Context, evs []channels.Event, sources []settled.Source, keys []idempotent.TenantKey, sts []settlement, lost, busy []bool, mode lockMode, readClaims bool) error {
 	return s.db.RunInTx(ctx, s.txOptions(), func(ctx context.Context, tx bun.Tx) error {
 		for i := range evs {
-			sts[i], lost[i], busy[i] = settlement{ev: evs[i], index: i, cancelIndex: -1}, false, false
+			sts[i], lost[i], busy[i] = settlement{ev: evs[i], index: i, cancelIndex: -1, source: sourceOf(sources, i)}, false, false
 		}
 		// (1) The claims, when asked, read (not locked: the fence at the
 		// end decides between concurrent settlers, and rolls this batch
@@ -377,11 +401,13 @@ func (s *Service) settleBatchTx(ctx context.Context, evs []channels.Event, keys 
 		fence := make(map[idempotent.TenantKey]idempotent.Settlement, len(evs))
 		var moved []idempotent.TenantKey // settled cancels whose reversal this batch posts
 		var reversals []ledgerRow        // their rows, and those of cancels in the batch
+		var outbox []outboxRow           // the settled events, in settlement order
 		for i, ev := range evs {
 			if skip[i] {
 				continue
 			}
 			t := tradeOf(ev)
+			cancel := orders[t].cancel // as decide found it: it clears it
 			next, write, err := decide(&sts[i], *orders[t], now)
 			if err != nil {
 				return fmt.Errorf("%s: %w", ev.Key, err)
@@ -396,6 +422,19 @@ func (s *Service) settleBatchTx(ctx context.Context, evs []channels.Event, keys 
 					return err
 				}
 				ledger = append(ledger, rows...)
+				// Its settled event, with the order as this event left it: a
+				// payment reversed at once reports the order paid, and the
+				// reversal's own event (below) the order after it.
+				view := next
+				if sts[i].reversal > 0 {
+					view.RefundedAmount -= sts[i].reversal
+					view.Status = DeriveStatus(view.Amount, view.PaidAmount, view.RefundedAmount)
+				}
+				row, err := outboxEvent(orders[t], view, claimOf(ev, sts[i].amount, sts[i].source), now)
+				if err != nil {
+					return err
+				}
+				outbox = append(outbox, row)
 			}
 			if sts[i].reversal > 0 {
 				// The payment of a cancelled trade: its reversal, under the
@@ -411,6 +450,24 @@ func (s *Service) settleBatchTx(ctx context.Context, evs []channels.Event, keys 
 					return err
 				}
 				reversals = append(reversals, rows...)
+				// The cancel's claim becomes POSTED: its settled event, after
+				// the payment's, with the cancel's own time and source.
+				c := claimOf(rev, sts[i].reversal, cancel.source)
+				c.occurredAt = cancel.occurredAt
+				if j := sts[i].cancelIndex; j >= 0 {
+					c.occurredAt, c.source = evs[j].OccurredAt, sts[j].source
+				}
+				if c.occurredAt.IsZero() { // the cancel's stored event is purged
+					c.occurredAt = ev.OccurredAt
+				}
+				if c.source == "" {
+					c.source = settled.SourceCallback
+				}
+				row, err := outboxEvent(orders[t], next, c, now)
+				if err != nil {
+					return err
+				}
+				outbox = append(outbox, row)
 				if j := sts[i].cancelIndex; j >= 0 {
 					f := fence[keys[j]]
 					f.Outcome = idempotent.OutcomePosted
@@ -460,6 +517,9 @@ func (s *Service) settleBatchTx(ctx context.Context, evs []channels.Event, keys 
 				return fmt.Errorf("post %d cancel reversal rows: %w", len(reversals), err)
 			}
 		}
+		if err := insertOutbox(ctx, tx, outbox); err != nil {
+			return err
+		}
 		if err := s.claims.SettleMany(ctx, tx, fence); err != nil {
 			return fmt.Errorf("fence: %w", err)
 		}
@@ -508,10 +568,54 @@ func (s *Service) readPendingCancels(ctx context.Context, tx bun.Tx, evs []chann
 	if err != nil {
 		return fmt.Errorf("read the cancels of %d trades: %w", len(keys), err)
 	}
+	var pending []idempotent.TenantKey
 	for tk, t := range trades {
 		if rec, ok := recs[tk]; ok && rec.Status == idempotent.StatusSettled && rec.Outcome == idempotent.OutcomeNoMoney {
 			orders[t].cancel = pendingCancel{pending: true, batchIndex: -1}
+			pending = append(pending, tk)
 		}
+	}
+	return readCancelOrigins(ctx, tx, pending, trades, orders)
+}
+
+// readCancelOrigins reads, for the pending cancels (rare: a cancel settled
+// before its trade's payment), when each occurred and what produced it,
+// for the settled event its reversal writes: one read of their claims'
+// occurred_at and stored event (ReadMany gives a settled claim's event
+// only while it is ACQUIRED).
+func readCancelOrigins(ctx context.Context, tx bun.Tx, pending []idempotent.TenantKey, trades map[idempotent.TenantKey]tradeKey, orders map[tradeKey]*Order) error {
+	if len(pending) == 0 {
+		return nil
+	}
+	var rows []struct {
+		TenantID   int64      `bun:"tenant_id"`
+		Key        string     `bun:"idempotent_key"`
+		OccurredAt *time.Time `bun:"occurred_at"`
+		Event      []byte     `bun:"event_json"`
+	}
+	q := tx.NewSelect().Table("ss_channel_idempotent").Column("tenant_id", "idempotent_key", "occurred_at", "event_json")
+	q = q.WhereGroup(" AND ", func(q *bun.SelectQuery) *bun.SelectQuery {
+		for _, k := range pending {
+			q = q.WhereOr("(tenant_id = ? AND idempotent_key = ?)", k.TenantID, string(k.Key))
+		}
+		return q
+	})
+	if err := q.Scan(ctx, &rows); err != nil {
+		return fmt.Errorf("read the origins of %d cancels: %w", len(pending), err)
+	}
+	for _, r := range rows {
+		t, ok := trades[idempotent.TenantKey{TenantID: r.TenantID, Key: idempotent.Key(r.Key)}]
+		if !ok {
+			continue
+		}
+		at, src, _ := storedOrigin(r.Event)
+		if r.OccurredAt != nil {
+			at = r.OccurredAt.UTC()
+		}
+		if src == "" {
+			src = settled.SourceCallback
+		}
+		orders[t].cancel.occurredAt, orders[t].cancel.source = at, src
 	}
 	return nil
 }
@@ -638,7 +742,7 @@ func insertOrders(db bun.IDB, rows *[]Order) *bun.InsertQuery {
 	return db.NewInsert().Model(rows).
 		Column("tenant_id", "channel_code", "channel_trade_no", "merchant_order_no", "amount", "paid_amount",
 			"refunded_amount", "max_cumulative_refund", "currency", "status", "paid_at", "last_refund_at",
-			"bound_merchant_id", "created_at", "updated_at").
+			"bound_merchant_id", "settled_seq", "created_at", "updated_at").
 		Returning("")
 }
 
@@ -771,6 +875,7 @@ func (s *Service) writeOrders(ctx context.Context, tx bun.Tx, orders map[tradeKe
 		{"paid_at", func(o *Order) any { return o.PaidAt }},
 		{"last_refund_at", func(o *Order) any { return o.LastRefundAt }},
 		{"bound_merchant_id", func(o *Order) any { return o.BoundMerchantID }},
+		{"settled_seq", func(o *Order) any { return o.SettledSeq }},
 		{"updated_at", func(o *Order) any { return o.UpdatedAt }},
 	}
 	var b strings.Builder

@@ -2,8 +2,13 @@
 // events: in one transaction it changes the channel orders' rows, inserts
 // the balanced ledger postings and moves the claims to SETTLED through the
 // claim store's fence (Service.SettleBatch; Service.Settle is a batch of
-// one, Service.SettleStored settles from the event stored on a claim). It
-// also keeps refund pre-registrations (ss_refund_request:
+// one, Service.SettleStored settles from the event stored on a claim), and
+// in that same transaction writes the settled event of every claim it
+// settles POSTED to the outbox (ss_settled_outbox, the value encoded by
+// pkg/settled, one INSERT per transaction), numbered per trade by the
+// order row's counter (Order.SettledSeq); Service.SettleBatchFrom,
+// Service.SettleMergedFrom and Service.SettleFrom say what produced each
+// event (settled.Source). It also keeps refund pre-registrations (ss_refund_request:
 // Service.RegisterRefund, Service.ApplyRefundStatus) and operators'
 // decisions on their mismatches (ss_refund_resolution, ResolveRefund:
 // reconcile lists a finding so resolved as resolved while it is found the
@@ -36,8 +41,15 @@
 //     not honour SKIP LOCKED, it waits at once.
 //   - The results of a batch are those of settling its events one after
 //     another in order; events of one trade stay together and in order.
+//   - A claim settled POSTED has exactly one settled event, written by the
+//     transaction that made it POSTED (a rollback writes none); NO_MONEY
+//     and OVER_REFUND have none. A trade's events are numbered 1, 2, 3, …
+//     without gaps in settlement order; their amounts, payments less
+//     refunds, are the trade's ledger; the last one's order fields are the
+//     order row.
 //   - Final order rows and balances per (tenant, channel, trade, account) do
-//     not depend on arrival order or duplicates. For cumulative-refund
+//     not depend on arrival order or duplicates (the settled-event counter
+//     aside: how many cumulative refunds move money does). For cumulative-refund
 //     channels (Alipay, Shouqianba) which refund key carries which part of
 //     the refunded money does depend on arrival order; the totals do not. A
 //     Shouqianba cancel nets its trade to zero whatever arrives before or

@@ -8,6 +8,7 @@ import (
 
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/idempotent"
+	"github.com/paycallback/paycallback/pkg/settled"
 )
 
 // Ledger accounts (contract.md). A channel's receivable account is
@@ -130,9 +131,13 @@ type Order struct {
 	// the trade's payment for (channels.Event.BoundMerchant), recorded when
 	// the payment settled; "" when no payment is posted or it was posted
 	// unchecked.
-	BoundMerchantID string    `bun:"bound_merchant_id"`
-	CreatedAt       time.Time `bun:"created_at"`
-	UpdatedAt       time.Time `bun:"updated_at"`
+	BoundMerchantID string `bun:"bound_merchant_id"`
+	// SettledSeq is the trade_seq of the trade's latest settled event (0:
+	// none yet): settling an event that writes one advances it by one, in
+	// the transaction that writes the event, under the row's lock.
+	SettledSeq int64     `bun:"settled_seq"`
+	CreatedAt  time.Time `bun:"created_at"`
+	UpdatedAt  time.Time `bun:"updated_at"`
 
 	// cancel is what a settlement knows of the trade's Shouqianba cancel
 	// that still waits for a payment to reverse; not a column: the cancel's
@@ -152,6 +157,11 @@ type pendingCancel struct {
 	// batchIndex is the cancel event's index in the batch that decided it,
 	// -1 when its claim was settled by an earlier transaction.
 	batchIndex int
+	// occurredAt and source are those of the cancel settled by an earlier
+	// transaction, read from the event stored on its claim, for the
+	// settled event its reversal writes (zero when it holds none).
+	occurredAt time.Time
+	source     settled.Source
 }
 
 // normalise puts the times in UTC, whatever the driver returned.

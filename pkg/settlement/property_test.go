@@ -345,13 +345,19 @@ func compareStrings(a, b string) int {
 }
 
 // comparableOrders is the tenant's order rows without the fields that
-// legitimately differ between runs (ids, tenant, row times).
+// legitimately differ between runs (ids, tenant, row times, and the
+// settled-event counter: on a cumulative-refund channel how many refunds
+// move money depends on arrival order). It first holds the tenant's
+// settled events to the contract (checkSettledEvents): one per claim
+// settled POSTED, trade_seq gapless from 1, amounts summing to the ledger,
+// the last one's order fields the order row's.
 func comparableOrders(tb testing.TB, db bun.IDB, tenant int64) []settlement.Order {
 	tb.Helper()
+	checkSettledEvents(tb, db, tenant)
 	orders, err := settlement.Orders(context.Background(), db, tenant)
 	require.NoError(tb, err)
 	for i := range orders {
-		orders[i].ID, orders[i].TenantID = 0, 0
+		orders[i].ID, orders[i].TenantID, orders[i].SettledSeq = 0, 0, 0
 		orders[i].CreatedAt, orders[i].UpdatedAt = time.Time{}, time.Time{}
 	}
 	return orders

@@ -15,6 +15,7 @@ import (
 
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/idempotent"
+	"github.com/paycallback/paycallback/pkg/settled"
 )
 
 // Service settles claimed events and keeps refund pre-registrations. Safe
@@ -131,12 +132,19 @@ func (s *Service) txOptions() *sql.TxOptions { return nil }
 // (deadlock, lock wait timeout, lost connection, cancelled context) left
 // nothing written and the claim ACQUIRED: retry in place.
 func (s *Service) Settle(ctx context.Context, ev channels.Event) (Result, error) {
-	res, err := s.SettleBatch(ctx, []channels.Event{ev})
+	return s.SettleFrom(ctx, ev, settled.SourceCallback)
+}
+
+// SettleFrom is Settle for an event produced by src (a callback, a
+// statement line or a query answer; "" is a callback), the source of its
+// settled event. An unknown src is refused with ErrInvalidEvent.
+func (s *Service) SettleFrom(ctx context.Context, ev channels.Event, src settled.Source) (Result, error) {
+	res, err := s.SettleBatchFrom(ctx, []channels.Event{ev}, []settled.Source{src})
 	switch {
 	case err == nil:
 		return res[0], nil
 	case errors.Is(err, errAlreadyPosted):
-		return s.settleAlreadyPosted(ctx, ev, err)
+		return s.settleAlreadyPosted(ctx, ev, sourceOf([]settled.Source{src}, 0), err)
 	default:
 		return Result{}, err
 	}
@@ -147,6 +155,8 @@ func (s *Service) Settle(ctx context.Context, ev channels.Event) (Result, error)
 // rec.Event and calls Settle. A record without an event (purged), an event
 // that does not decode or validate, or one that names another tenant or key
 // is an error wrapping ErrInvalidEvent; otherwise Settle's contract holds.
+// The settled event's source is the stored event's "source" member when the
+// worker stored one beside the event's fields, else a callback.
 func (s *Service) SettleStored(ctx context.Context, rec idempotent.Record) (Result, error) {
 	if len(rec.Event) == 0 {
 		return Result{}, fmt.Errorf("settle stored %s: %w: the claim holds no event", rec.Key, ErrInvalidEvent)
@@ -158,7 +168,8 @@ func (s *Service) SettleStored(ctx context.Context, rec idempotent.Record) (Resu
 	if ev.TenantID != rec.TenantID || ev.Key != rec.Key {
 		return Result{}, fmt.Errorf("settle stored %s: %w: stored event is %d/%s", rec.Key, ErrInvalidEvent, ev.TenantID, ev.Key)
 	}
-	return s.Settle(ctx, ev)
+	_, src, _ := storedOrigin(rec.Event)
+	return s.SettleFrom(ctx, ev, src)
 }
 
 // settlement is the state of one Settle attempt; what it noticed is logged
@@ -166,7 +177,8 @@ func (s *Service) SettleStored(ctx context.Context, rec idempotent.Record) (Resu
 // counts nothing.
 type settlement struct {
 	ev      channels.Event
-	index   int // ev's index in its batch
+	index   int            // ev's index in its batch
+	source  settled.Source // what produced ev: its settled event's source
 	outcome idempotent.Outcome
 	amount  int64
 	order   Order
@@ -330,11 +342,16 @@ func refundOutcome(ord Order, ev channels.Event) (idempotent.Outcome, int64) {
 }
 
 // settleAlreadyPosted handles a settlement whose postings the ledger
-// already holds: the business transaction has rolled back; a fresh one only
-// fence-settles the claim POSTED. It is counted and logged once, when that
-// commits.
-func (s *Service) settleAlreadyPosted(ctx context.Context, ev channels.Event, cause error) (Result, error) {
+// already holds: the business transaction has rolled back; a fresh one
+// writes the claim's settled event when the outbox lacks it (a claim
+// settled POSTED always has its event: the amount its postings hold, the
+// order row as it is) and fence-settles the claim POSTED. It is counted and
+// logged once, when that commits.
+func (s *Service) settleAlreadyPosted(ctx context.Context, ev channels.Event, src settled.Source, cause error) (Result, error) {
 	err := s.db.RunInTx(ctx, s.txOptions(), func(ctx context.Context, tx bun.Tx) error {
+		if err := s.writeMissingEvent(ctx, tx, ev, src); err != nil {
+			return err
+		}
 		return s.claims.Settle(ctx, tx, ev.TenantID, ev.Key, idempotent.OutcomePosted)
 	})
 	switch {
@@ -351,6 +368,41 @@ func (s *Service) settleAlreadyPosted(ctx context.Context, ev channels.Event, ca
 		slog.String("channel", string(ev.Channel)), slog.String("trade_no", ev.TradeNo),
 		slog.String("cause", cause.Error()))
 	return Result{Outcome: idempotent.OutcomePosted, AlreadyPosted: true, SettledAt: s.claims.Now()}, nil
+}
+
+// writeMissingEvent writes, on the locked order row, the settled event of
+// ev's claim whose postings the ledger already holds, unless the outbox
+// holds it already: the amount is the postings', the order fields the
+// row's.
+func (s *Service) writeMissingEvent(ctx context.Context, tx bun.Tx, ev channels.Event, src settled.Source) error {
+	ord, err := selectOrder(ctx, tx, ev.TenantID, ev.Channel, ev.TradeNo, !s.sqlite)
+	if err != nil {
+		return fmt.Errorf("settle already-posted %s: %w", ev.Key, err)
+	}
+	n, err := tx.NewSelect().Table("ss_settled_outbox").
+		Where("tenant_id = ?", ev.TenantID).Where("idempotent_key = ?", string(ev.Key)).Count(ctx)
+	if err != nil {
+		return fmt.Errorf("settle already-posted %s: read its settled event: %w", ev.Key, err)
+	}
+	if n > 0 {
+		return nil
+	}
+	var amount int64
+	if err := tx.NewSelect().Table("ss_ledger_entry").ColumnExpr("COALESCE(SUM(amount), 0)").
+		Where("tenant_id = ?", ev.TenantID).Where("idempotent_key = ?", string(ev.Key)).
+		Where("direction = ?", string(Debit)).Scan(ctx, &amount); err != nil {
+		return fmt.Errorf("settle already-posted %s: read its postings: %w", ev.Key, err)
+	}
+	now := s.claims.Now()
+	row, err := outboxEvent(&ord, ord, claimOf(ev, amount, src), now)
+	if err != nil {
+		return fmt.Errorf("settle already-posted: %w", err)
+	}
+	if _, err := tx.NewUpdate().Table("ss_channel_order").Set("settled_seq = ?", ord.SettledSeq).
+		Where("id = ?", ord.ID).Exec(ctx); err != nil {
+		return fmt.Errorf("settle already-posted %s: advance the trade's counter: %w", ev.Key, err)
+	}
+	return insertOutbox(ctx, tx, []outboxRow{row})
 }
 
 // report counts and logs what a committed settlement noticed.

@@ -1,0 +1,61 @@
+package schema_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/uptrace/bun"
+
+	"github.com/paycallback/paycallback/internal/sqldb"
+	"github.com/paycallback/paycallback/internal/sqldb/sqldbtest"
+	"github.com/paycallback/paycallback/pkg/dberr"
+)
+
+// TestSettledOutboxMigration: migration 0013 gives an order row settled
+// before it a counter of 0, refuses a second row for one event and a
+// second row for one trade_seq of a trade, and on MySQL running it again
+// changes nothing.
+func TestSettledOutboxMigration(t *testing.T) {
+	for _, dialect := range []string{"mysql", "sqlite"} {
+		t.Run(dialect, func(t *testing.T) {
+			ctx := context.Background()
+			var (
+				db  *bun.DB
+				err error
+			)
+			if dialect == "mysql" {
+				db, err = sqldb.OpenMySQL(sqldbtest.NewDatabase(t))
+			} else {
+				db, err = sqldb.OpenSQLite(filepath.Join(t.TempDir(), "paycb.db"))
+			}
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = db.Close() })
+			applyUpTo(t, db, dialect, 1, 13)
+			_, err = db.ExecContext(ctx, "INSERT INTO ss_channel_order (tenant_id, channel_code, channel_trade_no, merchant_order_no, "+
+				"amount, paid_amount, currency, status, created_at, updated_at) "+
+				"VALUES (1, 'WECHAT', 'T1', 'M1', 100, 100, 'CNY', 'PAID', '2026-12-05 02:00:00', '2026-12-05 02:00:00')")
+			require.NoError(t, err)
+			applyUpTo(t, db, dialect, 13, 14)
+			if dialect == "mysql" {
+				applyUpTo(t, db, dialect, 13, 14) // again: harmless
+			}
+			var seq int64
+			require.NoError(t, db.NewRaw("SELECT settled_seq FROM ss_channel_order WHERE channel_trade_no = 'T1'").Scan(ctx, &seq))
+			assert.Zero(t, seq, "a trade settled before the outbox has no event yet")
+
+			insert := func(key string, tradeSeq int) error {
+				_, err := db.ExecContext(ctx, "INSERT INTO ss_settled_outbox (tenant_id, idempotent_key, channel_code, channel_trade_no, "+
+					"trade_seq, event_type, source, value, settled_at) VALUES (1, ?, 'WECHAT', 'T1', ?, 'REFUND_SUCCEEDED', 'callback', '{}', "+
+					"'2026-12-05 02:00:00')", key, tradeSeq)
+				return dberr.ClassifyDuplicate(err)
+			}
+			require.NoError(t, insert("WECHAT:T1:REFUND_SUCCEEDED:r1", 1))
+			require.ErrorIs(t, insert("WECHAT:T1:REFUND_SUCCEEDED:r1", 2), dberr.ErrDuplicateKey, "one row per event")
+			require.ErrorIs(t, insert("WECHAT:T1:REFUND_SUCCEEDED:r2", 1), dberr.ErrDuplicateKey, "one row per trade_seq")
+			require.NoError(t, insert("WECHAT:T1:REFUND_SUCCEEDED:R1", 2), "keys compare byte for byte")
+		})
+	}
+}
