@@ -245,7 +245,13 @@ func (p *Pipeline) claimAndSettleMerged(ctx context.Context, m *merger, leaders 
 		for _, j := range req.inserted {
 			states[leaders[j].i].acquireUnknown = true
 		}
-		return nil, nil, nil, failed(metrics.StageAcquire, req.acquireErr)
+		// The round's claims failed as a whole (a deadlock, a lock wait
+		// timeout or a certification failure on one batch's row fails the
+		// statement): each batch claims its own alone, now that the round
+		// is over, as a failed merged transaction hands each its events
+		// back. Only the batch whose own claims fail again pays an attempt.
+		p.Logger.Debug("merged claims failed; each batch claims its own", "events", len(leaders), "error", req.acquireErr)
+		return p.claimAndSettleAlone(ctx, leaders, states, nil)
 	}
 	markAcquired(req.results, leaders, states)
 	if req.faultErr != nil {
@@ -276,9 +282,9 @@ func (p *Pipeline) claimAndSettleMerged(ctx context.Context, m *merger, leaders 
 // settling every claim the round made (settlement.Service.SettleMerged).
 // It runs on ctx without its cancellation (the leader's partition may be
 // revoked; the others' work goes on), each step bounded by the statement
-// timeout. Results go into each request; a failed lookup or insert fails
-// every request of the round (nothing is known of their claims), and a
-// failed merged transaction leaves each request's events to its caller.
+// timeout. Results go into each request; a failed lookup or insert, and a
+// failed merged transaction, leave each request's events to its caller
+// (which claims, or settles, them alone).
 func (p *Pipeline) runRound(ctx context.Context, round []*mergeRequest) {
 	dbctx := context.WithoutCancel(ctx)
 	// (1) The claims: one lookup of every key when a batch looks up, one

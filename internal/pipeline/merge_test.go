@@ -314,13 +314,28 @@ func newGatedSettler(s Settler) *gatedSettler {
 // gatedClaims wraps a ClaimStore: the first AcquireMany, once its insert
 // has committed, waits, once entered is closed, until release is closed:
 // the claims step of a round held in flight while other partitions queue.
+// An insert that holds a poisoned key fails, as a deadlock on one batch's
+// row fails the whole statement.
 type gatedClaims struct {
 	ClaimStore
 	entered, release chan struct{}
 	once             sync.Once
+
+	mu       sync.Mutex
+	poisoned map[idempotent.Key]bool
+	inserts  []int // the claims each insert carried, failed ones too
 }
 
 func (g *gatedClaims) AcquireMany(ctx context.Context, claims []idempotent.Claim) ([]idempotent.Result, error) {
+	g.mu.Lock()
+	g.inserts = append(g.inserts, len(claims))
+	for _, c := range claims {
+		if g.poisoned[c.Key] {
+			g.mu.Unlock()
+			return nil, fmt.Errorf("claim %s: %w", c.Key, errPoisoned)
+		}
+	}
+	g.mu.Unlock()
 	res, err := g.ClaimStore.AcquireMany(ctx, claims)
 	g.once.Do(func() {
 		close(g.entered)
@@ -435,7 +450,7 @@ func newMergeSetup(t *testing.T) *mergeSetup {
 	env.p.MergeMax = 64
 	gate := newGatedSettler(env.svc)
 	env.p.Settler = gate
-	claims := &gatedClaims{ClaimStore: env.p.Claims, entered: make(chan struct{}), release: make(chan struct{})}
+	claims := &gatedClaims{ClaimStore: env.p.Claims, entered: make(chan struct{}), release: make(chan struct{}), poisoned: map[idempotent.Key]bool{}}
 	env.p.Claims = claims
 	s := &mergeSetup{env: env, gate: gate, claims: claims, log: log, seq: 100}
 	first := make(chan error, 1)
@@ -640,6 +655,68 @@ func TestPoisonedEventInAMergedRoundHoldsOnlyItsPartition(t *testing.T) {
 	assert.Equal(t, idempotent.StatusSettled, s.claimStatus(t, pt.msgs[0]))
 	assert.Equal(t, 1+10, eventsCounted(t, s.env.reg, "acquired"), "each event counted once, as acquired")
 	assert.Equal(t, 2*11, ledgerRows(t, s.env.db), "each payment posted once")
+}
+
+// TestFailedClaimsOfAMergedRoundHoldOnlyTheirPartition: a round's claims
+// insert fails as a whole when one batch's row fails it (a deadlock, a lock
+// wait timeout, a certification failure); each batch then claims its own
+// alone, so only the partition whose own claims fail again pays an attempt:
+// the others are claimed, settled and done in the same call.
+func TestFailedClaimsOfAMergedRoundHoldOnlyTheirPartition(t *testing.T) {
+	s := newMergeSetup(t)
+	batches := make([][]kafka.Message, 4)
+	for p := range batches {
+		batches[p] = s.payments(p+1, 2)
+	}
+	const bad = 1 // partition 2's second message
+	s.claims.mu.Lock()
+	s.claims.poisoned[s.env.decode(t, batches[bad][1].Value).Key] = true
+	s.claims.mu.Unlock()
+	var parts []*partition
+	for p, msgs := range batches {
+		parts = append(parts, s.handleAsync(context.Background(), msgs))
+		queued(t, s.env.p.merger(), p+1)
+	}
+	close(s.claims.release)
+	require.NoError(t, <-s.first)
+	for p, pt := range parts {
+		err := <-pt.done
+		if p == bad {
+			require.ErrorIs(t, err, errPoisoned)
+			for j, st := range pt.states {
+				assert.False(t, st.done, "message %d of the partition whose claims fail", j)
+			}
+			continue
+		}
+		require.NoError(t, err, "partition %d", p+1)
+		for j, st := range pt.states {
+			assert.True(t, st.done, "partition %d message %d", p+1, j)
+			assert.Equal(t, idempotent.StatusSettled, s.claimStatus(t, pt.msgs[j]))
+		}
+	}
+	s.claims.mu.Lock()
+	inserts := slices.Clone(s.claims.inserts)
+	s.claims.mu.Unlock()
+	assert.Equal(t, []int{1, 8, 2, 2, 2, 2}, sortedAfterFirstTwo(inserts),
+		"the first partition's claim, the round's failed insert of eight, then each batch's own")
+
+	// Once its row can be claimed, the partition's retry settles it.
+	s.claims.mu.Lock()
+	clear(s.claims.poisoned)
+	s.claims.mu.Unlock()
+	pt := parts[bad]
+	require.NoError(t, s.env.p.Handle(context.Background(), pt.msgs, pt.states))
+	assert.Equal(t, 2*9, ledgerRows(t, s.env.db), "each payment posted once")
+}
+
+// sortedAfterFirstTwo is xs with all but its first two sorted (the order in
+// which concurrent batches ran is not the test's).
+func sortedAfterFirstTwo(xs []int) []int {
+	out := slices.Clone(xs)
+	if len(out) > 2 {
+		slices.Sort(out[2:])
+	}
+	return out
 }
 
 // TestCrashInAMergedRoundLeavesOrphansTheSweeperSettlesOnce: a process
