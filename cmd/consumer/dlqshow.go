@@ -190,7 +190,7 @@ func printDeadLetter(out *printer, v deadletters.View, decrypt bool) {
 		out.printf("          not valid: %s\n", e.Problem)
 	}
 	out.printf("body:\n%s\n", indent(pretty(v.Body)))
-	if w := v.WeChat; w != nil {
+	if w := v.Resource; w != nil {
 		out.printf("wechat resource: event_type %s, algorithm %s, associated_data %q, nonce %q, original_type %s, ciphertext %d bytes\n",
 			w.EventType, w.Algorithm, w.AssociatedData, w.Nonce, w.OriginalType, w.CiphertextLength)
 		switch {

@@ -177,8 +177,9 @@ func Generate(o StreamOptions) Stream {
 
 	if !o.NoTraps {
 		// A payment re-sent with a different amount: same key, different
-		// fingerprint.
-		t := channelstest.NewTrade(channels.SQB, int(o.Seed%1000)*100000+o.Trades+1)
+		// fingerprint, on the last registered channel.
+		codes := channels.Codes()
+		t := channelstest.NewTrade(codes[len(codes)-1], int(o.Seed%1000)*100000+o.Trades+1)
 		t.TradeNo = o.TradePrefix + t.TradeNo
 		t.TenantID = o.Tenants[0]
 		key := []byte(fmt.Sprintf("%s:%s", t.Channel, t.TradeNo))

@@ -1,6 +1,7 @@
 package channels
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -90,6 +91,46 @@ type Spec struct {
 	// Decode decodes a callback body of the channel. Callers decode through
 	// a Decoder, which checks the envelope first and completes the event.
 	Decode BodyDecoder
+	// RefundMayNameNoMerchant reports that the channel's refund and cancel
+	// answers may carry no merchant (Shouqianba's, forwarded as the refund
+	// or cancel API's answer): the merchant binding then checks the trade's
+	// payment instead of refusing the refund.
+	RefundMayNameNoMerchant bool
+	// NeedsAPIv3Key reports that the channel's callbacks are encrypted with
+	// the tenant's APIv3 key (WeChat Pay): the worker refuses to start with
+	// the channel accepted and no key configured, since every callback of
+	// it would be dead-lettered no_key.
+	NeedsAPIv3Key bool
+	// ViewResource, when set, shows an operator the encrypted resource of
+	// one of the channel's callbacks (consumer dlq show): everything but
+	// its plaintext, which it decrypts only when keys is not nil. It
+	// returns nil for a body that carries no resource it can read.
+	ViewResource func(env Envelope, keys KeyProvider) *ResourceView
+	// RefundQuery names the channel API that tells a refund as the
+	// channel's books hold it, for messages that send an operator there
+	// (empty: "the channel's refund query").
+	RefundQuery string
+	// OrderQuery names the channel API that tells an order's state, for
+	// messages that send an operator there (empty: the channel has none
+	// that the worker names).
+	OrderQuery string
+}
+
+// ResourceView is the encrypted resource of a callback as an operator sees
+// it (Spec.ViewResource): everything but its plaintext, which is personal
+// data (a payer's openid) and shown only when decrypted on request.
+type ResourceView struct {
+	EventType        string `json:"event_type"`
+	Algorithm        string `json:"algorithm"`
+	AssociatedData   string `json:"associated_data"`
+	Nonce            string `json:"nonce"`
+	OriginalType     string `json:"original_type"`
+	CiphertextLength int    `json:"ciphertext_length"`
+	// Decrypted is the resource's plaintext; only with decryption asked
+	// for and a key that opens it.
+	Decrypted json.RawMessage `json:"decrypted,omitempty"`
+	// DecryptError says why decryption, asked for, failed.
+	DecryptError string `json:"decrypt_error,omitempty"`
 }
 
 // Cumulative reports whether the channel reports refunds as the cumulative
@@ -153,7 +194,10 @@ func builtin() []Spec {
 			FingerprintFields: []string{
 				"event_type", "amount.total", "amount.refund", "amount.currency", "out_trade_no",
 			},
-			Decode: decodeWeChat,
+			Decode:        decodeWeChat,
+			NeedsAPIv3Key: true,
+			ViewResource:  viewWeChatResource,
+			RefundQuery:   "WeChat GET /v3/refund/domestic/refunds/{out_refund_no}",
 		},
 		{
 			Code: Alipay, Name: "Alipay", ContentType: ContentTypeForm, Refunds: CumulativeRefunds,
@@ -162,7 +206,8 @@ func builtin() []Spec {
 			FingerprintFields: []string{
 				"trade_status and refund_fee", "total_amount", "refund_fee", "(CNY)", "out_trade_no",
 			},
-			Decode: func(env Envelope, _ KeyProvider) (Result, error) { return decodeAlipay(env) },
+			Decode:      func(env Envelope, _ KeyProvider) (Result, error) { return decodeAlipay(env) },
+			RefundQuery: "alipay.trade.fastpay.refund.query for each refund request number of the trade",
 		},
 		{
 			Code: SQB, Name: "Shouqianba", ContentType: ContentTypeJSON, Refunds: CumulativeRefunds,
@@ -172,7 +217,10 @@ func builtin() []Spec {
 			FingerprintFields: []string{
 				"order_status", "total_amount", "total_amount - net_amount", "(CNY)", "client_sn",
 			},
-			Decode: func(env Envelope, _ KeyProvider) (Result, error) { return decodeSQB(env) },
+			Decode:                  func(env Envelope, _ KeyProvider) (Result, error) { return decodeSQB(env) },
+			RefundMayNameNoMerchant: true,
+			RefundQuery:             "/upay/v2/query of the order",
+			OrderQuery:              "/upay/v2/query",
 		},
 	}
 }

@@ -375,3 +375,36 @@ func (f jsonFen) positive(name string) (int64, error) {
 	}
 	return f.v, nil
 }
+
+// viewWeChatResource is WeChat's Spec.ViewResource: the notification's
+// resource as dlq show prints it, decrypted as the decoder decrypts it
+// (decryptWeChat) when keys is not nil.
+func viewWeChatResource(env Envelope, keys KeyProvider) *ResourceView {
+	var n struct {
+		EventType string         `json:"event_type"`
+		Resource  wechatResource `json:"resource"`
+	}
+	if json.Unmarshal([]byte(env.Body), &n) != nil {
+		return nil
+	}
+	r := n.Resource
+	v := &ResourceView{
+		EventType: n.EventType, Algorithm: r.Algorithm, AssociatedData: r.AssociatedData, Nonce: r.Nonce,
+		OriginalType: r.OriginalType, CiphertextLength: len(r.Ciphertext),
+	}
+	if keys == nil {
+		return v
+	}
+	plain, _, err := decryptWeChat(keys, env.TenantID, &r)
+	if err != nil {
+		v.DecryptError = err.Error()
+		return v
+	}
+	if json.Valid(plain) {
+		v.Decrypted = plain
+	} else {
+		quoted, _ := json.Marshal(string(plain))
+		v.Decrypted = quoted
+	}
+	return v
+}

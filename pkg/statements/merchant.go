@@ -1,6 +1,7 @@
 package statements
 
 import (
+	"fmt"
 	"strings"
 )
 
@@ -52,4 +53,14 @@ func alipayPID(account string) string {
 		return pid
 	}
 	return "[" + account + "]"
+}
+
+// alipayUnbound says why an Alipay account as alipayPID names it cannot be
+// bound: it is in brackets when it is not a PID followed by
+// AlipayAccountSuffix.
+func alipayUnbound(id string) string {
+	if !strings.HasPrefix(id, "[") {
+		return ""
+	}
+	return fmt.Sprintf("account %s, which is not a PID followed by %s", strings.Trim(id, "[]"), AlipayAccountSuffix)
 }

@@ -32,6 +32,16 @@ type Parser struct {
 	// Statement.Account) name it into the merchant binding's terms; nil
 	// keeps it as it is. See Statement.BindingMerchantIDs.
 	BindingMerchantID func(id string) string
+	// UnboundMerchant, when set, says why a merchant as BindingMerchantID
+	// made it can be bound to no tenant ("" when it can): Alipay's account
+	// that is not a PID followed by AlipayAccountSuffix. nil: every
+	// merchant can be.
+	UnboundMerchant func(id string) string
+	// Canceled, when set, says whether a line's status is the channel's
+	// cancel, which nets the trade to zero whether or not it was paid
+	// (Shouqianba CANCELED; channels.Spec.CancelRefundNo); nil: the
+	// channel has no cancel.
+	Canceled func(status string) bool
 }
 
 // RefundLines is how a channel's statement reports refunds, and so how a
@@ -70,13 +80,16 @@ var parsers = map[channels.Channel]Parser{
 		},
 		Refunds:           RefundLinesRunning,
 		BindingMerchantID: alipayPID,
+		UnboundMerchant:   alipayUnbound,
 	},
 	channels.SQB: {
 		Parse: func(data []byte, wantSHA1 string) (Statement, error) {
 			st, err := ParseSQB(bytes.NewReader(data))
 			return checkSHA1(st, err, wantSHA1)
 		},
-		Refunds: RefundLinesPerOrder,
+		Refunds:        RefundLinesPerOrder,
+		PaymentSettled: SQBSettled,
+		Canceled:       func(status string) bool { return status == channels.SQBCanceled },
 	},
 }
 
@@ -98,4 +111,23 @@ func PaymentSettled(ch channels.Channel, status string) bool {
 		return f(status)
 	}
 	return true
+}
+
+// LineCanceled reports whether a line of ch with status is the channel's
+// cancel (Parser.Canceled; false when the channel's parser has none).
+func LineCanceled(ch channels.Channel, status string) bool {
+	if f := parsers[ch].Canceled; f != nil {
+		return f(status)
+	}
+	return false
+}
+
+// UnboundMerchant says why the merchant id, as BindingMerchantIDs names it
+// for a statement of ch, can be bound to no tenant (Parser.UnboundMerchant);
+// "" when it can.
+func UnboundMerchant(ch channels.Channel, id string) string {
+	if f := parsers[ch].UnboundMerchant; f != nil {
+		return f(id)
+	}
+	return ""
 }
