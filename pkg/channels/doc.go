@@ -39,8 +39,8 @@
 // names it. The registry is fixed when the package initialises: production
 // code cannot add to it. The one door is channelstest.Register, which needs
 // a testing.TB (so only a test binary can call it), reaches the registry
-// through pkg/channels/internal/registry (which only packages under
-// pkg/channels can import), and removes the channel when the test ends.
+// through pkg/internal/registry (which only packages under
+// pkg can import), and removes the channel when the test ends.
 // Reads are one atomic load, so decoding never takes a lock.
 //
 // Another content type, ContentTypeStatement, carries no callback but an
@@ -84,7 +84,7 @@
 //   - put an APIv3 key into an error or a String;
 //   - add to the channel registry outside a test (channelstest.Register).
 //
-// A Decoder is stateless and safe for concurrent use. Package channelstest
+// A Decoder is stateless and safe for concurrent use. Package sample
 // builds realistic envelopes of every registered channel for tests, demos
 // and simulations.
 package channels

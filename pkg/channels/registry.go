@@ -9,7 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/paycallback/paycallback/pkg/channels/internal/registry"
+	"github.com/paycallback/paycallback/pkg/internal/registry"
 	"github.com/paycallback/paycallback/pkg/eventkey"
 )
 
@@ -256,7 +256,7 @@ func init() {
 		}
 	}
 	specs.Store(&specSet{list: list})
-	registry.Register = register
+	registry.Channel = register
 }
 
 // current is the registry as it stands.

@@ -1,4 +1,4 @@
-package channelstest
+package sample
 
 import (
 	"crypto/aes"
@@ -287,14 +287,14 @@ func WeChatBody(eventType, originalType, summary string, createTime time.Time, p
 func EncryptWeChat(key, nonce, associatedData string, plaintext []byte) string {
 	block, err := aes.NewCipher([]byte(key))
 	if err != nil {
-		panic("channelstest: apiv3 key: " + err.Error())
+		panic("sample: apiv3 key: " + err.Error())
 	}
 	gcm, err := cipher.NewGCM(block)
 	if err != nil {
 		panic(err)
 	}
 	if len(nonce) != gcm.NonceSize() {
-		panic("channelstest: wechat nonce must be 12 bytes")
+		panic("sample: wechat nonce must be 12 bytes")
 	}
 	return base64.StdEncoding.EncodeToString(gcm.Seal(nil, []byte(nonce), plaintext, []byte(associatedData)))
 }
