@@ -16,6 +16,7 @@ import (
 	"github.com/paycallback/paycallback/internal/ops"
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/channels/channelstest"
+	"github.com/paycallback/paycallback/pkg/channels/wechat"
 )
 
 // TestDeadLettersThroughTheWorker follows dead letters through the real
@@ -163,7 +164,7 @@ func TestViewDeadLetterDecryptsOnlyWhenAsked(t *testing.T) {
 	assert.Equal(t, "WECHAT", plain.Envelope.Channel)
 	assert.True(t, plain.Envelope.Valid)
 	require.NotNil(t, plain.Resource)
-	assert.Equal(t, channels.WeChatAlgorithm, plain.Resource.Algorithm)
+	assert.Equal(t, wechat.Algorithm, plain.Resource.Algorithm)
 	assert.Len(t, plain.Resource.Nonce, 12)
 	assert.Equal(t, "transaction", plain.Resource.AssociatedData)
 	assert.Equal(t, "no_key", plain.Kind)

@@ -9,8 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/paycallback/paycallback/pkg/internal/registry"
 	"github.com/paycallback/paycallback/pkg/eventkey"
+	"github.com/paycallback/paycallback/pkg/internal/registry"
 )
 
 // RefundModel says how a channel reports the amount of a refund.
@@ -180,51 +180,6 @@ func (s Spec) Validate() error {
 	return nil
 }
 
-// builtin lists the channels this build understands, in the order every
-// list of channels (PAYCB_CHANNELS' default, metrics, messages) shows them.
-// Adding a channel is adding its Spec here (and its decoder file, its
-// statement parser in package statements, and its test-body builder in
-// channelstest; tests over All() then cover it).
-func builtin() []Spec {
-	return []Spec{
-		{
-			Code: WeChat, Name: "WeChat Pay", ContentType: ContentTypeJSON, Refunds: PerRefund,
-			MerchantField:          "mchid or sub_mchid",
-			StatementMerchantField: "商户号 or 特约商户号",
-			FingerprintFields: []string{
-				"event_type", "amount.total", "amount.refund", "amount.currency", "out_trade_no",
-			},
-			Decode:        decodeWeChat,
-			NeedsAPIv3Key: true,
-			ViewResource:  viewWeChatResource,
-			RefundQuery:   "WeChat GET /v3/refund/domestic/refunds/{out_refund_no}",
-		},
-		{
-			Code: Alipay, Name: "Alipay", ContentType: ContentTypeForm, Refunds: CumulativeRefunds,
-			MerchantField:          "seller_id",
-			StatementMerchantField: "the #账号 header",
-			FingerprintFields: []string{
-				"trade_status and refund_fee", "total_amount", "refund_fee", "(CNY)", "out_trade_no",
-			},
-			Decode:      func(env Envelope, _ KeyProvider) (Result, error) { return decodeAlipay(env) },
-			RefundQuery: "alipay.trade.fastpay.refund.query for each refund request number of the trade",
-		},
-		{
-			Code: SQB, Name: "Shouqianba", ContentType: ContentTypeJSON, Refunds: CumulativeRefunds,
-			CancelRefundNo:         SQBCancelRefundNo,
-			MerchantField:          "terminal_sn",
-			StatementMerchantField: "terminal_sn",
-			FingerprintFields: []string{
-				"order_status", "total_amount", "total_amount - net_amount", "(CNY)", "client_sn",
-			},
-			Decode:                  func(env Envelope, _ KeyProvider) (Result, error) { return decodeSQB(env) },
-			RefundMayNameNoMerchant: true,
-			RefundQuery:             "/upay/v2/query of the order",
-			OrderQuery:              "/upay/v2/query",
-		},
-	}
-}
-
 // specSet is one immutable state of the registry.
 type specSet struct {
 	list []Spec
@@ -241,21 +196,16 @@ func (s *specSet) lookup(c Channel) (*Spec, bool) {
 }
 
 var (
-	// specs is the registry: the built-in channels, plus those a test
-	// registered (channelstest.Register). Reads are one atomic load.
+	// specs is the registry: the channels allchannels registers, in its
+	// order, plus those a test registered (channelstest.Register). Reads
+	// are one atomic load.
 	specs atomic.Pointer[specSet]
 	// registerMu serialises test registrations.
 	registerMu sync.Mutex
 )
 
 func init() {
-	list := builtin()
-	for _, s := range list {
-		if err := s.Validate(); err != nil {
-			panic(err)
-		}
-	}
-	specs.Store(&specSet{list: list})
+	specs.Store(&specSet{})
 	registry.Channel = register
 }
 

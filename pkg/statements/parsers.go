@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/paycallback/paycallback/pkg/channels"
+	"github.com/paycallback/paycallback/pkg/channels/sqb"
 )
 
 // ErrNoParser is wrapped by Parse's error for a channel this package has no
@@ -89,7 +90,7 @@ var parsers = map[channels.Channel]Parser{
 		},
 		Refunds:        RefundLinesPerOrder,
 		PaymentSettled: SQBSettled,
-		Canceled:       func(status string) bool { return status == channels.SQBCanceled },
+		Canceled:       func(status string) bool { return status == sqb.Canceled },
 	},
 }
 

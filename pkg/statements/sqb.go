@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/paycallback/paycallback/pkg/channels"
+	"github.com/paycallback/paycallback/pkg/channels/sqb"
 )
 
 // FormatSQBQuery is the Format of a Statement parsed by ParseSQB.
@@ -35,11 +36,11 @@ const (
 // CANCELED), and known whether it is documented at all.
 func sqbFinal(status string) (final, known bool) {
 	switch status {
-	case channels.SQBPaid, channels.SQBPayCanceled, channels.SQBRefunded,
-		channels.SQBPartialRefunded, channels.SQBCanceled:
+	case sqb.Paid, sqb.PayCanceled, sqb.Refunded,
+		sqb.PartialRefunded, sqb.Canceled:
 		return true, true
-	case channels.SQBCreated, channels.SQBPayError, channels.SQBRefundError,
-		channels.SQBCancelError, channels.SQBCancelInProgress, sqbOrderStatusInvalid:
+	case sqb.Created, sqb.PayError, sqb.RefundError,
+		sqb.CancelError, sqb.CancelInProgress, sqbOrderStatusInvalid:
 		return false, true
 	}
 	return false, false
@@ -56,7 +57,7 @@ func sqbFinal(status string) (final, known bool) {
 // payment posting for it.
 func SQBSettled(status string) bool {
 	switch status {
-	case channels.SQBPaid, channels.SQBPartialRefunded, channels.SQBRefunded:
+	case sqb.Paid, sqb.PartialRefunded, sqb.Refunded:
 		return true
 	}
 	return false

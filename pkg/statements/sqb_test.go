@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/paycallback/paycallback/pkg/channels"
+	"github.com/paycallback/paycallback/pkg/channels/sqb"
 	"github.com/paycallback/paycallback/pkg/statements"
 )
 
@@ -389,7 +390,7 @@ func FuzzParseSQB(f *testing.F) {
 // (reconciliation only asks that the trade nets to zero), so the totals a
 // merchant reads count no money for it.
 func TestParseSQBPublishedCanceledIsNoPayment(t *testing.T) {
-	raw, err := os.ReadFile("../channels/testdata/published/sqb/core_query_canceled_response.json")
+	raw, err := os.ReadFile("../channels/sqb/testdata/published/sqb/core_query_canceled_response.json")
 	require.NoError(t, err)
 	var line bytes.Buffer
 	require.NoError(t, json.Compact(&line, raw))
@@ -397,7 +398,7 @@ func TestParseSQBPublishedCanceledIsNoPayment(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, st.Lines, 1)
 	l := st.Lines[0]
-	assert.Equal(t, channels.SQBCanceled, l.Status)
+	assert.Equal(t, sqb.Canceled, l.Status)
 	assert.Equal(t, "7894259244096963", l.TradeNo)
 	assert.Equal(t, int64(1), l.Amount)
 	assert.Zero(t, l.SettledAmount)

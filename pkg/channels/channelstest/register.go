@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/paycallback/paycallback/pkg/channels"
+	_ "github.com/paycallback/paycallback/pkg/channels/allchannels" // every test that builds callbacks has the built-in channels
 	"github.com/paycallback/paycallback/pkg/internal/registry"
 )
 

@@ -13,6 +13,9 @@ import (
 	"time"
 
 	"github.com/paycallback/paycallback/pkg/channels"
+	"github.com/paycallback/paycallback/pkg/channels/alipay"
+	"github.com/paycallback/paycallback/pkg/channels/sqb"
+	"github.com/paycallback/paycallback/pkg/channels/wechat"
 )
 
 // APIv3Key is the fake WeChat APIv3 key of the test vectors in
@@ -217,7 +220,7 @@ func WeChatPayment(t Trade, d Delivery) []byte {
 		payload["mchid"], payload["appid"] = "1230000109", "wxd678efh567hg6787"
 		payload["payer"] = map[string]any{"openid": "oUpF8uMuAJO_M2pxb1Q9zNjWeS6o"}
 	}
-	return wechatEnvelope(t, channels.WeChatTransactionSuccess, "transaction", "支付成功", t.PaidAt, payload, t.TradeNo, d)
+	return wechatEnvelope(t, wechat.TransactionSuccess, "transaction", "支付成功", t.PaidAt, payload, t.TradeNo, d)
 }
 
 // WeChatRefund is a REFUND.<status> notification (status SUCCESS, ABNORMAL
@@ -267,12 +270,12 @@ func WeChatBody(eventType, originalType, summary string, createTime time.Time, p
 	body := map[string]any{
 		"id":            id,
 		"create_time":   wechatTime(createTime.Add(attemptDelay(d.Attempt, 15*time.Second))),
-		"resource_type": channels.WeChatResourceType,
+		"resource_type": wechat.ResourceType,
 		"event_type":    eventType,
 		"summary":       summary,
 		"resource": map[string]any{
 			"original_type":   originalType,
-			"algorithm":       channels.WeChatAlgorithm,
+			"algorithm":       wechat.Algorithm,
 			"ciphertext":      EncryptWeChat(key, nonce, originalType, plaintext),
 			"associated_data": originalType,
 			"nonce":           nonce,
@@ -315,19 +318,19 @@ func wechatTime(t time.Time) string { return t.In(Beijing).Format(time.RFC3339) 
 // AlipayPayment is a TRADE_SUCCESS payment notification for t (it carries
 // no refund markers).
 func AlipayPayment(t Trade, d Delivery) []byte {
-	return alipayTrade(t, channels.AlipayTradeSuccess, d)
+	return alipayTrade(t, alipay.TradeSuccess, d)
 }
 
 // AlipayFinished is the TRADE_FINISHED notification for t: same amounts as
 // the payment, sent when the trade can no longer be refunded.
 func AlipayFinished(t Trade, d Delivery) []byte {
-	return alipayTrade(t, channels.AlipayTradeFinished, d)
+	return alipayTrade(t, alipay.TradeFinished, d)
 }
 
 // AlipayWaitBuyerPay is a WAIT_BUYER_PAY notification (no money moves).
 func AlipayWaitBuyerPay(t Trade, d Delivery) []byte {
 	t = t.defaults()
-	f := alipayBase(t, channels.AlipayWaitBuyerPay)
+	f := alipayBase(t, alipay.WaitBuyerPay)
 	return alipayEnvelope(t, f, "wait"+t.TradeNo, t.PaidAt.Add(-time.Minute), d)
 }
 
@@ -335,7 +338,7 @@ func AlipayWaitBuyerPay(t Trade, d Delivery) []byte {
 // never paid (no refund markers; no money moves).
 func AlipayUnpaidClose(t Trade, d Delivery) []byte {
 	t = t.defaults()
-	f := alipayBase(t, channels.AlipayTradeClosed)
+	f := alipayBase(t, alipay.TradeClosed)
 	delete(f, "gmt_payment")
 	f["gmt_close"] = alipayTime(t.PaidAt.Add(15 * time.Minute))
 	return alipayEnvelope(t, f, "close"+t.TradeNo, t.PaidAt.Add(15*time.Minute), d)
@@ -348,15 +351,15 @@ func AlipayUnpaidClose(t Trade, d Delivery) []byte {
 func AlipayRefund(t Trade, r Refund, d Delivery) []byte {
 	t = t.defaults()
 	r = r.defaults(t)
-	status := channels.AlipayTradeSuccess
+	status := alipay.TradeSuccess
 	if r.Cumulative >= t.Total {
-		status = channels.AlipayTradeClosed
+		status = alipay.TradeClosed
 	}
 	f := alipayBase(t, status)
 	f["out_biz_no"] = r.No
 	f["refund_fee"] = Yuan(r.Cumulative)
 	f["gmt_refund"] = r.At.In(Beijing).Format("2006-01-02 15:04:05.000")
-	if status == channels.AlipayTradeClosed {
+	if status == alipay.TradeClosed {
 		f["gmt_close"] = alipayTime(r.At)
 	}
 	return alipayEnvelope(t, f, "refund"+t.TradeNo+"/"+r.No, r.At, d)
@@ -379,7 +382,7 @@ func Yuan(fen int64) string {
 func alipayTrade(t Trade, status string, d Delivery) []byte {
 	t = t.defaults()
 	at := t.PaidAt
-	if status == channels.AlipayTradeFinished {
+	if status == alipay.TradeFinished {
 		at = at.AddDate(0, 3, 0)
 	}
 	return alipayEnvelope(t, alipayBase(t, status), status+t.TradeNo, at, d)
@@ -387,7 +390,7 @@ func alipayTrade(t Trade, status string, d Delivery) []byte {
 
 func alipayBase(t Trade, status string) map[string]any {
 	return map[string]any{
-		"notify_type":      channels.AlipayNotifyType,
+		"notify_type":      alipay.NotifyType,
 		"app_id":           "2021000000000000",
 		"auth_app_id":      "2021000000000000",
 		"charset":          "utf-8",
@@ -424,14 +427,14 @@ func alipayEnvelope(t Trade, f map[string]any, seed string, at time.Time, d Deli
 	return Envelope(t.TenantID, channels.Alipay, AlipayForm(f), d.receivedAt(notify))
 }
 
-func alipayTime(t time.Time) string { return t.In(Beijing).Format(channels.AlipayTimeLayout) }
+func alipayTime(t time.Time) string { return t.In(Beijing).Format(alipay.TimeLayout) }
 
 // ---- Shouqianba ----
 
 // SQBPayment is a PAID/SUCCESS callback for t.
 func SQBPayment(t Trade, d Delivery) []byte {
 	t = t.defaults()
-	o := sqbBase(t, channels.SQBPaid, channels.SQBStatusSuccess, t.Total)
+	o := sqbBase(t, sqb.Paid, sqb.StatusSuccess, t.Total)
 	o["client_tsn"] = t.MerchantOrderNo
 	return sqbEnvelope(t, o, t.PaidAt, d)
 }
@@ -442,11 +445,11 @@ func SQBPayment(t Trade, d Delivery) []byte {
 func SQBRefund(t Trade, r Refund, d Delivery) []byte {
 	t = t.defaults()
 	r = r.defaults(t)
-	status := channels.SQBPartialRefunded
+	status := sqb.PartialRefunded
 	if r.Cumulative >= t.Total {
-		status = channels.SQBRefunded
+		status = sqb.Refunded
 	}
-	o := sqbBase(t, status, channels.SQBStatusSuccess, t.Total-r.Cumulative)
+	o := sqbBase(t, status, sqb.StatusSuccess, t.Total-r.Cumulative)
 	o["finish_time"] = millis(r.At)
 	o["channel_finish_time"] = millis(r.At.Truncate(time.Second))
 	switch d.SQB {
@@ -467,7 +470,7 @@ func SQBRefund(t Trade, r Refund, d Delivery) []byte {
 func SQBCancel(t Trade, d Delivery) []byte {
 	t = t.defaults()
 	at := t.PaidAt.Add(30 * time.Minute)
-	o := sqbBase(t, channels.SQBCanceled, channels.SQBStatusSuccess, 0)
+	o := sqbBase(t, sqb.Canceled, sqb.StatusSuccess, 0)
 	o["finish_time"] = millis(at)
 	o["channel_finish_time"] = millis(at.Truncate(time.Second))
 	return sqbEnvelope(t, o, at, d)

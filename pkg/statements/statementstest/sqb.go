@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/paycallback/paycallback/pkg/channels"
+	"github.com/paycallback/paycallback/pkg/channels/sqb"
 	"github.com/paycallback/paycallback/pkg/statements"
 )
 
@@ -118,10 +119,10 @@ func sqbCheck(i int, l statements.Line, seen map[string]bool) error {
 	}
 	final := false
 	switch l.Status {
-	case channels.SQBPaid, channels.SQBPayCanceled, channels.SQBRefunded, channels.SQBPartialRefunded, channels.SQBCanceled:
+	case sqb.Paid, sqb.PayCanceled, sqb.Refunded, sqb.PartialRefunded, sqb.Canceled:
 		final = true
-	case channels.SQBCreated, channels.SQBPayError, channels.SQBRefundError, channels.SQBCancelError,
-		channels.SQBCancelInProgress, "INVALID_STATUS_CODE":
+	case sqb.Created, sqb.PayError, sqb.RefundError, sqb.CancelError,
+		sqb.CancelInProgress, "INVALID_STATUS_CODE":
 	default:
 		return unwritable(i, "order_status %q is not documented", l.Status)
 	}

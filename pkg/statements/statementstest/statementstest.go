@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/paycallback/paycallback/pkg/channels"
+	"github.com/paycallback/paycallback/pkg/channels/sqb"
 	"github.com/paycallback/paycallback/pkg/eventkey"
 	"github.com/paycallback/paycallback/pkg/statements"
 )
@@ -175,12 +176,12 @@ func sqbLines(evs []channels.Event) []statements.Line {
 	lines := make([]statements.Line, 0, len(trades))
 	for _, trade := range trades {
 		o := orders[trade]
-		status := channels.SQBPaid
+		status := sqb.Paid
 		switch {
 		case o.refunded >= o.first.OrderTotal:
-			status = channels.SQBRefunded
+			status = sqb.Refunded
 		case o.refunded > 0:
-			status = channels.SQBPartialRefunded
+			status = sqb.PartialRefunded
 		}
 		lines = append(lines, statements.Line{
 			Channel: channels.SQB, Kind: statements.KindOrder, TradeNo: trade, MerchantOrderNo: o.first.MerchantOrderNo,

@@ -13,6 +13,7 @@ import (
 
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/channels/channelstest"
+	"github.com/paycallback/paycallback/pkg/channels/sqb"
 	"github.com/paycallback/paycallback/pkg/statements"
 	"github.com/paycallback/paycallback/pkg/statements/statementstest"
 )
@@ -165,19 +166,19 @@ func TestStreamRoundTrip(t *testing.T) {
 		}
 	}
 
-	sqb, err := statementstest.FromEvents(channels.SQB, events)
+	sq, err := statementstest.FromEvents(channels.SQB, events)
 	require.NoError(t, err)
-	require.Len(t, sqb, 3)
+	require.Len(t, sq, 3)
 	byTrade := map[string]statements.Line{}
-	for _, l := range sqb {
+	for _, l := range sq {
 		byTrade[l.MerchantOrderNo] = l
 	}
 	a, b, c := byTrade["POS20240601000021"], byTrade["POS20240601000022"], byTrade["POS20240601000023"]
-	assert.Equal(t, []any{channels.SQBPartialRefunded, int64(10000), int64(5000), day2},
+	assert.Equal(t, []any{sqb.PartialRefunded, int64(10000), int64(5000), day2},
 		[]any{a.Status, a.Amount, a.SettledAmount, statementstest.Day(a.Time)}, "dated by its last refund")
-	assert.Equal(t, []any{channels.SQBRefunded, int64(0)}, []any{b.Status, b.SettledAmount})
-	assert.Equal(t, []any{channels.SQBPaid, int64(2580)}, []any{c.Status, c.SettledAmount})
-	f, err := statementstest.SQBQueryResponses(sqb)
+	assert.Equal(t, []any{sqb.Refunded, int64(0)}, []any{b.Status, b.SettledAmount})
+	assert.Equal(t, []any{sqb.Paid, int64(2580)}, []any{c.Status, c.SettledAmount})
+	f, err := statementstest.SQBQueryResponses(sq)
 	require.NoError(t, err)
 	got, err := statements.Parse(channels.SQB, f.Data, f.Want.SHA1)
 	require.NoError(t, err)
@@ -195,7 +196,7 @@ func TestUnwritable(t *testing.T) {
 			Amount: 100, SettledAmount: 100, Status: "SUCCESS", Time: channelstest.BaseTime, Currency: "CNY",
 		}
 		if ch == channels.SQB {
-			l.Status = channels.SQBPaid
+			l.Status = sqb.Paid
 		}
 		return l
 	}
@@ -215,7 +216,7 @@ func TestUnwritable(t *testing.T) {
 		_, err := statementstest.AlipayBill("2088", day, lines)
 		return err
 	}
-	sqb := func(lines []statements.Line) error {
+	sq := func(lines []statements.Line) error {
 		_, err := statementstest.SQBQueryResponses(lines)
 		return err
 	}
@@ -243,10 +244,10 @@ func TestUnwritable(t *testing.T) {
 		{"alipay other channel", alipay, ap(func(l *statements.Line) { l.Channel = channels.SQB })},
 		{"alipay other day", alipay, ap(func(l *statements.Line) { l.Time = l.Time.AddDate(0, 0, 1) })},
 		{"alipay negative amount", alipay, ap(func(l *statements.Line) { l.Amount = -1 })},
-		{"sqb payment kind", sqb, so(func(l *statements.Line) { l.Kind = statements.KindPayment })},
-		{"sqb undocumented status", sqb, so(func(l *statements.Line) { l.Status = "DONE" })},
-		{"sqb final without time", sqb, so(func(l *statements.Line) { l.Time = time.Time{} })},
-		{"sqb same sn twice", sqb, so(func(l *statements.Line) { l.TradeNo = "T1" })},
+		{"sqb payment kind", sq, so(func(l *statements.Line) { l.Kind = statements.KindPayment })},
+		{"sqb undocumented status", sq, so(func(l *statements.Line) { l.Status = "DONE" })},
+		{"sqb final without time", sq, so(func(l *statements.Line) { l.Time = time.Time{} })},
+		{"sqb same sn twice", sq, so(func(l *statements.Line) { l.TradeNo = "T1" })},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			require.NoError(t, tc.write(tc.lines[:1]), "the first line alone is fine")

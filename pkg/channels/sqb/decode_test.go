@@ -1,4 +1,4 @@
-package channels_test
+package sqb_test
 
 import (
 	"encoding/json"

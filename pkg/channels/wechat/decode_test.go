@@ -1,4 +1,4 @@
-package channels_test
+package wechat_test
 
 import (
 	"encoding/json"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/channels/channelstest"
+	"github.com/paycallback/paycallback/pkg/channels/wechat"
 	"github.com/paycallback/paycallback/pkg/eventkey"
 )
 
@@ -51,7 +52,7 @@ func wechatBody(eventType, originalType, algorithm, ciphertext, nonce, aad strin
 func sealed(eventType, originalType, plaintext string) []byte {
 	nonce := "n0nce0000001"
 	ct := channelstest.EncryptWeChat(vecKey, nonce, originalType, []byte(plaintext))
-	return envelope(channels.WeChat, wechatBody(eventType, originalType, channels.WeChatAlgorithm, ct, nonce, originalType))
+	return envelope(channels.WeChat, wechatBody(eventType, originalType, wechat.Algorithm, ct, nonce, originalType))
 }
 
 func TestWeChatDocVectors(t *testing.T) {

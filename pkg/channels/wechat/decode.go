@@ -1,4 +1,4 @@
-package channels
+package wechat
 
 import (
 	"crypto/aes"
@@ -7,17 +7,18 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/eventkey"
 )
 
 // WeChat Pay v3 notification constants.
 const (
-	WeChatTransactionSuccess = "TRANSACTION.SUCCESS"
-	WeChatRefundSuccess      = "REFUND.SUCCESS"
-	WeChatRefundAbnormal     = "REFUND.ABNORMAL"
-	WeChatRefundClosed       = "REFUND.CLOSED"
-	WeChatAlgorithm          = "AEAD_AES_256_GCM"
-	WeChatResourceType       = "encrypt-resource"
+	TransactionSuccess = "TRANSACTION.SUCCESS"
+	RefundSuccess      = "REFUND.SUCCESS"
+	RefundAbnormal     = "REFUND.ABNORMAL"
+	RefundClosed       = "REFUND.CLOSED"
+	Algorithm          = "AEAD_AES_256_GCM"
+	ResourceType       = "encrypt-resource"
 )
 
 // wechatNotification is the outer, plaintext v3 notification.
@@ -71,36 +72,36 @@ type wechatRefund struct {
 	} `json:"amount"`
 }
 
-func decodeWeChat(env Envelope, keys KeyProvider) (Result, error) {
+func decodeWeChat(env channels.Envelope, keys channels.KeyProvider) (channels.Result, error) {
 	var n wechatNotification
 	if !fastWeChat([]byte(env.Body), &n) {
 		n = wechatNotification{}
-		if err := unmarshal([]byte(env.Body), &n, "wechat notification"); err != nil {
-			return Result{}, err
+		if err := channels.Unmarshal([]byte(env.Body), &n, "wechat notification"); err != nil {
+			return channels.Result{}, err
 		}
 	}
 	var wantType string
 	switch n.EventType {
-	case WeChatTransactionSuccess:
+	case TransactionSuccess:
 		wantType = "transaction"
-	case WeChatRefundSuccess, WeChatRefundAbnormal, WeChatRefundClosed:
+	case RefundSuccess, RefundAbnormal, RefundClosed:
 		wantType = "refund"
 	case "":
-		return Result{}, errorf(KindMalformed, "wechat notification has no event_type")
+		return channels.Result{}, channels.Errorf(channels.KindMalformed, "wechat notification has no event_type")
 	default:
-		return Result{}, errorf(KindUnsupported, "wechat event_type %s", quote(n.EventType))
+		return channels.Result{}, channels.Errorf(channels.KindUnsupported, "wechat event_type %s", channels.Quote(n.EventType))
 	}
-	if n.ResourceType != "" && n.ResourceType != WeChatResourceType {
-		return Result{}, errorf(KindUnsupported, "wechat resource_type %s", quote(n.ResourceType))
+	if n.ResourceType != "" && n.ResourceType != ResourceType {
+		return channels.Result{}, channels.Errorf(channels.KindUnsupported, "wechat resource_type %s", channels.Quote(n.ResourceType))
 	}
 	if ot := n.Resource.OriginalType; ot != "" && ot != wantType {
-		return Result{}, errorf(KindMalformed, "wechat %s carries original_type %s", n.EventType, quote(ot))
+		return channels.Result{}, channels.Errorf(channels.KindMalformed, "wechat %s carries original_type %s", n.EventType, channels.Quote(ot))
 	}
 	plain, use, err := decryptWeChat(keys, env.TenantID, &n.Resource)
 	if err != nil {
-		return Result{}, err
+		return channels.Result{}, err
 	}
-	var res Result
+	var res channels.Result
 	if wantType == "transaction" {
 		res, err = decodeWeChatTransaction(plain, &n)
 	} else {
@@ -116,35 +117,35 @@ func decodeWeChat(env Envelope, keys KeyProvider) (Result, error) {
 // KindDecryptFailed only when every key fails, and with KindNoKey when the
 // tenant has no key or one of the wrong length. No key ever appears in an
 // error.
-func decryptWeChat(provider KeyProvider, tenantID int64, r *wechatResource) ([]byte, KeyUse, error) {
-	if r.Algorithm != WeChatAlgorithm {
+func decryptWeChat(provider channels.KeyProvider, tenantID int64, r *wechatResource) ([]byte, channels.KeyUse, error) {
+	if r.Algorithm != Algorithm {
 		if r.Algorithm == "" {
-			return nil, KeyUse{}, errorf(KindMalformed, "wechat resource has no algorithm")
+			return nil, channels.KeyUse{}, channels.Errorf(channels.KindMalformed, "wechat resource has no algorithm")
 		}
-		return nil, KeyUse{}, errorf(KindUnsupported, "wechat resource algorithm %s", quote(r.Algorithm))
+		return nil, channels.KeyUse{}, channels.Errorf(channels.KindUnsupported, "wechat resource algorithm %s", channels.Quote(r.Algorithm))
 	}
 	if len(r.Nonce) != 12 {
-		return nil, KeyUse{}, errorf(KindMalformed, "wechat resource nonce is %d bytes, want 12", len(r.Nonce))
+		return nil, channels.KeyUse{}, channels.Errorf(channels.KindMalformed, "wechat resource nonce is %d bytes, want 12", len(r.Nonce))
 	}
 	if r.Ciphertext == "" {
-		return nil, KeyUse{}, errorf(KindMalformed, "wechat resource has no ciphertext")
+		return nil, channels.KeyUse{}, channels.Errorf(channels.KindMalformed, "wechat resource has no ciphertext")
 	}
 	var keys [][]byte
 	if provider != nil {
 		keys = provider.APIv3Keys(tenantID)
 	}
 	if len(keys) == 0 {
-		return nil, KeyUse{}, errorf(KindNoKey, "no wechat apiv3 key for tenant %d", tenantID)
+		return nil, channels.KeyUse{}, channels.Errorf(channels.KindNoKey, "no wechat apiv3 key for tenant %d", tenantID)
 	}
 	for i, key := range keys {
-		if len(key) != APIv3KeyLen {
-			return nil, KeyUse{}, errorf(KindNoKey, "wechat apiv3 key %d of %d for tenant %d is %d bytes, want %d",
-				i+1, len(keys), tenantID, len(key), APIv3KeyLen)
+		if len(key) != channels.APIv3KeyLen {
+			return nil, channels.KeyUse{}, channels.Errorf(channels.KindNoKey, "wechat apiv3 key %d of %d for tenant %d is %d bytes, want %d",
+				i+1, len(keys), tenantID, len(key), channels.APIv3KeyLen)
 		}
 	}
 	ct, err := base64.StdEncoding.DecodeString(r.Ciphertext)
 	if err != nil {
-		return nil, KeyUse{}, errorf(KindMalformed, "wechat resource ciphertext is not base64: %w", err)
+		return nil, channels.KeyUse{}, channels.Errorf(channels.KindMalformed, "wechat resource ciphertext is not base64: %w", err)
 	}
 	// A failed Open may overwrite its destination, so every key but the
 	// last opens into a buffer of its own; the last opens in place.
@@ -152,11 +153,11 @@ func decryptWeChat(provider KeyProvider, tenantID int64, r *wechatResource) ([]b
 	for i, key := range keys {
 		block, err := aes.NewCipher(key)
 		if err != nil { // unreachable with a 32-byte key
-			return nil, KeyUse{}, errorf(KindNoKey, "wechat apiv3 key %d of %d for tenant %d: %w", i+1, len(keys), tenantID, err)
+			return nil, channels.KeyUse{}, channels.Errorf(channels.KindNoKey, "wechat apiv3 key %d of %d for tenant %d: %w", i+1, len(keys), tenantID, err)
 		}
 		gcm, err := cipher.NewGCM(block)
 		if err != nil {
-			return nil, KeyUse{}, errorf(KindDecryptFailed, "wechat gcm: %w", err)
+			return nil, channels.KeyUse{}, channels.Errorf(channels.KindDecryptFailed, "wechat gcm: %w", err)
 		}
 		dst := ct[:0]
 		if i < len(keys)-1 {
@@ -167,77 +168,77 @@ func decryptWeChat(provider KeyProvider, tenantID int64, r *wechatResource) ([]b
 		}
 		plain, err := gcm.Open(dst, []byte(r.Nonce), ct, []byte(r.AssociatedData))
 		if err == nil {
-			return plain, KeyUse{Position: i + 1, Keys: len(keys)}, nil
+			return plain, channels.KeyUse{Position: i + 1, Keys: len(keys)}, nil
 		}
 	}
 	if len(keys) == 1 {
-		return nil, KeyUse{}, errorf(KindDecryptFailed,
+		return nil, channels.KeyUse{}, channels.Errorf(channels.KindDecryptFailed,
 			"wechat resource for tenant %d failed authentication (wrong key or associated data)", tenantID)
 	}
-	return nil, KeyUse{}, errorf(KindDecryptFailed,
+	return nil, channels.KeyUse{}, channels.Errorf(channels.KindDecryptFailed,
 		"wechat resource for tenant %d failed authentication with each of its %d keys (wrong keys or associated data)", tenantID, len(keys))
 }
 
-func decodeWeChatTransaction(plain []byte, n *wechatNotification) (res Result, err error) {
+func decodeWeChatTransaction(plain []byte, n *wechatNotification) (res channels.Result, err error) {
 	var tx wechatTransaction
 	defer func() { res.MerchantID = wechatMerchant(tx.MchID, tx.SubMchID) }()
 	if !fastWeChatTransaction(plain, &tx) {
 		tx = wechatTransaction{}
-		if err := unmarshal(plain, &tx, "wechat transaction"); err != nil {
-			return Result{}, foreignCurrencyFirst(plain, err)
+		if err := channels.Unmarshal(plain, &tx, "wechat transaction"); err != nil {
+			return channels.Result{}, foreignCurrencyFirst(plain, err)
 		}
 	}
 	// The currency comes first: a cross-border transaction names its trade
 	// "id", not "transaction_id", and must be refused as the foreign
 	// payment it is, not as a malformed one.
 	if err := checkWeChatCurrency(tx.Amount.Currency); err != nil {
-		return Result{}, err
+		return channels.Result{}, err
 	}
-	ev := Event{
+	ev := channels.Event{
 		Type:            eventkey.PaymentReceived,
 		TradeNo:         tx.TransactionID,
 		MerchantOrderNo: tx.OutTradeNo,
 		RawStatus:       tx.TradeState,
 	}
 	if tx.TradeState != "SUCCESS" {
-		return Result{}, errorf(KindUnsupported, "wechat %s with trade_state %s", n.EventType, quote(tx.TradeState))
+		return channels.Result{}, channels.Errorf(channels.KindUnsupported, "wechat %s with trade_state %s", n.EventType, channels.Quote(tx.TradeState))
 	}
-	if err := checkID("wechat out_trade_no", tx.OutTradeNo); err != nil {
-		return Result{}, err
+	if err := channels.CheckID("wechat out_trade_no", tx.OutTradeNo); err != nil {
+		return channels.Result{}, err
 	}
-	key, err := paymentKey(WeChat, tx.TransactionID)
+	key, err := channels.PaymentKey(Code, tx.TransactionID)
 	if err != nil {
-		return Result{}, err
+		return channels.Result{}, err
 	}
 	ev.Key = key
 	if ev.OrderTotal, err = tx.Amount.Total.positive("wechat amount.total"); err != nil {
-		return Result{}, err
+		return channels.Result{}, err
 	}
 	if ev.OccurredAt, err = wechatTime(tx.SuccessTime, n.CreateTime); err != nil {
-		return Result{}, err
+		return channels.Result{}, err
 	}
-	return Result{Event: ev}, nil
+	return channels.Result{Event: ev}, nil
 }
 
-func decodeWeChatRefund(plain []byte, n *wechatNotification) (res Result, err error) {
+func decodeWeChatRefund(plain []byte, n *wechatNotification) (res channels.Result, err error) {
 	var rf wechatRefund
 	defer func() { res.MerchantID = wechatMerchant(rf.MchID, rf.SubMchID) }()
 	if !fastWeChatRefund(plain, &rf) {
 		rf = wechatRefund{}
-		if err := unmarshal(plain, &rf, "wechat refund"); err != nil {
-			return Result{}, foreignCurrencyFirst(plain, err)
+		if err := channels.Unmarshal(plain, &rf, "wechat refund"); err != nil {
+			return channels.Result{}, foreignCurrencyFirst(plain, err)
 		}
 	}
 	// The currency comes first, as for transactions, for every refund
 	// status.
 	if err := checkWeChatCurrency(rf.Amount.Currency); err != nil {
-		return Result{}, err
+		return channels.Result{}, err
 	}
 	status := rf.RefundStatus
 	if status == "" {
 		status = rf.Status
 	}
-	ev := Event{
+	ev := channels.Event{
 		TradeNo:         rf.TransactionID,
 		MerchantOrderNo: rf.OutTradeNo,
 		RefundNo:        rf.OutRefundNo,
@@ -245,42 +246,42 @@ func decodeWeChatRefund(plain []byte, n *wechatNotification) (res Result, err er
 	}
 	// Every refund notification must name its refund: even the ignored
 	// ones update a refund pre-registration.
-	key, err := refundKey(WeChat, rf.TransactionID, rf.OutRefundNo)
+	key, err := channels.RefundKey(Code, rf.TransactionID, rf.OutRefundNo)
 	if err != nil {
-		return Result{}, err
+		return channels.Result{}, err
 	}
 	if status == "" {
-		return Result{}, errorf(KindMalformed, "wechat refund has no refund_status")
+		return channels.Result{}, channels.Errorf(channels.KindMalformed, "wechat refund has no refund_status")
 	}
 	if "REFUND."+status != n.EventType {
-		return Result{}, errorf(KindUnsupported, "wechat %s with refund_status %s", n.EventType, quote(status))
+		return channels.Result{}, channels.Errorf(channels.KindUnsupported, "wechat %s with refund_status %s", n.EventType, channels.Quote(status))
 	}
-	switch RefundStatus(status) {
-	case RefundAbnormal:
-		res := ignored("wechat REFUND.ABNORMAL: refund not final, no money moves", ev)
-		res.RefundStatus = RefundAbnormal
+	switch channels.RefundStatus(status) {
+	case channels.RefundAbnormal:
+		res := channels.Ignored("wechat REFUND.ABNORMAL: refund not final, no money moves", ev)
+		res.RefundStatus = channels.RefundAbnormal
 		return res, nil
-	case RefundClosed:
-		res := ignored("wechat REFUND.CLOSED: refund closed, no money moves", ev)
-		res.RefundStatus = RefundClosed
+	case channels.RefundClosed:
+		res := channels.Ignored("wechat REFUND.CLOSED: refund closed, no money moves", ev)
+		res.RefundStatus = channels.RefundClosed
 		return res, nil
 	}
 	// SUCCESS: money moves.
 	ev.Type = eventkey.RefundSucceeded
 	ev.Key = key
-	if err := checkID("wechat out_trade_no", rf.OutTradeNo); err != nil {
-		return Result{}, err
+	if err := channels.CheckID("wechat out_trade_no", rf.OutTradeNo); err != nil {
+		return channels.Result{}, err
 	}
 	if ev.OrderTotal, err = rf.Amount.Total.positive("wechat amount.total"); err != nil {
-		return Result{}, err
+		return channels.Result{}, err
 	}
 	if ev.RefundAmount, err = rf.Amount.Refund.positive("wechat amount.refund"); err != nil {
-		return Result{}, err
+		return channels.Result{}, err
 	}
 	if ev.OccurredAt, err = wechatTime(rf.SuccessTime, n.CreateTime); err != nil {
-		return Result{}, err
+		return channels.Result{}, err
 	}
-	return Result{Event: ev, RefundStatus: RefundSuccess}, nil
+	return channels.Result{Event: ev, RefundStatus: channels.RefundSuccess}, nil
 }
 
 // wechatMerchant is the merchant a decrypted resource names: the
@@ -296,8 +297,8 @@ func wechatMerchant(mchID, subMchID string) string {
 // checkWeChatCurrency refuses, with KindUnsupported, an amount.currency
 // other than CNY; an absent currency means CNY.
 func checkWeChatCurrency(c string) error {
-	if c != "" && c != CurrencyCNY {
-		return errorf(KindUnsupported, "wechat currency %s", quote(c))
+	if c != "" && c != channels.CurrencyCNY {
+		return channels.Errorf(channels.KindUnsupported, "wechat currency %s", channels.Quote(c))
 	}
 	return nil
 }
@@ -333,11 +334,11 @@ func wechatTime(success, created string) (time.Time, error) {
 		s = created
 	}
 	if s == "" {
-		return time.Time{}, errorf(KindMalformed, "wechat notification has neither success_time nor create_time")
+		return time.Time{}, channels.Errorf(channels.KindMalformed, "wechat notification has neither success_time nor create_time")
 	}
 	t, err := time.Parse(time.RFC3339, s)
 	if err != nil {
-		return time.Time{}, errorf(KindMalformed, "wechat time %s: %w", quote(s), err)
+		return time.Time{}, channels.Errorf(channels.KindMalformed, "wechat time %s: %w", channels.Quote(s), err)
 	}
 	return t.UTC(), nil
 }
@@ -356,9 +357,9 @@ func (f *jsonFen) UnmarshalJSON(b []byte) error {
 		*f = jsonFen{}
 		return nil
 	}
-	v, err := parseFen(string(b))
+	v, err := channels.ParseUint(string(b), channels.MaxAmount)
 	if err != nil {
-		return &Error{Kind: KindInvalidAmount, Err: errWithValue(string(b), err)}
+		return &channels.Error{Kind: channels.KindInvalidAmount, Err: channels.AmountError(string(b), err)}
 	}
 	*f = jsonFen{v: v, set: true}
 	return nil
@@ -368,10 +369,10 @@ func (f *jsonFen) UnmarshalJSON(b []byte) error {
 // missing or zero.
 func (f jsonFen) positive(name string) (int64, error) {
 	if !f.set {
-		return 0, errorf(KindInvalidAmount, "%s is missing", name)
+		return 0, channels.Errorf(channels.KindInvalidAmount, "%s is missing", name)
 	}
 	if f.v <= 0 {
-		return 0, errorf(KindInvalidAmount, "%s is %d, must be positive", name, f.v)
+		return 0, channels.Errorf(channels.KindInvalidAmount, "%s is %d, must be positive", name, f.v)
 	}
 	return f.v, nil
 }
@@ -379,7 +380,7 @@ func (f jsonFen) positive(name string) (int64, error) {
 // viewWeChatResource is WeChat's Spec.ViewResource: the notification's
 // resource as dlq show prints it, decrypted as the decoder decrypts it
 // (decryptWeChat) when keys is not nil.
-func viewWeChatResource(env Envelope, keys KeyProvider) *ResourceView {
+func viewWeChatResource(env channels.Envelope, keys channels.KeyProvider) *channels.ResourceView {
 	var n struct {
 		EventType string         `json:"event_type"`
 		Resource  wechatResource `json:"resource"`
@@ -388,7 +389,7 @@ func viewWeChatResource(env Envelope, keys KeyProvider) *ResourceView {
 		return nil
 	}
 	r := n.Resource
-	v := &ResourceView{
+	v := &channels.ResourceView{
 		EventType: n.EventType, Algorithm: r.Algorithm, AssociatedData: r.AssociatedData, Nonce: r.Nonce,
 		OriginalType: r.OriginalType, CiphertextLength: len(r.Ciphertext),
 	}

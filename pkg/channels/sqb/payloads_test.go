@@ -1,4 +1,4 @@
-package channels_test
+package sqb_test
 
 import (
 	"os"
@@ -22,12 +22,6 @@ func TestPayloadFiles(t *testing.T) {
 		refundNo   string
 		cumulative int64
 	}{
-		{"wechat_transaction_success.json", channels.WeChat, eventkey.PaymentReceived, "", 0},
-		{"wechat_refund_success.json", channels.WeChat, eventkey.RefundSucceeded, "RF-1", 0},
-		{"alipay_payment.form", channels.Alipay, eventkey.PaymentReceived, "", 0},
-		{"alipay_partial_refund.form", channels.Alipay, eventkey.RefundSucceeded, "RF-1", 1000},
-		{"alipay_full_refund.form", channels.Alipay, eventkey.RefundSucceeded, "RF-2", 2580},
-		{"alipay_unpaid_close.form", channels.Alipay, "", "", 0},
 		{"sqb_payment.json", channels.SQB, eventkey.PaymentReceived, "", 0},
 		{"sqb_partial_refund.json", channels.SQB, eventkey.RefundSucceeded, "RF-1", 1000},
 		{"sqb_refund_api_response.json", channels.SQB, eventkey.RefundSucceeded, "RF-1", 1000},

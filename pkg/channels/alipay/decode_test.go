@@ -1,4 +1,4 @@
-package channels_test
+package alipay_test
 
 import (
 	"net/url"

@@ -1,4 +1,4 @@
-package channels_test
+package wechat_test
 
 import (
 	"crypto/aes"
@@ -9,11 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/require"
-
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/channels/channelstest"
+	"github.com/paycallback/paycallback/pkg/channels/wechat"
 	"github.com/paycallback/paycallback/pkg/eventkey"
+	"github.com/stretchr/testify/require"
 )
 
 // The published samples under testdata/published are other people's
@@ -121,34 +121,34 @@ func TestPublishedWeChatResources(t *testing.T) {
 		eventType string
 		want      publishedWant
 	}{
-		{"skit_transaction_resource.json", channels.WeChatTransactionSuccess, payment},
-		{"skit_partner_transaction_resource.json", channels.WeChatTransactionSuccess, payment},
-		{"skit_refund_resource.json", channels.WeChatRefundSuccess, refund},
-		{"skit_partner_refund_resource.json", channels.WeChatRefundSuccess, refund},
+		{"skit_transaction_resource.json", wechat.TransactionSuccess, payment},
+		{"skit_partner_transaction_resource.json", wechat.TransactionSuccess, payment},
+		{"skit_refund_resource.json", wechat.RefundSuccess, refund},
+		{"skit_partner_refund_resource.json", wechat.RefundSuccess, refund},
 		// Cross-border (WeChat Pay Global) resources: HKD, and the
 		// transaction names its trade "id". Both are refused for their
 		// currency, as every channel refuses a currency other than CNY.
-		{"skit_global_transaction_resource.json", channels.WeChatTransactionSuccess, publishedWant{kind: channels.KindUnsupported}},
-		{"skit_global_refund_resource.json", channels.WeChatRefundSuccess, publishedWant{kind: channels.KindUnsupported}},
+		{"skit_global_transaction_resource.json", wechat.TransactionSuccess, publishedWant{kind: channels.KindUnsupported}},
+		{"skit_global_refund_resource.json", wechat.RefundSuccess, publishedWant{kind: channels.KindUnsupported}},
 		// API responses sealed as the resource of a notification: the
 		// transaction query, the refund query (which calls the status
 		// "status") and a refund request's answer, still PROCESSING.
-		{"gunsluo_transaction_query_response.json", channels.WeChatTransactionSuccess, publishedWant{
+		{"gunsluo_transaction_query_response.json", wechat.TransactionSuccess, publishedWant{
 			typ: eventkey.PaymentReceived, key: "WECHAT:4200000914202101195554393855:PAYMENT_RECEIVED",
 			tradeNo: "4200000914202101195554393855", orderNo: "S20210119074247105778399200",
 			total: 1, raw: "SUCCESS", at: time.Date(2021, 1, 19, 7, 43, 1, 0, time.UTC),
 		}},
-		{"gunsluo_refund_query_response.json", channels.WeChatRefundSuccess, publishedWant{
+		{"gunsluo_refund_query_response.json", wechat.RefundSuccess, publishedWant{
 			typ: eventkey.RefundSucceeded, key: "WECHAT:" + publishedWxTrade + ":REFUND_SUCCEEDED:" + publishedWxTrade,
 			tradeNo: publishedWxTrade, orderNo: publishedWxTrade, refundNo: publishedWxTrade,
 			total: 100, refund: 100, raw: "SUCCESS", at: time.Date(2020, 12, 1, 8, 18, 12, 0, time.UTC),
 		}},
-		{"gunsluo_refund_create_response.json", channels.WeChatRefundSuccess, publishedWant{kind: channels.KindUnsupported}},
+		{"gunsluo_refund_create_response.json", wechat.RefundSuccess, publishedWant{kind: channels.KindUnsupported}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
 			original := "transaction"
-			if tt.eventType != channels.WeChatTransactionSuccess {
+			if tt.eventType != wechat.TransactionSuccess {
 				original = "refund"
 			}
 			res, err := testDecoder().Decode(sealed(tt.eventType, original, readPublished(t, filepath.Join("wechat", tt.file))))
@@ -167,25 +167,25 @@ func TestPublishedWeChatCrossBorderIsUnsupported(t *testing.T) {
 	tests := []struct {
 		name, eventType, original, plaintext string
 	}{
-		{"published, one-pass decoder", channels.WeChatTransactionSuccess, "transaction", global},
+		{"published, one-pass decoder", wechat.TransactionSuccess, "transaction", global},
 		// A float anywhere sends the resource to encoding/json.
 		{
-			"constructed: encoding/json path", channels.WeChatTransactionSuccess, "transaction",
+			"constructed: encoding/json path", wechat.TransactionSuccess, "transaction",
 			`{"id":"1008450740201411110005820873","out_trade_no":"20150806125346","trade_state":"SUCCESS","amount":{"total":528800,"currency":"HKD","exchange_rate":{"type":"SETTLEMENT_RATE","rate":8.0}}}`,
 		},
 		{
-			"constructed: amount the decoder cannot read", channels.WeChatTransactionSuccess, "transaction",
+			"constructed: amount the decoder cannot read", wechat.TransactionSuccess, "transaction",
 			`{"id":"1008450740201411110005820873","out_trade_no":"20150806125346","trade_state":"SUCCESS","amount":{"total":5288.00,"currency":"HKD"}}`,
 		},
 		{
-			"constructed: not SUCCESS", channels.WeChatTransactionSuccess, "transaction",
+			"constructed: not SUCCESS", wechat.TransactionSuccess, "transaction",
 			`{"id":"1008450740201411110005820873","trade_state":"REFUND","amount":{"total":528800,"currency":"HKD"}}`,
 		},
 		{
-			"constructed: refund ABNORMAL without numbers", channels.WeChatRefundAbnormal, "refund",
+			"constructed: refund ABNORMAL without numbers", wechat.RefundAbnormal, "refund",
 			`{"refund_status":"ABNORMAL","amount":{"total":528800,"refund":528800,"currency":"HKD"}}`,
 		},
-		{"published refund", channels.WeChatRefundSuccess, "refund", globalRefund},
+		{"published refund", wechat.RefundSuccess, "refund", globalRefund},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -197,7 +197,7 @@ func TestPublishedWeChatCrossBorderIsUnsupported(t *testing.T) {
 		})
 	}
 	t.Run("the same resource in CNY is still malformed for want of transaction_id", func(t *testing.T) {
-		mustFail(t, sealed(channels.WeChatTransactionSuccess, "transaction",
+		mustFail(t, sealed(wechat.TransactionSuccess, "transaction",
 			`{"id":"1008450740201411110005820873","out_trade_no":"20150806125346","trade_state":"SUCCESS","amount":{"total":528800,"currency":"CNY"}}`),
 			channels.KindMalformed)
 	})
@@ -248,7 +248,7 @@ func TestPublishedWeChatNotifications(t *testing.T) {
 		require.Equal(t, javaCiphertext, channelstest.EncryptWeChat(javaAPIv3Key, javaNonce, javaAAD, []byte(javaPlaintext)))
 		// Wrapped in a v3 notification (our wrapping), it decrypts with the
 		// published key; its plaintext is no transaction.
-		body := wechatBody(channels.WeChatTransactionSuccess, "transaction", channels.WeChatAlgorithm, javaCiphertext, javaNonce, javaAAD)
+		body := wechatBody(wechat.TransactionSuccess, "transaction", wechat.Algorithm, javaCiphertext, javaNonce, javaAAD)
 		d := channels.NewDecoder(channels.StaticKeys{Default: javaAPIv3Key})
 		res, err := d.Decode(envelope(channels.WeChat, body))
 		kind, _ := channels.KindOf(err)
@@ -282,81 +282,4 @@ func TestPublishedWeChatNotifications(t *testing.T) {
 	t.Run("wechatpay-java resource without an envelope", func(t *testing.T) {
 		mustFail(t, envelope(channels.WeChat, readPublished(t, filepath.Join("wechat", "wechatpay-java_notification.json"))), channels.KindMalformed)
 	})
-}
-
-func TestPublishedAlipayNotifications(t *testing.T) {
-	tests := []struct {
-		file string
-		want publishedWant
-	}{
-		{"nodejs-sdk_yuque_payment.form", publishedWant{
-			typ: eventkey.PaymentReceived, key: "ALIPAY:2019081522001468450512505578:PAYMENT_RECEIVED",
-			tradeNo: "2019081522001468450512505578", orderNo: "20190815155618536-564-57",
-			total: 10, raw: "TRADE_SUCCESS", at: beijing("2019-08-15 15:56:24.000"),
-		}},
-		{"pay-web-server_sandbox_payment.form", publishedWant{
-			typ: eventkey.PaymentReceived, key: "ALIPAY:962018042021001004610236969008:PAYMENT_RECEIVED",
-			tradeNo: "962018042021001004610236969008", orderNo: "tradeprecreate15242084564057922493",
-			total: 1, raw: "TRADE_SUCCESS", at: beijing("2018-04-20 15:25:41.000"),
-		}},
-		{"nodejs-sdk_verify_fail_payment.form", publishedWant{
-			typ: eventkey.PaymentReceived, key: "ALIPAY:111111112019052322001426431037869358:PAYMENT_RECEIVED",
-			tradeNo: "111111112019052322001426431037869358", orderNo: "tpxy23962362669658",
-			total: 1, raw: "TRADE_SUCCESS", at: beijing("2019-05-23 14:17:13.000"),
-		}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.file, func(t *testing.T) {
-			body := readPublished(t, filepath.Join("alipay", tt.file))
-			require.Equal(t, byte('\n'), body[len(body)-1])
-			res, err := testDecoder().Decode(envelope(channels.Alipay, body[:len(body)-1]))
-			checkPublished(t, res, err, tt.want)
-		})
-	}
-}
-
-func TestPublishedSQBResponses(t *testing.T) {
-	ms := func(v int64) time.Time { return time.UnixMilli(v).UTC() }
-	tests := []struct {
-		file string
-		want publishedWant
-	}{
-		// The documentation's PAY_SUCCESS example has a trailing comma: not
-		// JSON, so nothing can be read from it.
-		{"core_pay_success_response.json", publishedWant{kind: channels.KindMalformed}},
-		{"core_pay_in_progress_response.json", publishedWant{ignored: "CREATED", raw: "CREATED"}},
-		{"core_precreate_success_response.json", publishedWant{ignored: "CREATED", raw: "CREATED"}},
-		{"core_pay_fail_response.json", publishedWant{ignored: "PAY_CANCELED", raw: "PAY_CANCELED"}},
-		// A full refund that names no refund number: the number falls back
-		// to the cumulative amount.
-		{"core_refund_success_response.json", publishedWant{
-			typ: eventkey.RefundSucceeded, key: "SQB:7894259244067218:REFUND_SUCCEEDED:1",
-			tradeNo: "7894259244067218", orderNo: "12345677767776", refundNo: "1",
-			total: 1, cum: 1, raw: "REFUNDED", at: ms(1449563206776),
-		}},
-		// CANCELED settlement semantics are tested in pkg/settlement.
-		// /upay/v2/cancel (自动撤单) answer: whether the order had been paid
-		// is not in the message.
-		{"core_cancel_success_response.json", publishedWant{
-			typ: eventkey.RefundSucceeded, key: "SQB:7894259244064831:REFUND_SUCCEEDED:CANCEL",
-			tradeNo: "7894259244064831", orderNo: "22345677767776", refundNo: channels.SQBCancelRefundNo,
-			total: 1, raw: "CANCELED", at: ms(1450090828489), skipCumulative: true,
-		}},
-		// CANCELED settlement semantics are tested in pkg/settlement.
-		// /upay/v2/query answer for a cancelled order.
-		{"core_query_canceled_response.json", publishedWant{
-			typ: eventkey.RefundSucceeded, key: "SQB:7894259244096963:REFUND_SUCCEEDED:CANCEL",
-			tradeNo: "7894259244096963", orderNo: "1234567", refundNo: channels.SQBCancelRefundNo,
-			total: 1, raw: "CANCELED", at: ms(1449563206776), skipCumulative: true,
-		}},
-		// Failed operations carry no order data: nothing to settle.
-		{"core_cancel_error_response.json", publishedWant{kind: channels.KindMalformed}},
-		{"core_refund_fail_response.json", publishedWant{kind: channels.KindMalformed}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.file, func(t *testing.T) {
-			res, err := testDecoder().Decode(envelope(channels.SQB, readPublished(t, filepath.Join("sqb", tt.file))))
-			checkPublished(t, res, err, tt.want)
-		})
-	}
 }

@@ -1,4 +1,4 @@
-package channels
+package alipay
 
 import (
 	"errors"
@@ -8,21 +8,22 @@ import (
 	"time"
 	_ "time/tzdata" // Alipay times are Beijing time; parse them without system zoneinfo
 
+	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/eventkey"
 )
 
 // Alipay trade statuses.
 const (
-	AlipayWaitBuyerPay  = "WAIT_BUYER_PAY"
-	AlipayTradeClosed   = "TRADE_CLOSED"
-	AlipayTradeSuccess  = "TRADE_SUCCESS"
-	AlipayTradeFinished = "TRADE_FINISHED"
-	AlipayNotifyType    = "trade_status_sync"
+	WaitBuyerPay  = "WAIT_BUYER_PAY"
+	TradeClosed   = "TRADE_CLOSED"
+	TradeSuccess  = "TRADE_SUCCESS"
+	TradeFinished = "TRADE_FINISHED"
+	NotifyType    = "trade_status_sync"
 )
 
-// AlipayTimeLayout is the layout of Alipay's zone-less Beijing times;
+// TimeLayout is the layout of Alipay's zone-less Beijing times;
 // gmt_refund's milliseconds parse with it too.
-const AlipayTimeLayout = "2006-01-02 15:04:05"
+const TimeLayout = "2006-01-02 15:04:05"
 
 // shanghai is Asia/Shanghai from the embedded tzdata. China has kept UTC+8
 // without daylight saving since 1991, so the fixed zone is an exact stand-in
@@ -116,65 +117,65 @@ func checkEscapes(s string) error {
 }
 
 func isHex(c byte) bool {
-	return isDigit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F')
+	return c >= '0' && c <= '9' || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F')
 }
 
-func decodeAlipay(env Envelope) (res Result, err error) {
+func decodeAlipay(env channels.Envelope) (res channels.Result, err error) {
 	form, err := parseAlipayForm(env.Body)
 	if err != nil {
-		return Result{}, errorf(KindMalformed, "decode alipay form: %w", err)
+		return channels.Result{}, channels.Errorf(channels.KindMalformed, "decode alipay form: %w", err)
 	}
 	defer func() { res.MerchantID = form.get("seller_id") }()
 	get := form.get
-	if nt := get("notify_type"); nt != "" && nt != AlipayNotifyType {
-		return Result{}, errorf(KindUnsupported, "alipay notify_type %s", quote(nt))
+	if nt := get("notify_type"); nt != "" && nt != NotifyType {
+		return channels.Result{}, channels.Errorf(channels.KindUnsupported, "alipay notify_type %s", channels.Quote(nt))
 	}
 	status := get("trade_status")
-	ev := Event{
+	ev := channels.Event{
 		TradeNo:         get("trade_no"),
 		MerchantOrderNo: get("out_trade_no"),
 		RawStatus:       status,
 	}
 	switch status {
-	case AlipayTradeSuccess, AlipayTradeFinished, AlipayTradeClosed:
-	case AlipayWaitBuyerPay:
-		return ignored("alipay WAIT_BUYER_PAY: not paid yet", ev), nil
+	case TradeSuccess, TradeFinished, TradeClosed:
+	case WaitBuyerPay:
+		return channels.Ignored("alipay WAIT_BUYER_PAY: not paid yet", ev), nil
 	case "":
-		return Result{}, errorf(KindMalformed, "alipay notification has no trade_status")
+		return channels.Result{}, channels.Errorf(channels.KindMalformed, "alipay notification has no trade_status")
 	default:
-		return Result{}, errorf(KindUnsupported, "alipay trade_status %s", quote(status))
+		return channels.Result{}, channels.Errorf(channels.KindUnsupported, "alipay trade_status %s", channels.Quote(status))
 	}
-	if c := get("trans_currency"); c != "" && c != CurrencyCNY {
-		return Result{}, errorf(KindUnsupported, "alipay trans_currency %s", quote(c))
+	if c := get("trans_currency"); c != "" && c != channels.CurrencyCNY {
+		return channels.Result{}, channels.Errorf(channels.KindUnsupported, "alipay trans_currency %s", channels.Quote(c))
 	}
 
 	// A refund is gmt_refund present and refund_fee > 0: a payment may carry
 	// refund_fee=0.00.
 	var refundFee int64
 	if s := get("refund_fee"); s != "" {
-		if refundFee, err = ParseYuan(s); err != nil {
-			return Result{}, wrapKind(err, "alipay refund_fee")
+		if refundFee, err = channels.ParseYuan(s); err != nil {
+			return channels.Result{}, channels.WrapKind(err, "alipay refund_fee")
 		}
 	}
 	gmtRefund := get("gmt_refund")
 	isRefund := gmtRefund != "" && refundFee > 0
 	if !isRefund && refundFee > 0 {
 		// Not a documented shape; refusing it keeps a possible refund visible.
-		return Result{}, errorf(KindUnsupported, "alipay %s with refund_fee %s but no gmt_refund", status, quote(get("refund_fee")))
+		return channels.Result{}, channels.Errorf(channels.KindUnsupported, "alipay %s with refund_fee %s but no gmt_refund", status, channels.Quote(get("refund_fee")))
 	}
-	if !isRefund && status == AlipayTradeClosed {
-		return ignored("alipay TRADE_CLOSED without refund: unpaid close", ev), nil
+	if !isRefund && status == TradeClosed {
+		return channels.Ignored("alipay TRADE_CLOSED without refund: unpaid close", ev), nil
 	}
 
-	if err := checkID("alipay out_trade_no", ev.MerchantOrderNo); err != nil {
-		return Result{}, err
+	if err := channels.CheckID("alipay out_trade_no", ev.MerchantOrderNo); err != nil {
+		return channels.Result{}, err
 	}
-	total, err := ParseYuan(get("total_amount"))
+	total, err := channels.ParseYuan(get("total_amount"))
 	if err != nil {
-		return Result{}, wrapKind(err, "alipay total_amount")
+		return channels.Result{}, channels.WrapKind(err, "alipay total_amount")
 	}
 	if total == 0 {
-		return Result{}, errorf(KindInvalidAmount, "alipay total_amount is zero")
+		return channels.Result{}, channels.Errorf(channels.KindInvalidAmount, "alipay total_amount is zero")
 	}
 	ev.OrderTotal = total
 
@@ -182,13 +183,13 @@ func decodeAlipay(env Envelope) (res Result, err error) {
 		// TRADE_SUCCESS or TRADE_FINISHED: the same payment, same key and
 		// fingerprint, so a late TRADE_FINISHED is a duplicate.
 		ev.Type = eventkey.PaymentReceived
-		if ev.Key, err = paymentKey(Alipay, ev.TradeNo); err != nil {
-			return Result{}, err
+		if ev.Key, err = channels.PaymentKey(Code, ev.TradeNo); err != nil {
+			return channels.Result{}, err
 		}
 		if ev.OccurredAt, err = alipayTime(get("gmt_payment"), get("gmt_create"), get("notify_time")); err != nil {
-			return Result{}, err
+			return channels.Result{}, err
 		}
-		return Result{Event: ev}, nil
+		return channels.Result{Event: ev}, nil
 	}
 
 	// Partial (TRADE_SUCCESS) or full (TRADE_CLOSED) refund; refund_fee is
@@ -200,13 +201,13 @@ func decodeAlipay(env Envelope) (res Result, err error) {
 	if ev.RefundNo == "" {
 		ev.RefundNo = ev.TradeNo
 	}
-	if ev.Key, err = refundKey(Alipay, ev.TradeNo, ev.RefundNo); err != nil {
-		return Result{}, err
+	if ev.Key, err = channels.RefundKey(Code, ev.TradeNo, ev.RefundNo); err != nil {
+		return channels.Result{}, err
 	}
 	if ev.OccurredAt, err = alipayTime(gmtRefund); err != nil {
-		return Result{}, err
+		return channels.Result{}, err
 	}
-	return Result{Event: ev, RefundStatus: RefundSuccess}, nil
+	return channels.Result{Event: ev, RefundStatus: channels.RefundSuccess}, nil
 }
 
 // alipayTime parses the first non-empty candidate as Beijing time into UTC.
@@ -215,24 +216,11 @@ func alipayTime(candidates ...string) (time.Time, error) {
 		if s == "" {
 			continue
 		}
-		t, err := time.ParseInLocation(AlipayTimeLayout, s, shanghai)
+		t, err := time.ParseInLocation(TimeLayout, s, shanghai)
 		if err != nil {
-			return time.Time{}, errorf(KindMalformed, "alipay time %s: %w", quote(s), err)
+			return time.Time{}, channels.Errorf(channels.KindMalformed, "alipay time %s: %w", channels.Quote(s), err)
 		}
 		return t.UTC(), nil
 	}
-	return time.Time{}, errorf(KindMalformed, "alipay notification carries no usable time")
-}
-
-// wrapKind adds context to a *Error, keeping its kind.
-func wrapKind(err error, context string) error {
-	kind, ok := KindOf(err)
-	if !ok {
-		kind = KindMalformed
-	}
-	var e *Error
-	if errors.As(err, &e) {
-		err = e.Err
-	}
-	return &Error{Kind: kind, Err: fmt.Errorf("%s: %w", context, err)}
+	return time.Time{}, channels.Errorf(channels.KindMalformed, "alipay notification carries no usable time")
 }
