@@ -14,6 +14,7 @@ import (
 	"github.com/paycallback/paycallback/internal/statementbook"
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/channels/sqb"
+	"github.com/paycallback/paycallback/pkg/channels/wechat"
 	"github.com/paycallback/paycallback/pkg/statements"
 )
 
@@ -36,7 +37,7 @@ func sqbFile(sha string, lines ...statements.Line) statements.Statement {
 	for i := range lines {
 		lines[i].LineNo = i + 1
 	}
-	return statements.Statement{Channel: channels.SQB, Format: statements.FormatSQBQuery, SHA1: sha, Lines: lines}
+	return statements.Statement{Channel: channels.SQB, Format: sqb.FormatQuery, SHA1: sha, Lines: lines}
 }
 
 // heldLines reads the lines held for tenant, ch and day, by trade (and
@@ -156,7 +157,7 @@ func TestImportSQBLaterResponseSupersedes(t *testing.T) {
 
 // wechatBill is a WeChat bill of merchant mch for mergeDay.
 func wechatBill(sha, mch string, trades ...string) statements.Statement {
-	st := statements.Statement{Channel: channels.WeChat, Format: statements.FormatWeChatAll, SHA1: sha}
+	st := statements.Statement{Channel: channels.WeChat, Format: wechat.FormatAll, SHA1: sha}
 	for i, tr := range trades {
 		st.Lines = append(st.Lines, statements.Line{
 			LineNo: i + 2, Channel: channels.WeChat, Kind: statements.KindPayment, TradeNo: tr, MerchantOrderNo: "M-" + tr,

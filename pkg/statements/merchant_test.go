@@ -2,6 +2,7 @@ package statements_test
 
 import (
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -28,7 +29,7 @@ func TestBindingMerchantIDs(t *testing.T) {
 	}
 	read := func(t *testing.T, name string) []byte {
 		t.Helper()
-		data, err := os.ReadFile("testdata/" + name)
+		data, err := os.ReadFile(filepath.Join("..", "channels", strings.Split(name, "_")[0], "testdata", name))
 		require.NoError(t, err)
 		return data
 	}

@@ -8,17 +8,32 @@ import (
 	"github.com/paycallback/paycallback/pkg/channels/sqb"
 	"github.com/paycallback/paycallback/pkg/channels/wechat"
 	"github.com/paycallback/paycallback/pkg/internal/registry"
+	"github.com/paycallback/paycallback/pkg/statements"
 )
+
+// channel is what one channel package gives the registries.
+type channel struct {
+	spec   channels.Spec
+	parser statements.Parser
+}
 
 // builtin lists the channels this build understands, in the order every
 // list of channels (PAYCB_CHANNELS' default, metrics, messages) shows them.
-func builtin() []channels.Spec {
-	return []channels.Spec{wechat.Spec(), alipay.Spec(), sqb.Spec()}
+func builtin() []channel {
+	return []channel{
+		{wechat.Spec(), wechat.StatementParser()},
+		{alipay.Spec(), alipay.StatementParser()},
+		{sqb.Spec(), sqb.StatementParser()},
+	}
 }
 
 func init() {
-	for _, spec := range builtin() {
-		if _, err := registry.Channel(spec); err != nil {
+	for _, c := range builtin() {
+		code := string(c.spec.Code)
+		if _, err := registry.Channel(c.spec); err != nil {
+			panic(fmt.Sprintf("allchannels: %v", err))
+		}
+		if _, err := registry.Parser(code, c.parser); err != nil {
 			panic(fmt.Sprintf("allchannels: %v", err))
 		}
 	}

@@ -6,8 +6,8 @@ import (
 	"github.com/stretchr/testify/assert"
 
 	"github.com/paycallback/paycallback/pkg/channels"
-	_ "github.com/paycallback/paycallback/pkg/channels/allchannels"
 	"github.com/paycallback/paycallback/pkg/channels/alipay"
+	_ "github.com/paycallback/paycallback/pkg/channels/allchannels"
 	"github.com/paycallback/paycallback/pkg/channels/sqb"
 	"github.com/paycallback/paycallback/pkg/channels/wechat"
 )

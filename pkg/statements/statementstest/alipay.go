@@ -12,6 +12,7 @@ import (
 	"golang.org/x/text/encoding/simplifiedchinese"
 
 	"github.com/paycallback/paycallback/pkg/channels"
+	"github.com/paycallback/paycallback/pkg/channels/alipay"
 	"github.com/paycallback/paycallback/pkg/statements"
 )
 
@@ -73,7 +74,7 @@ func AlipayBill(account, day string, lines []statements.Line) (File, error) {
 		"#-----------------------------------------业务明细列表----------------------------------------",
 		alipayHeader,
 	}
-	want := statements.Statement{Channel: channels.Alipay, Format: statements.AlipayFormat, From: from.UTC(), To: to.UTC(), Account: account}
+	want := statements.Statement{Channel: channels.Alipay, Format: alipay.StatementFormat, From: from.UTC(), To: to.UTC(), Account: account}
 	var paidOrder, paidSettled, refundOrder, refundSettled, fees int64
 	for i, l := range lines {
 		row, err := alipayRow(i, l, from, to)

@@ -62,7 +62,7 @@ const sqbTerminalSN = "100000000000000001"
 // included), the same sn twice, or an empty sn or client_sn.
 func SQBQueryResponses(lines []statements.Line) (File, error) {
 	var b bytes.Buffer
-	want := statements.Statement{Channel: channels.SQB, Format: statements.FormatSQBQuery}
+	want := statements.Statement{Channel: channels.SQB, Format: sqb.FormatQuery}
 	seen := map[string]bool{}
 	for i, l := range lines {
 		if err := sqbCheck(i, l, seen); err != nil {
@@ -96,7 +96,7 @@ func SQBQueryResponses(lines []statements.Line) (File, error) {
 		want.Lines = append(want.Lines, l)
 		t := &want.Totals
 		t.Lines++
-		if !statements.SQBSettled(l.Status) {
+		if !sqb.Settled(l.Status) {
 			continue // a cancelled, failed or unfinished order is neither a payment nor a refund
 		}
 		t.Payments++

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,7 +21,7 @@ import (
 
 func fixture(t *testing.T, ch channels.Channel, name string) statements.Statement {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join("..", "testdata", name))
+	data, err := os.ReadFile(filepath.Join("..", "..", "channels", strings.Split(name, "_")[0], "testdata", name))
 	require.NoError(t, err)
 	st, err := statements.Parse(ch, data, "")
 	require.NoError(t, err)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/paycallback/paycallback/pkg/channels"
+	"github.com/paycallback/paycallback/pkg/channels/wechat"
 	"github.com/paycallback/paycallback/pkg/statements"
 )
 
@@ -84,7 +85,7 @@ func (o WeChatOptions) merchants() (mch, sub, id string) {
 func WeChatBill(lines []statements.Line, o WeChatOptions) (File, error) {
 	var b bytes.Buffer
 	b.WriteString(wechatHeader + "\n")
-	want := statements.Statement{Channel: channels.WeChat, Format: statements.FormatWeChatAll}
+	want := statements.Statement{Channel: channels.WeChat, Format: wechat.FormatAll}
 	t := &want.Totals
 	for i, l := range lines {
 		cells, err := wechatRow(i, l, o)

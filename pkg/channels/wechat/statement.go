@@ -1,4 +1,4 @@
-package statements
+package wechat
 
 import (
 	"bufio"
@@ -16,20 +16,21 @@ import (
 	"time"
 
 	"github.com/paycallback/paycallback/pkg/channels"
+	"github.com/paycallback/paycallback/pkg/statements"
 )
 
-// The layouts ParseWeChat recognises, as Statement.Format names them.
+// The layouts ParseStatement recognises, as Statement.Format names them.
 const (
-	// FormatWeChatAll is the current 27-column WeChat Pay trade bill
+	// FormatAll is the current 27-column WeChat Pay trade bill
 	// (bill_type=ALL) with its 7-column summary.
-	FormatWeChatAll = "wechat-tradebill-all"
-	// FormatWeChatAllLegacy is the early 24-column WeChat Pay trade bill
+	FormatAll = "wechat-tradebill-all"
+	// FormatAllLegacy is the early 24-column WeChat Pay trade bill
 	// (总金额 instead of 应结订单金额 and 订单金额, no 申请退款金额) with
 	// its 5-column summary.
-	FormatWeChatAllLegacy = "wechat-tradebill-all-legacy"
+	FormatAllLegacy = "wechat-tradebill-all-legacy"
 )
 
-// MaxWeChatBytes is the largest uncompressed WeChat trade bill ParseWeChat
+// MaxWeChatBytes is the largest uncompressed WeChat trade bill ParseStatement
 // reads; a larger one is refused with ErrFormat rather than held in memory.
 const MaxWeChatBytes = 1 << 30
 
@@ -39,7 +40,7 @@ const wechatSummaryFirst = "总交易单数"
 // wechatTimeLayout is 交易时间's layout, Beijing time without an offset.
 const wechatTimeLayout = "2006-01-02 15:04:05"
 
-// ParseWeChat parses a WeChat Pay trade bill of bill_type=ALL, as the
+// ParseStatement parses a WeChat Pay trade bill of bill_type=ALL, as the
 // download URL returns it: plain text or gzip (recognised by the gzip magic
 // bytes), UTF-8 with or without a leading BOM, LF or CRLF line endings,
 // every data cell prefixed with a backtick. Columns are found by header
@@ -64,19 +65,19 @@ const wechatTimeLayout = "2006-01-02 15:04:05"
 // ErrMismatch when the rows disagree with the summary, naming each figure
 // and the difference. Errors reading r are returned wrapped, with none of
 // these. The returned Statement is the zero value whenever err is not nil.
-func ParseWeChat(r io.Reader, wantSHA1 string) (Statement, error) {
+func ParseStatement(r io.Reader, wantSHA1 string) (statements.Statement, error) {
 	data, err := readWeChat(r)
 	if err != nil {
-		return Statement{}, err
+		return statements.Statement{}, err
 	}
 	sum := sha1.Sum(data) //nolint:gosec // see the import.
 	got := hex.EncodeToString(sum[:])
 	if wantSHA1 != "" && !strings.EqualFold(got, strings.TrimSpace(wantSHA1)) {
-		return Statement{}, fmt.Errorf("wechat trade bill: sha1 is %s, want %s: %w", got, wantSHA1, ErrHash)
+		return statements.Statement{}, fmt.Errorf("wechat trade bill: sha1 is %s, want %s: %w", got, wantSHA1, statements.ErrHash)
 	}
 	st, err := parseWeChatText(data)
 	if err != nil {
-		return Statement{}, err
+		return statements.Statement{}, err
 	}
 	st.SHA1 = got
 	return st, nil
@@ -120,7 +121,7 @@ func readWeChat(r io.Reader) ([]byte, error) {
 		return nil, wechatReadErr(src, "read wechat trade bill", err)
 	}
 	if len(data) > MaxWeChatBytes {
-		return nil, fmt.Errorf("read wechat trade bill: more than %d bytes uncompressed: %w", MaxWeChatBytes, ErrFormat)
+		return nil, fmt.Errorf("read wechat trade bill: more than %d bytes uncompressed: %w", MaxWeChatBytes, statements.ErrFormat)
 	}
 	return data, nil
 }
@@ -134,7 +135,7 @@ func wechatReadErr(src *wechatSource, doing string, err error) error {
 	var corrupt flate.CorruptInputError
 	if errors.Is(err, gzip.ErrHeader) || errors.Is(err, gzip.ErrChecksum) ||
 		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) || errors.As(err, &corrupt) {
-		return fmt.Errorf("%s: %w: %w", doing, err, ErrFormat)
+		return fmt.Errorf("%s: %w: %w", doing, err, statements.ErrFormat)
 	}
 	return fmt.Errorf("%s: %w", doing, err)
 }
@@ -161,7 +162,7 @@ func wechatSlots(names ...string) []wechatSlot {
 
 var wechatLayouts = []wechatLayout{
 	{
-		format: FormatWeChatAll,
+		format: FormatAll,
 		columns: wechatSlots("交易时间", "公众账号ID", "商户号", "特约商户号", "设备号", "微信订单号", "商户订单号",
 			"用户标识", "交易类型", "交易状态", "付款银行", "货币种类", "应结订单金额", "代金券金额", "微信退款单号",
 			"商户退款单号", "退款金额", "充值券退款金额", "退款类型", "退款状态", "商品名称", "商户数据包", "手续费",
@@ -170,7 +171,7 @@ var wechatLayouts = []wechatLayout{
 			"订单总金额", "申请退款总金额"),
 	},
 	{
-		format: FormatWeChatAllLegacy,
+		format: FormatAllLegacy,
 		// The first name of each slot is the one the parser looks up; the
 		// legacy 总金额 stands for both 应结订单金额 and 订单金额.
 		columns: wechatSlots("交易时间", "公众账号ID", "商户号", "特约商户号|子商户号", "设备号", "微信订单号",
@@ -225,7 +226,7 @@ func wechatHeaderCells(lineNo int, line string) ([]string, error) {
 	for i, c := range cells {
 		c = strings.TrimSpace(c)
 		if seen[c] {
-			return nil, fmt.Errorf("line %d: column %d: header %q appears twice: %w", lineNo, i+1, c, ErrFormat)
+			return nil, fmt.Errorf("line %d: column %d: header %q appears twice: %w", lineNo, i+1, c, statements.ErrFormat)
 		}
 		seen[c] = true
 		cells[i] = c
@@ -238,11 +239,11 @@ type wechatParser struct {
 	layout *wechatLayout
 	header []string
 	pos    map[string]int
-	lines  []Line
-	sums   Totals
+	lines  []statements.Line
+	sums   statements.Totals
 }
 
-func parseWeChatText(data []byte) (Statement, error) {
+func parseWeChatText(data []byte) (statements.Statement, error) {
 	data = bytes.TrimPrefix(data, []byte("\uFEFF"))
 	raw := strings.Split(string(data), "\n")
 	p := &wechatParser{}
@@ -258,40 +259,40 @@ func parseWeChatText(data []byte) (Statement, error) {
 		switch {
 		case p.layout == nil:
 			if err := p.readHeader(lineNo, l); err != nil {
-				return Statement{}, err
+				return statements.Statement{}, err
 			}
 		case summaryValues != nil:
-			return Statement{}, fmt.Errorf("line %d: text after the summary: %w", lineNo, ErrFormat)
+			return statements.Statement{}, fmt.Errorf("line %d: text after the summary: %w", lineNo, statements.ErrFormat)
 		case summaryHeader != nil:
 			summaryValues = strings.Split(l, ",")
 			summaryLine = lineNo
 		case strings.HasPrefix(l, wechatSummaryFirst):
 			cells, err := wechatHeaderCells(lineNo, l)
 			if err != nil {
-				return Statement{}, err
+				return statements.Statement{}, err
 			}
 			summaryHeader, summaryHeaderLine = cells, lineNo
 		default:
 			if err := p.readRow(lineNo, l); err != nil {
-				return Statement{}, err
+				return statements.Statement{}, err
 			}
 		}
 	}
 	if p.layout == nil {
-		return Statement{}, fmt.Errorf("wechat trade bill: empty file: %w", ErrFormat)
+		return statements.Statement{}, fmt.Errorf("wechat trade bill: empty file: %w", statements.ErrFormat)
 	}
 	if summaryHeader == nil {
-		return Statement{}, fmt.Errorf("wechat trade bill: no summary line starting %s (truncated?): %w", wechatSummaryFirst, ErrFormat)
+		return statements.Statement{}, fmt.Errorf("wechat trade bill: no summary line starting %s (truncated?): %w", wechatSummaryFirst, statements.ErrFormat)
 	}
 	if summaryValues == nil {
-		return Statement{}, fmt.Errorf("line %d: summary header without its values line: %w", summaryHeaderLine, ErrFormat)
+		return statements.Statement{}, fmt.Errorf("line %d: summary header without its values line: %w", summaryHeaderLine, statements.ErrFormat)
 	}
 	totals, err := p.readSummary(summaryHeaderLine, summaryHeader, summaryLine, summaryValues)
 	if err != nil {
-		return Statement{}, err
+		return statements.Statement{}, err
 	}
-	return Statement{
-		Channel: channels.WeChat,
+	return statements.Statement{
+		Channel: Code,
 		Format:  p.layout.format,
 		Lines:   p.lines,
 		Totals:  totals,
@@ -319,7 +320,7 @@ func (p *wechatParser) readHeader(lineNo int, line string) error {
 				strings.Join(missing, ", "), strings.Join(unexpected, ", "))
 		}
 	}
-	return fmt.Errorf("line %d: unknown wechat trade bill header (%s): %w", lineNo, best, ErrFormat)
+	return fmt.Errorf("line %d: unknown wechat trade bill header (%s): %w", lineNo, best, statements.ErrFormat)
 }
 
 // cell returns the cell of the named column without its backtick.
@@ -327,7 +328,7 @@ func (p *wechatParser) cell(lineNo int, cells []string, name string) (string, er
 	i := p.pos[name]
 	c := cells[i]
 	if !strings.HasPrefix(c, "`") {
-		return "", fmt.Errorf("line %d: column %s (%d): %q lacks the leading backtick: %w", lineNo, name, i+1, c, ErrFormat)
+		return "", fmt.Errorf("line %d: column %s (%d): %q lacks the leading backtick: %w", lineNo, name, i+1, c, statements.ErrFormat)
 	}
 	return c[1:], nil
 }
@@ -340,7 +341,7 @@ func (p *wechatParser) yuan(lineNo int, cells []string, name string) (int64, err
 	}
 	v, err := channels.ParseYuan(s)
 	if err != nil {
-		return 0, fmt.Errorf("line %d: column %s (%d): %w: %w", lineNo, name, p.pos[name]+1, err, ErrFormat)
+		return 0, fmt.Errorf("line %d: column %s (%d): %w: %w", lineNo, name, p.pos[name]+1, err, statements.ErrFormat)
 	}
 	return v, nil
 }
@@ -349,26 +350,26 @@ func (p *wechatParser) yuan(lineNo int, cells []string, name string) (int64, err
 func (p *wechatParser) readRow(lineNo int, line string) error {
 	cells := strings.Split(line, ",")
 	if len(cells) != len(p.header) {
-		return fmt.Errorf("line %d: %d cells, the header has %d: %w", lineNo, len(cells), len(p.header), ErrFormat)
+		return fmt.Errorf("line %d: %d cells, the header has %d: %w", lineNo, len(cells), len(p.header), statements.ErrFormat)
 	}
 	for i, c := range cells {
 		if !strings.HasPrefix(c, "`") {
-			return fmt.Errorf("line %d: column %s (%d): %q lacks the leading backtick: %w", lineNo, p.header[i], i+1, c, ErrFormat)
+			return fmt.Errorf("line %d: column %s (%d): %q lacks the leading backtick: %w", lineNo, p.header[i], i+1, c, statements.ErrFormat)
 		}
 	}
 	for _, name := range wechatIDColumns {
 		s, _ := p.cell(lineNo, cells, name)
 		if wechatScientific(s) {
 			return fmt.Errorf("line %d: column %s (%d): %q is an ID in scientific notation (re-saved by a spreadsheet?): %w",
-				lineNo, name, p.pos[name]+1, s, ErrFormat)
+				lineNo, name, p.pos[name]+1, s, statements.ErrFormat)
 		}
 	}
 	get := func(name string) string { s, _ := p.cell(lineNo, cells, name); return s }
-	legacy := p.layout.format == FormatWeChatAllLegacy
+	legacy := p.layout.format == FormatAllLegacy
 
-	ln := Line{
+	ln := statements.Line{
 		LineNo:          lineNo,
-		Channel:         channels.WeChat,
+		Channel:         Code,
 		TradeNo:         get("微信订单号"),
 		MerchantOrderNo: get("商户订单号"),
 		Currency:        get("货币种类"),
@@ -378,17 +379,17 @@ func (p *wechatParser) readRow(lineNo int, line string) error {
 		ln.MerchantID = sub // a service provider's sub-merchant
 	}
 	if ln.TradeNo == "" {
-		return fmt.Errorf("line %d: column 微信订单号 (%d): empty: %w", lineNo, p.pos["微信订单号"]+1, ErrFormat)
+		return fmt.Errorf("line %d: column 微信订单号 (%d): empty: %w", lineNo, p.pos["微信订单号"]+1, statements.ErrFormat)
 	}
-	t, err := time.ParseInLocation(wechatTimeLayout, get("交易时间"), Beijing)
+	t, err := time.ParseInLocation(wechatTimeLayout, get("交易时间"), statements.Beijing)
 	if err != nil {
-		return fmt.Errorf("line %d: column 交易时间 (%d): %q is not %s: %w", lineNo, p.pos["交易时间"]+1, get("交易时间"), wechatTimeLayout, ErrFormat)
+		return fmt.Errorf("line %d: column 交易时间 (%d): %q is not %s: %w", lineNo, p.pos["交易时间"]+1, get("交易时间"), wechatTimeLayout, statements.ErrFormat)
 	}
 	ln.Time = t.UTC()
 	feeText := get("手续费")
 	fee, err := parseWeChatFee(feeText)
 	if err != nil {
-		return fmt.Errorf("line %d: column 手续费 (%d): %q: %w: %w", lineNo, p.pos["手续费"]+1, feeText, err, ErrFormat)
+		return fmt.Errorf("line %d: column 手续费 (%d): %q: %w: %w", lineNo, p.pos["手续费"]+1, feeText, err, statements.ErrFormat)
 	}
 	ln.FeeMicroYuan = fee
 
@@ -399,7 +400,7 @@ func (p *wechatParser) readRow(lineNo int, line string) error {
 	}
 	switch status := get("交易状态"); status {
 	case "SUCCESS", "REVOKED":
-		ln.Kind, ln.Status = KindPayment, status
+		ln.Kind, ln.Status = statements.KindPayment, status
 		if ln.Amount, err = p.yuan(lineNo, cells, amountCol); err != nil {
 			return err
 		}
@@ -407,10 +408,10 @@ func (p *wechatParser) readRow(lineNo int, line string) error {
 			return err
 		}
 	case "REFUND":
-		ln.Kind, ln.Status = KindRefund, get("退款状态")
+		ln.Kind, ln.Status = statements.KindRefund, get("退款状态")
 		ln.RefundNo = get("商户退款单号")
 		if ln.RefundNo == "" || ln.RefundNo == "0" {
-			return fmt.Errorf("line %d: column 商户退款单号 (%d): refund row without a refund number: %w", lineNo, p.pos["商户退款单号"]+1, ErrFormat)
+			return fmt.Errorf("line %d: column 商户退款单号 (%d): refund row without a refund number: %w", lineNo, p.pos["商户退款单号"]+1, statements.ErrFormat)
 		}
 		if ln.Amount, err = p.yuan(lineNo, cells, refundAmountCol); err != nil {
 			return err
@@ -419,7 +420,7 @@ func (p *wechatParser) readRow(lineNo int, line string) error {
 			return err
 		}
 	default:
-		return fmt.Errorf("line %d: column 交易状态 (%d): unknown status %q: %w", lineNo, p.pos["交易状态"]+1, status, ErrFormat)
+		return fmt.Errorf("line %d: column 交易状态 (%d): unknown status %q: %w", lineNo, p.pos["交易状态"]+1, status, statements.ErrFormat)
 	}
 	if err := p.add(lineNo, ln); err != nil {
 		return err
@@ -429,11 +430,11 @@ func (p *wechatParser) readRow(lineNo int, line string) error {
 }
 
 // add adds a line to the running sums, refusing an overflow.
-func (p *wechatParser) add(lineNo int, ln Line) error {
+func (p *wechatParser) add(lineNo int, ln statements.Line) error {
 	s := &p.sums
 	s.Lines++
 	ok := true
-	if ln.Kind == KindPayment {
+	if ln.Kind == statements.KindPayment {
 		s.Payments++
 		s.PaymentAmount, ok = wechatAdd(s.PaymentAmount, ln.Amount, ok)
 		s.SettledPayments, ok = wechatAdd(s.SettledPayments, ln.SettledAmount, ok)
@@ -444,7 +445,7 @@ func (p *wechatParser) add(lineNo int, ln Line) error {
 	}
 	s.FeeMicroYuan, ok = wechatAdd(s.FeeMicroYuan, ln.FeeMicroYuan, ok)
 	if !ok {
-		return fmt.Errorf("line %d: the sums overflow: %w", lineNo, ErrFormat)
+		return fmt.Errorf("line %d: the sums overflow: %w", lineNo, statements.ErrFormat)
 	}
 	return nil
 }
@@ -461,20 +462,20 @@ func wechatAdd(a, b int64, ok bool) (int64, bool) {
 // It returns the totals: the summary's figures, and where the summary
 // states none (the kinds' counts; the legacy format's 订单金额 and
 // 申请退款金额), the rows' own.
-func (p *wechatParser) readSummary(headerLine int, header []string, valuesLine int, values []string) (Totals, error) {
+func (p *wechatParser) readSummary(headerLine int, header []string, valuesLine int, values []string) (statements.Totals, error) {
 	pos, missing, unexpected := wechatMatch(header, p.layout.summary)
 	if len(missing) > 0 || len(unexpected) > 0 {
-		return Totals{}, fmt.Errorf("line %d: unknown %s summary header: missing [%s], unexpected [%s]: %w", headerLine,
-			p.layout.format, strings.Join(missing, ", "), strings.Join(unexpected, ", "), ErrFormat)
+		return statements.Totals{}, fmt.Errorf("line %d: unknown %s summary header: missing [%s], unexpected [%s]: %w", headerLine,
+			p.layout.format, strings.Join(missing, ", "), strings.Join(unexpected, ", "), statements.ErrFormat)
 	}
 	if len(values) != len(header) {
-		return Totals{}, fmt.Errorf("line %d: %d summary values, the summary header has %d: %w", valuesLine, len(values), len(header), ErrFormat)
+		return statements.Totals{}, fmt.Errorf("line %d: %d summary values, the summary header has %d: %w", valuesLine, len(values), len(header), statements.ErrFormat)
 	}
 	val := func(name string) (string, error) {
 		i := pos[name]
 		c := values[i]
 		if !strings.HasPrefix(c, "`") {
-			return "", fmt.Errorf("line %d: column %s (%d): %q lacks the leading backtick: %w", valuesLine, name, i+1, c, ErrFormat)
+			return "", fmt.Errorf("line %d: column %s (%d): %q lacks the leading backtick: %w", valuesLine, name, i+1, c, statements.ErrFormat)
 		}
 		return c[1:], nil
 	}
@@ -485,7 +486,7 @@ func (p *wechatParser) readSummary(headerLine int, header []string, valuesLine i
 		}
 		v, err := channels.ParseYuan(s)
 		if err != nil {
-			return 0, fmt.Errorf("line %d: column %s (%d): %w: %w", valuesLine, name, pos[name]+1, err, ErrFormat)
+			return 0, fmt.Errorf("line %d: column %s (%d): %w: %w", valuesLine, name, pos[name]+1, err, statements.ErrFormat)
 		}
 		return v, nil
 	}
@@ -494,24 +495,24 @@ func (p *wechatParser) readSummary(headerLine int, header []string, valuesLine i
 	want := got
 	countText, err := val(wechatSummaryFirst)
 	if err != nil {
-		return Totals{}, err
+		return statements.Totals{}, err
 	}
 	if want.Lines, err = parseWeChatCount(countText); err != nil {
-		return Totals{}, fmt.Errorf("line %d: column %s (%d): %q: %w: %w", valuesLine, wechatSummaryFirst, pos[wechatSummaryFirst]+1, countText, err, ErrFormat)
+		return statements.Totals{}, fmt.Errorf("line %d: column %s (%d): %q: %w: %w", valuesLine, wechatSummaryFirst, pos[wechatSummaryFirst]+1, countText, err, statements.ErrFormat)
 	}
 	feeText, err := val("手续费总金额")
 	if err != nil {
-		return Totals{}, err
+		return statements.Totals{}, err
 	}
 	if want.FeeMicroYuan, err = parseWeChatFee(feeText); err != nil {
-		return Totals{}, fmt.Errorf("line %d: column 手续费总金额 (%d): %q: %w: %w", valuesLine, pos["手续费总金额"]+1, feeText, err, ErrFormat)
+		return statements.Totals{}, fmt.Errorf("line %d: column 手续费总金额 (%d): %q: %w: %w", valuesLine, pos["手续费总金额"]+1, feeText, err, statements.ErrFormat)
 	}
 	type figure struct {
 		name      string
 		want, got *int64
 	}
 	var figures []figure
-	if p.layout.format == FormatWeChatAllLegacy {
+	if p.layout.format == FormatAllLegacy {
 		figures = []figure{
 			{"总交易额", &want.SettledPayments, &got.SettledPayments},
 			{"总退款金额", &want.SettledRefunds, &got.SettledRefunds},
@@ -526,10 +527,10 @@ func (p *wechatParser) readSummary(headerLine int, header []string, valuesLine i
 	}
 	for _, f := range figures {
 		if *f.want, err = yuan(f.name); err != nil {
-			return Totals{}, err
+			return statements.Totals{}, err
 		}
 	}
-	if p.layout.format == FormatWeChatAllLegacy {
+	if p.layout.format == FormatAllLegacy {
 		// Legacy rows carry one amount for both: the summary's figure
 		// stands for both sums.
 		want.PaymentAmount, want.RefundAmount = want.SettledPayments, want.SettledRefunds
@@ -551,7 +552,7 @@ func (p *wechatParser) readSummary(headerLine int, header []string, valuesLine i
 			wechatMicroYuan(want.FeeMicroYuan), wechatMicroYuan(got.FeeMicroYuan), wechatFeeDiff(got.FeeMicroYuan, want.FeeMicroYuan)))
 	}
 	if len(diffs) > 0 {
-		return Totals{}, fmt.Errorf("line %d: %s: %w", valuesLine, strings.Join(diffs, "; "), ErrMismatch)
+		return statements.Totals{}, fmt.Errorf("line %d: %s: %w", valuesLine, strings.Join(diffs, "; "), statements.ErrMismatch)
 	}
 	return want, nil
 }

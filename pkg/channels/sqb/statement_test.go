@@ -1,4 +1,4 @@
-package statements_test
+package sqb_test
 
 import (
 	"bytes"
@@ -42,7 +42,7 @@ func sqbPaid(tb testing.TB, oldNew ...string) string {
 	return s
 }
 
-func beijing(h, m, s int) time.Time {
+func beijingOn15(h, m, s int) time.Time {
 	return time.Date(2024, 3, 15, h, m, s, 0, statements.Beijing).UTC()
 }
 
@@ -51,7 +51,7 @@ func TestParseSQBFixture(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = f.Close() })
 
-	st, err := statements.ParseSQB(f)
+	st, err := sqb.ParseStatement(f)
 	require.NoError(t, err)
 
 	order := func(lineNo int, sn, clientSN, status string, total, net int64, at time.Time) statements.Line {
@@ -62,16 +62,16 @@ func TestParseSQBFixture(t *testing.T) {
 		}
 	}
 	assert.Equal(t, []statements.Line{
-		order(1, "7890000000000001", "TEST-ORDER-0001", "PARTIAL_REFUNDED", 10000, 7000, beijing(14, 45, 9)),
-		order(2, "7890000000000002", "TEST-ORDER-0002", "PAID", 5880, 5880, beijing(10, 30, 41)),
-		order(3, "7890000000000003", "TEST-ORDER-0003", "REFUNDED", 2500, 0, beijing(16, 20, 33)),
+		order(1, "7890000000000001", "TEST-ORDER-0001", "PARTIAL_REFUNDED", 10000, 7000, beijingOn15(14, 45, 9)),
+		order(2, "7890000000000002", "TEST-ORDER-0002", "PAID", 5880, 5880, beijingOn15(10, 30, 41)),
+		order(3, "7890000000000003", "TEST-ORDER-0003", "REFUNDED", 2500, 0, beijingOn15(16, 20, 33)),
 	}, st.Lines)
 	assert.Equal(t, statements.Totals{
 		Lines: 3, Payments: 3,
 		PaymentAmount: 18380, SettledPayments: 12880, RefundAmount: 5500,
 	}, st.Totals)
 	assert.Equal(t, channels.SQB, st.Channel)
-	assert.Equal(t, statements.FormatSQBQuery, st.Format)
+	assert.Equal(t, sqb.FormatQuery, st.Format)
 	assert.Equal(t, "c782f9edf171f3cb269cc1d3d39da1a9d9828118", st.SHA1, "sha1sum of the fixture")
 	assert.True(t, st.From.IsZero())
 	assert.True(t, st.To.IsZero())
@@ -161,7 +161,7 @@ func TestParseSQBAccepted(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			st, err := statements.ParseSQB(strings.NewReader(tt.in))
+			st, err := sqb.ParseStatement(strings.NewReader(tt.in))
 			require.NoError(t, err)
 			var lineNos []int
 			var statuses []string
@@ -177,7 +177,7 @@ func TestParseSQBAccepted(t *testing.T) {
 	}
 
 	t.Run("zero time only where finish_time is absent", func(t *testing.T) {
-		st, err := statements.ParseSQB(strings.NewReader(
+		st, err := sqb.ParseStatement(strings.NewReader(
 			sqbPaid(t, `"PAID"`, `"CREATED"`, `"finish_time":"1710469841000",`, "")))
 		require.NoError(t, err)
 		require.Len(t, st.Lines, 1)
@@ -326,7 +326,7 @@ func TestParseSQBRefused(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			st, err := statements.ParseSQB(strings.NewReader(tt.in))
+			st, err := sqb.ParseStatement(strings.NewReader(tt.in))
 			require.ErrorIs(t, err, statements.ErrFormat)
 			for _, w := range tt.want {
 				assert.Contains(t, err.Error(), w)
@@ -338,7 +338,7 @@ func TestParseSQBRefused(t *testing.T) {
 
 func TestParseSQBReadError(t *testing.T) {
 	boom := errors.New("disk gone")
-	_, err := statements.ParseSQB(iotest.ErrReader(boom))
+	_, err := sqb.ParseStatement(iotest.ErrReader(boom))
 	require.ErrorIs(t, err, boom)
 	assert.NotErrorIs(t, err, statements.ErrFormat)
 }
@@ -354,7 +354,7 @@ func FuzzParseSQB(f *testing.F) {
 	f.Add([]byte(`{"result_code":"200","biz_response":{"result_code":"SUCCESS","data":{"sn":"1","client_sn":"a",` +
 		`"order_status":"CREATED","total_amount":"0","net_amount":"0"}}}`))
 	f.Fuzz(func(t *testing.T, in []byte) {
-		st, err := statements.ParseSQB(bytes.NewReader(in))
+		st, err := sqb.ParseStatement(bytes.NewReader(in))
 		if err != nil {
 			require.ErrorIs(t, err, statements.ErrFormat)
 			return
@@ -371,7 +371,7 @@ func FuzzParseSQB(f *testing.F) {
 			require.LessOrEqual(t, l.SettledAmount, l.Amount)
 			require.LessOrEqual(t, l.Amount, channels.MaxAmount)
 			tot.Lines++
-			if !statements.SQBSettled(l.Status) {
+			if !sqb.Settled(l.Status) {
 				continue // a cancelled, failed or unfinished order is neither a payment nor a refund
 			}
 			tot.Payments++
@@ -390,11 +390,11 @@ func FuzzParseSQB(f *testing.F) {
 // (reconciliation only asks that the trade nets to zero), so the totals a
 // merchant reads count no money for it.
 func TestParseSQBPublishedCanceledIsNoPayment(t *testing.T) {
-	raw, err := os.ReadFile("../channels/sqb/testdata/published/sqb/core_query_canceled_response.json")
+	raw, err := os.ReadFile("testdata/published/sqb/core_query_canceled_response.json")
 	require.NoError(t, err)
 	var line bytes.Buffer
 	require.NoError(t, json.Compact(&line, raw))
-	st, err := statements.ParseSQB(bytes.NewReader(line.Bytes()))
+	st, err := sqb.ParseStatement(bytes.NewReader(line.Bytes()))
 	require.NoError(t, err)
 	require.Len(t, st.Lines, 1)
 	l := st.Lines[0]
@@ -403,5 +403,5 @@ func TestParseSQBPublishedCanceledIsNoPayment(t *testing.T) {
 	assert.Equal(t, int64(1), l.Amount)
 	assert.Zero(t, l.SettledAmount)
 	assert.Equal(t, statements.Totals{Lines: 1}, st.Totals)
-	assert.False(t, statements.SQBSettled(l.Status))
+	assert.False(t, sqb.Settled(l.Status))
 }

@@ -1,4 +1,4 @@
-package statements
+package sqb
 
 import (
 	"bytes"
@@ -13,11 +13,11 @@ import (
 	"unicode/utf8"
 
 	"github.com/paycallback/paycallback/pkg/channels"
-	"github.com/paycallback/paycallback/pkg/channels/sqb"
+	"github.com/paycallback/paycallback/pkg/statements"
 )
 
-// FormatSQBQuery is the Format of a Statement parsed by ParseSQB.
-const FormatSQBQuery = "sqb-query"
+// FormatQuery is the Format of a Statement parsed by ParseStatement.
+const FormatQuery = "sqb-query"
 
 // Shouqianba's success codes: the HTTP-level result_code and the
 // business-level biz_response.result_code of a query response.
@@ -36,28 +36,28 @@ const (
 // CANCELED), and known whether it is documented at all.
 func sqbFinal(status string) (final, known bool) {
 	switch status {
-	case sqb.Paid, sqb.PayCanceled, sqb.Refunded,
-		sqb.PartialRefunded, sqb.Canceled:
+	case Paid, PayCanceled, Refunded,
+		PartialRefunded, Canceled:
 		return true, true
-	case sqb.Created, sqb.PayError, sqb.RefundError,
-		sqb.CancelError, sqb.CancelInProgress, sqbOrderStatusInvalid:
+	case Created, PayError, RefundError,
+		CancelError, CancelInProgress, sqbOrderStatusInvalid:
 		return false, true
 	}
 	return false, false
 }
 
-// SQBSettled reports whether a Shouqianba order_status says the channel
+// Settled reports whether a Shouqianba order_status says the channel
 // settled the order's payment (possibly refunded since): PAID,
 // PARTIAL_REFUNDED or REFUNDED. CANCELED does not say whether the payment
 // had gone through (a cancel of a paid order reverses it, of an unpaid one
 // moves nothing), PAY_CANCELED and PAY_ERROR are payments that failed, and
 // the other documented statuses are not final: for none of them did the
 // channel settle money that the merchant keeps. It is the one rule by which
-// ParseSQB's Totals count an order and by which reconciliation expects a
+// ParseStatement's Totals count an order and by which reconciliation expects a
 // payment posting for it.
-func SQBSettled(status string) bool {
+func Settled(status string) bool {
 	switch status {
-	case sqb.Paid, sqb.PartialRefunded, sqb.Refunded:
+	case Paid, PartialRefunded, Refunded:
 		return true
 	}
 	return false
@@ -67,14 +67,14 @@ func SQBSettled(status string) bool {
 // it: {"result_code":"200","biz_response":{"result_code":"SUCCESS",
 // "data":{...}}}. Every value of interest is a JSON string.
 type sqbQueryResponse struct {
-	ResultCode   *string         `json:"result_code"`
-	ErrorCode    string          `json:"error_code"`
-	ErrorMessage string          `json:"error_message"`
-	BizResponse  *sqbBizResponse `json:"biz_response"`
+	ResultCode   *string      `json:"result_code"`
+	ErrorCode    string       `json:"error_code"`
+	ErrorMessage string       `json:"error_message"`
+	BizResponse  *sqbQueryBiz `json:"biz_response"`
 }
 
-// sqbBizResponse is the business part of a query response.
-type sqbBizResponse struct {
+// sqbQueryBiz is the business part of a query response.
+type sqbQueryBiz struct {
 	ResultCode   *string       `json:"result_code"`
 	ErrorCode    string        `json:"error_code"`
 	ErrorMessage string        `json:"error_message"`
@@ -93,7 +93,7 @@ type sqbQueryData struct {
 	TerminalSN  *string `json:"terminal_sn"`
 }
 
-// ParseSQB parses a file of Shouqianba order query responses: Shouqianba
+// ParseStatement parses a file of Shouqianba order query responses: Shouqianba
 // publishes no statement file, so the operator collects one /upay/v2/query
 // response per order, one whole JSON response a line (UTF-8; LF or CRLF; a
 // leading byte-order mark is ignored; blank lines are skipped).
@@ -126,7 +126,7 @@ type sqbQueryData struct {
 // lines: Lines counts every order; Payments, PaymentAmount (total_amount),
 // SettledPayments (net_amount) and RefundAmount (the refunded part,
 // total_amount − net_amount) count only the orders whose payment the
-// channel settled (SQBSettled: PAID, PARTIAL_REFUNDED, REFUNDED), the
+// channel settled (Settled: PAID, PARTIAL_REFUNDED, REFUNDED), the
 // orders reconciliation expects a payment posting for. A CANCELED order is
 // neither a payment received nor a refund: the cancel does not say whether
 // the payment had gone through, and either way the trade nets to zero; a
@@ -137,15 +137,15 @@ type sqbQueryData struct {
 // a failing result_code, a missing or malformed field, a duplicate sn)
 // wraps ErrFormat, and its message names the line number and the field or
 // the byte column.
-func ParseSQB(r io.Reader) (Statement, error) {
+func ParseStatement(r io.Reader) (statements.Statement, error) {
 	data, err := io.ReadAll(r)
 	if err != nil {
-		return Statement{}, fmt.Errorf("read sqb query responses: %w", err)
+		return statements.Statement{}, fmt.Errorf("read sqb query responses: %w", err)
 	}
 	sum := sha1.Sum(data) //nolint:gosec // see the import
-	st := Statement{
-		Channel: channels.SQB,
-		Format:  FormatSQBQuery,
+	st := statements.Statement{
+		Channel: Code,
+		Format:  FormatQuery,
 		SHA1:    hex.EncodeToString(sum[:]),
 	}
 	// seen maps an sn to the line that first had it and that line's bytes.
@@ -164,36 +164,36 @@ func ParseSQB(r io.Reader) (Statement, error) {
 		}
 		line, err := parseSQBLine(lineNo, raw)
 		if err != nil {
-			return Statement{}, err
+			return statements.Statement{}, err
 		}
 		if first, dup := seen[line.TradeNo]; dup {
 			if bytes.Equal(first.raw, raw) {
 				continue
 			}
-			return Statement{}, fmt.Errorf("sqb query line %d: sn %q already on line %d with a different response: %w",
-				lineNo, line.TradeNo, first.lineNo, ErrFormat)
+			return statements.Statement{}, fmt.Errorf("sqb query line %d: sn %q already on line %d with a different response: %w",
+				lineNo, line.TradeNo, first.lineNo, statements.ErrFormat)
 		}
 		seen[line.TradeNo] = seenLine{lineNo: lineNo, raw: raw}
-		if err := st.Totals.addSQB(line); err != nil {
-			return Statement{}, fmt.Errorf("sqb query line %d: %w", lineNo, err)
+		if err := addTotals(&st.Totals, line); err != nil {
+			return statements.Statement{}, fmt.Errorf("sqb query line %d: %w", lineNo, err)
 		}
 		st.Lines = append(st.Lines, line)
 	}
 	return st, nil
 }
 
-// addSQB adds one order to the totals, refusing a sum beyond int64: every
-// order is a line, and only one the channel settled (SQBSettled) adds a
+// addTotals adds one order to the totals, refusing a sum beyond int64: every
+// order is a line, and only one the channel settled (Settled) adds a
 // payment and its refunded part.
-func (t *Totals) addSQB(l Line) error {
-	if !SQBSettled(l.Status) {
+func addTotals(t *statements.Totals, l statements.Line) error {
+	if !Settled(l.Status) {
 		t.Lines++
 		return nil
 	}
 	refunded := l.Amount - l.SettledAmount
 	if t.PaymentAmount > math.MaxInt64-l.Amount || t.SettledPayments > math.MaxInt64-l.SettledAmount ||
 		t.RefundAmount > math.MaxInt64-refunded {
-		return fmt.Errorf("totals overflow: %w", ErrFormat)
+		return fmt.Errorf("totals overflow: %w", statements.ErrFormat)
 	}
 	t.Lines++
 	t.Payments++
@@ -204,60 +204,60 @@ func (t *Totals) addSQB(l Line) error {
 }
 
 // parseSQBLine turns one non-blank line into a Line.
-func parseSQBLine(lineNo int, raw []byte) (Line, error) {
+func parseSQBLine(lineNo int, raw []byte) (statements.Line, error) {
 	fail := func(field, format string, args ...any) error {
-		return fmt.Errorf("sqb query line %d: %s: %s: %w", lineNo, field, fmt.Sprintf(format, args...), ErrFormat)
+		return fmt.Errorf("sqb query line %d: %s: %s: %w", lineNo, field, fmt.Sprintf(format, args...), statements.ErrFormat)
 	}
 	if !utf8.Valid(raw) {
-		return Line{}, fmt.Errorf("sqb query line %d: not valid UTF-8: %w", lineNo, ErrFormat)
+		return statements.Line{}, fmt.Errorf("sqb query line %d: not valid UTF-8: %w", lineNo, statements.ErrFormat)
 	}
 	var resp sqbQueryResponse
 	if err := json.Unmarshal(raw, &resp); err != nil {
-		return Line{}, sqbJSONError(lineNo, err)
+		return statements.Line{}, sqbJSONError(lineNo, err)
 	}
 	if resp.ResultCode == nil || *resp.ResultCode != sqbHTTPSuccess {
-		return Line{}, fail("result_code", "%s, want %q%s", sqbQuoteOpt(resp.ResultCode), sqbHTTPSuccess,
+		return statements.Line{}, fail("result_code", "%s, want %q%s", sqbQuoteOpt(resp.ResultCode), sqbHTTPSuccess,
 			sqbErrorDetail(resp.ErrorCode, resp.ErrorMessage))
 	}
 	biz := resp.BizResponse
 	if biz == nil {
-		return Line{}, fail("biz_response", "missing")
+		return statements.Line{}, fail("biz_response", "missing")
 	}
 	if biz.ResultCode == nil || *biz.ResultCode != sqbBizSuccess {
-		return Line{}, fail("biz_response.result_code", "%s, want %q%s", sqbQuoteOpt(biz.ResultCode), sqbBizSuccess,
+		return statements.Line{}, fail("biz_response.result_code", "%s, want %q%s", sqbQuoteOpt(biz.ResultCode), sqbBizSuccess,
 			sqbErrorDetail(biz.ErrorCode, biz.ErrorMessage))
 	}
 	d := biz.Data
 	if d == nil {
-		return Line{}, fail("biz_response.data", "missing")
+		return statements.Line{}, fail("biz_response.data", "missing")
 	}
 	const prefix = "biz_response.data."
 	sn, err := sqbID(d.SN)
 	if err != nil {
-		return Line{}, fail(prefix+"sn", "%v", err)
+		return statements.Line{}, fail(prefix+"sn", "%v", err)
 	}
 	clientSN, err := sqbID(d.ClientSN)
 	if err != nil {
-		return Line{}, fail(prefix+"client_sn", "%v", err)
+		return statements.Line{}, fail(prefix+"client_sn", "%v", err)
 	}
 	if d.OrderStatus == nil || *d.OrderStatus == "" {
-		return Line{}, fail(prefix+"order_status", "missing")
+		return statements.Line{}, fail(prefix+"order_status", "missing")
 	}
 	status := *d.OrderStatus
 	final, known := sqbFinal(status)
 	if !known {
-		return Line{}, fail(prefix+"order_status", "%q is not a documented order status", status)
+		return statements.Line{}, fail(prefix+"order_status", "%q is not a documented order status", status)
 	}
 	total, err := sqbAmount(d.TotalAmount)
 	if err != nil {
-		return Line{}, fail(prefix+"total_amount", "%v", err)
+		return statements.Line{}, fail(prefix+"total_amount", "%v", err)
 	}
 	net, err := sqbAmount(d.NetAmount)
 	if err != nil {
-		return Line{}, fail(prefix+"net_amount", "%v", err)
+		return statements.Line{}, fail(prefix+"net_amount", "%v", err)
 	}
 	if net > total {
-		return Line{}, fail(prefix+"net_amount", "%d exceeds total_amount %d", net, total)
+		return statements.Line{}, fail(prefix+"net_amount", "%d exceeds total_amount %d", net, total)
 	}
 	var terminal string
 	if d.TerminalSN != nil {
@@ -267,15 +267,15 @@ func parseSQBLine(lineNo int, raw []byte) (Line, error) {
 	switch {
 	case d.FinishTime != nil && *d.FinishTime != "":
 		if at, err = sqbMillis(*d.FinishTime); err != nil {
-			return Line{}, fail(prefix+"finish_time", "%v", err)
+			return statements.Line{}, fail(prefix+"finish_time", "%v", err)
 		}
 	case final:
-		return Line{}, fail(prefix+"finish_time", "missing for final order_status %s", status)
+		return statements.Line{}, fail(prefix+"finish_time", "missing for final order_status %s", status)
 	}
-	return Line{
+	return statements.Line{
 		LineNo:          lineNo,
-		Channel:         channels.SQB,
-		Kind:            KindOrder,
+		Channel:         Code,
+		Kind:            statements.KindOrder,
 		TradeNo:         sn,
 		MerchantOrderNo: clientSN,
 		Amount:          total,
@@ -292,18 +292,18 @@ func parseSQBLine(lineNo int, raw []byte) (Line, error) {
 func sqbJSONError(lineNo int, err error) error {
 	var syn *json.SyntaxError
 	if errors.As(err, &syn) {
-		return fmt.Errorf("sqb query line %d, column %d: malformed JSON: %w: %w", lineNo, syn.Offset, err, ErrFormat)
+		return fmt.Errorf("sqb query line %d, column %d: malformed JSON: %w: %w", lineNo, syn.Offset, err, statements.ErrFormat)
 	}
 	var typ *json.UnmarshalTypeError
 	if errors.As(err, &typ) {
 		if typ.Field == "" {
 			return fmt.Errorf("sqb query line %d, column %d: the response is a JSON %s, not an object: %w",
-				lineNo, typ.Offset, typ.Value, ErrFormat)
+				lineNo, typ.Offset, typ.Value, statements.ErrFormat)
 		}
 		return fmt.Errorf("sqb query line %d, column %d: %s: JSON %s where a %s belongs: %w",
-			lineNo, typ.Offset, typ.Field, typ.Value, typ.Type, ErrFormat)
+			lineNo, typ.Offset, typ.Field, typ.Value, typ.Type, statements.ErrFormat)
 	}
-	return fmt.Errorf("sqb query line %d: malformed JSON: %w: %w", lineNo, err, ErrFormat)
+	return fmt.Errorf("sqb query line %d: malformed JSON: %w: %w", lineNo, err, statements.ErrFormat)
 }
 
 // sqbErrorDetail renders a response's error_code and error_message, if any.

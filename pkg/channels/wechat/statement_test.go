@@ -1,4 +1,4 @@
-package statements
+package wechat
 
 import (
 	"bytes"
@@ -13,10 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paycallback/paycallback/pkg/statements"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/paycallback/paycallback/pkg/channels"
 )
 
 const (
@@ -61,7 +60,7 @@ func backticked(cells ...string) string {
 }
 
 func beijing(s string) time.Time {
-	t, err := time.ParseInLocation("2006-01-02 15:04:05", s, Beijing)
+	t, err := time.ParseInLocation("2006-01-02 15:04:05", s, statements.Beijing)
 	if err != nil {
 		panic(err)
 	}
@@ -77,15 +76,15 @@ func replaceOnce(tb testing.TB, s, old, repl string) string {
 
 func TestParseWeChatFixture(t *testing.T) {
 	raw := mustReadWeChatFixture(t, wechatFixture)
-	st, err := ParseWeChat(bytes.NewReader(raw), wechatFixtureSHA1(t))
+	st, err := ParseStatement(bytes.NewReader(raw), wechatFixtureSHA1(t))
 	require.NoError(t, err)
 
-	assert.Equal(t, channels.WeChat, st.Channel)
+	assert.Equal(t, Code, st.Channel)
 	assert.Equal(t, "wechat-tradebill-all", st.Format)
 	assert.Equal(t, "c2baf4b6b2671093d900aa83c375339a410ccae3", st.SHA1)
 	assert.True(t, st.From.IsZero())
 	assert.True(t, st.To.IsZero())
-	assert.Equal(t, Totals{
+	assert.Equal(t, statements.Totals{
 		Lines: 5, Payments: 3, Refunds: 2,
 		PaymentAmount: 18380, RefundAmount: 5500,
 		SettledPayments: 18380, SettledRefunds: 5500,
@@ -93,10 +92,10 @@ func TestParseWeChatFixture(t *testing.T) {
 	}, st.Totals)
 
 	require.Len(t, st.Lines, 5)
-	assert.Equal(t, Line{
+	assert.Equal(t, statements.Line{
 		LineNo:          2,
-		Channel:         channels.WeChat,
-		Kind:            KindPayment,
+		Channel:         Code,
+		Kind:            statements.KindPayment,
 		TradeNo:         "4200000000202403150000000001",
 		MerchantOrderNo: "TEST-ORDER-0001",
 		Amount:          10000,
@@ -107,10 +106,10 @@ func TestParseWeChatFixture(t *testing.T) {
 		Currency:        "CNY",
 		MerchantID:      "1900000000",
 	}, st.Lines[0])
-	assert.Equal(t, Line{
+	assert.Equal(t, statements.Line{
 		LineNo:          5,
-		Channel:         channels.WeChat,
-		Kind:            KindRefund,
+		Channel:         Code,
+		Kind:            statements.KindRefund,
 		TradeNo:         "4200000000202403150000000001",
 		MerchantOrderNo: "TEST-ORDER-0001",
 		RefundNo:        "TEST-REFUND-0001",
@@ -125,7 +124,7 @@ func TestParseWeChatFixture(t *testing.T) {
 
 	type row struct {
 		LineNo                   int
-		Kind                     Kind
+		Kind                     statements.Kind
 		Order, RefundNo          string
 		Amount, Settled, FeeUnit int64
 		Time                     time.Time
@@ -135,11 +134,11 @@ func TestParseWeChatFixture(t *testing.T) {
 		got[i] = row{l.LineNo, l.Kind, l.MerchantOrderNo, l.RefundNo, l.Amount, l.SettledAmount, l.FeeMicroYuan, l.Time}
 	}
 	assert.Equal(t, []row{
-		{2, KindPayment, "TEST-ORDER-0001", "", 10000, 10000, 60000, beijing("2024-03-15 09:12:05")},
-		{3, KindPayment, "TEST-ORDER-0002", "", 5880, 5880, 35000, beijing("2024-03-15 10:30:41")},
-		{4, KindPayment, "TEST-ORDER-0003", "", 2500, 2500, 15000, beijing("2024-03-15 11:02:17")},
-		{5, KindRefund, "TEST-ORDER-0001", "TEST-REFUND-0001", 3000, 3000, -18000, beijing("2024-03-15 14:45:09")},
-		{6, KindRefund, "TEST-ORDER-0003", "TEST-REFUND-0002", 2500, 2500, -15000, beijing("2024-03-15 16:20:33")},
+		{2, statements.KindPayment, "TEST-ORDER-0001", "", 10000, 10000, 60000, beijing("2024-03-15 09:12:05")},
+		{3, statements.KindPayment, "TEST-ORDER-0002", "", 5880, 5880, 35000, beijing("2024-03-15 10:30:41")},
+		{4, statements.KindPayment, "TEST-ORDER-0003", "", 2500, 2500, 15000, beijing("2024-03-15 11:02:17")},
+		{5, statements.KindRefund, "TEST-ORDER-0001", "TEST-REFUND-0001", 3000, 3000, -18000, beijing("2024-03-15 14:45:09")},
+		{6, statements.KindRefund, "TEST-ORDER-0003", "TEST-REFUND-0002", 2500, 2500, -15000, beijing("2024-03-15 16:20:33")},
 	}, got)
 }
 
@@ -152,9 +151,9 @@ func TestParseWeChatCoupon(t *testing.T) {
 	raw = replaceOnce(t, raw, "`TEST-REFUND-0001,`30.00,", "`TEST-REFUND-0001,`28.50,")
 	raw = replaceOnce(t, raw, "`5,`183.80,`55.00,", "`5,`178.80,`53.50,")
 
-	st, err := ParseWeChat(strings.NewReader(raw), "")
+	st, err := ParseStatement(strings.NewReader(raw), "")
 	require.NoError(t, err)
-	assert.Equal(t, Totals{
+	assert.Equal(t, statements.Totals{
 		Lines: 5, Payments: 3, Refunds: 2,
 		PaymentAmount: 18380, RefundAmount: 5500,
 		SettledPayments: 17880, SettledRefunds: 5350,
@@ -168,8 +167,8 @@ func TestParseWeChatCoupon(t *testing.T) {
 
 	// The same file with the settled figures of a file without coupons.
 	stale := replaceOnce(t, raw, "`5,`178.80,`53.50,", "`5,`183.80,`55.00,")
-	_, err = ParseWeChat(strings.NewReader(stale), "")
-	require.ErrorIs(t, err, ErrMismatch)
+	_, err = ParseStatement(strings.NewReader(stale), "")
+	require.ErrorIs(t, err, statements.ErrMismatch)
 	assert.Contains(t, err.Error(), "应结订单总金额 states 183.80, the rows sum to 178.80 (difference -5.00)")
 	assert.Contains(t, err.Error(), "退款总金额 states 55.00, the rows sum to 53.50 (difference -1.50)")
 	assert.NotContains(t, err.Error(), "订单总金额 states 183.80, the rows sum to 183.80")
@@ -177,7 +176,7 @@ func TestParseWeChatCoupon(t *testing.T) {
 
 func TestParseWeChatVariants(t *testing.T) {
 	raw := mustReadWeChatFixture(t, wechatFixture)
-	want, err := ParseWeChat(bytes.NewReader(raw), "")
+	want, err := ParseStatement(bytes.NewReader(raw), "")
 	require.NoError(t, err)
 	fixtureSHA1 := wechatFixtureSHA1(t)
 
@@ -203,7 +202,7 @@ func TestParseWeChatVariants(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			st, err := ParseWeChat(bytes.NewReader(tc.input), tc.wantSHA1)
+			st, err := ParseStatement(bytes.NewReader(tc.input), tc.wantSHA1)
 			require.NoError(t, err)
 			assert.Equal(t, want.Lines, st.Lines)
 			assert.Equal(t, want.Totals, st.Totals)
@@ -241,24 +240,24 @@ func TestParseWeChatLegacy(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			bill := wechatLegacyBill(tc.header, tc.summaryHeader, backticked("3", "12.51", "0.01", "0.00", "0.08000"))
-			st, err := ParseWeChat(strings.NewReader(bill), "")
+			st, err := ParseStatement(strings.NewReader(bill), "")
 			require.NoError(t, err)
 			assert.Equal(t, "wechat-tradebill-all-legacy", st.Format)
-			assert.Equal(t, Totals{
+			assert.Equal(t, statements.Totals{
 				Lines: 3, Payments: 2, Refunds: 1,
 				PaymentAmount: 1251, RefundAmount: 1,
 				SettledPayments: 1251, SettledRefunds: 1,
 				FeeMicroYuan: 8000,
 			}, st.Totals)
 			require.Len(t, st.Lines, 3)
-			assert.Equal(t, Line{
-				LineNo: 3, Channel: channels.WeChat, Kind: KindPayment,
+			assert.Equal(t, statements.Line{
+				LineNo: 3, Channel: Code, Kind: statements.KindPayment,
 				TradeNo: "4200000000201809170000000002", MerchantOrderNo: "TEST-LEGACY-2",
 				Amount: 1250, SettledAmount: 1250, FeeMicroYuan: 8000, Status: "REVOKED",
 				Time: beijing("2018-09-17 11:53:15"), Currency: "CNY", MerchantID: "1900000000",
 			}, st.Lines[1])
-			assert.Equal(t, Line{
-				LineNo: 4, Channel: channels.WeChat, Kind: KindRefund,
+			assert.Equal(t, statements.Line{
+				LineNo: 4, Channel: Code, Kind: statements.KindRefund,
 				TradeNo: "4200000000201809170000000001", MerchantOrderNo: "TEST-LEGACY-1", RefundNo: "TEST-LEGACY-R1",
 				Amount: 1, SettledAmount: 1, Status: "PROCESSING",
 				Time: beijing("2018-09-17 18:13:12"), Currency: "CNY", MerchantID: "1900000000",
@@ -273,7 +272,7 @@ func TestParseWeChatMerchant(t *testing.T) {
 	raw := string(mustReadWeChatFixture(t, wechatFixture))
 	require.Equal(t, 5, strings.Count(raw, "`1900000000,`0,"), "precondition: every row of the fixture names 商户号 1900000000, 特约商户号 0")
 	bill := strings.Replace(raw, "`1900000000,`0,", "`1900000000,`1900000009,", 1)
-	st, err := ParseWeChat(strings.NewReader(bill), "")
+	st, err := ParseStatement(strings.NewReader(bill), "")
 	require.NoError(t, err)
 	require.Len(t, st.Lines, 5)
 	assert.Equal(t, "1900000009", st.Lines[0].MerchantID)
@@ -300,162 +299,162 @@ func TestParseWeChatRefused(t *testing.T) {
 	}{
 		{
 			name: "gzip with a wrong hash", input: gz, wantSHA1: "0000000000000000000000000000000000000000",
-			wantErr: ErrHash, wantMsg: []string{"c2baf4b6b2671093d900aa83c375339a410ccae3"},
+			wantErr: statements.ErrHash, wantMsg: []string{"c2baf4b6b2671093d900aa83c375339a410ccae3"},
 		},
 		{
 			name: "gzip with the hash of the compressed bytes", input: gz, wantSHA1: sha1Of(gz),
-			wantErr: ErrHash,
+			wantErr: statements.ErrHash,
 		},
 		{
 			name: "BOM variant with the plain file's hash", input: append([]byte("\uFEFF"), raw...), wantSHA1: "c2baf4b6b2671093d900aa83c375339a410ccae3",
-			wantErr: ErrHash,
+			wantErr: statements.ErrHash,
 		},
 		{
 			name:    "summary counts one row too many",
 			input:   []byte(replaceOnce(t, raw, summary, "`6,`183.80,`55.00,`0.00,`0.77000,`183.80,`55.00")),
-			wantErr: ErrMismatch, wantMsg: []string{"line 8", "总交易单数 states 6 rows, the file has 5 (difference -1)"},
+			wantErr: statements.ErrMismatch, wantMsg: []string{"line 8", "总交易单数 states 6 rows, the file has 5 (difference -1)"},
 		},
 		{
 			name:    "summary refund total differs",
 			input:   []byte(replaceOnce(t, raw, summary, "`5,`183.80,`56.00,`0.00,`0.77000,`183.80,`56.00")),
-			wantErr: ErrMismatch, wantMsg: []string{"退款总金额 states 56.00, the rows sum to 55.00 (difference -1.00)", "申请退款总金额"},
+			wantErr: statements.ErrMismatch, wantMsg: []string{"退款总金额 states 56.00, the rows sum to 55.00 (difference -1.00)", "申请退款总金额"},
 		},
 		{
 			name:    "summary order total differs",
 			input:   []byte(replaceOnce(t, raw, summary, "`5,`183.80,`55.00,`0.00,`0.77000,`183.79,`55.00")),
-			wantErr: ErrMismatch, wantMsg: []string{"订单总金额 states 183.79, the rows sum to 183.80 (difference 0.01)"},
+			wantErr: statements.ErrMismatch, wantMsg: []string{"订单总金额 states 183.79, the rows sum to 183.80 (difference 0.01)"},
 		},
 		{
 			name:    "summary fee differs in the fifth decimal",
 			input:   []byte(replaceOnce(t, raw, summary, "`5,`183.80,`55.00,`0.00,`0.77001,`183.80,`55.00")),
-			wantErr: ErrMismatch, wantMsg: []string{"手续费总金额 states 0.77001, the rows sum to 0.77000 (difference -0.00001)"},
+			wantErr: statements.ErrMismatch, wantMsg: []string{"手续费总金额 states 0.77001, the rows sum to 0.77000 (difference -0.00001)"},
 		},
 		{
 			name:    "a row missing",
 			input:   []byte(strings.Join(append(append([]string{}, lines[:2]...), lines[3:]...), "\n")),
-			wantErr: ErrMismatch, wantMsg: []string{"总交易单数 states 5 rows, the file has 4", "应结订单总金额 states 183.80, the rows sum to 125.00 (difference -58.80)"},
+			wantErr: statements.ErrMismatch, wantMsg: []string{"总交易单数 states 5 rows, the file has 4", "应结订单总金额 states 183.80, the rows sum to 125.00 (difference -58.80)"},
 		},
 		{
 			name:    "unknown header: a column renamed",
 			input:   []byte(replaceOnce(t, raw, ",费率备注\n", ",费率说明\n")),
-			wantErr: ErrFormat, wantMsg: []string{"line 1", "unknown wechat trade bill header", "missing [费率备注]", "unexpected [费率说明]"},
+			wantErr: statements.ErrFormat, wantMsg: []string{"line 1", "unknown wechat trade bill header", "missing [费率备注]", "unexpected [费率说明]"},
 		},
 		{
 			name:    "unknown header: the REFUND bill type",
 			input:   []byte(replaceOnce(t, raw, ",代金券金额,", ",代金券金额,退款申请时间,退款成功时间,")),
-			wantErr: ErrFormat, wantMsg: []string{"unexpected [退款申请时间, 退款成功时间]"},
+			wantErr: statements.ErrFormat, wantMsg: []string{"unexpected [退款申请时间, 退款成功时间]"},
 		},
 		{
 			name:    "unknown header: a legacy header missing two columns",
 			input:   []byte(strings.Replace(wechatLegacyBill(wechatLegacyHeader, legacySummaryHeader, ""), ",退款类型,退款状态", "", 1)),
-			wantErr: ErrFormat, wantMsg: []string{"closest is wechat-tradebill-all-legacy", "missing [退款类型, 退款状态]"},
+			wantErr: statements.ErrFormat, wantMsg: []string{"closest is wechat-tradebill-all-legacy", "missing [退款类型, 退款状态]"},
 		},
 		{
 			name:    "duplicate header",
 			input:   []byte(replaceOnce(t, raw, ",费率备注\n", ",费率\n")),
-			wantErr: ErrFormat, wantMsg: []string{"line 1", "appears twice"},
+			wantErr: statements.ErrFormat, wantMsg: []string{"line 1", "appears twice"},
 		},
 		{
 			name:    "trade number in scientific notation",
 			input:   []byte(replaceOnce(t, raw, row3ID, "`4.20000E+27,")),
-			wantErr: ErrFormat, wantMsg: []string{"line 3", "微信订单号", "scientific notation"},
+			wantErr: statements.ErrFormat, wantMsg: []string{"line 3", "微信订单号", "scientific notation"},
 		},
 		{
 			name:    "refund number in scientific notation",
 			input:   []byte(replaceOnce(t, raw, "`50300000002024031500000000002,", "`5.03E+28,")),
-			wantErr: ErrFormat, wantMsg: []string{"line 6", "微信退款单号"},
+			wantErr: statements.ErrFormat, wantMsg: []string{"line 6", "微信退款单号"},
 		},
 		{
 			name:    "no summary",
 			input:   []byte(strings.Join(lines[:6], "\n")),
-			wantErr: ErrFormat, wantMsg: []string{"no summary"},
+			wantErr: statements.ErrFormat, wantMsg: []string{"no summary"},
 		},
 		{
 			name:    "summary header without values",
 			input:   []byte(strings.Join(lines[:7], "\n")),
-			wantErr: ErrFormat, wantMsg: []string{"line 7", "without its values"},
+			wantErr: statements.ErrFormat, wantMsg: []string{"line 7", "without its values"},
 		},
 		{
 			name:    "text after the summary",
 			input:   []byte(raw + lines[1] + "\n"),
-			wantErr: ErrFormat, wantMsg: []string{"line 9", "after the summary"},
+			wantErr: statements.ErrFormat, wantMsg: []string{"line 9", "after the summary"},
 		},
 		{
 			name:    "summary of the legacy layout under the current header",
 			input:   []byte(replaceOnce(t, raw, lines[6], legacySummaryHeader)),
-			wantErr: ErrFormat, wantMsg: []string{"line 7", "missing [应结订单总金额"},
+			wantErr: statements.ErrFormat, wantMsg: []string{"line 7", "missing [应结订单总金额"},
 		},
 		{
 			name:    "cell without its backtick",
 			input:   []byte(replaceOnce(t, raw, row3ID, "4200000000202403150000000002,")),
-			wantErr: ErrFormat, wantMsg: []string{"line 3", "column 微信订单号 (6)", "backtick"},
+			wantErr: statements.ErrFormat, wantMsg: []string{"line 3", "column 微信订单号 (6)", "backtick"},
 		},
 		{
 			name:    "a row with a cell too many",
 			input:   []byte(replaceOnce(t, raw, "`测试商品B,", "`测试,商品B,")),
-			wantErr: ErrFormat, wantMsg: []string{"line 3", "28 cells, the header has 27"},
+			wantErr: statements.ErrFormat, wantMsg: []string{"line 3", "28 cells, the header has 27"},
 		},
 		{
 			name:    "time with full-width colons",
 			input:   []byte(replaceOnce(t, raw, "`2024-03-15 10:30:41,", "`2024-03-15 10：30：41,")),
-			wantErr: ErrFormat, wantMsg: []string{"line 3", "交易时间 (1)"},
+			wantErr: statements.ErrFormat, wantMsg: []string{"line 3", "交易时间 (1)"},
 		},
 		{
 			name:    "time re-saved by a spreadsheet",
 			input:   []byte(replaceOnce(t, raw, "`2024-03-15 10:30:41,", "`2024/3/15 10:30,")),
-			wantErr: ErrFormat, wantMsg: []string{"line 3", "交易时间 (1)"},
+			wantErr: statements.ErrFormat, wantMsg: []string{"line 3", "交易时间 (1)"},
 		},
 		{
 			name:    "amount with three decimals",
 			input:   []byte(replaceOnce(t, raw, "`58.80,`0.00,`0,`0,", "`58.800,`0.00,`0,`0,")),
-			wantErr: ErrFormat, wantMsg: []string{"line 3", "应结订单金额 (13)"},
+			wantErr: statements.ErrFormat, wantMsg: []string{"line 3", "应结订单金额 (13)"},
 		},
 		{
 			name:    "fee with six decimals",
 			input:   []byte(replaceOnce(t, raw, "`0.35000,", "`0.350000,")),
-			wantErr: ErrFormat, wantMsg: []string{"line 3", "手续费 (23)"},
+			wantErr: statements.ErrFormat, wantMsg: []string{"line 3", "手续费 (23)"},
 		},
 		{
 			name:    "unknown trade status",
 			input:   []byte(replaceOnce(t, raw, "`NATIVE,`SUCCESS,", "`NATIVE,`CLOSED,")),
-			wantErr: ErrFormat, wantMsg: []string{"line 3", "交易状态 (10)", "CLOSED"},
+			wantErr: statements.ErrFormat, wantMsg: []string{"line 3", "交易状态 (10)", "CLOSED"},
 		},
 		{
 			name:    "refund without a refund number",
 			input:   []byte(replaceOnce(t, raw, "`TEST-REFUND-0002,", "`0,")),
-			wantErr: ErrFormat, wantMsg: []string{"line 6", "商户退款单号 (16)"},
+			wantErr: statements.ErrFormat, wantMsg: []string{"line 6", "商户退款单号 (16)"},
 		},
 		{
 			name:    "empty file",
 			input:   nil,
-			wantErr: ErrFormat, wantMsg: []string{"empty"},
+			wantErr: statements.ErrFormat, wantMsg: []string{"empty"},
 		},
 		{
 			name:    "truncated gzip",
 			input:   gz[:len(gz)/2],
-			wantErr: ErrFormat, wantMsg: []string{"wechat trade bill"},
+			wantErr: statements.ErrFormat, wantMsg: []string{"wechat trade bill"},
 		},
 		{
 			name:    "gzip magic without a gzip stream",
 			input:   []byte{0x1f, 0x8b, 'x'},
-			wantErr: ErrFormat, wantMsg: []string{"gunzip"},
+			wantErr: statements.ErrFormat, wantMsg: []string{"gunzip"},
 		},
 		{
 			name:    "an XML error response instead of a bill",
 			input:   []byte("<xml><return_code><![CDATA[FAIL]]></return_code><return_msg><![CDATA[No Bill Exist]]></return_msg></xml>"),
-			wantErr: ErrFormat, wantMsg: []string{"unknown wechat trade bill header"},
+			wantErr: statements.ErrFormat, wantMsg: []string{"unknown wechat trade bill header"},
 		},
 		{
 			name:    "legacy summary that does not match",
 			input:   []byte(wechatLegacyBill(wechatLegacyHeader, legacySummaryHeader, backticked("3", "12.50", "0.01", "0.00", "0.08000"))),
-			wantErr: ErrMismatch, wantMsg: []string{"总交易额 states 12.50, the rows sum to 12.51 (difference 0.01)"},
+			wantErr: statements.ErrMismatch, wantMsg: []string{"总交易额 states 12.50, the rows sum to 12.51 (difference 0.01)"},
 		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			st, err := ParseWeChat(bytes.NewReader(tc.input), tc.wantSHA1)
+			st, err := ParseStatement(bytes.NewReader(tc.input), tc.wantSHA1)
 			require.ErrorIs(t, err, tc.wantErr)
-			for _, other := range []error{ErrHash, ErrFormat, ErrMismatch} {
+			for _, other := range []error{statements.ErrHash, statements.ErrFormat, statements.ErrMismatch} {
 				if !errors.Is(tc.wantErr, other) {
 					require.NotErrorIs(t, err, other)
 				}
@@ -463,7 +462,7 @@ func TestParseWeChatRefused(t *testing.T) {
 			for _, m := range tc.wantMsg {
 				assert.Contains(t, err.Error(), m)
 			}
-			assert.Equal(t, Statement{}, st)
+			assert.Equal(t, statements.Statement{}, st)
 		})
 	}
 }
@@ -492,13 +491,13 @@ func TestParseWeChatReadError(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := ParseWeChat(tc.r(), "")
+			_, err := ParseStatement(tc.r(), "")
 			require.ErrorIs(t, err, readErr)
-			require.NotErrorIs(t, err, ErrFormat)
-			require.NotErrorIs(t, err, ErrMismatch)
+			require.NotErrorIs(t, err, statements.ErrFormat)
+			require.NotErrorIs(t, err, statements.ErrMismatch)
 		})
 	}
-	_, err := ParseWeChat(failingReader{readErr}, "")
+	_, err := ParseStatement(failingReader{readErr}, "")
 	require.ErrorIs(t, err, readErr)
 }
 
@@ -623,9 +622,9 @@ func FuzzParseWeChat(f *testing.F) {
 	f.Add([]byte(wechatLegacyBill(wechatLegacyHeader, "总交易单数,总交易额,总退款金额,总代金券或立减优惠退款金额,手续费总金额",
 		backticked("3", "12.51", "0.01", "0.00", "0.08000"))))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		st, err := ParseWeChat(bytes.NewReader(data), "")
+		st, err := ParseStatement(bytes.NewReader(data), "")
 		if err != nil {
-			if !errors.Is(err, ErrFormat) && !errors.Is(err, ErrMismatch) {
+			if !errors.Is(err, statements.ErrFormat) && !errors.Is(err, statements.ErrMismatch) {
 				t.Fatalf("error wraps no sentinel: %v", err)
 			}
 			return
@@ -635,14 +634,14 @@ func FuzzParseWeChat(f *testing.F) {
 		var pay, ref int
 		var fee int64
 		for _, l := range st.Lines {
-			require.Equal(t, channels.WeChat, l.Channel)
+			require.Equal(t, Code, l.Channel)
 			require.GreaterOrEqual(t, l.Amount, int64(0))
 			require.GreaterOrEqual(t, l.SettledAmount, int64(0))
 			require.NotEmpty(t, l.TradeNo)
 			switch l.Kind {
-			case KindPayment:
+			case statements.KindPayment:
 				pay++
-			case KindRefund:
+			case statements.KindRefund:
 				ref++
 				require.NotEmpty(t, l.RefundNo)
 			default:

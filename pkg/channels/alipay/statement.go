@@ -1,4 +1,4 @@
-package statements
+package alipay
 
 import (
 	"archive/zip"
@@ -17,13 +17,14 @@ import (
 	"golang.org/x/text/encoding/simplifiedchinese"
 
 	"github.com/paycallback/paycallback/pkg/channels"
+	"github.com/paycallback/paycallback/pkg/statements"
 )
 
-// AlipayFormat is the Statement.Format of an Alipay trade bill (业务明细).
-const AlipayFormat = "alipay-trade"
+// StatementFormat is the Statement.Format of an Alipay trade bill (业务明细).
+const StatementFormat = "alipay-trade"
 
 // AlipayMaxEntrySize is the largest uncompressed 业务明细 entry, in bytes,
-// that ParseAlipay reads; a larger one is refused with ErrFormat rather
+// that ParseStatement reads; a larger one is refused with ErrFormat rather
 // than read into memory.
 const AlipayMaxEntrySize = 512 << 20
 
@@ -70,7 +71,7 @@ var (
 	alipayMangledRE = regexp.MustCompile(`^[0-9]+(\.[0-9]*)?[eE][+-]?[0-9]+$`)
 )
 
-// ParseAlipay parses an Alipay trade bill (bill_type=trade): the .csv.zip
+// ParseStatement parses an Alipay trade bill (bill_type=trade): the .csv.zip
 // that bill_download_url serves, given as a ReaderAt over size bytes (for
 // bytes in memory: bytes.NewReader(b), int64(len(b))).
 //
@@ -110,26 +111,26 @@ var (
 // an ID in scientific notation (the file was re-saved by a spreadsheet) —
 // is refused with an error wrapping ErrFormat that names the line and the
 // column.
-func ParseAlipay(r io.ReaderAt, size int64) (Statement, error) {
+func ParseStatement(r io.ReaderAt, size int64) (statements.Statement, error) {
 	zr, err := zip.NewReader(r, size)
 	if err != nil {
-		return Statement{}, fmt.Errorf("alipay bill: open zip: %w: %w", ErrFormat, err)
+		return statements.Statement{}, fmt.Errorf("alipay bill: open zip: %w: %w", statements.ErrFormat, err)
 	}
 	entry, err := alipayDetailEntry(zr)
 	if err != nil {
-		return Statement{}, err
+		return statements.Statement{}, err
 	}
 	raw, err := alipayReadEntry(entry)
 	if err != nil {
-		return Statement{}, err
+		return statements.Statement{}, err
 	}
 	text, err := simplifiedchinese.GB18030.NewDecoder().Bytes(raw)
 	if err != nil {
-		return Statement{}, fmt.Errorf("alipay bill: decode GBK: %w: %w", ErrFormat, err)
+		return statements.Statement{}, fmt.Errorf("alipay bill: decode GBK: %w: %w", statements.ErrFormat, err)
 	}
 	st, err := parseAlipayDetail(string(text))
 	if err != nil {
-		return Statement{}, err
+		return statements.Statement{}, err
 	}
 	sum := sha1.Sum(raw) //nolint:gosec // see the import
 	st.SHA1 = hex.EncodeToString(sum[:])
@@ -173,13 +174,13 @@ func alipayDetailEntry(zr *zip.Reader) (*zip.File, error) {
 			continue
 		}
 		if found != nil {
-			return nil, fmt.Errorf("alipay bill: more than one %s entry: %w", alipayEntrySuffix, ErrFormat)
+			return nil, fmt.Errorf("alipay bill: more than one %s entry: %w", alipayEntrySuffix, statements.ErrFormat)
 		}
 		found = f
 	}
 	if found == nil {
 		return nil, fmt.Errorf("alipay bill: no …_%s entry among [%s]: %w",
-			alipayEntrySuffix, strings.Join(all, ", "), ErrFormat)
+			alipayEntrySuffix, strings.Join(all, ", "), statements.ErrFormat)
 	}
 	return found, nil
 }
@@ -189,19 +190,19 @@ func alipayDetailEntry(zr *zip.Reader) (*zip.File, error) {
 func alipayReadEntry(f *zip.File) ([]byte, error) {
 	if f.UncompressedSize64 > AlipayMaxEntrySize {
 		return nil, fmt.Errorf("alipay bill: detail entry of %d bytes exceeds %d: %w",
-			f.UncompressedSize64, AlipayMaxEntrySize, ErrFormat)
+			f.UncompressedSize64, AlipayMaxEntrySize, statements.ErrFormat)
 	}
 	rc, err := f.Open()
 	if err != nil {
-		return nil, fmt.Errorf("alipay bill: open detail entry: %w: %w", ErrFormat, err)
+		return nil, fmt.Errorf("alipay bill: open detail entry: %w: %w", statements.ErrFormat, err)
 	}
 	defer rc.Close()
 	raw, err := io.ReadAll(io.LimitReader(rc, AlipayMaxEntrySize+1))
 	if err != nil {
-		return nil, fmt.Errorf("alipay bill: read detail entry: %w: %w", ErrFormat, err)
+		return nil, fmt.Errorf("alipay bill: read detail entry: %w: %w", statements.ErrFormat, err)
 	}
 	if len(raw) > AlipayMaxEntrySize {
-		return nil, fmt.Errorf("alipay bill: detail entry exceeds %d bytes: %w", AlipayMaxEntrySize, ErrFormat)
+		return nil, fmt.Errorf("alipay bill: detail entry exceeds %d bytes: %w", AlipayMaxEntrySize, statements.ErrFormat)
 	}
 	return raw, nil
 }
@@ -225,13 +226,13 @@ func (c alipayColumns) cell(cells []string, name string) string {
 func alipayHeader(lineNo int, line string) (alipayColumns, error) {
 	cells, err := alipaySplit(line)
 	if err != nil {
-		return alipayColumns{}, fmt.Errorf("alipay bill line %d: header: %w: %w", lineNo, ErrFormat, err)
+		return alipayColumns{}, fmt.Errorf("alipay bill line %d: header: %w: %w", lineNo, statements.ErrFormat, err)
 	}
 	cols := alipayColumns{idx: make(map[string]int, len(cells)), width: len(cells)}
 	for i, name := range cells {
 		name = alipayParens.Replace(name)
 		if _, dup := cols.idx[name]; dup && name != "" {
-			return alipayColumns{}, fmt.Errorf("alipay bill line %d: header: column %q twice: %w", lineNo, name, ErrFormat)
+			return alipayColumns{}, fmt.Errorf("alipay bill line %d: header: column %q twice: %w", lineNo, name, statements.ErrFormat)
 		}
 		cols.idx[name] = i
 	}
@@ -243,7 +244,7 @@ func alipayHeader(lineNo int, line string) (alipayColumns, error) {
 	}
 	if len(missing) > 0 {
 		return alipayColumns{}, fmt.Errorf("alipay bill line %d: unknown header, missing columns %s: %w",
-			lineNo, strings.Join(missing, ", "), ErrFormat)
+			lineNo, strings.Join(missing, ", "), statements.ErrFormat)
 	}
 	return cols, nil
 }
@@ -279,8 +280,8 @@ type alipayFooter struct {
 }
 
 // parseAlipayDetail parses the decoded text of a 业务明细 entry.
-func parseAlipayDetail(text string) (Statement, error) {
-	st := Statement{Channel: channels.Alipay, Format: AlipayFormat}
+func parseAlipayDetail(text string) (statements.Statement, error) {
+	st := statements.Statement{Channel: Code, Format: StatementFormat}
 	const (
 		before = iota // comments before the start marker
 		header        // after the start marker, waiting for the header
@@ -302,40 +303,40 @@ func parseAlipayDetail(text string) (Statement, error) {
 			switch {
 			case strings.Contains(line, alipayListEnd):
 				if state != rows {
-					return Statement{}, fmt.Errorf("alipay bill line %d: %s before the header: %w", lineNo, alipayListEnd, ErrFormat)
+					return statements.Statement{}, fmt.Errorf("alipay bill line %d: %s before the header: %w", lineNo, alipayListEnd, statements.ErrFormat)
 				}
 				state = after
 			case strings.Contains(line, alipayListStart):
 				if state != before {
-					return Statement{}, fmt.Errorf("alipay bill line %d: second %s marker: %w", lineNo, alipayListStart, ErrFormat)
+					return statements.Statement{}, fmt.Errorf("alipay bill line %d: second %s marker: %w", lineNo, alipayListStart, statements.ErrFormat)
 				}
 				state = header
 			case state == rows:
-				return Statement{}, fmt.Errorf("alipay bill line %d: comment inside the detail rows: %w", lineNo, ErrFormat)
+				return statements.Statement{}, fmt.Errorf("alipay bill line %d: comment inside the detail rows: %w", lineNo, statements.ErrFormat)
 			case state == before && alipayAccountRE.MatchString(line):
 				if st.Account != "" {
-					return Statement{}, fmt.Errorf("alipay bill line %d: second 账号 line: %w", lineNo, ErrFormat)
+					return statements.Statement{}, fmt.Errorf("alipay bill line %d: second 账号 line: %w", lineNo, statements.ErrFormat)
 				}
 				st.Account = strings.TrimSpace(alipayAccountRE.FindStringSubmatch(line)[1])
 			case strings.Contains(line, "起始日期"):
 				if haveWindow {
-					return Statement{}, fmt.Errorf("alipay bill line %d: second 起始日期 line: %w", lineNo, ErrFormat)
+					return statements.Statement{}, fmt.Errorf("alipay bill line %d: second 起始日期 line: %w", lineNo, statements.ErrFormat)
 				}
 				from, to, err := alipayWindow(line)
 				if err != nil {
-					return Statement{}, fmt.Errorf("alipay bill line %d: %w", lineNo, err)
+					return statements.Statement{}, fmt.Errorf("alipay bill line %d: %w", lineNo, err)
 				}
 				st.From, st.To, haveWindow = from, to, true
 			case state == after && strings.Contains(line, "交易合计"):
 				f, err := alipayFooterLine(lineNo, line, alipayPaidRE, paid)
 				if err != nil {
-					return Statement{}, err
+					return statements.Statement{}, err
 				}
 				paid = f
 			case state == after && strings.Contains(line, "退款合计"):
 				f, err := alipayFooterLine(lineNo, line, alipayRefundRE, refunded)
 				if err != nil {
-					return Statement{}, err
+					return statements.Statement{}, err
 				}
 				refunded = f
 			}
@@ -343,39 +344,39 @@ func parseAlipayDetail(text string) (Statement, error) {
 		}
 		switch state {
 		case before:
-			return Statement{}, fmt.Errorf("alipay bill line %d: data before the %s marker: %w", lineNo, alipayListStart, ErrFormat)
+			return statements.Statement{}, fmt.Errorf("alipay bill line %d: data before the %s marker: %w", lineNo, alipayListStart, statements.ErrFormat)
 		case header:
 			c, err := alipayHeader(lineNo, line)
 			if err != nil {
-				return Statement{}, err
+				return statements.Statement{}, err
 			}
 			cols, state = c, rows
 		case rows:
 			l, err := alipayRow(lineNo, line, cols)
 			if err != nil {
-				return Statement{}, err
+				return statements.Statement{}, err
 			}
 			l.MerchantID = st.Account
 			st.Lines = append(st.Lines, l)
 		case after:
-			return Statement{}, fmt.Errorf("alipay bill line %d: data after the %s marker: %w", lineNo, alipayListEnd, ErrFormat)
+			return statements.Statement{}, fmt.Errorf("alipay bill line %d: data after the %s marker: %w", lineNo, alipayListEnd, statements.ErrFormat)
 		}
 	}
 	switch {
 	case state == before:
-		return Statement{}, fmt.Errorf("alipay bill: no %s marker: %w", alipayListStart, ErrFormat)
+		return statements.Statement{}, fmt.Errorf("alipay bill: no %s marker: %w", alipayListStart, statements.ErrFormat)
 	case state == header:
-		return Statement{}, fmt.Errorf("alipay bill: no header after the %s marker: %w", alipayListStart, ErrFormat)
+		return statements.Statement{}, fmt.Errorf("alipay bill: no header after the %s marker: %w", alipayListStart, statements.ErrFormat)
 	case state == rows:
-		return Statement{}, fmt.Errorf("alipay bill: no %s marker (truncated file?): %w", alipayListEnd, ErrFormat)
+		return statements.Statement{}, fmt.Errorf("alipay bill: no %s marker (truncated file?): %w", alipayListEnd, statements.ErrFormat)
 	case !haveWindow:
-		return Statement{}, fmt.Errorf("alipay bill: no #起始日期 line: %w", ErrFormat)
+		return statements.Statement{}, fmt.Errorf("alipay bill: no #起始日期 line: %w", statements.ErrFormat)
 	case paid == nil:
-		return Statement{}, fmt.Errorf("alipay bill: no #交易合计 footer: %w", ErrFormat)
+		return statements.Statement{}, fmt.Errorf("alipay bill: no #交易合计 footer: %w", statements.ErrFormat)
 	case refunded == nil:
-		return Statement{}, fmt.Errorf("alipay bill: no #退款合计 footer: %w", ErrFormat)
+		return statements.Statement{}, fmt.Errorf("alipay bill: no #退款合计 footer: %w", statements.ErrFormat)
 	}
-	st.Totals = Totals{
+	st.Totals = statements.Totals{
 		Lines:           paid.count + refunded.count,
 		Payments:        paid.count,
 		Refunds:         refunded.count,
@@ -383,7 +384,7 @@ func parseAlipayDetail(text string) (Statement, error) {
 		SettledRefunds:  -refunded.settled,
 	}
 	if err := alipayCheckFooter(st, paid, refunded); err != nil {
-		return Statement{}, err
+		return statements.Statement{}, err
 	}
 	return st, nil
 }
@@ -392,18 +393,18 @@ func parseAlipayDetail(text string) (Statement, error) {
 func alipayWindow(line string) (from, to time.Time, err error) {
 	m := alipayWindowRE.FindStringSubmatch(line)
 	if m == nil {
-		return time.Time{}, time.Time{}, fmt.Errorf("起始日期/终止日期 not understood: %w", ErrFormat)
+		return time.Time{}, time.Time{}, fmt.Errorf("起始日期/终止日期 not understood: %w", statements.ErrFormat)
 	}
-	from, err = time.ParseInLocation(alipayWindowLayout, strings.TrimSpace(m[1]), Beijing)
+	from, err = time.ParseInLocation(alipayWindowLayout, strings.TrimSpace(m[1]), statements.Beijing)
 	if err != nil {
-		return time.Time{}, time.Time{}, fmt.Errorf("起始日期: %w: %w", ErrFormat, err)
+		return time.Time{}, time.Time{}, fmt.Errorf("起始日期: %w: %w", statements.ErrFormat, err)
 	}
-	to, err = time.ParseInLocation(alipayWindowLayout, strings.TrimSpace(m[2]), Beijing)
+	to, err = time.ParseInLocation(alipayWindowLayout, strings.TrimSpace(m[2]), statements.Beijing)
 	if err != nil {
-		return time.Time{}, time.Time{}, fmt.Errorf("终止日期: %w: %w", ErrFormat, err)
+		return time.Time{}, time.Time{}, fmt.Errorf("终止日期: %w: %w", statements.ErrFormat, err)
 	}
 	if !to.After(from) {
-		return time.Time{}, time.Time{}, fmt.Errorf("终止日期 %s not after 起始日期 %s: %w", m[2], m[1], ErrFormat)
+		return time.Time{}, time.Time{}, fmt.Errorf("终止日期 %s not after 起始日期 %s: %w", m[2], m[1], statements.ErrFormat)
 	}
 	return from.UTC(), to.UTC(), nil
 }
@@ -412,30 +413,30 @@ func alipayWindow(line string) (from, to time.Time, err error) {
 // of the same kind, if any.
 func alipayFooterLine(lineNo int, line string, re *regexp.Regexp, prev *alipayFooter) (*alipayFooter, error) {
 	if prev != nil {
-		return nil, fmt.Errorf("alipay bill line %d: footer repeats line %d: %w", lineNo, prev.lineNo, ErrFormat)
+		return nil, fmt.Errorf("alipay bill line %d: footer repeats line %d: %w", lineNo, prev.lineNo, statements.ErrFormat)
 	}
 	m := re.FindStringSubmatch(line)
 	if m == nil {
-		return nil, fmt.Errorf("alipay bill line %d: footer not understood: %w", lineNo, ErrFormat)
+		return nil, fmt.Errorf("alipay bill line %d: footer not understood: %w", lineNo, statements.ErrFormat)
 	}
 	n, err := strconv.Atoi(m[1])
 	if err != nil {
-		return nil, fmt.Errorf("alipay bill line %d: footer count: %w: %w", lineNo, ErrFormat, err)
+		return nil, fmt.Errorf("alipay bill line %d: footer count: %w: %w", lineNo, statements.ErrFormat, err)
 	}
 	v, err := alipayYuan(m[2])
 	if err != nil {
-		return nil, fmt.Errorf("alipay bill line %d: footer sum: %w: %w", lineNo, ErrFormat, err)
+		return nil, fmt.Errorf("alipay bill line %d: footer sum: %w: %w", lineNo, statements.ErrFormat, err)
 	}
 	return &alipayFooter{lineNo: lineNo, count: n, settled: v}, nil
 }
 
 // alipayCheckFooter compares the footer's counts and 商家实收 sums with the
 // rows and names every figure that differs.
-func alipayCheckFooter(st Statement, paid, refunded *alipayFooter) error {
+func alipayCheckFooter(st statements.Statement, paid, refunded *alipayFooter) error {
 	var payments, refunds int
 	var settledPaid, settledRefunded int64
 	for _, l := range st.Lines {
-		if l.Kind == KindPayment {
+		if l.Kind == statements.KindPayment {
 			payments++
 			settledPaid += l.SettledAmount
 		} else {
@@ -462,24 +463,24 @@ func alipayCheckFooter(st Statement, paid, refunded *alipayFooter) error {
 			alipayFormatFen(settledRefunded-refunded.settled)))
 	}
 	if len(diffs) > 0 {
-		return fmt.Errorf("alipay bill footer: %s: %w", strings.Join(diffs, "; "), ErrMismatch)
+		return fmt.Errorf("alipay bill footer: %s: %w", strings.Join(diffs, "; "), statements.ErrMismatch)
 	}
 	return nil
 }
 
 // alipayRow turns one detail row into a Line.
-func alipayRow(lineNo int, line string, cols alipayColumns) (Line, error) {
+func alipayRow(lineNo int, line string, cols alipayColumns) (statements.Line, error) {
 	cells, err := alipaySplit(line)
 	if err != nil {
-		return Line{}, fmt.Errorf("alipay bill line %d: %w: %w", lineNo, ErrFormat, err)
+		return statements.Line{}, fmt.Errorf("alipay bill line %d: %w: %w", lineNo, statements.ErrFormat, err)
 	}
 	if len(cells) != cols.width {
-		return Line{}, fmt.Errorf("alipay bill line %d: %d cells, the header has %d: %w", lineNo, len(cells), cols.width, ErrFormat)
+		return statements.Line{}, fmt.Errorf("alipay bill line %d: %d cells, the header has %d: %w", lineNo, len(cells), cols.width, statements.ErrFormat)
 	}
 	colErr := func(col string, err error) error {
-		return fmt.Errorf("alipay bill line %d, column %s: %w: %w", lineNo, col, ErrFormat, err)
+		return fmt.Errorf("alipay bill line %d, column %s: %w: %w", lineNo, col, statements.ErrFormat, err)
 	}
-	l := Line{LineNo: lineNo, Channel: channels.Alipay, Status: alipayStatusDone, Currency: "CNY"}
+	l := statements.Line{LineNo: lineNo, Channel: Code, Status: alipayStatusDone, Currency: "CNY"}
 	for _, id := range []struct {
 		col      string
 		dst      *string
@@ -491,26 +492,26 @@ func alipayRow(lineNo int, line string, cols alipayColumns) (Line, error) {
 	} {
 		v := cols.cell(cells, id.col)
 		if v == "" && id.required {
-			return Line{}, colErr(id.col, errAlipayEmpty)
+			return statements.Line{}, colErr(id.col, errAlipayEmpty)
 		}
 		if alipayMangledRE.MatchString(v) {
-			return Line{}, colErr(id.col, fmt.Errorf("%q is in scientific notation (re-saved by a spreadsheet?)", v))
+			return statements.Line{}, colErr(id.col, fmt.Errorf("%q is in scientific notation (re-saved by a spreadsheet?)", v))
 		}
 		*id.dst = v
 	}
 	biz := cols.cell(cells, alipayColBizType)
 	switch biz {
 	case alipayBizPayment:
-		l.Kind = KindPayment
+		l.Kind = statements.KindPayment
 		l.RefundNo = ""
 	case alipayBizRefund:
-		l.Kind = KindRefund
+		l.Kind = statements.KindRefund
 	default:
-		return Line{}, colErr(alipayColBizType, fmt.Errorf("unknown 业务类型 %q", biz))
+		return statements.Line{}, colErr(alipayColBizType, fmt.Errorf("unknown 业务类型 %q", biz))
 	}
-	t, err := time.ParseInLocation(alipayRowLayout, cols.cell(cells, alipayColFinished), Beijing)
+	t, err := time.ParseInLocation(alipayRowLayout, cols.cell(cells, alipayColFinished), statements.Beijing)
 	if err != nil {
-		return Line{}, colErr(alipayColFinished, err)
+		return statements.Line{}, colErr(alipayColFinished, err)
 	}
 	l.Time = t.UTC()
 	for _, a := range []struct {
@@ -519,20 +520,20 @@ func alipayRow(lineNo int, line string, cols alipayColumns) (Line, error) {
 	}{{alipayColAmount, &l.Amount}, {alipayColSettled, &l.SettledAmount}} {
 		v, err := alipayYuan(cols.cell(cells, a.col))
 		if err != nil {
-			return Line{}, colErr(a.col, err)
+			return statements.Line{}, colErr(a.col, err)
 		}
-		if l.Kind == KindRefund {
+		if l.Kind == statements.KindRefund {
 			v = -v
 		}
 		if v < 0 {
-			return Line{}, colErr(a.col, fmt.Errorf("%s row with amount of the wrong sign %q", biz, cols.cell(cells, a.col)))
+			return statements.Line{}, colErr(a.col, fmt.Errorf("%s row with amount of the wrong sign %q", biz, cols.cell(cells, a.col)))
 		}
 		*a.dst = v
 	}
 	if fee := cols.cell(cells, alipayColFee); fee != "" {
 		l.FeeMicroYuan, err = alipayMicroYuan(fee)
 		if err != nil {
-			return Line{}, colErr(alipayColFee, err)
+			return statements.Line{}, colErr(alipayColFee, err)
 		}
 	}
 	return l, nil

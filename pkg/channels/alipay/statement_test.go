@@ -1,4 +1,4 @@
-package statements
+package alipay
 
 import (
 	"archive/zip"
@@ -11,11 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paycallback/paycallback/pkg/statements"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/text/encoding/simplifiedchinese"
-
-	"github.com/paycallback/paycallback/pkg/channels"
 )
 
 const (
@@ -86,12 +85,12 @@ func alipayVariantZip(tb testing.TB, edit func(string) string) []byte {
 	)
 }
 
-func parseAlipayBytes(b []byte) (Statement, error) {
-	return ParseAlipay(bytes.NewReader(b), int64(len(b)))
+func parseAlipayBytes(b []byte) (statements.Statement, error) {
+	return ParseStatement(bytes.NewReader(b), int64(len(b)))
 }
 
 func alipayBeijing(s string) time.Time {
-	t, err := time.ParseInLocation("2006-01-02 15:04:05", s, Beijing)
+	t, err := time.ParseInLocation("2006-01-02 15:04:05", s, statements.Beijing)
 	if err != nil {
 		panic(err)
 	}
@@ -99,20 +98,20 @@ func alipayBeijing(s string) time.Time {
 }
 
 // alipayFixtureLines are the fixture's five rows, exactly.
-func alipayFixtureLines() []Line {
-	line := func(no int, kind Kind, trade, order, refund string, amount int64, at string) Line {
-		return Line{
-			LineNo: no, Channel: channels.Alipay, Kind: kind, TradeNo: trade, MerchantOrderNo: order,
+func alipayFixtureLines() []statements.Line {
+	line := func(no int, kind statements.Kind, trade, order, refund string, amount int64, at string) statements.Line {
+		return statements.Line{
+			LineNo: no, Channel: Code, Kind: kind, TradeNo: trade, MerchantOrderNo: order,
 			RefundNo: refund, Amount: amount, SettledAmount: amount, Status: "SUCCESS",
 			Time: alipayBeijing(at), Currency: "CNY", MerchantID: "20880000000000000156",
 		}
 	}
-	return []Line{
-		line(6, KindPayment, "2024031522001400000000000001", "TEST-ORDER-0001", "", 10000, "2024-03-15 09:12:05"),
-		line(7, KindPayment, "2024031522001400000000000002", "TEST-ORDER-0002", "", 5880, "2024-03-15 10:30:41"),
-		line(8, KindPayment, "2024031522001400000000000003", "TEST-ORDER-0003", "", 2500, "2024-03-15 11:02:17"),
-		line(9, KindRefund, "2024031522001400000000000001", "TEST-ORDER-0001", "TEST-REFUND-0001", 3000, "2024-03-15 14:45:09"),
-		line(10, KindRefund, "2024031522001400000000000003", "TEST-ORDER-0003", "TEST-REFUND-0002", 2500, "2024-03-15 16:20:33"),
+	return []statements.Line{
+		line(6, statements.KindPayment, "2024031522001400000000000001", "TEST-ORDER-0001", "", 10000, "2024-03-15 09:12:05"),
+		line(7, statements.KindPayment, "2024031522001400000000000002", "TEST-ORDER-0002", "", 5880, "2024-03-15 10:30:41"),
+		line(8, statements.KindPayment, "2024031522001400000000000003", "TEST-ORDER-0003", "", 2500, "2024-03-15 11:02:17"),
+		line(9, statements.KindRefund, "2024031522001400000000000001", "TEST-ORDER-0001", "TEST-REFUND-0001", 3000, "2024-03-15 14:45:09"),
+		line(10, statements.KindRefund, "2024031522001400000000000003", "TEST-ORDER-0003", "TEST-REFUND-0002", 2500, "2024-03-15 16:20:33"),
 	}
 }
 
@@ -123,27 +122,27 @@ func TestParseAlipayFixture(t *testing.T) {
 	st, err := parseAlipayBytes(b)
 	require.NoError(t, err)
 
-	assert.Equal(t, channels.Alipay, st.Channel)
-	assert.Equal(t, AlipayFormat, st.Format)
+	assert.Equal(t, Code, st.Channel)
+	assert.Equal(t, StatementFormat, st.Format)
 	assert.Equal(t, time.Date(2024, 3, 14, 16, 0, 0, 0, time.UTC), st.From)
 	assert.Equal(t, time.Date(2024, 3, 15, 16, 0, 0, 0, time.UTC), st.To)
 	assert.Equal(t, alipayFixtureSHA1, st.SHA1)
 	assert.Equal(t, "20880000000000000156", st.Account)
 	assert.Equal(t, []string{"20880000000000000156"}, st.MerchantIDs())
 	assert.Equal(t, alipayFixtureLines(), st.Lines)
-	assert.Equal(t, Totals{
+	assert.Equal(t, statements.Totals{
 		Lines: 5, Payments: 3, Refunds: 2,
 		SettledPayments: 18380, SettledRefunds: 5500,
 	}, st.Totals)
 
 	// The payment and the refund of one trade, field by field.
 	pay, refund := st.Lines[0], st.Lines[3]
-	assert.Equal(t, KindPayment, pay.Kind)
+	assert.Equal(t, statements.KindPayment, pay.Kind)
 	assert.Equal(t, "2024031522001400000000000001", pay.TradeNo)
 	assert.Empty(t, pay.RefundNo)
 	assert.Equal(t, int64(10000), pay.Amount)
 	assert.Equal(t, time.Date(2024, 3, 15, 1, 12, 5, 0, time.UTC), pay.Time)
-	assert.Equal(t, KindRefund, refund.Kind)
+	assert.Equal(t, statements.KindRefund, refund.Kind)
 	assert.Equal(t, pay.TradeNo, refund.TradeNo)
 	assert.Equal(t, "TEST-REFUND-0001", refund.RefundNo)
 	assert.Equal(t, int64(3000), refund.Amount, "−订单金额")
@@ -229,14 +228,14 @@ func TestParseAlipayLayouts(t *testing.T) {
 	tests := []struct {
 		name  string
 		edit  func(string) string
-		check func(t *testing.T, st Statement)
+		check func(t *testing.T, st statements.Statement)
 	}{
 		{
 			name: "22-column header without 服务费, 分润, 备注",
 			edit: func(s string) string {
 				return alipayEditRows(s, func(c []string) []string { return c[:22] })
 			},
-			check: func(t *testing.T, st Statement) {
+			check: func(t *testing.T, st statements.Statement) {
 				t.Helper()
 				assert.Equal(t, alipayFixtureLines(), st.Lines)
 			},
@@ -244,7 +243,7 @@ func TestParseAlipayLayouts(t *testing.T) {
 		{
 			name: "LF line endings",
 			edit: func(s string) string { return strings.ReplaceAll(s, "\r\n", "\n") },
-			check: func(t *testing.T, st Statement) {
+			check: func(t *testing.T, st statements.Statement) {
 				t.Helper()
 				assert.Equal(t, alipayFixtureLines(), st.Lines)
 			},
@@ -258,7 +257,7 @@ func TestParseAlipayLayouts(t *testing.T) {
 				})
 				return strings.Replace(s, "订单金额（元）", "订单金额(元)", 1)
 			},
-			check: func(t *testing.T, st Statement) {
+			check: func(t *testing.T, st statements.Statement) {
 				t.Helper()
 				assert.Equal(t, alipayFixtureLines(), st.Lines)
 			},
@@ -270,7 +269,7 @@ func TestParseAlipayLayouts(t *testing.T) {
 					"TEST-ORDER-0001\t,交易\t,测试商品A,2024-03-15 09:12:00,2024-03-15 09:12:05,\t,\t,\t,\t,测*户(tes***@example.com)\t,100.00,100.00,0.00,0.00,0.00,0.00,0.00,,0.00\t,0.00,\t,-0.60,", 1)
 				return strings.Replace(s, "TEST-REFUND-0001\t,0.00,", "TEST-REFUND-0001\t,0.18,", 1)
 			},
-			check: func(t *testing.T, st Statement) {
+			check: func(t *testing.T, st statements.Statement) {
 				t.Helper()
 				require.Len(t, st.Lines, 5)
 				assert.Equal(t, int64(-60000), st.Lines[0].FeeMicroYuan)
@@ -283,7 +282,7 @@ func TestParseAlipayLayouts(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			st, err := parseAlipayBytes(alipayVariantZip(t, tt.edit))
 			require.NoError(t, err)
-			assert.Equal(t, Totals{Lines: 5, Payments: 3, Refunds: 2, SettledPayments: 18380, SettledRefunds: 5500}, st.Totals)
+			assert.Equal(t, statements.Totals{Lines: 5, Payments: 3, Refunds: 2, SettledPayments: 18380, SettledRefunds: 5500}, st.Totals)
 			tt.check(t, st)
 		})
 	}
@@ -312,74 +311,74 @@ func TestParseAlipayRefused(t *testing.T) {
 		says []string // substrings of the message
 	}{
 		{
-			name: "footer payment count", edit: replace("交易合计：3笔", "交易合计：4笔"), want: ErrMismatch,
+			name: "footer payment count", edit: replace("交易合计：3笔", "交易合计：4笔"), want: statements.ErrMismatch,
 			says: []string{"line 12", "交易合计 says 4 笔, rows have 3 (rows − footer = -1)"},
 		},
 		{
-			name: "footer payment sum", edit: replace("商家实收共183.80元", "商家实收共183.90元"), want: ErrMismatch,
+			name: "footer payment sum", edit: replace("商家实收共183.80元", "商家实收共183.90元"), want: statements.ErrMismatch,
 			says: []string{"商家实收共 says 183.90, rows sum to 183.80 (rows − footer = -0.10)"},
 		},
 		{
-			name: "footer refund count and sum", edit: replace("2笔，商家实收退款共-55.00元", "1笔，商家实收退款共-30.00元"), want: ErrMismatch,
+			name: "footer refund count and sum", edit: replace("2笔，商家实收退款共-55.00元", "1笔，商家实收退款共-30.00元"), want: statements.ErrMismatch,
 			says: []string{"line 13", "退款合计 says 1 笔, rows have 2 (rows − footer = 1)", "商家实收退款共 says -30.00, rows sum to -55.00 (rows − footer = -25.00)"},
 		},
 		{
 			name: "a row more than the footer", edit: replace("#-----------------------------------------业务明细列表结束",
 				"2024031522001400000000000004\t,TEST-ORDER-0004\t,交易\t,测试商品D,2024-03-15 12:00:00,2024-03-15 12:00:01,\t,\t,\t,\t,x\t,1.00,1.00,0.00,0.00,0.00,0.00,0.00,,0.00\t,0.00,\t,0.00,0.00,\r\n#-----------------------------------------业务明细列表结束"),
-			want: ErrMismatch, says: []string{"rows have 4 (rows − footer = 1)", "(rows − footer = 1.00)"},
+			want: statements.ErrMismatch, says: []string{"rows have 4 (rows − footer = 1)", "(rows − footer = 1.00)"},
 		},
 		{
-			name: "unknown header", edit: replace("支付宝交易号,商户订单号,业务类型", "交易号,商户订单号,类型"), want: ErrFormat,
+			name: "unknown header", edit: replace("支付宝交易号,商户订单号,业务类型", "交易号,商户订单号,类型"), want: statements.ErrFormat,
 			says: []string{"line 5", "unknown header", "missing columns 支付宝交易号, 业务类型"},
 		},
 		{
-			name: "bank-channel header without 退款批次号/请求号", edit: replace("退款批次号/请求号", "退款批次号"), want: ErrFormat,
+			name: "bank-channel header without 退款批次号/请求号", edit: replace("退款批次号/请求号", "退款批次号"), want: statements.ErrFormat,
 			says: []string{"missing columns 退款批次号/请求号"},
 		},
 		{
-			name: "zip without the detail entry", zip: summaryOnly, want: ErrFormat,
+			name: "zip without the detail entry", zip: summaryOnly, want: statements.ErrFormat,
 			says: []string{"no …_业务明细.csv entry", "业务明细(汇总).csv"},
 		},
-		{name: "two detail entries", zip: twoDetails, want: ErrFormat, says: []string{"more than one"}},
-		{name: "not a zip", zip: detail, want: ErrFormat, says: []string{"open zip"}},
+		{name: "two detail entries", zip: twoDetails, want: statements.ErrFormat, says: []string{"more than one"}},
+		{name: "not a zip", zip: detail, want: statements.ErrFormat, says: []string{"open zip"}},
 		{
-			name: "trade number in scientific notation", edit: replace("2024031522001400000000000002\t", "2.02403E+27"), want: ErrFormat,
+			name: "trade number in scientific notation", edit: replace("2024031522001400000000000002\t", "2.02403E+27"), want: statements.ErrFormat,
 			says: []string{"line 7, column 支付宝交易号", "scientific notation"},
 		},
 		{
-			name: "order number in scientific notation", edit: replace("TEST-ORDER-0002\t", "1.23457E+15\t"), want: ErrFormat,
+			name: "order number in scientific notation", edit: replace("TEST-ORDER-0002\t", "1.23457E+15\t"), want: statements.ErrFormat,
 			says: []string{"line 7, column 商户订单号", "scientific notation"},
 		},
 		{
-			name: "time re-saved by a spreadsheet", edit: replace("2024-03-15 10:30:41", "2024/3/15 10:30"), want: ErrFormat,
+			name: "time re-saved by a spreadsheet", edit: replace("2024-03-15 10:30:41", "2024/3/15 10:30"), want: statements.ErrFormat,
 			says: []string{"line 7, column 完成时间"},
 		},
 		{
-			name: "amount with three decimals", edit: replace("58.80,58.80", "58.800,58.80"), want: ErrFormat,
+			name: "amount with three decimals", edit: replace("58.80,58.80", "58.800,58.80"), want: statements.ErrFormat,
 			says: []string{"line 7, column 订单金额（元）"},
 		},
 		{
-			name: "refund with a positive amount", edit: replace("-30.00,-30.00", "30.00,-30.00"), want: ErrFormat,
+			name: "refund with a positive amount", edit: replace("-30.00,-30.00", "30.00,-30.00"), want: statements.ErrFormat,
 			says: []string{"line 9, column 订单金额（元）", "wrong sign"},
 		},
 		{
-			name: "unknown 业务类型", edit: replace("TEST-ORDER-0002\t,交易", "TEST-ORDER-0002\t,冻结"), want: ErrFormat,
+			name: "unknown 业务类型", edit: replace("TEST-ORDER-0002\t,交易", "TEST-ORDER-0002\t,冻结"), want: statements.ErrFormat,
 			says: []string{"line 7, column 业务类型", "冻结"},
 		},
 		{
-			name: "a cell too many", edit: replace("测试商品B", "测试商品B,赠品"), want: ErrFormat,
+			name: "a cell too many", edit: replace("测试商品B", "测试商品B,赠品"), want: statements.ErrFormat,
 			says: []string{"line 7", "26 cells, the header has 25"},
 		},
 		{name: "truncated before the end marker", edit: func(s string) string {
 			return s[:strings.Index(s, "#-----------------------------------------业务明细列表结束")]
-		}, want: ErrFormat, says: []string{"no 业务明细列表结束 marker"}},
-		{name: "no footer", edit: replace("#交易合计", "#合计"), want: ErrFormat, says: []string{"no #交易合计 footer"}},
-		{name: "no window", edit: replace("#起始日期", "#日期"), want: ErrFormat, says: []string{"no #起始日期 line"}},
+		}, want: statements.ErrFormat, says: []string{"no 业务明细列表结束 marker"}},
+		{name: "no footer", edit: replace("#交易合计", "#合计"), want: statements.ErrFormat, says: []string{"no #交易合计 footer"}},
+		{name: "no window", edit: replace("#起始日期", "#日期"), want: statements.ErrFormat, says: []string{"no #起始日期 line"}},
 		{
-			name: "window backwards", edit: replace("终止日期：[2024年03月16日", "终止日期：[2024年03月14日"), want: ErrFormat,
+			name: "window backwards", edit: replace("终止日期：[2024年03月16日", "终止日期：[2024年03月14日"), want: statements.ErrFormat,
 			says: []string{"line 3", "not after"},
 		},
-		{name: "no start marker", edit: replace("-业务明细列表-", "--"), want: ErrFormat, says: []string{"line 5", "before the 业务明细列表 marker"}},
+		{name: "no start marker", edit: replace("-业务明细列表-", "--"), want: statements.ErrFormat, says: []string{"line 5", "before the 业务明细列表 marker"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -414,7 +413,7 @@ func FuzzParseAlipay(f *testing.F) {
 		}
 		st, err := parseAlipayBytes(data)
 		if err != nil {
-			if !errors.Is(err, ErrFormat) && !errors.Is(err, ErrMismatch) {
+			if !errors.Is(err, statements.ErrFormat) && !errors.Is(err, statements.ErrMismatch) {
 				t.Fatalf("error wraps neither ErrFormat nor ErrMismatch: %v", err)
 			}
 			return
@@ -427,9 +426,9 @@ func FuzzParseAlipay(f *testing.F) {
 			require.GreaterOrEqual(t, l.SettledAmount, int64(0))
 			require.NotEmpty(t, l.TradeNo)
 			switch l.Kind {
-			case KindPayment:
+			case statements.KindPayment:
 				settledPaid += l.SettledAmount
-			case KindRefund:
+			case statements.KindRefund:
 				settledRefunded += l.SettledAmount
 			default:
 				t.Fatalf("line %d of kind %q", l.LineNo, l.Kind)
