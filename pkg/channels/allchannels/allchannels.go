@@ -5,6 +5,7 @@ import (
 
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/channels/alipay"
+	"github.com/paycallback/paycallback/pkg/channels/sample"
 	"github.com/paycallback/paycallback/pkg/channels/sqb"
 	"github.com/paycallback/paycallback/pkg/channels/wechat"
 	"github.com/paycallback/paycallback/pkg/internal/registry"
@@ -15,15 +16,16 @@ import (
 type channel struct {
 	spec   channels.Spec
 	parser statements.Parser
+	bodies sample.Bodies
 }
 
 // builtin lists the channels this build understands, in the order every
 // list of channels (PAYCB_CHANNELS' default, metrics, messages) shows them.
 func builtin() []channel {
 	return []channel{
-		{wechat.Spec(), wechat.StatementParser()},
-		{alipay.Spec(), alipay.StatementParser()},
-		{sqb.Spec(), sqb.StatementParser()},
+		{wechat.Spec(), wechat.StatementParser(), wechat.SampleBodies()},
+		{alipay.Spec(), alipay.StatementParser(), alipay.SampleBodies()},
+		{sqb.Spec(), sqb.StatementParser(), sqb.SampleBodies()},
 	}
 }
 
@@ -34,6 +36,9 @@ func init() {
 			panic(fmt.Sprintf("allchannels: %v", err))
 		}
 		if _, err := registry.Parser(code, c.parser); err != nil {
+			panic(fmt.Sprintf("allchannels: %v", err))
+		}
+		if _, err := registry.Bodies(code, c.bodies); err != nil {
 			panic(fmt.Sprintf("allchannels: %v", err))
 		}
 	}

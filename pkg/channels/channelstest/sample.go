@@ -1,8 +1,14 @@
 package channelstest
 
-import "github.com/paycallback/paycallback/pkg/channels/sample"
+import (
+	"github.com/paycallback/paycallback/pkg/channels/alipay"
+	"github.com/paycallback/paycallback/pkg/channels/sample"
+	"github.com/paycallback/paycallback/pkg/channels/sqb"
+	"github.com/paycallback/paycallback/pkg/channels/wechat"
+)
 
-// The builders of package sample, under the names the tests know them by.
+// The builders of package sample and of the channel packages, under the
+// names the tests know them by.
 
 type (
 	// Trade is sample.Trade.
@@ -49,36 +55,36 @@ var (
 	Envelope = sample.Envelope
 	// EnvelopeWith is sample.EnvelopeWith.
 	EnvelopeWith = sample.EnvelopeWith
-	// WeChatPayment is sample.WeChatPayment.
-	WeChatPayment = sample.WeChatPayment
-	// WeChatRefund is sample.WeChatRefund.
-	WeChatRefund = sample.WeChatRefund
-	// WeChatBody is sample.WeChatBody.
-	WeChatBody = sample.WeChatBody
-	// EncryptWeChat is sample.EncryptWeChat.
-	EncryptWeChat = sample.EncryptWeChat
-	// AlipayPayment is sample.AlipayPayment.
-	AlipayPayment = sample.AlipayPayment
-	// AlipayFinished is sample.AlipayFinished.
-	AlipayFinished = sample.AlipayFinished
-	// AlipayWaitBuyerPay is sample.AlipayWaitBuyerPay.
-	AlipayWaitBuyerPay = sample.AlipayWaitBuyerPay
-	// AlipayUnpaidClose is sample.AlipayUnpaidClose.
-	AlipayUnpaidClose = sample.AlipayUnpaidClose
-	// AlipayRefund is sample.AlipayRefund.
-	AlipayRefund = sample.AlipayRefund
-	// AlipayForm is sample.AlipayForm.
-	AlipayForm = sample.AlipayForm
-	// Yuan is sample.Yuan.
-	Yuan = sample.Yuan
-	// SQBPayment is sample.SQBPayment.
-	SQBPayment = sample.SQBPayment
-	// SQBRefund is sample.SQBRefund.
-	SQBRefund = sample.SQBRefund
-	// SQBCancel is sample.SQBCancel.
-	SQBCancel = sample.SQBCancel
-	// SQBState is sample.SQBState.
-	SQBState = sample.SQBState
+	// WeChatPayment is wechat.SamplePayment.
+	WeChatPayment = wechat.SamplePayment
+	// WeChatRefund is wechat.SampleRefund.
+	WeChatRefund = wechat.SampleRefund
+	// WeChatBody is wechat.SampleBody.
+	WeChatBody = wechat.SampleBody
+	// EncryptWeChat is wechat.Encrypt.
+	EncryptWeChat = wechat.Encrypt
+	// AlipayPayment is alipay.SamplePayment.
+	AlipayPayment = alipay.SamplePayment
+	// AlipayFinished is alipay.SampleFinished.
+	AlipayFinished = alipay.SampleFinished
+	// AlipayWaitBuyerPay is alipay.SampleWaitBuyerPay.
+	AlipayWaitBuyerPay = alipay.SampleWaitBuyerPay
+	// AlipayUnpaidClose is alipay.SampleUnpaidClose.
+	AlipayUnpaidClose = alipay.SampleUnpaidClose
+	// AlipayRefund is alipay.SampleRefund.
+	AlipayRefund = alipay.SampleRefund
+	// AlipayForm is alipay.SampleForm.
+	AlipayForm = alipay.SampleForm
+	// Yuan is alipay.Yuan.
+	Yuan = alipay.Yuan
+	// SQBPayment is sqb.SamplePayment.
+	SQBPayment = sqb.SamplePayment
+	// SQBRefund is sqb.SampleRefund.
+	SQBRefund = sqb.SampleRefund
+	// SQBCancel is sqb.SampleCancel.
+	SQBCancel = sqb.SampleCancel
+	// SQBState is sqb.SampleState.
+	SQBState = sqb.SampleState
 	// BodiesOf is sample.BodiesOf.
 	BodiesOf = sample.BodiesOf
 )

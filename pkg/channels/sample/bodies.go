@@ -7,6 +7,7 @@ import (
 
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/internal/registry"
+	"github.com/paycallback/paycallback/pkg/statements"
 )
 
 // Bodies builds the callbacks of one channel: what NewTrade,
@@ -20,27 +21,20 @@ type Bodies struct {
 	Payment func(t Trade, d Delivery) []byte
 	// Refund is the successful refund notification of r on t.
 	Refund func(t Trade, r Refund, d Delivery) []byte
+	// StatementLines (optional for a test's own channel that has no
+	// statement) are the lines the channel's statements report for events, decoded callbacks of the channel, each key once, in any
+	// order (statementstest.FromEvents sorts them).
+	StatementLines func(events []channels.Event) ([]statements.Line, error)
+	// Statement (optional likewise) is a statement file of the channel
+	// holding lines, in the
+	// layout its statement parser reads (one day's for a channel whose
+	// files are daily).
+	Statement func(lines []statements.Line) ([]byte, error)
 }
 
 var (
 	bodiesMu sync.RWMutex
-	bodies   = map[channels.Channel]Bodies{
-		channels.WeChat: {
-			TradeNo: func(seq int) string { return fmt.Sprintf("42000022112024060%012d", seq) },
-			Payment: WeChatPayment,
-			Refund:  func(t Trade, r Refund, d Delivery) []byte { return WeChatRefund(t, r, "SUCCESS", d) },
-		},
-		channels.Alipay: {
-			TradeNo: func(seq int) string { return fmt.Sprintf("2024060122001439%012d", seq) },
-			Payment: AlipayPayment,
-			Refund:  AlipayRefund,
-		},
-		channels.SQB: {
-			TradeNo: func(seq int) string { return fmt.Sprintf("789325%010d", seq) },
-			Payment: SQBPayment,
-			Refund:  SQBRefund,
-		},
-	}
+	bodies   = map[channels.Channel]Bodies{}
 )
 
 func init() { registry.Bodies = register }

@@ -1,21 +1,14 @@
 package sample
 
 import (
-	"crypto/aes"
-	"crypto/cipher"
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"net/url"
 	"strconv"
 	"time"
 
 	"github.com/paycallback/paycallback/pkg/channels"
-	"github.com/paycallback/paycallback/pkg/channels/alipay"
-	"github.com/paycallback/paycallback/pkg/channels/sqb"
-	"github.com/paycallback/paycallback/pkg/channels/wechat"
 )
 
 // APIv3Key is the fake WeChat APIv3 key of the test vectors in
@@ -194,343 +187,10 @@ func EnvelopeWith(env channels.Envelope) []byte {
 	return b
 }
 
-// ---- WeChat Pay v3 ----
-
-// WeChatPayment is a TRANSACTION.SUCCESS notification for t.
-func WeChatPayment(t Trade, d Delivery) []byte {
-	t = t.defaults()
-	payload := map[string]any{
-		"out_trade_no":     t.MerchantOrderNo,
-		"transaction_id":   t.TradeNo,
-		"trade_type":       "JSAPI",
-		"trade_state":      "SUCCESS",
-		"trade_state_desc": "支付成功",
-		"bank_type":        "OTHERS",
-		"attach":           "",
-		"success_time":     wechatTime(t.PaidAt),
-		"amount": map[string]any{
-			"total": t.Total, "payer_total": t.Total, "currency": "CNY", "payer_currency": "CNY",
-		},
-	}
-	if d.Partner {
-		payload["sp_mchid"], payload["sub_mchid"] = "1900000100", "1900000109"
-		payload["sp_appid"], payload["sub_appid"] = "wx8888888888888888", "wxd678efh567hg6999"
-		payload["payer"] = map[string]any{"sp_openid": "oUpF8uN95-Ptaags6E_roPHg7AG0"}
-	} else {
-		payload["mchid"], payload["appid"] = "1230000109", "wxd678efh567hg6787"
-		payload["payer"] = map[string]any{"openid": "oUpF8uMuAJO_M2pxb1Q9zNjWeS6o"}
-	}
-	return wechatEnvelope(t, wechat.TransactionSuccess, "transaction", "支付成功", t.PaidAt, payload, t.TradeNo, d)
-}
-
-// WeChatRefund is a REFUND.<status> notification (status SUCCESS, ABNORMAL
-// or CLOSED) for refund r of t; success_time is only written on SUCCESS.
-func WeChatRefund(t Trade, r Refund, status string, d Delivery) []byte {
-	t = t.defaults()
-	r = r.defaults(t)
-	payload := map[string]any{
-		"out_trade_no":          t.MerchantOrderNo,
-		"transaction_id":        t.TradeNo,
-		"refund_id":             "503009099320240601" + digits(t.TradeNo+r.No, 11),
-		"out_refund_no":         r.No,
-		"refund_status":         status,
-		"user_received_account": "支付用户零钱",
-		"amount": map[string]any{
-			"total": t.Total, "refund": r.Amount, "payer_total": t.Total, "payer_refund": r.Amount,
-		},
-	}
-	if status == "SUCCESS" {
-		payload["success_time"] = wechatTime(r.At)
-	}
-	if d.Partner {
-		payload["sp_mchid"], payload["sub_mchid"] = "1900000100", "1900000109"
-	} else {
-		payload["mchid"] = "1230000109"
-	}
-	return wechatEnvelope(t, "REFUND."+status, "refund", "退款"+status, r.At, payload, t.TradeNo+"/"+r.No+"/"+status, d)
-}
-
-// WeChatBody builds a v3 notification body (plaintext outer JSON) around an
-// encrypted resource. Fields left empty in d get the defaults derived from
-// seed and d.Attempt.
-func WeChatBody(eventType, originalType, summary string, createTime time.Time, plaintext []byte, seed string, d Delivery) string {
-	key := d.APIv3Key
-	if key == "" {
-		key = APIv3Key
-	}
-	nonce := d.Nonce
-	if nonce == "" {
-		nonce = digest(seed, d.Attempt, "nonce")[:12]
-	}
-	id := d.ID
-	if id == "" {
-		h := digest(seed, d.Attempt, "id")
-		id = h[:8] + "-" + h[8:12] + "-5" + h[13:16] + "-a" + h[17:20] + "-" + h[20:32]
-	}
-	body := map[string]any{
-		"id":            id,
-		"create_time":   wechatTime(createTime.Add(attemptDelay(d.Attempt, 15*time.Second))),
-		"resource_type": wechat.ResourceType,
-		"event_type":    eventType,
-		"summary":       summary,
-		"resource": map[string]any{
-			"original_type":   originalType,
-			"algorithm":       wechat.Algorithm,
-			"ciphertext":      EncryptWeChat(key, nonce, originalType, plaintext),
-			"associated_data": originalType,
-			"nonce":           nonce,
-		},
-	}
-	return string(mustJSON(body))
-}
-
-// EncryptWeChat seals plaintext the way WeChat Pay does: AES-256-GCM with
-// the 32-byte APIv3 key as raw bytes, the 12-byte nonce and associated data
-// as raw bytes, and returns base64(ciphertext || tag).
-func EncryptWeChat(key, nonce, associatedData string, plaintext []byte) string {
-	block, err := aes.NewCipher([]byte(key))
-	if err != nil {
-		panic("sample: apiv3 key: " + err.Error())
-	}
-	gcm, err := cipher.NewGCM(block)
-	if err != nil {
-		panic(err)
-	}
-	if len(nonce) != gcm.NonceSize() {
-		panic("sample: wechat nonce must be 12 bytes")
-	}
-	return base64.StdEncoding.EncodeToString(gcm.Seal(nil, []byte(nonce), plaintext, []byte(associatedData)))
-}
-
-func wechatEnvelope(t Trade, eventType, originalType, summary string, at time.Time, payload map[string]any, seed string, d Delivery) []byte {
-	if d.Edit != nil {
-		d.Edit(payload)
-	}
-	notify := d.notifyTime(at)
-	body := WeChatBody(eventType, originalType, summary, at.Add(time.Second), mustJSON(payload), seed, d)
-	return Envelope(t.TenantID, channels.WeChat, body, d.receivedAt(notify))
-}
-
-func wechatTime(t time.Time) string { return t.In(Beijing).Format(time.RFC3339) }
-
-// ---- Alipay ----
-
-// AlipayPayment is a TRADE_SUCCESS payment notification for t (it carries
-// no refund markers).
-func AlipayPayment(t Trade, d Delivery) []byte {
-	return alipayTrade(t, alipay.TradeSuccess, d)
-}
-
-// AlipayFinished is the TRADE_FINISHED notification for t: same amounts as
-// the payment, sent when the trade can no longer be refunded.
-func AlipayFinished(t Trade, d Delivery) []byte {
-	return alipayTrade(t, alipay.TradeFinished, d)
-}
-
-// AlipayWaitBuyerPay is a WAIT_BUYER_PAY notification (no money moves).
-func AlipayWaitBuyerPay(t Trade, d Delivery) []byte {
-	t = t.defaults()
-	f := alipayBase(t, alipay.WaitBuyerPay)
-	return alipayEnvelope(t, f, "wait"+t.TradeNo, t.PaidAt.Add(-time.Minute), d)
-}
-
-// AlipayUnpaidClose is a TRADE_CLOSED notification of an order that was
-// never paid (no refund markers; no money moves).
-func AlipayUnpaidClose(t Trade, d Delivery) []byte {
-	t = t.defaults()
-	f := alipayBase(t, alipay.TradeClosed)
-	delete(f, "gmt_payment")
-	f["gmt_close"] = alipayTime(t.PaidAt.Add(15 * time.Minute))
-	return alipayEnvelope(t, f, "close"+t.TradeNo, t.PaidAt.Add(15*time.Minute), d)
-}
-
-// AlipayRefund is the notification of refund r of t: TRADE_SUCCESS with
-// refund_fee (the cumulative), gmt_refund and out_biz_no for a partial
-// refund; TRADE_CLOSED with gmt_close as well once the cumulative reaches the
-// total.
-func AlipayRefund(t Trade, r Refund, d Delivery) []byte {
-	t = t.defaults()
-	r = r.defaults(t)
-	status := alipay.TradeSuccess
-	if r.Cumulative >= t.Total {
-		status = alipay.TradeClosed
-	}
-	f := alipayBase(t, status)
-	f["out_biz_no"] = r.No
-	f["refund_fee"] = Yuan(r.Cumulative)
-	f["gmt_refund"] = r.At.In(Beijing).Format("2006-01-02 15:04:05.000")
-	if status == alipay.TradeClosed {
-		f["gmt_close"] = alipayTime(r.At)
-	}
-	return alipayEnvelope(t, f, "refund"+t.TradeNo+"/"+r.No, r.At, d)
-}
-
-// AlipayForm encodes fields as an Alipay form body (sorted, URL-encoded).
-func AlipayForm(fields map[string]any) string {
-	v := url.Values{}
-	for k, x := range fields {
-		v.Set(k, fmt.Sprint(x))
-	}
-	return v.Encode()
-}
-
-// Yuan formats fen as Alipay writes amounts: "25.80", "0.01", "20.00".
-func Yuan(fen int64) string {
-	return fmt.Sprintf("%d.%02d", fen/100, fen%100)
-}
-
-func alipayTrade(t Trade, status string, d Delivery) []byte {
-	t = t.defaults()
-	at := t.PaidAt
-	if status == alipay.TradeFinished {
-		at = at.AddDate(0, 3, 0)
-	}
-	return alipayEnvelope(t, alipayBase(t, status), status+t.TradeNo, at, d)
-}
-
-func alipayBase(t Trade, status string) map[string]any {
-	return map[string]any{
-		"notify_type":      alipay.NotifyType,
-		"app_id":           "2021000000000000",
-		"auth_app_id":      "2021000000000000",
-		"charset":          "utf-8",
-		"version":          "1.0",
-		"sign_type":        "RSA2",
-		"sign":             "c2lnbmF0dXJlLXZlcmlmaWVkLXVwc3RyZWFt" + digits(t.TradeNo, 8),
-		"trade_no":         t.TradeNo,
-		"out_trade_no":     t.MerchantOrderNo,
-		"buyer_id":         "2088102" + digits(t.MerchantOrderNo, 9),
-		"seller_id":        "2088101117955611",
-		"trade_status":     status,
-		"total_amount":     Yuan(t.Total),
-		"receipt_amount":   Yuan(t.Total),
-		"buyer_pay_amount": Yuan(t.Total),
-		"invoice_amount":   Yuan(t.Total),
-		"point_amount":     "0.00",
-		"subject":          "门店消费",
-		"gmt_create":       alipayTime(t.PaidAt.Add(-10 * time.Second)),
-		"gmt_payment":      alipayTime(t.PaidAt),
-		"fund_bill_list":   `[{"amount":"` + Yuan(t.Total) + `","fundChannel":"ALIPAYACCOUNT"}]`,
-	}
-}
-
-func alipayEnvelope(t Trade, f map[string]any, seed string, at time.Time, d Delivery) []byte {
-	notify := d.notifyTime(at)
-	f["notify_time"] = alipayTime(notify)
-	f["notify_id"] = d.NotifyID
-	if d.NotifyID == "" {
-		f["notify_id"] = "2024060101222" + digits(seed, 21)
-	}
-	if d.Edit != nil {
-		d.Edit(f)
-	}
-	return Envelope(t.TenantID, channels.Alipay, AlipayForm(f), d.receivedAt(notify))
-}
-
-func alipayTime(t time.Time) string { return t.In(Beijing).Format(alipay.TimeLayout) }
-
-// ---- Shouqianba ----
-
-// SQBPayment is a PAID/SUCCESS callback for t.
-func SQBPayment(t Trade, d Delivery) []byte {
-	t = t.defaults()
-	o := sqbBase(t, sqb.Paid, sqb.StatusSuccess, t.Total)
-	o["client_tsn"] = t.MerchantOrderNo
-	return sqbEnvelope(t, o, t.PaidAt, d)
-}
-
-// SQBRefund is the callback of refund r of t: PARTIAL_REFUNDED, or REFUNDED
-// once the cumulative reaches the total, with net_amount = total -
-// cumulative; d.SQB chooses how the refund number is carried.
-func SQBRefund(t Trade, r Refund, d Delivery) []byte {
-	t = t.defaults()
-	r = r.defaults(t)
-	status := sqb.PartialRefunded
-	if r.Cumulative >= t.Total {
-		status = sqb.Refunded
-	}
-	o := sqbBase(t, status, sqb.StatusSuccess, t.Total-r.Cumulative)
-	o["finish_time"] = millis(r.At)
-	o["channel_finish_time"] = millis(r.At.Truncate(time.Second))
-	switch d.SQB {
-	case SQBRequestNo:
-		o["refund_request_no"] = r.No
-		o["client_tsn"] = t.MerchantOrderNo + "-" + r.No
-	case SQBClientTSN, SQBAPIResponse:
-		o["client_tsn"] = t.MerchantOrderNo + "-" + r.No
-	case SQBNoRefundNo:
-		o["client_tsn"] = t.MerchantOrderNo
-	}
-	return sqbEnvelope(t, o, r.At, d)
-}
-
-// SQBCancel is the CANCELED callback of t, 30 minutes after its payment
-// time: decoded as a refund numbered CANCEL, which nets the trade to zero
-// whether or not it was paid.
-func SQBCancel(t Trade, d Delivery) []byte {
-	t = t.defaults()
-	at := t.PaidAt.Add(30 * time.Minute)
-	o := sqbBase(t, sqb.Canceled, sqb.StatusSuccess, 0)
-	o["finish_time"] = millis(at)
-	o["channel_finish_time"] = millis(at.Truncate(time.Second))
-	return sqbEnvelope(t, o, at, d)
-}
-
-// SQBState is a callback for t with any order_status and status, e.g.
-// CREATED, PAY_CANCELED or a FAIL_* status (no money moves).
-func SQBState(t Trade, orderStatus, status string, d Delivery) []byte {
-	t = t.defaults()
-	return sqbEnvelope(t, sqbBase(t, orderStatus, status, t.Total), t.PaidAt, d)
-}
-
-func sqbBase(t Trade, orderStatus, status string, net int64) map[string]any {
-	return map[string]any{
-		"terminal_sn":         "01939202039923029",
-		"sn":                  t.TradeNo,
-		"client_sn":           t.MerchantOrderNo,
-		"client_tsn":          t.MerchantOrderNo,
-		"trade_no":            "4003262001" + digits(t.TradeNo, 18),
-		"status":              status,
-		"order_status":        orderStatus,
-		"payway":              "3",
-		"sub_payway":          "1",
-		"total_amount":        strconv.FormatInt(t.Total, 10),
-		"net_amount":          strconv.FormatInt(net, 10),
-		"subject":             "门店消费",
-		"finish_time":         millis(t.PaidAt),
-		"channel_finish_time": millis(t.PaidAt.Truncate(time.Second)),
-		"operator":            "cashier01",
-		"reflect":             "",
-		"payment_list": []map[string]string{
-			{"type": "WALLET_WEIXIN", "amount_total": strconv.FormatInt(t.Total, 10)},
-		},
-	}
-}
-
-func sqbEnvelope(t Trade, o map[string]any, at time.Time, d Delivery) []byte {
-	if d.Edit != nil {
-		d.Edit(o)
-	}
-	var body []byte
-	if d.SQB == SQBAPIResponse {
-		body = mustJSON(map[string]any{
-			"result_code": "200",
-			"biz_response": map[string]any{
-				"result_code": "REFUND_SUCCESS",
-				"data":        o,
-			},
-		})
-	} else {
-		body = mustJSON(o)
-	}
-	return Envelope(t.TenantID, channels.SQB, string(body), d.receivedAt(d.notifyTime(at)))
-}
-
-func millis(t time.Time) string { return strconv.FormatInt(t.UnixMilli(), 10) }
-
 // ---- helpers ----
 
-func (t Trade) defaults() Trade {
+// WithDefaults fills what t leaves zero: tenant 1001, paid at BaseTime.
+func (t Trade) WithDefaults() Trade {
 	if t.TenantID == 0 {
 		t.TenantID = 1001
 	}
@@ -540,7 +200,9 @@ func (t Trade) defaults() Trade {
 	return t
 }
 
-func (r Refund) defaults(t Trade) Refund {
+// WithDefaults fills what r leaves zero: Cumulative and Amount from each
+// other, At an hour after t was paid.
+func (r Refund) WithDefaults(t Trade) Refund {
 	if r.Cumulative == 0 {
 		r.Cumulative = r.Amount
 	}
@@ -553,32 +215,38 @@ func (r Refund) defaults(t Trade) Refund {
 	return r
 }
 
-func (d Delivery) notifyTime(event time.Time) time.Time {
+// NotifyAt is when the channel notifies of an event at event: NotifyTime,
+// else a second later plus 4 minutes per attempt.
+func (d Delivery) NotifyAt(event time.Time) time.Time {
 	if !d.NotifyTime.IsZero() {
 		return d.NotifyTime
 	}
-	return event.Add(time.Second + attemptDelay(d.Attempt, 4*time.Minute))
+	return event.Add(time.Second + AttemptDelay(d.Attempt, 4*time.Minute))
 }
 
-func (d Delivery) receivedAt(notify time.Time) time.Time {
+// ReceivedAtFor is the envelope's received_at for a notification sent at
+// notify: ReceivedAt, else 120ms later.
+func (d Delivery) ReceivedAtFor(notify time.Time) time.Time {
 	if !d.ReceivedAt.IsZero() {
 		return d.ReceivedAt
 	}
 	return notify.Add(120 * time.Millisecond)
 }
 
-func attemptDelay(attempt int, step time.Duration) time.Duration {
+// AttemptDelay is attempt times step: how much later a redelivery comes.
+func AttemptDelay(attempt int, step time.Duration) time.Duration {
 	return time.Duration(attempt) * step
 }
 
-// digest is a deterministic hex string derived from seed and attempt.
-func digest(seed string, attempt int, purpose string) string {
+// Digest is a deterministic hex string derived from seed, attempt and
+// purpose.
+func Digest(seed string, attempt int, purpose string) string {
 	sum := sha256.Sum256([]byte(purpose + "\x00" + seed + "\x00" + strconv.Itoa(attempt)))
 	return hex.EncodeToString(sum[:])
 }
 
-// digits is a deterministic string of n decimal digits derived from seed.
-func digits(seed string, n int) string {
+// Digits is a deterministic string of n decimal digits derived from seed.
+func Digits(seed string, n int) string {
 	sum := sha256.Sum256([]byte(seed))
 	out := make([]byte, n)
 	for i := range out {
@@ -587,7 +255,9 @@ func digits(seed string, n int) string {
 	return string(out)
 }
 
-func mustJSON(v any) []byte {
+// MustJSON is json.Marshal of v, panicking on failure (a caller's own
+// mistake).
+func MustJSON(v any) []byte {
 	b, err := json.Marshal(v)
 	if err != nil {
 		panic(err)

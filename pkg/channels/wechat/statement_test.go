@@ -55,7 +55,7 @@ func gzipBytes(tb testing.TB, b []byte) []byte {
 }
 
 // backticked joins cells into a data line, each cell with its backtick.
-func backticked(cells ...string) string {
+func backtickedCells(cells ...string) string {
 	return "`" + strings.Join(cells, ",`")
 }
 
@@ -220,9 +220,9 @@ func TestParseWeChatVariants(t *testing.T) {
 func wechatLegacyBill(header, summaryHeader, summary string) string {
 	return strings.Join([]string{
 		header,
-		backticked("2018-09-17 10:19:25", "wx00000000000000f0", "1900000000", "0", "WEB", "4200000000201809170000000001", "TEST-LEGACY-1", "oTEST", "APP", "SUCCESS", "CFT", "CNY", "0.01", "0.00", "0", "0", "0.00", "0.00", "", "", "商品", "", "0.00000", "0.60%"),
-		backticked("2018-09-17 11:53:15", "wx00000000000000f0", "1900000000", "0", "WEB", "4200000000201809170000000002", "TEST-LEGACY-2", "oTEST", "MICROPAY", "REVOKED", "CFT", "CNY", "12.5", "0.0", "0", "0", "0", "0", "", "", "商品", "", "0.08000", "0.60%"),
-		backticked("2018-09-17 18:13:12", "wx00000000000000f0", "1900000000", "0", "", "4200000000201809170000000001", "TEST-LEGACY-1", "oTEST", "APP", "REFUND", "CFT", "CNY", "0.00", "0.00", "50000000000000000000000000001", "TEST-LEGACY-R1", "0.01", "0.00", "ORIGINAL", "PROCESSING", "商品", "", "0", "0.60%"),
+		backtickedCells("2018-09-17 10:19:25", "wx00000000000000f0", "1900000000", "0", "WEB", "4200000000201809170000000001", "TEST-LEGACY-1", "oTEST", "APP", "SUCCESS", "CFT", "CNY", "0.01", "0.00", "0", "0", "0.00", "0.00", "", "", "商品", "", "0.00000", "0.60%"),
+		backtickedCells("2018-09-17 11:53:15", "wx00000000000000f0", "1900000000", "0", "WEB", "4200000000201809170000000002", "TEST-LEGACY-2", "oTEST", "MICROPAY", "REVOKED", "CFT", "CNY", "12.5", "0.0", "0", "0", "0", "0", "", "", "商品", "", "0.08000", "0.60%"),
+		backtickedCells("2018-09-17 18:13:12", "wx00000000000000f0", "1900000000", "0", "", "4200000000201809170000000001", "TEST-LEGACY-1", "oTEST", "APP", "REFUND", "CFT", "CNY", "0.00", "0.00", "50000000000000000000000000001", "TEST-LEGACY-R1", "0.01", "0.00", "ORIGINAL", "PROCESSING", "商品", "", "0", "0.60%"),
 		summaryHeader,
 		summary,
 		"",
@@ -239,7 +239,7 @@ func TestParseWeChatLegacy(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			bill := wechatLegacyBill(tc.header, tc.summaryHeader, backticked("3", "12.51", "0.01", "0.00", "0.08000"))
+			bill := wechatLegacyBill(tc.header, tc.summaryHeader, backtickedCells("3", "12.51", "0.01", "0.00", "0.08000"))
 			st, err := ParseStatement(strings.NewReader(bill), "")
 			require.NoError(t, err)
 			assert.Equal(t, "wechat-tradebill-all-legacy", st.Format)
@@ -446,7 +446,7 @@ func TestParseWeChatRefused(t *testing.T) {
 		},
 		{
 			name:    "legacy summary that does not match",
-			input:   []byte(wechatLegacyBill(wechatLegacyHeader, legacySummaryHeader, backticked("3", "12.50", "0.01", "0.00", "0.08000"))),
+			input:   []byte(wechatLegacyBill(wechatLegacyHeader, legacySummaryHeader, backtickedCells("3", "12.50", "0.01", "0.00", "0.08000"))),
 			wantErr: statements.ErrMismatch, wantMsg: []string{"总交易额 states 12.50, the rows sum to 12.51 (difference 0.01)"},
 		},
 	}
@@ -620,7 +620,7 @@ func FuzzParseWeChat(f *testing.F) {
 	f.Add(append([]byte("\uFEFF"), raw...))
 	f.Add(bytes.ReplaceAll(raw, []byte("\n"), []byte("\r\n")))
 	f.Add([]byte(wechatLegacyBill(wechatLegacyHeader, "总交易单数,总交易额,总退款金额,总代金券或立减优惠退款金额,手续费总金额",
-		backticked("3", "12.51", "0.01", "0.00", "0.08000"))))
+		backtickedCells("3", "12.51", "0.01", "0.00", "0.08000"))))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		st, err := ParseStatement(bytes.NewReader(data), "")
 		if err != nil {

@@ -1,4 +1,4 @@
-package statementstest
+package sqb
 
 import (
 	"bytes"
@@ -10,22 +10,22 @@ import (
 	"time"
 
 	"github.com/paycallback/paycallback/pkg/channels"
-	"github.com/paycallback/paycallback/pkg/channels/sqb"
 	"github.com/paycallback/paycallback/pkg/statements"
+	"github.com/paycallback/paycallback/pkg/statements/statementstest"
 )
 
-// sqbResponse is one /upay/v2/query response, its fields in the order
+// sampleResponse is one /upay/v2/query response, its fields in the order
 // Shouqianba writes them.
-type sqbResponse struct {
+type sampleResponse struct {
 	ResultCode  string `json:"result_code"`
 	BizResponse struct {
-		ResultCode string  `json:"result_code"`
-		Data       sqbData `json:"data"`
+		ResultCode string     `json:"result_code"`
+		Data       sampleData `json:"data"`
 	} `json:"biz_response"`
 }
 
-// sqbData is the order of a query response; every value a string.
-type sqbData struct {
+// sampleData is the order of a query response; every value a string.
+type sampleData struct {
 	SN                string `json:"sn"`
 	ClientSN          string `json:"client_sn"`
 	TradeNo           string `json:"trade_no"`
@@ -42,10 +42,10 @@ type sqbData struct {
 	Operator          string `json:"operator"`
 }
 
-// sqbTerminalSN is the terminal_sn of a line that names no merchant.
-const sqbTerminalSN = "100000000000000001"
+// sampleTerminalSN is the terminal_sn of a line that names no merchant.
+const sampleTerminalSN = "100000000000000001"
 
-// SQBQueryResponses writes lines as a file of Shouqianba /upay/v2/query
+// SampleQueryResponses writes lines as a file of Shouqianba /upay/v2/query
 // responses, one whole response a line (UTF-8, LF), in the order given:
 // result_code "200", biz_response.result_code "SUCCESS", and the order with
 // sn TradeNo, client_sn MerchantOrderNo, order_status Status, total_amount
@@ -60,22 +60,22 @@ const sqbTerminalSN = "100000000000000001"
 // documented, a final one without a time, a currency other than CNY, an
 // amount outside [0, channels.MaxAmount] (SettledAmount above Amount
 // included), the same sn twice, or an empty sn or client_sn.
-func SQBQueryResponses(lines []statements.Line) (File, error) {
+func SampleQueryResponses(lines []statements.Line) (statementstest.File, error) {
 	var b bytes.Buffer
-	want := statements.Statement{Channel: channels.SQB, Format: sqb.FormatQuery}
+	want := statements.Statement{Channel: Code, Format: FormatQuery}
 	seen := map[string]bool{}
 	for i, l := range lines {
-		if err := sqbCheck(i, l, seen); err != nil {
-			return File{}, fmt.Errorf("sqb query responses: %w", err)
+		if err := sampleCheck(i, l, seen); err != nil {
+			return statementstest.File{}, fmt.Errorf("sqb query responses: %w", err)
 		}
 		if l.MerchantID == "" {
-			l.MerchantID = sqbTerminalSN
+			l.MerchantID = sampleTerminalSN
 		}
-		var r sqbResponse
+		var r sampleResponse
 		r.ResultCode = "200"
 		r.BizResponse.ResultCode = "SUCCESS"
-		r.BizResponse.Data = sqbData{
-			SN: l.TradeNo, ClientSN: l.MerchantOrderNo, TradeNo: "4200000000" + digitsOf(l.TradeNo, 18),
+		r.BizResponse.Data = sampleData{
+			SN: l.TradeNo, ClientSN: l.MerchantOrderNo, TradeNo: "4200000000" + statementstest.DigitsOf(l.TradeNo, 18),
 			TerminalSN: l.MerchantID, Status: "SUCCESS", OrderStatus: l.Status, Payway: "3", SubPayway: "1",
 			TotalAmount: strconv.FormatInt(l.Amount, 10), NetAmount: strconv.FormatInt(l.SettledAmount, 10),
 			Subject: "门店消费", Operator: "cashier01",
@@ -87,7 +87,7 @@ func SQBQueryResponses(lines []statements.Line) (File, error) {
 		}
 		data, err := json.Marshal(r)
 		if err != nil {
-			return File{}, fmt.Errorf("sqb query responses: line %d: %w", i+1, err)
+			return statementstest.File{}, fmt.Errorf("sqb query responses: line %d: %w", i+1, err)
 		}
 		b.Write(data)
 		b.WriteByte('\n')
@@ -96,7 +96,7 @@ func SQBQueryResponses(lines []statements.Line) (File, error) {
 		want.Lines = append(want.Lines, l)
 		t := &want.Totals
 		t.Lines++
-		if !sqb.Settled(l.Status) {
+		if !Settled(l.Status) {
 			continue // a cancelled, failed or unfinished order is neither a payment nor a refund
 		}
 		t.Payments++
@@ -106,38 +106,79 @@ func SQBQueryResponses(lines []statements.Line) (File, error) {
 	}
 	sum := sha1.Sum(b.Bytes()) //nolint:gosec // see the import.
 	want.SHA1 = hex.EncodeToString(sum[:])
-	return File{Data: b.Bytes(), Want: want}, nil
+	return statementstest.File{Data: b.Bytes(), Want: want}, nil
 }
 
-// sqbCheck checks one line of a query-responses file.
-func sqbCheck(i int, l statements.Line, seen map[string]bool) error {
-	if l.Channel != channels.SQB || l.Kind != statements.KindOrder {
-		return unwritable(i, "channel %q kind %q: the file holds SQB orders", l.Channel, l.Kind)
+// sampleCheck checks one line of a query-responses file.
+func sampleCheck(i int, l statements.Line, seen map[string]bool) error {
+	if l.Channel != Code || l.Kind != statements.KindOrder {
+		return statementstest.Unwritable(i, "channel %q kind %q: the file holds SQB orders", l.Channel, l.Kind)
 	}
 	if l.Currency != channels.CurrencyCNY {
-		return unwritable(i, "currency %q, not CNY", l.Currency)
+		return statementstest.Unwritable(i, "currency %q, not CNY", l.Currency)
 	}
 	final := false
 	switch l.Status {
-	case sqb.Paid, sqb.PayCanceled, sqb.Refunded, sqb.PartialRefunded, sqb.Canceled:
+	case Paid, PayCanceled, Refunded, PartialRefunded, Canceled:
 		final = true
-	case sqb.Created, sqb.PayError, sqb.RefundError, sqb.CancelError,
-		sqb.CancelInProgress, "INVALID_STATUS_CODE":
+	case Created, PayError, RefundError, CancelError,
+		CancelInProgress, "INVALID_STATUS_CODE":
 	default:
-		return unwritable(i, "order_status %q is not documented", l.Status)
+		return statementstest.Unwritable(i, "order_status %q is not documented", l.Status)
 	}
 	if final && l.Time.IsZero() {
-		return unwritable(i, "final order_status %s without a finish_time", l.Status)
+		return statementstest.Unwritable(i, "final order_status %s without a finish_time", l.Status)
 	}
-	if err := cmpCheck(i, l); err != nil {
+	if err := statementstest.CheckAmounts(i, l); err != nil {
 		return err
 	}
 	if l.TradeNo == "" || l.MerchantOrderNo == "" {
-		return unwritable(i, "sn %q and client_sn %q must not be empty", l.TradeNo, l.MerchantOrderNo)
+		return statementstest.Unwritable(i, "sn %q and client_sn %q must not be empty", l.TradeNo, l.MerchantOrderNo)
 	}
 	if seen[l.TradeNo] {
-		return unwritable(i, "sn %q twice", l.TradeNo)
+		return statementstest.Unwritable(i, "sn %q twice", l.TradeNo)
 	}
 	seen[l.TradeNo] = true
 	return nil
+}
+
+// SampleStatementLines are the lines Shouqianba's query responses report
+// for evs: one order line per trade once every event has happened.
+func SampleStatementLines(evs []channels.Event) []statements.Line {
+	type order struct {
+		first    channels.Event
+		refunded int64
+		last     time.Time
+	}
+	orders := map[string]*order{}
+	var trades []string
+	for _, e := range evs {
+		o, ok := orders[e.TradeNo]
+		if !ok {
+			o = &order{first: e}
+			orders[e.TradeNo] = o
+			trades = append(trades, e.TradeNo)
+		}
+		o.refunded = max(o.refunded, e.CumulativeRefunded)
+		if e.OccurredAt.After(o.last) {
+			o.last = e.OccurredAt
+		}
+	}
+	lines := make([]statements.Line, 0, len(trades))
+	for _, trade := range trades {
+		o := orders[trade]
+		status := Paid
+		switch {
+		case o.refunded >= o.first.OrderTotal:
+			status = Refunded
+		case o.refunded > 0:
+			status = PartialRefunded
+		}
+		lines = append(lines, statements.Line{
+			Channel: Code, Kind: statements.KindOrder, TradeNo: trade, MerchantOrderNo: o.first.MerchantOrderNo,
+			Amount: o.first.OrderTotal, SettledAmount: max(o.first.OrderTotal-o.refunded, 0), Status: status, Time: o.last,
+			Currency: o.first.Currency,
+		})
+	}
+	return lines
 }

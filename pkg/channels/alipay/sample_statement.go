@@ -1,28 +1,31 @@
-package statementstest
+package alipay
 
 import (
 	"archive/zip"
 	"bytes"
+	"cmp"
 	"crypto/sha1" //nolint:gosec // the parser identifies the detail entry by SHA-1; tests compare it.
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	"golang.org/x/text/encoding/simplifiedchinese"
 
 	"github.com/paycallback/paycallback/pkg/channels"
-	"github.com/paycallback/paycallback/pkg/channels/alipay"
+	"github.com/paycallback/paycallback/pkg/eventkey"
 	"github.com/paycallback/paycallback/pkg/statements"
+	"github.com/paycallback/paycallback/pkg/statements/statementstest"
 )
 
-// alipayHeader is the 25-column header of the 业务明细 entry.
-const alipayHeader = "支付宝交易号,商户订单号,业务类型,商品名称,创建时间,完成时间,门店编号,门店名称,操作员,终端号,对方账户," +
+// sampleHeader is the 25-column header of the 业务明细 entry.
+const sampleHeader = "支付宝交易号,商户订单号,业务类型,商品名称,创建时间,完成时间,门店编号,门店名称,操作员,终端号,对方账户," +
 	"订单金额（元）,商家实收（元）,支付宝红包（元）,集分宝（元）,支付宝优惠（元）,商家优惠（元）,券核销金额（元）,券名称," +
 	"商家红包消费金额（元）,卡消费金额（元）,退款批次号/请求号,服务费（元）,分润（元）,备注"
 
-// alipaySummaryHeader is the header of the 业务明细(汇总) entry.
-const alipaySummaryHeader = "门店编号,门店名称,交易订单总笔数,退款订单总笔数,订单金额（元）,商家实收（元）,支付宝优惠（元）," +
+// sampleSummaryHeader is the header of the 业务明细(汇总) entry.
+const sampleSummaryHeader = "门店编号,门店名称,交易订单总笔数,退款订单总笔数,订单金额（元）,商家实收（元）,支付宝优惠（元）," +
 	"商家优惠（元）,卡消费金额（元）,服务费（元）,分润（元）,实收净额（元）"
 
 const (
@@ -34,7 +37,7 @@ const (
 	tab               = "\t"
 )
 
-// AlipayBill writes lines as the Alipay trade bill (bill_type=trade) of
+// SampleBill writes lines as the Alipay trade bill (bill_type=trade) of
 // account for the Beijing-time day (YYYY-MM-DD), the .csv.zip that
 // bill_download_url serves: two entries, <account>_<yyyymmdd>_业务明细.csv
 // and …_业务明细(汇总).csv, both named and written in GBK without the zip's
@@ -56,13 +59,13 @@ const (
 // included), an empty trade number or refund number of a refund, or a cell
 // holding a comma, quote, backtick, TAB or line break; an account or day
 // that is not one is an error too.
-func AlipayBill(account, day string, lines []statements.Line) (File, error) {
+func SampleBill(account, day string, lines []statements.Line) (statementstest.File, error) {
 	from, err := time.ParseInLocation(time.DateOnly, day, statements.Beijing)
 	if err != nil {
-		return File{}, fmt.Errorf("alipay bill: day %q: %w", day, err)
+		return statementstest.File{}, fmt.Errorf("alipay bill: day %q: %w", day, err)
 	}
 	if account == "" || strings.Trim(account, "0123456789") != "" {
-		return File{}, fmt.Errorf("alipay bill: account %q is not digits", account)
+		return statementstest.File{}, fmt.Errorf("alipay bill: account %q is not digits", account)
 	}
 	to := from.AddDate(0, 0, 1)
 	window := fmt.Sprintf("#起始日期：[%s]   终止日期：[%s]", from.Format(alipayWindowForm), to.Format(alipayWindowForm))
@@ -72,14 +75,14 @@ func AlipayBill(account, day string, lines []statements.Line) (File, error) {
 		"#账号：[" + account + "]",
 		window,
 		"#-----------------------------------------业务明细列表----------------------------------------",
-		alipayHeader,
+		sampleHeader,
 	}
-	want := statements.Statement{Channel: channels.Alipay, Format: alipay.StatementFormat, From: from.UTC(), To: to.UTC(), Account: account}
+	want := statements.Statement{Channel: Code, Format: StatementFormat, From: from.UTC(), To: to.UTC(), Account: account}
 	var paidOrder, paidSettled, refundOrder, refundSettled, fees int64
 	for i, l := range lines {
-		row, err := alipayRow(i, l, from, to)
+		row, err := sampleRow(i, l, from, to)
 		if err != nil {
-			return File{}, fmt.Errorf("alipay bill: %w", err)
+			return statementstest.File{}, fmt.Errorf("alipay bill: %w", err)
 		}
 		detail = append(detail, row)
 		l.LineNo = alipayCommentRows + 2 + i
@@ -105,8 +108,8 @@ func AlipayBill(account, day string, lines []statements.Line) (File, error) {
 	t.SettledPayments, t.SettledRefunds = paidSettled, refundSettled
 	detail = append(detail,
 		"#-----------------------------------------业务明细列表结束------------------------------------",
-		fmt.Sprintf("#交易合计：%d笔，商家实收共%s元，商家优惠共%s元", t.Payments, yuan(paidSettled), yuan(paidOrder-paidSettled)),
-		fmt.Sprintf("#退款合计：%d笔，商家实收退款共%s元，商家优惠退款共%s元", t.Refunds, yuan(-refundSettled), yuan(refundSettled-refundOrder)),
+		fmt.Sprintf("#交易合计：%d笔，商家实收共%s元，商家优惠共%s元", t.Payments, statementstest.Yuan(paidSettled), statementstest.Yuan(paidOrder-paidSettled)),
+		fmt.Sprintf("#退款合计：%d笔，商家实收退款共%s元，商家优惠退款共%s元", t.Refunds, statementstest.Yuan(-refundSettled), statementstest.Yuan(refundSettled-refundOrder)),
 		exported,
 	)
 	summary := []string{
@@ -114,22 +117,22 @@ func AlipayBill(account, day string, lines []statements.Line) (File, error) {
 		"#账号：[" + account + "]",
 		window,
 		"#-----------------------------------------业务汇总列表----------------------------------------",
-		alipaySummaryHeader,
+		sampleSummaryHeader,
 		strings.Join([]string{
-			"合计", "", fmt.Sprint(t.Payments), fmt.Sprint(t.Refunds), yuan(paidOrder - refundOrder),
-			yuan(paidSettled - refundSettled), yuan(0), yuan(paidOrder - paidSettled - (refundOrder - refundSettled)), yuan(0),
-			microYuan(fees), yuan(0), yuan(paidSettled - refundSettled),
+			"合计", "", fmt.Sprint(t.Payments), fmt.Sprint(t.Refunds), statementstest.Yuan(paidOrder - refundOrder),
+			statementstest.Yuan(paidSettled - refundSettled), statementstest.Yuan(0), statementstest.Yuan(paidOrder - paidSettled - (refundOrder - refundSettled)), statementstest.Yuan(0),
+			statementstest.MicroYuan(fees), statementstest.Yuan(0), statementstest.Yuan(paidSettled - refundSettled),
 		}, ","),
 		"#----------------------------------------业务汇总列表结束-------------------------------------",
 		exported,
 	}
 	detailGBK, err := gbk(strings.Join(detail, "\r\n") + "\r\n")
 	if err != nil {
-		return File{}, fmt.Errorf("alipay bill: detail entry: %w", err)
+		return statementstest.File{}, fmt.Errorf("alipay bill: detail entry: %w", err)
 	}
 	summaryGBK, err := gbk(strings.Join(summary, "\r\n") + "\r\n")
 	if err != nil {
-		return File{}, fmt.Errorf("alipay bill: summary entry: %w", err)
+		return statementstest.File{}, fmt.Errorf("alipay bill: summary entry: %w", err)
 	}
 	sum := sha1.Sum(detailGBK) //nolint:gosec // see the import.
 	want.SHA1 = hex.EncodeToString(sum[:])
@@ -143,72 +146,72 @@ func AlipayBill(account, day string, lines []statements.Line) (File, error) {
 	}{{stem + "业务明细.csv", detailGBK}, {stem + "业务明细(汇总).csv", summaryGBK}} {
 		name, err := gbk(e.name)
 		if err != nil {
-			return File{}, fmt.Errorf("alipay bill: entry name: %w", err)
+			return statementstest.File{}, fmt.Errorf("alipay bill: entry name: %w", err)
 		}
 		w, err := zw.CreateHeader(&zip.FileHeader{
 			Name: string(name), NonUTF8: true, Method: zip.Deflate, Modified: to.Add(5 * time.Hour),
 		})
 		if err != nil {
-			return File{}, fmt.Errorf("alipay bill: zip entry: %w", err)
+			return statementstest.File{}, fmt.Errorf("alipay bill: zip entry: %w", err)
 		}
 		if _, err := w.Write(e.data); err != nil {
-			return File{}, fmt.Errorf("alipay bill: zip entry: %w", err)
+			return statementstest.File{}, fmt.Errorf("alipay bill: zip entry: %w", err)
 		}
 	}
 	if err := zw.Close(); err != nil {
-		return File{}, fmt.Errorf("alipay bill: zip: %w", err)
+		return statementstest.File{}, fmt.Errorf("alipay bill: zip: %w", err)
 	}
-	return File{Data: zbuf.Bytes(), Want: want}, nil
+	return statementstest.File{Data: zbuf.Bytes(), Want: want}, nil
 }
 
-// alipayRow checks one line and returns its row.
-func alipayRow(i int, l statements.Line, from, to time.Time) (string, error) {
-	if l.Channel != channels.Alipay {
-		return "", unwritable(i, "channel %q, not ALIPAY", l.Channel)
+// sampleRow checks one line and returns its row.
+func sampleRow(i int, l statements.Line, from, to time.Time) (string, error) {
+	if l.Channel != Code {
+		return "", statementstest.Unwritable(i, "channel %q, not ALIPAY", l.Channel)
 	}
 	if l.Status != "SUCCESS" || l.Currency != channels.CurrencyCNY {
-		return "", unwritable(i, "status %q and currency %q: an Alipay bill holds SUCCESS rows in CNY", l.Status, l.Currency)
+		return "", statementstest.Unwritable(i, "status %q and currency %q: an Alipay bill holds SUCCESS rows in CNY", l.Status, l.Currency)
 	}
 	if l.Time.Before(from) || !l.Time.Before(to) {
-		return "", unwritable(i, "time %s is outside the bill's day %s", l.Time.In(statements.Beijing).Format(alipayTimeForm), from.Format(time.DateOnly))
+		return "", statementstest.Unwritable(i, "time %s is outside the bill's day %s", l.Time.In(statements.Beijing).Format(alipayTimeForm), from.Format(time.DateOnly))
 	}
-	if err := cmpCheck(i, l); err != nil {
+	if err := statementstest.CheckAmounts(i, l); err != nil {
 		return "", err
 	}
-	if err := checkCell(i, "trade number", l.TradeNo, true); err != nil {
+	if err := statementstest.CheckCell(i, "trade number", l.TradeNo, true); err != nil {
 		return "", err
 	}
-	if err := checkCell(i, "merchant order number", l.MerchantOrderNo, false); err != nil {
+	if err := statementstest.CheckCell(i, "merchant order number", l.MerchantOrderNo, false); err != nil {
 		return "", err
 	}
 	biz, sign, refundNo := "交易", int64(1), ""
 	switch l.Kind {
 	case statements.KindPayment:
 	case statements.KindRefund:
-		if err := checkCell(i, "refund number", l.RefundNo, true); err != nil {
+		if err := statementstest.CheckCell(i, "refund number", l.RefundNo, true); err != nil {
 			return "", err
 		}
 		biz, sign, refundNo = "退款", -1, l.RefundNo
 	default:
-		return "", unwritable(i, "kind %q: an Alipay bill holds payments and refunds", l.Kind)
+		return "", statementstest.Unwritable(i, "kind %q: an Alipay bill holds payments and refunds", l.Kind)
 	}
 	finished := l.Time.In(statements.Beijing)
 	return strings.Join([]string{
 		l.TradeNo + tab, l.MerchantOrderNo + tab, biz + tab, alipayProduct,
 		finished.Add(-7 * time.Second).Format(alipayTimeForm), finished.Format(alipayTimeForm),
 		tab, tab, tab, tab, alipayBuyer + tab,
-		yuan(sign * l.Amount), yuan(sign * l.SettledAmount), yuan(0), yuan(0), yuan(0), yuan(sign * (l.Amount - l.SettledAmount)),
-		yuan(0), "", yuan(0) + tab, yuan(0), refundNo + tab, alipayFee(l.FeeMicroYuan), yuan(0), "",
+		statementstest.Yuan(sign * l.Amount), statementstest.Yuan(sign * l.SettledAmount), statementstest.Yuan(0), statementstest.Yuan(0), statementstest.Yuan(0), statementstest.Yuan(sign * (l.Amount - l.SettledAmount)),
+		statementstest.Yuan(0), "", statementstest.Yuan(0) + tab, statementstest.Yuan(0), refundNo + tab, sampleFee(l.FeeMicroYuan), statementstest.Yuan(0), "",
 	}, ","), nil
 }
 
-// alipayFee writes a fee with two decimals when it is whole fen, else
+// sampleFee writes a fee with two decimals when it is whole fen, else
 // five.
-func alipayFee(v int64) string {
+func sampleFee(v int64) string {
 	if v%1000 == 0 {
-		return yuan(v / 1000)
+		return statementstest.Yuan(v / 1000)
 	}
-	return microYuan(v)
+	return statementstest.MicroYuan(v)
 }
 
 // gbk encodes UTF-8 text as GBK, as Alipay writes its bills.
@@ -218,4 +221,33 @@ func gbk(s string) ([]byte, error) {
 		return nil, fmt.Errorf("encode as GBK: %w", err)
 	}
 	return b, nil
+}
+
+// SampleStatementLines are the lines an Alipay bill reports for evs: a
+// payment line per payment and a refund line per refund whose amount is
+// its own, worked out from the cumulative amounts the callbacks report.
+func SampleStatementLines(evs []channels.Event) ([]statements.Line, error) {
+	var lines []statements.Line
+	refunds := map[string][]channels.Event{}
+	for _, e := range evs {
+		if e.Type == eventkey.PaymentReceived {
+			lines = append(lines, statementstest.EventLine(e, statements.KindPayment, e.OrderTotal))
+			continue
+		}
+		refunds[e.TradeNo] = append(refunds[e.TradeNo], e)
+	}
+	for trade, rs := range refunds {
+		slices.SortFunc(rs, func(a, b channels.Event) int { return cmp.Compare(a.CumulativeRefunded, b.CumulativeRefunded) })
+		var before int64
+		for _, e := range rs {
+			own := e.CumulativeRefunded - before
+			if own <= 0 {
+				return nil, fmt.Errorf("statement lines from events: alipay trade %s: refund %s reports %d refunded so far, not more than the %d before it",
+					trade, e.RefundNo, e.CumulativeRefunded, before)
+			}
+			lines = append(lines, statementstest.EventLine(e, statements.KindRefund, own))
+			before = e.CumulativeRefunded
+		}
+	}
+	return lines, nil
 }

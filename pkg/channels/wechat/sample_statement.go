@@ -1,4 +1,4 @@
-package statementstest
+package wechat
 
 import (
 	"bytes"
@@ -9,8 +9,9 @@ import (
 	"time"
 
 	"github.com/paycallback/paycallback/pkg/channels"
-	"github.com/paycallback/paycallback/pkg/channels/wechat"
+	"github.com/paycallback/paycallback/pkg/eventkey"
 	"github.com/paycallback/paycallback/pkg/statements"
+	"github.com/paycallback/paycallback/pkg/statements/statementstest"
 )
 
 // wechatHeader is the current 27-column header of bill_type=ALL.
@@ -31,8 +32,8 @@ const (
 	wechatTimeForm = "2006-01-02 15:04:05"
 )
 
-// WeChatOptions shape WeChatBill's file beyond its lines.
-type WeChatOptions struct {
+// SampleBillOptions shape SampleBill's file beyond its lines.
+type SampleBillOptions struct {
 	// MicroPay holds the trade numbers paid by barcode (付款码): their rows
 	// say 交易类型 MICROPAY, the everyday POS payment, which WeChat never
 	// notifies. Every other row says JSAPI.
@@ -45,7 +46,7 @@ type WeChatOptions struct {
 
 // merchants returns the 商户号 and 特约商户号 of o's rows and the
 // MerchantID they parse to.
-func (o WeChatOptions) merchants() (mch, sub, id string) {
+func (o SampleBillOptions) merchants() (mch, sub, id string) {
 	mch, sub = o.MchID, o.SubMchID
 	if mch == "" {
 		mch = wechatMchID
@@ -60,7 +61,7 @@ func (o WeChatOptions) merchants() (mch, sub, id string) {
 	return mch, sub, id
 }
 
-// WeChatBill writes lines as a WeChat Pay trade bill of bill_type=ALL, as
+// SampleBill writes lines as a WeChat Pay trade bill of bill_type=ALL, as
 // the download URL serves it uncompressed: UTF-8 without a BOM, LF line
 // endings, the current 27-column header, one row per line in the order
 // given with every cell prefixed by a backtick, then the two summary lines
@@ -73,8 +74,8 @@ func (o WeChatOptions) merchants() (mch, sub, id string) {
 // Status (SUCCESS, PROCESSING, FAIL or CHANGE) with 申请退款金额 Amount,
 // 退款金额 SettledAmount, the refunded payment's trade and merchant order
 // numbers and 商户退款单号 RefundNo. 交易时间 is Time in Beijing time,
-// 手续费 FeeMicroYuan with five decimals, 费率 WeChatFeeRate. A bill holds
-// one day, but WeChatBill does not check the days: importing a bill stores
+// 手续费 FeeMicroYuan with five decimals, 费率 SampleFeeRate. A bill holds
+// one day, but SampleBill does not check the days: importing a bill stores
 // its lines by their own days.
 //
 // The error wraps ErrUnwritable, naming the line, for a line of another
@@ -82,15 +83,15 @@ func (o WeChatOptions) merchants() (mch, sub, id string) {
 // [0, channels.MaxAmount] (SettledAmount above Amount included), an empty
 // trade, merchant order or refund number, or any cell holding a comma,
 // quote, backtick, TAB or line break.
-func WeChatBill(lines []statements.Line, o WeChatOptions) (File, error) {
+func SampleBill(lines []statements.Line, o SampleBillOptions) (statementstest.File, error) {
 	var b bytes.Buffer
 	b.WriteString(wechatHeader + "\n")
-	want := statements.Statement{Channel: channels.WeChat, Format: wechat.FormatAll}
+	want := statements.Statement{Channel: Code, Format: FormatAll}
 	t := &want.Totals
 	for i, l := range lines {
-		cells, err := wechatRow(i, l, o)
+		cells, err := sampleRow(i, l, o)
 		if err != nil {
-			return File{}, fmt.Errorf("wechat bill: %w", err)
+			return statementstest.File{}, fmt.Errorf("wechat bill: %w", err)
 		}
 		b.WriteString(strings.Join(cells, ",") + "\n")
 		l.LineNo = i + 2
@@ -113,83 +114,68 @@ func WeChatBill(lines []statements.Line, o WeChatOptions) (File, error) {
 		t.FeeMicroYuan += l.FeeMicroYuan
 	}
 	b.WriteString(wechatSummaryHeader + "\n")
-	b.WriteString(backticked(fmt.Sprint(t.Lines), yuan(t.SettledPayments), yuan(t.SettledRefunds), yuan(0),
-		microYuan(t.FeeMicroYuan), yuan(t.PaymentAmount), yuan(t.RefundAmount)) + "\n")
+	b.WriteString(backticked(fmt.Sprint(t.Lines), statementstest.Yuan(t.SettledPayments), statementstest.Yuan(t.SettledRefunds), statementstest.Yuan(0),
+		statementstest.MicroYuan(t.FeeMicroYuan), statementstest.Yuan(t.PaymentAmount), statementstest.Yuan(t.RefundAmount)) + "\n")
 	sum := sha1.Sum(b.Bytes()) //nolint:gosec // see the import.
 	want.SHA1 = hex.EncodeToString(sum[:])
-	return File{Data: b.Bytes(), Want: want}, nil
+	return statementstest.File{Data: b.Bytes(), Want: want}, nil
 }
 
-// wechatRow checks one line and returns its 27 cells.
-func wechatRow(i int, l statements.Line, o WeChatOptions) ([]string, error) {
-	if l.Channel != channels.WeChat {
-		return nil, unwritable(i, "channel %q, not WECHAT", l.Channel)
+// sampleRow checks one line and returns its 27 cells.
+func sampleRow(i int, l statements.Line, o SampleBillOptions) ([]string, error) {
+	if l.Channel != Code {
+		return nil, statementstest.Unwritable(i, "channel %q, not WECHAT", l.Channel)
 	}
-	if err := cmpCheck(i, l); err != nil {
+	if err := statementstest.CheckAmounts(i, l); err != nil {
 		return nil, err
 	}
 	for _, c := range []struct{ what, v string }{{"trade number", l.TradeNo}, {"merchant order number", l.MerchantOrderNo}, {"currency", l.Currency}} {
-		if err := checkCell(i, c.what, c.v, true); err != nil {
+		if err := statementstest.CheckCell(i, c.what, c.v, true); err != nil {
 			return nil, err
 		}
 	}
 	if l.FeeMicroYuan > channels.MaxAmount*1000 || l.FeeMicroYuan < -channels.MaxAmount*1000 {
-		return nil, unwritable(i, "fee %d out of range", l.FeeMicroYuan)
+		return nil, statementstest.Unwritable(i, "fee %d out of range", l.FeeMicroYuan)
 	}
 	tradeType := "JSAPI"
 	if o.MicroPay[l.TradeNo] {
 		tradeType = "MICROPAY"
 	}
-	zero := yuan(0)
+	zero := statementstest.Yuan(0)
 	mch, sub, _ := o.merchants()
 	// Payment-row defaults; a refund row overrides its columns below.
 	status, settled, coupon, refundID, refundNo, refundSettled, refundType, refundStatus, amount, refundAmount :=
-		l.Status, yuan(l.SettledAmount), yuan(l.Amount-l.SettledAmount), "0", "0", zero, "", "", yuan(l.Amount), zero
+		l.Status, statementstest.Yuan(l.SettledAmount), statementstest.Yuan(l.Amount-l.SettledAmount), "0", "0", zero, "", "", statementstest.Yuan(l.Amount), zero
 	switch l.Kind {
 	case statements.KindPayment:
 		if l.Status != "SUCCESS" && l.Status != "REVOKED" {
-			return nil, unwritable(i, "payment status %q is neither SUCCESS nor REVOKED", l.Status)
+			return nil, statementstest.Unwritable(i, "payment status %q is neither SUCCESS nor REVOKED", l.Status)
 		}
 	case statements.KindRefund:
 		switch l.Status {
 		case "SUCCESS", "PROCESSING", "FAIL", "CHANGE":
 		default:
-			return nil, unwritable(i, "refund status %q is not SUCCESS, PROCESSING, FAIL or CHANGE", l.Status)
+			return nil, statementstest.Unwritable(i, "refund status %q is not SUCCESS, PROCESSING, FAIL or CHANGE", l.Status)
 		}
-		if err := checkCell(i, "refund number", l.RefundNo, true); err != nil {
+		if err := statementstest.CheckCell(i, "refund number", l.RefundNo, true); err != nil {
 			return nil, err
 		}
 		if l.RefundNo == "0" {
-			return nil, unwritable(i, "refund number 0 is what payment rows write")
+			return nil, statementstest.Unwritable(i, "refund number 0 is what payment rows write")
 		}
 		status, settled, coupon, amount = "REFUND", zero, zero, zero
 		refundID, refundNo, refundSettled, refundType, refundStatus, refundAmount =
-			"503"+digitsOf(l.TradeNo+"/"+l.RefundNo, 26), l.RefundNo, yuan(l.SettledAmount), "ORIGINAL", l.Status, yuan(l.Amount)
+			"503"+statementstest.DigitsOf(l.TradeNo+"/"+l.RefundNo, 26), l.RefundNo, statementstest.Yuan(l.SettledAmount), "ORIGINAL", l.Status, statementstest.Yuan(l.Amount)
 	default:
-		return nil, unwritable(i, "kind %q: a WeChat bill holds payments and refunds", l.Kind)
+		return nil, statementstest.Unwritable(i, "kind %q: a WeChat bill holds payments and refunds", l.Kind)
 	}
 	return []string{
 		"`" + l.Time.In(statements.Beijing).Format(wechatTimeForm), "`" + wechatAppID, "`" + mch, "`" + sub, "`",
 		"`" + l.TradeNo, "`" + l.MerchantOrderNo, "`" + wechatOpenID, "`" + tradeType, "`" + status, "`" + wechatBank,
 		"`" + l.Currency, "`" + settled, "`" + coupon, "`" + refundID, "`" + refundNo, "`" + refundSettled, "`" + zero,
-		"`" + refundType, "`" + refundStatus, "`" + wechatProduct, "`", "`" + microYuan(l.FeeMicroYuan),
-		"`" + WeChatFeeRate, "`" + amount, "`" + refundAmount, "`",
+		"`" + refundType, "`" + refundStatus, "`" + wechatProduct, "`", "`" + statementstest.MicroYuan(l.FeeMicroYuan),
+		"`" + SampleFeeRate, "`" + amount, "`" + refundAmount, "`",
 	}, nil
-}
-
-// cmpCheck checks a line's amounts: both in range, the settled one not
-// above the other.
-func cmpCheck(i int, l statements.Line) error {
-	if err := checkAmount(i, "amount", l.Amount); err != nil {
-		return err
-	}
-	if err := checkAmount(i, "settled amount", l.SettledAmount); err != nil {
-		return err
-	}
-	if l.SettledAmount > l.Amount {
-		return unwritable(i, "settled amount %d above the amount %d", l.SettledAmount, l.Amount)
-	}
-	return nil
 }
 
 // backticked joins values as a summary values row: each prefixed with a
@@ -201,12 +187,30 @@ func backticked(values ...string) string {
 	return strings.Join(values, ",")
 }
 
-// digitsOf is a deterministic string of n decimal digits derived from seed.
-func digitsOf(seed string, n int) string {
-	sum := sha1.Sum([]byte(seed)) //nolint:gosec // a source of fake digits, not a hash of anything secret.
-	out := make([]byte, n)
-	for i := range out {
-		out[i] = '0' + sum[i%len(sum)]%10
+// SampleStatementLines are the lines a WeChat trade bill reports for evs:
+// a SUCCESS payment line per payment and a SUCCESS refund line per refund
+// (its own amount), each with SampleFeeRate's fee.
+func SampleStatementLines(evs []channels.Event) []statements.Line {
+	lines := make([]statements.Line, 0, len(evs))
+	for _, e := range evs {
+		if e.Type == eventkey.PaymentReceived {
+			l := statementstest.EventLine(e, statements.KindPayment, e.OrderTotal)
+			l.FeeMicroYuan = sampleFee(e.OrderTotal)
+			lines = append(lines, l)
+			continue
+		}
+		l := statementstest.EventLine(e, statements.KindRefund, e.RefundAmount)
+		l.FeeMicroYuan = -sampleFee(e.RefundAmount)
+		lines = append(lines, l)
 	}
-	return string(out)
+	return lines
 }
+
+// SampleFeeRate is the fee FromEvents gives WeChat lines: 0.60% of the
+// amount, rounded half up to the fen, positive on payments and negative on
+// refunds (the fee returned), as the trade bill writes 手续费.
+const SampleFeeRate = "0.60%"
+
+// sampleFee is SampleFeeRate of fen, rounded half up to the fen, in units
+// of 0.00001 yuan.
+func sampleFee(fen int64) int64 { return (fen*6 + 500) / 1000 * 1000 }
