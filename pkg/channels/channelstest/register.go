@@ -6,6 +6,7 @@ import (
 	"github.com/paycallback/paycallback/pkg/channels"
 	_ "github.com/paycallback/paycallback/pkg/channels/allchannels" // every test that builds callbacks has the built-in channels
 	"github.com/paycallback/paycallback/pkg/internal/registry"
+	"github.com/paycallback/paycallback/pkg/statements"
 )
 
 // Register adds spec to the channel registry (channels.All, Lookup) and
@@ -37,4 +38,19 @@ func Register(tb testing.TB, spec channels.Spec, b Bodies) {
 		return
 	}
 	tb.Cleanup(removeBodies)
+}
+
+// RegisterParser adds p as the statement parser of the channel code for
+// the rest of the test and removes it when the test ends, like Register:
+// with both, a test's own channel is whole (its statements parse and
+// reconcile as a built-in channel's do). It fails the test on a parser
+// without Parse or Refunds, or a code that has one already.
+func RegisterParser(tb testing.TB, code channels.Channel, p statements.Parser) {
+	tb.Helper()
+	remove, err := registry.Parser(string(code), p)
+	if err != nil {
+		tb.Fatalf("channelstest.RegisterParser: %v", err)
+		return
+	}
+	tb.Cleanup(remove)
 }
