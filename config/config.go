@@ -15,6 +15,7 @@ import (
 
 	"github.com/paycallback/paycallback/internal/statementauth"
 	"github.com/paycallback/paycallback/pkg/channels"
+
 	// Every channel the worker may accept is registered: PAYCB_CHANNELS
 	// defaults to them all.
 	_ "github.com/paycallback/paycallback/pkg/channels/allchannels"

@@ -34,6 +34,7 @@ func TestEveryChannel(t *testing.T) {
 // runSuite is the conformance suite for channel ch, on trades numbered
 // from seq on in world w.
 func runSuite(t *testing.T, w *ledgertest.World, ch channels.Channel, seq int) {
+	t.Helper()
 	spec, ok := channels.Lookup(ch)
 	require.True(t, ok)
 	b, ok := sample.BodiesOf(ch)

@@ -21,16 +21,6 @@ import (
 // The fake-key test vectors of docs/channels.md, verbatim.
 const (
 	vecKey = "0123456789abcdef0123456789abcdef"
-
-	vecTxNonce      = "A1b2C3d4E5f6"
-	vecTxAAD        = "transaction"
-	vecTxCiphertext = "a516J17hhvMShaRjp4L+shqsghrpCpZbN4+uYIOGR7GCO9B6PRwEZA/u8NGfNemn4Noqw+XX8RuRrvhknmHTaNXA99cdrHPgxvjSl0uHu2fLxcdKRcqlAzHv9ogFvnuPpJuHx1dLfJG9bhPB3BgFD79rNjH73RwmQo3Xk9GEEIV8R6mINZsi4SkEE9jpsqlzSFoc0p99i1DjD2ATKsw+hDRDZwB89DzADMeMBeu1p+6eKRYnOgFYH41uk07rTgcCJcmLGR5XOLQOh6HobJfJUBNK2vORfvq3nEDYH+rseiwpvoDYS3sm/SG8WOzXuoZ+MVRIqfDcFQCKu9AS7fmJmqnqQocGJbSjU4t2MVq3+qX9979iJJmTzNn+poznSUsVj3QQXG6dIP1nOI6ySJrmcjt8RXbXrmthy4dG0QA3xbAxZnWLPWpFXOjGCXkhofkt41p0lUCJIUn1Kp5YOXUNLeEj+aBObsogjHB00DDiuduNzC8hqjYtPktfifmn3fku6kxf9npcnHk+nWTZkwAzOxThrCHCuwj0C4bUcWA0m3I5PHzbgAfcFgyAnoKasUS4Qd+3+7bux5Ox"
-	vecTxPlaintext  = `{"mchid":"1230000109","appid":"wxd678efh567hg6787","out_trade_no":"POS20240601000123","transaction_id":"4200002211202406011234567890","trade_type":"MICROPAY","trade_state":"SUCCESS","trade_state_desc":"支付成功","bank_type":"OTHERS","attach":"","success_time":"2024-06-01T12:00:05+08:00","payer":{"openid":"oUpF8uMuAJO_M2pxb1Q9zNjWeS6o"},"amount":{"total":2580,"payer_total":2580,"currency":"CNY","payer_currency":"CNY"}}`
-
-	vecRfNonce      = "Z9y8X7w6V5u4"
-	vecRfAAD        = "refund"
-	vecRfCiphertext = "uR7YOAJ3VRZktijkn/H/6Ifc58AVdT2S80Ur78Y4y6uh98lNGRpTM0TMGMjx6Pq5mwbi544ekTHcKzdGAaizEYC/Zlk9HRGn9RPNoNxkmnRUSjASAoVz/pYOkbgEu/vSdoOg493rYUpM4qhc2nBvCPf3kaTw0D5WTFooJJgbRfAnCEh+29/O7nLj+Lmk1rQLjXEYXM1Xp19ZJ07vPqEfoFmBgVyrwjsv8GA8c0qeFkLO9CwWdzSqpTlDaw7a/rTqRGCV9zBzYXrsgmD+Au4+vZOiHHttTOUQ40NYs+59IE4ByG2j7RZVYxQZqGwhNg9TePTZHTmDajC/NrqZRLRZcQP7C7qXuEN5HW/zyR2jSgkAGMXcusWTXWEm22i5l1hLIzpctt+KjPN/uA2MFoO5jP0PD6kg+IsoS3hi2lBHY37P7s+aG0+dLIW43VS0R7o2/1NqLofVfNfUB+Sw4Jhyko2hhq4EJ86g+uzAUUDheWY+nMc3TlXt32It0lA2rcIAKuPUQbfYBLCH"
-	vecRfPlaintext  = `{"mchid":"1230000109","transaction_id":"4200002211202406011234567890","out_trade_no":"POS20240601000123","refund_id":"50300909932024060112345678901","out_refund_no":"RF20240601000123-1","refund_status":"SUCCESS","success_time":"2024-06-01T15:30:12+08:00","user_received_account":"支付用户零钱","amount":{"total":2580,"refund":1000,"payer_total":2580,"payer_refund":1000}}`
 )
 
 // wechatBody is a v3 notification around a given resource.
@@ -69,16 +59,6 @@ var (
 		"out_trade_no=1112764262913892352", "total_amount=0.01", "receipt_amount=0.01",
 		"gmt_payment=2023-05-29 15:28:53", "notify_id=2023052901222152854039741417207358",
 		"notify_time=2023-05-29 15:28:54")
-	alipayRealPartialRefund = form(
-		"notify_type=trade_status_sync", "trade_status=TRADE_SUCCESS",
-		"trade_no=2023052922001439741422051004", "out_trade_no=1112794784530231296",
-		"out_biz_no=1112794784530231296", "total_amount=0.03", "refund_fee=0.01",
-		"gmt_refund=2023-05-29 17:31:05.287")
-	alipayRealFullRefund = form(
-		"notify_type=trade_status_sync", "trade_status=TRADE_CLOSED",
-		"trade_no=2023052922001439741421353853", "out_trade_no=1112764262913892352",
-		"out_biz_no=1112764262913892352", "total_amount=0.01", "refund_fee=0.01",
-		"gmt_refund=2023-05-29 15:39:22.138", "gmt_close=2023-05-29 15:39:22")
 )
 
 // form URL-encodes k=v pairs in order.
@@ -89,23 +69,6 @@ func form(pairs ...string) string {
 		parts[i] = url.QueryEscape(k) + "=" + url.QueryEscape(v)
 	}
 	return strings.Join(parts, "&")
-}
-
-// edit replaces (or with "-" removes) fields of a form body.
-func edit(body string, pairs ...string) string {
-	v, err := url.ParseQuery(body)
-	if err != nil {
-		panic(err)
-	}
-	for _, p := range pairs {
-		k, val, _ := strings.Cut(p, "=")
-		if val == "-" {
-			v.Del(k)
-		} else {
-			v.Set(k, val)
-		}
-	}
-	return v.Encode()
 }
 
 // sqbDocPayment is Shouqianba's documented example payment callback

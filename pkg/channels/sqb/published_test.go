@@ -22,14 +22,6 @@ import (
 
 // Published AES-GCM test vectors with their keys.
 const (
-	// wechatpay-apiv3/wechatpay-java, core/src/test/.../cipher/AeadAesCipherTest.java
-	// with the API_V3_KEY of core/src/test/.../model/TestConfig.java: the only
-	// published vector under a 32-byte APIv3 key found.
-	javaAPIv3Key   = "a7cde1ZJB1kG2e7VfTs3jQzaWizur8Gb"
-	javaNonce      = "uluk4a9R25RW"
-	javaAAD        = "associatedData"
-	javaCiphertext = "ulwSiIajGClcvcOYvOQ7+l+0PAbzzwI="
-	javaPlaintext  = "message"
 	// github.com/gunsluo/wechatpay-go client_test.go, mockNewClient.
 	gunsluoAPIv3Key  = "AES256Key-32Characters1234567890"
 	goPayscoreKey    = "testMchAPIv3Key0" // wechatpay-apiv3/wechatpay-go core/notify/notify_test.go: 16 bytes, AES-128

@@ -2,7 +2,6 @@ package wechat_test
 
 import (
 	"testing"
-	"time"
 
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/channels/channelstest"
@@ -27,11 +26,4 @@ func FuzzWeChat(f *testing.F) {
 		res, err := d.Decode(envelope(channels.WeChat, wechatBody(eventType, original, wechat.Algorithm, ct, vecTxNonce, original)))
 		checkResult(t, res, err)
 	})
-}
-
-func fuzzEnvelope(ch channels.Channel, body string) channels.Envelope {
-	return channels.Envelope{
-		TenantID: 1001, Channel: string(ch), ContentType: ch.ContentType(), Body: body,
-		ReceivedAt: time.Date(2024, 6, 1, 4, 0, 6, 0, time.UTC),
-	}
 }

@@ -2,7 +2,7 @@ package statementstest
 
 import (
 	"cmp"
-	"crypto/sha1"
+	"crypto/sha1" //nolint:gosec // a source of fake digits, not a hash of anything secret
 	"errors"
 	"fmt"
 	"slices"
@@ -32,6 +32,8 @@ type File struct {
 // number a spreadsheet would mangle), a status the file cannot state.
 var ErrUnwritable = errors.New("line cannot be written in the statement's layout")
 
+// Unwritable is the refusal of line i (0-based) that a layout cannot
+// carry: it wraps ErrUnwritable.
 func Unwritable(i int, format string, args ...any) error {
 	return fmt.Errorf("line %d: %s: %w", i+1, fmt.Sprintf(format, args...), ErrUnwritable)
 }
