@@ -14,6 +14,10 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/paycallback/paycallback/pkg/channels"
+
+	// Every channel the worker may accept is registered: PAYCB_CHANNELS
+	// defaults to them all.
+	_ "github.com/paycallback/paycallback/pkg/channels/allchannels"
 )
 
 // DefaultFile is the configuration file read when --config is not given and

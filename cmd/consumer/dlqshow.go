@@ -191,7 +191,7 @@ func printDeadLetter(out *printer, v deadletters.View, decrypt bool) {
 		out.printf("          not valid: %s\n", printable(e.Problem, false))
 	}
 	out.printf("body:\n%s\n", indent(printable(pretty(v.Body), true)))
-	if w := v.WeChat; w != nil {
+	if w := v.Resource; w != nil {
 		out.printf("wechat resource: event_type %s, algorithm %s, associated_data %q, nonce %q, original_type %s, ciphertext %d bytes\n",
 			printable(w.EventType, false), printable(w.Algorithm, false), w.AssociatedData, w.Nonce, printable(w.OriginalType, false), w.CiphertextLength)
 		switch {

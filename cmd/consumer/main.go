@@ -13,6 +13,7 @@ import (
 
 	"github.com/paycallback/paycallback/config"
 	"github.com/paycallback/paycallback/internal/logging"
+	_ "github.com/paycallback/paycallback/pkg/channels/allchannels" // the channels this binary understands
 )
 
 func main() {

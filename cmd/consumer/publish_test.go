@@ -20,6 +20,7 @@ import (
 	"github.com/paycallback/paycallback/internal/metrics"
 	"github.com/paycallback/paycallback/internal/sqldb"
 	"github.com/paycallback/paycallback/internal/sqldb/sqldbtest"
+	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/schema"
 )
 
@@ -89,7 +90,7 @@ func TestPublishStatusAndTrade(t *testing.T) {
 	var rep publishReport
 	require.NoError(t, json.Unmarshal([]byte(out), &rep), out)
 	assert.Equal(t, "TEST1764725133-", rep.Prefix)
-	assert.Equal(t, []string{"WECHAT", "ALIPAY", "SQB"}, rep.Channels, "the accepted channels by default")
+	assert.Equal(t, channels.CodeStrings(), rep.Channels, "the accepted channels by default: every registered one")
 	assert.Equal(t, 8, rep.Trades)
 	assert.Greater(t, rep.Messages, rep.Events)
 	ch, tradeNo, ok := strings.Cut(rep.Example, ":")

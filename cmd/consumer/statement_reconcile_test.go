@@ -26,7 +26,10 @@ import (
 	"github.com/paycallback/paycallback/internal/statementauth"
 	"github.com/paycallback/paycallback/internal/statementbook"
 	"github.com/paycallback/paycallback/pkg/channels"
+	"github.com/paycallback/paycallback/pkg/channels/alipay"
 	"github.com/paycallback/paycallback/pkg/channels/channelstest"
+	"github.com/paycallback/paycallback/pkg/channels/sqb"
+	"github.com/paycallback/paycallback/pkg/channels/wechat"
 	"github.com/paycallback/paycallback/pkg/idempotent"
 	"github.com/paycallback/paycallback/pkg/settlement"
 	"github.com/paycallback/paycallback/pkg/statements"
@@ -433,17 +436,17 @@ func TestStatementReconcilePublishMissing(t *testing.T) {
 	}
 	lines, err := statementstest.FromEvents(channels.WeChat, events[channels.WeChat])
 	require.NoError(t, err)
-	f, err := statementstest.WeChatBill(lines, statementstest.WeChatOptions{MicroPay: map[string]bool{w2.TradeNo: true}})
+	f, err := wechat.SampleBill(lines, wechat.SampleBillOptions{MicroPay: map[string]bool{w2.TradeNo: true}})
 	require.NoError(t, err)
 	importFile(1001, channels.WeChat, f)
 	lines, err = statementstest.FromEvents(channels.Alipay, events[channels.Alipay])
 	require.NoError(t, err)
-	f, err = statementstest.AlipayBill("20880000000000000156", day, lines)
+	f, err = alipay.SampleBill("20880000000000000156", day, lines)
 	require.NoError(t, err)
 	importFile(1001, channels.Alipay, f)
 	lines, err = statementstest.FromEvents(channels.SQB, events[channels.SQB])
 	require.NoError(t, err)
-	f, err = statementstest.SQBQueryResponses(lines)
+	f, err = sqb.SampleQueryResponses(lines)
 	require.NoError(t, err)
 	importFile(1001, channels.SQB, f)
 	var pEvents []channels.Event
@@ -459,7 +462,7 @@ func TestStatementReconcilePublishMissing(t *testing.T) {
 			lines[i].Status = "PROCESSING"
 		}
 	}
-	f, err = statementstest.WeChatBill(lines, statementstest.WeChatOptions{MchID: "1900000002"})
+	f, err = wechat.SampleBill(lines, wechat.SampleBillOptions{MchID: "1900000002"})
 	require.NoError(t, err)
 	importFile(1002, channels.WeChat, f)
 
@@ -576,7 +579,7 @@ func TestStatementReconcilePublishMissingRefusesWithoutAKey(t *testing.T) {
 	require.NoError(t, err)
 	lines, err := statementstest.FromEvents(channels.WeChat, []channels.Event{res.Event})
 	require.NoError(t, err)
-	f, err := statementstest.WeChatBill(lines, statementstest.WeChatOptions{})
+	f, err := wechat.SampleBill(lines, wechat.SampleBillOptions{})
 	require.NoError(t, err)
 	path := filepath.Join(t.TempDir(), "bill.csv")
 	require.NoError(t, os.WriteFile(path, f.Data, 0o600))

@@ -13,6 +13,9 @@ import (
 
 	"github.com/paycallback/paycallback/internal/sqldb"
 	"github.com/paycallback/paycallback/pkg/channels"
+	"github.com/paycallback/paycallback/pkg/channels/alipay"
+	"github.com/paycallback/paycallback/pkg/channels/sqb"
+	"github.com/paycallback/paycallback/pkg/channels/wechat"
 	"github.com/paycallback/paycallback/pkg/statements"
 	"github.com/paycallback/paycallback/pkg/statements/statementstest"
 )
@@ -23,11 +26,13 @@ import (
 // import in the audit trail.
 func TestStatementImport(t *testing.T) {
 	lookup := withMerchants(t, testMerchants)
-	fixture := func(name string) string { return filepath.Join("..", "..", "pkg", "statements", "testdata", name) }
-	wechat := fixture("wechat_tradebill_ALL_2024-03-15.csv")
+	fixture := func(name string) string {
+		return filepath.Join("..", "..", "pkg", "channels", strings.Split(name, "_")[0], "testdata", name)
+	}
+	wxFile := fixture("wechat_tradebill_ALL_2024-03-15.csv")
 
 	for _, tc := range []struct{ channel, file string }{
-		{"WECHAT", wechat},
+		{"WECHAT", wxFile},
 		{"ALIPAY", fixture("alipay_20880000000000000156_20240315.csv.zip")},
 		{"SQB", fixture("sqb_query_responses_SYNTHETIC.jsonl")},
 	} {
@@ -35,14 +40,14 @@ func TestStatementImport(t *testing.T) {
 		require.NoError(t, err, "%s: %s%s", tc.channel, out, stderr)
 		assert.Contains(t, out, "2024-03-15: new", tc.channel)
 	}
-	out, _, err := runCmd(t, lookup, "statement", "import", "--channel", "WECHAT", "--tenant", "1001", "--file", wechat,
+	out, _, err := runCmd(t, lookup, "statement", "import", "--channel", "WECHAT", "--tenant", "1001", "--file", wxFile,
 		"--sha1", "c2baf4b6b2671093d900aa83c375339a410ccae3")
 	require.NoError(t, err)
 	assert.Contains(t, out, "2024-03-15: unchanged, 5 lines")
 
 	// A corrected bill: the second payment's fee line is the same, but the
 	// refund of TEST-ORDER-0003 is gone and the summary says so.
-	data, err := os.ReadFile(wechat)
+	data, err := os.ReadFile(wxFile)
 	require.NoError(t, err)
 	var kept []string
 	for _, line := range strings.Split(string(data), "\n") {
@@ -78,17 +83,17 @@ func TestStatementImport(t *testing.T) {
 	require.NoError(t, os.WriteFile(broken, []byte(strings.Replace(string(data), "`5,", "`6,", 1)), 0o600))
 	for _, args := range [][]string{
 		{"--channel", "WECHAT", "--file", broken},
-		{"--channel", "WECHAT", "--file", wechat, "--sha1", strings.Repeat("0", 40)},
-		{"--channel", "ALIPAY", "--file", wechat},
+		{"--channel", "WECHAT", "--file", wxFile, "--sha1", strings.Repeat("0", 40)},
+		{"--channel", "ALIPAY", "--file", wxFile},
 	} {
 		_, _, err := runCmd(t, lookup, append([]string{"statement", "import", "--tenant", "1001"}, args...)...)
 		require.Error(t, err, args)
 		assert.Equal(t, exitRefused, exitCode(err), "%v: %v", args, err)
 	}
 	for _, args := range [][]string{
-		{"--channel", "WECHAT", "--file", wechat},
-		{"--channel", "PAYPAL", "--tenant", "1001", "--file", wechat},
-		{"--channel", "WECHAT", "--tenant", "1001", "--file", wechat, "--sha1", "xyz"},
+		{"--channel", "WECHAT", "--file", wxFile},
+		{"--channel", "PAYPAL", "--tenant", "1001", "--file", wxFile},
+		{"--channel", "WECHAT", "--tenant", "1001", "--file", wxFile, "--sha1", "xyz"},
 	} {
 		_, _, err := runCmd(t, lookup, append([]string{"statement", "import"}, args...)...)
 		require.Error(t, err, args)
@@ -132,9 +137,11 @@ func withMerchants(t *testing.T, contents string) func(string) (string, bool) {
 // nothing is stored. Without the binding, import and --publish-missing
 // refuse.
 func TestStatementImportIsBoundToTheTenant(t *testing.T) {
-	fixture := func(name string) string { return filepath.Join("..", "..", "pkg", "statements", "testdata", name) }
-	wechat := fixture("wechat_tradebill_ALL_2024-03-15.csv")
-	data, err := os.ReadFile(wechat)
+	fixture := func(name string) string {
+		return filepath.Join("..", "..", "pkg", "channels", strings.Split(name, "_")[0], "testdata", name)
+	}
+	wxFile := fixture("wechat_tradebill_ALL_2024-03-15.csv")
+	data, err := os.ReadFile(wxFile)
 	require.NoError(t, err)
 	st, err := statements.Parse(channels.WeChat, data, "")
 	require.NoError(t, err)
@@ -152,18 +159,18 @@ func TestStatementImportIsBoundToTheTenant(t *testing.T) {
 	}
 	// A service provider's bill downloaded without sub_mchid: a
 	// sub-merchant's rows, and one row of its own (特约商户号 0).
-	bill := must(statementstest.WeChatBill(st.Lines, statementstest.WeChatOptions{MchID: "1900000100", SubMchID: "1900000109"}))
+	bill := must(wechat.SampleBill(st.Lines, wechat.SampleBillOptions{MchID: "1900000100", SubMchID: "1900000109"}))
 	bill.Data = []byte(strings.Replace(string(bill.Data), "`1900000109,", "`0,", 1))
 	partner := write("partner.csv", bill)
-	alipay, err := statements.Parse(channels.Alipay, mustRead(t, fixture("alipay_20880000000000000156_20240315.csv.zip")), "")
+	ali, err := statements.Parse(channels.Alipay, mustRead(t, fixture("alipay_20880000000000000156_20240315.csv.zip")), "")
 	require.NoError(t, err)
-	noSuffix := write("nosuffix.zip", must(statementstest.AlipayBill("2088000000000000", "2024-03-15", alipay.Lines)))
-	sqb, err := statements.Parse(channels.SQB, mustRead(t, fixture("sqb_query_responses_SYNTHETIC.jsonl")), "")
+	noSuffix := write("nosuffix.zip", must(alipay.SampleBill("2088000000000000", "2024-03-15", ali.Lines)))
+	sq, err := statements.Parse(channels.SQB, mustRead(t, fixture("sqb_query_responses_SYNTHETIC.jsonl")), "")
 	require.NoError(t, err)
-	for i := range sqb.Lines {
-		sqb.Lines[i].MerchantID = "100000000000000009"
+	for i := range sq.Lines {
+		sq.Lines[i].MerchantID = "100000000000000009"
 	}
-	otherTerminal := write("other.jsonl", must(statementstest.SQBQueryResponses(sqb.Lines)))
+	otherTerminal := write("other.jsonl", must(sqb.SampleQueryResponses(sq.Lines)))
 
 	const binding = "1001 WECHAT 1900000000\n1001 ALIPAY 2088000000000000\n1001 SQB 100000000000000001\n" +
 		"2002 WECHAT 1900000109\n1001 WECHAT 1900000100\n2002 SQB 100000000000000009\n"
@@ -178,12 +185,12 @@ func TestStatementImportIsBoundToTheTenant(t *testing.T) {
 		name, ch, tenant, file string
 		want                   string // "" imports
 	}{
-		{"a bill of another tenant's merchant", "WECHAT", "2002", wechat, "names merchant 1900000000 (bound to tenant 1001), not bound to tenant 2002"},
+		{"a bill of another tenant's merchant", "WECHAT", "2002", wxFile, "names merchant 1900000000 (bound to tenant 1001), not bound to tenant 2002"},
 		{"a service provider's bill holding another tenant's sub-merchant", "WECHAT", "1001", partner, "names merchant 1900000109 (bound to tenant 2002), not bound to tenant 1001"},
 		{"an Alipay account without 0156", "ALIPAY", "1001", noSuffix, "account 2088000000000000, which is not a PID followed by 0156"},
 		{"another terminal's responses", "SQB", "1001", otherTerminal, "names merchant 100000000000000009 (bound to tenant 2002), not bound to tenant 1001"},
 		{"a bill of a merchant bound to no tenant", "WECHAT", "3003", partner, "merchant 1900000100 (bound to tenant 1001), merchant 1900000109 (bound to tenant 2002), not bound to tenant 3003"},
-		{"the bound merchant's bill, 特约商户号 0", "WECHAT", "1001", wechat, ""},
+		{"the bound merchant's bill, 特约商户号 0", "WECHAT", "1001", wxFile, ""},
 		{"the bound PID's account", "ALIPAY", "1001", fixture("alipay_20880000000000000156_20240315.csv.zip"), ""},
 		{"the bound terminal's responses", "SQB", "1001", fixture("sqb_query_responses_SYNTHETIC.jsonl"), ""},
 		{"the other tenant's terminal, for it", "SQB", "2002", otherTerminal, ""},
@@ -216,7 +223,7 @@ func TestStatementImportIsBoundToTheTenant(t *testing.T) {
 
 	// Without the binding nothing is imported or published.
 	lookup = withMerchants(t, "")
-	_, _, err = runCmd(t, lookup, "statement", "import", "--channel", "WECHAT", "--tenant", "1001", "--file", wechat)
+	_, _, err = runCmd(t, lookup, "statement", "import", "--channel", "WECHAT", "--tenant", "1001", "--file", wxFile)
 	require.Error(t, err)
 	assert.Equal(t, exitRefused, exitCode(err))
 	require.ErrorContains(t, err, "set PAYCB_TENANT_MERCHANTS_FILE")
@@ -228,7 +235,7 @@ func TestStatementImportIsBoundToTheTenant(t *testing.T) {
 	// A binding that gives one merchant to two tenants is a configuration
 	// error, naming the lines.
 	lookup = withMerchants(t, "1001 WECHAT 1900000000\n2002 WECHAT 1900000000\n")
-	_, _, err = runCmd(t, lookup, "statement", "import", "--channel", "WECHAT", "--tenant", "1001", "--file", wechat)
+	_, _, err = runCmd(t, lookup, "statement", "import", "--channel", "WECHAT", "--tenant", "1001", "--file", wxFile)
 	require.Error(t, err)
 	assert.Equal(t, exitUsage, exitCode(err))
 	assert.ErrorContains(t, err, "line 2: WECHAT merchant 1900000000 is bound to tenant 2002, but line 1 binds it to tenant 1001")

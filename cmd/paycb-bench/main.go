@@ -15,6 +15,7 @@ import (
 	"syscall"
 
 	"github.com/paycallback/paycallback/internal/bench"
+	_ "github.com/paycallback/paycallback/pkg/channels/allchannels" // the channels this binary understands
 )
 
 func main() {

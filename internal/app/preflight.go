@@ -154,15 +154,22 @@ func (p *preflight) fail(check string, err error) error {
 	return fmt.Errorf("%w: %s: %w", ErrStartup, check, err)
 }
 
-// checkKeys refuses to start WeChat without any APIv3 key: every WeChat
-// callback would be dead-lettered no_key.
+// checkKeys refuses to start a channel that needs an APIv3 key
+// (channels.Spec.NeedsAPIv3Key) without any: every callback of it would be
+// dead-lettered no_key.
 func (p *preflight) checkKeys() error {
-	if !slices.Contains(p.cfg.Worker.Channels, string(channels.WeChat)) || p.cfg.WeChat.HasAnyKey() {
+	if p.cfg.WeChat.HasAnyKey() {
 		return nil
 	}
-	return p.fail("wechat", fmt.Errorf("%w: no APIv3 key is set while WECHAT is in worker.channels (PAYCB_CHANNELS): "+
-		"set wechat.apiv3_key (PAYCB_WECHAT_APIV3_KEY or PAYCB_WECHAT_APIV3_KEY_FILE) or per-tenant keys "+
-		"(PAYCB_WECHAT_APIV3_TENANT_KEYS_FILE), or leave WECHAT out of PAYCB_CHANNELS", config.ErrInvalid))
+	for _, code := range p.cfg.Worker.Channels {
+		if spec, ok := channels.Lookup(channels.Channel(code)); !ok || !spec.NeedsAPIv3Key {
+			continue
+		}
+		return p.fail("wechat", fmt.Errorf("%w: no APIv3 key is set while %s is in worker.channels (PAYCB_CHANNELS): "+
+			"set wechat.apiv3_key (PAYCB_WECHAT_APIV3_KEY or PAYCB_WECHAT_APIV3_KEY_FILE) or per-tenant keys "+
+			"(PAYCB_WECHAT_APIV3_TENANT_KEYS_FILE), or leave %s out of PAYCB_CHANNELS", config.ErrInvalid, code, code))
+	}
+	return nil
 }
 
 // checkSchema refuses a database that is not migrated, or migrated to less

@@ -24,7 +24,7 @@ import (
 	"github.com/paycallback/paycallback/internal/demo"
 	"github.com/paycallback/paycallback/internal/kafkaops"
 	"github.com/paycallback/paycallback/internal/ops"
-	"github.com/paycallback/paycallback/pkg/channels/channelstest"
+	"github.com/paycallback/paycallback/pkg/channels/sample"
 	"github.com/paycallback/paycallback/pkg/settlement"
 )
 
@@ -809,7 +809,7 @@ func (h *harness) startConsumer(ctx context.Context, c consumerRun) (*proc, erro
 		"PAYCB_KAFKA_GROUP=" + c.group,
 		"PAYCB_DB_DSN=" + c.dsn,
 		"PAYCB_ADMIN_ADDR=" + admin,
-		"PAYCB_WECHAT_APIV3_KEY=" + channelstest.APIv3Key,
+		"PAYCB_WECHAT_APIV3_KEY=" + sample.APIv3Key,
 		"PAYCB_LOG_LEVEL=warn",
 		"PAYCB_BATCH_MAX=" + strconv.Itoa(c.batchMax),
 	}

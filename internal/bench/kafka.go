@@ -11,10 +11,10 @@ import (
 
 	"github.com/paycallback/paycallback/internal/kafkaops"
 	"github.com/paycallback/paycallback/pkg/channels"
-	"github.com/paycallback/paycallback/pkg/channels/channelstest"
+	"github.com/paycallback/paycallback/pkg/channels/sample"
 )
 
-func keys() channels.StaticKeys { return channelstest.Keys() }
+func keys() channels.StaticKeys { return sample.Keys() }
 
 func encodeEvent(ev channels.Event) (string, error) {
 	b, err := json.Marshal(ev)
@@ -166,7 +166,7 @@ func producePaced(ctx context.Context, brokers []string, topic string, msgs []pa
 		batch = batch[:0]
 		for _, m := range msgs[i:min(i+chunk, len(msgs))] {
 			m.env.ReceivedAt = now
-			batch = append(batch, kafka.Message{Key: m.key, Value: channelstest.EnvelopeWith(m.env)})
+			batch = append(batch, kafka.Message{Key: m.key, Value: sample.EnvelopeWith(m.env)})
 			if _, ok := published[m.id]; !ok && m.id != "" {
 				published[m.id] = now
 			}

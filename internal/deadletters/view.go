@@ -1,12 +1,7 @@
 package deadletters
 
 import (
-	"crypto/aes"
-	"crypto/cipher"
-	"encoding/base64"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"time"
 
 	"github.com/paycallback/paycallback/pkg/channels"
@@ -29,23 +24,6 @@ type EnvelopeView struct {
 	// checks; Problem then says why.
 	Valid   bool   `json:"valid"`
 	Problem string `json:"problem,omitempty"`
-}
-
-// WeChatResourceView is the encrypted resource of a WeChat notification:
-// everything but its plaintext, which is personal data (the payer's
-// openid) and shown only when decrypted on request.
-type WeChatResourceView struct {
-	EventType        string `json:"event_type"`
-	Algorithm        string `json:"algorithm"`
-	AssociatedData   string `json:"associated_data"`
-	Nonce            string `json:"nonce"`
-	OriginalType     string `json:"original_type"`
-	CiphertextLength int    `json:"ciphertext_length"`
-	// Decrypted is the resource's plaintext; only with decryption asked
-	// for and a key that opens it.
-	Decrypted json.RawMessage `json:"decrypted,omitempty"`
-	// DecryptError says why decryption, asked for, failed.
-	DecryptError string `json:"decrypt_error,omitempty"`
 }
 
 // View is everything about one dead letter, for `consumer dlq
@@ -75,8 +53,11 @@ type View struct {
 	Envelope *EnvelopeView `json:"envelope,omitempty"`
 	// Body is the callback body exactly as received. A WeChat body holds
 	// only ciphertext.
-	Body   string              `json:"body,omitempty"`
-	WeChat *WeChatResourceView `json:"wechat_resource,omitempty"`
+	Body string `json:"body,omitempty"`
+	// Resource is the encrypted resource of a channel that has one
+	// (channels.Spec.ViewResource); its JSON name is kept for the
+	// operators' tools that read it.
+	Resource *channels.ResourceView `json:"wechat_resource,omitempty"`
 	// Value is the raw value when it is not an envelope.
 	Value string `json:"value,omitempty"`
 	// Status is open, resolved, closed, redriven or duplicate; empty when
@@ -93,8 +74,9 @@ type View struct {
 	Successor string `json:"successor,omitempty"`
 }
 
-// ViewOf builds the view of d. With keys not nil, a WeChat
-// resource is decrypted with the tenant's keys (current first) and its
+// ViewOf builds the view of d. With keys not nil, an encrypted
+// resource (channels.Spec.ViewResource) is decrypted with the tenant's
+// keys (current first) and its
 // plaintext included; with keys nil it never is. st, when not nil, is d's
 // status (States).
 func ViewOf(dlqTopic string, d Message, st *State, keys channels.KeyProvider) View {
@@ -129,78 +111,8 @@ func ViewOf(dlqTopic string, d Message, st *State, keys channels.KeyProvider) Vi
 		v.Envelope.Valid, v.Envelope.Problem = false, err.Error()
 	}
 	v.Body = env.Body
-	if channels.Channel(env.Channel) == channels.WeChat {
-		v.WeChat = viewWeChat(env, keys)
+	if spec, ok := channels.Lookup(channels.Channel(env.Channel)); ok && spec.ViewResource != nil {
+		v.Resource = spec.ViewResource(env, keys)
 	}
 	return v
-}
-
-// viewWeChat reads a WeChat notification's resource, decrypting it only
-// when keys is not nil.
-func viewWeChat(env channels.Envelope, keys channels.KeyProvider) *WeChatResourceView {
-	var n struct {
-		EventType string `json:"event_type"`
-		Resource  struct {
-			Algorithm      string `json:"algorithm"`
-			Ciphertext     string `json:"ciphertext"`
-			Nonce          string `json:"nonce"`
-			AssociatedData string `json:"associated_data"`
-			OriginalType   string `json:"original_type"`
-		} `json:"resource"`
-	}
-	if json.Unmarshal([]byte(env.Body), &n) != nil {
-		return nil
-	}
-	r := n.Resource
-	v := &WeChatResourceView{
-		EventType: n.EventType, Algorithm: r.Algorithm, AssociatedData: r.AssociatedData, Nonce: r.Nonce,
-		OriginalType: r.OriginalType, CiphertextLength: len(r.Ciphertext),
-	}
-	if keys == nil {
-		return v
-	}
-	plain, err := openWeChat(keys.APIv3Keys(env.TenantID), r.Ciphertext, r.Nonce, r.AssociatedData)
-	if err != nil {
-		v.DecryptError = err.Error()
-		return v
-	}
-	if json.Valid(plain) {
-		v.Decrypted = plain
-	} else {
-		quoted, _ := json.Marshal(string(plain))
-		v.Decrypted = quoted
-	}
-	return v
-}
-
-// errNoKeyOpens is returned when none of the keys opens a resource.
-var errNoKeyOpens = errors.New("no configured APIv3 key of the tenant opens the resource")
-
-// openWeChat opens an AEAD_AES_256_GCM resource with the first of keys
-// whose tag matches.
-func openWeChat(keys [][]byte, ciphertext, nonce, associatedData string) ([]byte, error) {
-	if len(keys) == 0 {
-		return nil, errors.New("no APIv3 key configured for the tenant")
-	}
-	ct, err := base64.StdEncoding.DecodeString(ciphertext)
-	if err != nil {
-		return nil, fmt.Errorf("ciphertext is not base64: %w", err)
-	}
-	if len(nonce) != 12 {
-		return nil, fmt.Errorf("nonce is %d bytes, want 12", len(nonce))
-	}
-	for _, key := range keys {
-		block, err := aes.NewCipher(key)
-		if err != nil {
-			continue
-		}
-		gcm, err := cipher.NewGCM(block)
-		if err != nil {
-			continue
-		}
-		if plain, err := gcm.Open(nil, []byte(nonce), ct, []byte(associatedData)); err == nil {
-			return plain, nil
-		}
-	}
-	return nil, errNoKeyOpens
 }

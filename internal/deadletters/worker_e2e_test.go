@@ -17,6 +17,7 @@ import (
 	"github.com/paycallback/paycallback/internal/ops"
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/channels/channelstest"
+	"github.com/paycallback/paycallback/pkg/channels/wechat"
 )
 
 // TestDeadLettersThroughTheWorker follows dead letters through the real
@@ -163,22 +164,22 @@ func TestViewDeadLetterDecryptsOnlyWhenAsked(t *testing.T) {
 	assert.Equal(t, tr.TenantID, plain.Envelope.TenantID)
 	assert.Equal(t, "WECHAT", plain.Envelope.Channel)
 	assert.True(t, plain.Envelope.Valid)
-	require.NotNil(t, plain.WeChat)
-	assert.Equal(t, channels.WeChatAlgorithm, plain.WeChat.Algorithm)
-	assert.Len(t, plain.WeChat.Nonce, 12)
-	assert.Equal(t, "transaction", plain.WeChat.AssociatedData)
+	require.NotNil(t, plain.Resource)
+	assert.Equal(t, wechat.Algorithm, plain.Resource.Algorithm)
+	assert.Len(t, plain.Resource.Nonce, 12)
+	assert.Equal(t, "transaction", plain.Resource.AssociatedData)
 	assert.Equal(t, "no_key", plain.Kind)
 	assert.Contains(t, headerKeys(plain), "x-source-offset")
 
 	open := deadletters.ViewOf(k.DLQTopic, d, nil, channelstest.Keys())
-	require.NotNil(t, open.WeChat)
-	assert.Empty(t, open.WeChat.DecryptError)
-	assert.Contains(t, string(open.WeChat.Decrypted), "oUpF8uMuAJO_M2pxb1Q9zNjWeS6o")
-	assert.Contains(t, string(open.WeChat.Decrypted), tr.TradeNo)
+	require.NotNil(t, open.Resource)
+	assert.Empty(t, open.Resource.DecryptError)
+	assert.Contains(t, string(open.Resource.Decrypted), "oUpF8uMuAJO_M2pxb1Q9zNjWeS6o")
+	assert.Contains(t, string(open.Resource.Decrypted), tr.TradeNo)
 
 	wrong := deadletters.ViewOf(k.DLQTopic, d, nil, channels.StaticKeys{Default: "fedcba9876543210fedcba9876543210"})
-	assert.Empty(t, wrong.WeChat.Decrypted)
-	assert.NotEmpty(t, wrong.WeChat.DecryptError)
+	assert.Empty(t, wrong.Resource.Decrypted)
+	assert.NotEmpty(t, wrong.Resource.DecryptError)
 }
 
 func headerKeys(v deadletters.View) []string {

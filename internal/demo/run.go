@@ -23,7 +23,7 @@ import (
 	"github.com/paycallback/paycallback/internal/kafkaops/inprocess"
 	"github.com/paycallback/paycallback/internal/metrics"
 	"github.com/paycallback/paycallback/internal/sqldb"
-	"github.com/paycallback/paycallback/pkg/channels/channelstest"
+	"github.com/paycallback/paycallback/pkg/channels/sample"
 	"github.com/paycallback/paycallback/pkg/settlement"
 	"github.com/paycallback/paycallback/schema"
 )
@@ -128,7 +128,7 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 	cfg.Kafka.SessionTimeout = 6 * time.Second
 	cfg.Kafka.HeartbeatInterval = 500 * time.Millisecond
 	cfg.Admin.Addr = o.AdminAddr
-	cfg.WeChat.APIv3Key = config.Secret(channelstest.APIv3Key) // the demo's fake key
+	cfg.WeChat.APIv3Key = config.Secret(sample.APIv3Key) // the demo's fake key
 	cfg.Worker.SweepInterval = time.Second
 	cfg.Finalize()
 	if err := cfg.Validate(app.FileChecks()); err != nil {

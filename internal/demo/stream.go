@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/paycallback/paycallback/pkg/channels"
-	"github.com/paycallback/paycallback/pkg/channels/channelstest"
+	"github.com/paycallback/paycallback/pkg/channels/sample"
 )
 
 // Message is one Kafka message of the stream.
@@ -55,7 +55,7 @@ type StreamOptions struct {
 	// a smoke test's trades); the numbers stay unique per Seed.
 	TradePrefix string
 	// WeChatKey, when set, returns the APIv3 key that encrypts a tenant's
-	// WeChat resources (default channelstest.APIv3Key).
+	// WeChat resources (default sample.APIv3Key).
 	WeChatKey func(tenantID int64) string
 }
 
@@ -86,7 +86,7 @@ func Generate(o StreamOptions) Stream {
 	var perTrade []trade
 	for i := range o.Trades {
 		ch := chans[rng.IntN(len(chans))]
-		t := channelstest.NewTrade(ch, int(o.Seed%1000)*100000+i)
+		t := sample.NewTrade(ch, int(o.Seed%1000)*100000+i)
 		t.TradeNo = o.TradePrefix + t.TradeNo
 		t.TenantID = o.Tenants[rng.IntN(len(o.Tenants))]
 		var apiv3Key string
@@ -97,17 +97,17 @@ func Generate(o StreamOptions) Stream {
 		key := []byte(fmt.Sprintf("%s:%s", ch, t.TradeNo))
 
 		var tr trade
-		deliver := func(note string, build func(d channelstest.Delivery) []byte) {
+		deliver := func(note string, build func(d sample.Delivery) []byte) {
 			copies := 1 + rng.IntN(3)
 			for a := range copies {
 				k := key
 				if a > 0 && rng.IntN(4) == 0 {
 					k = nil // a duplicate on another partition, concurrently
 				}
-				tr.msgs = append(tr.msgs, Message{Key: k, Value: build(channelstest.Delivery{Attempt: a, ReceivedAt: o.ReceivedAt, APIv3Key: apiv3Key}), Note: fmt.Sprintf("%s attempt %d", note, a)})
+				tr.msgs = append(tr.msgs, Message{Key: k, Value: build(sample.Delivery{Attempt: a, ReceivedAt: o.ReceivedAt, APIv3Key: apiv3Key}), Note: fmt.Sprintf("%s attempt %d", note, a)})
 			}
 		}
-		deliver("payment "+string(key), func(d channelstest.Delivery) []byte { return channelstest.PaymentEnvelope(t, d) })
+		deliver("payment "+string(key), func(d sample.Delivery) []byte { return sample.PaymentEnvelope(t, d) })
 		s.Events++
 		s.Paid[t.TenantID] += t.Total
 
@@ -126,10 +126,10 @@ func Generate(o StreamOptions) Stream {
 					amount = left // refunded in full
 				}
 				cumulative += amount
-				ref := channelstest.Refund{No: fmt.Sprintf("RF%s-%d", t.TradeNo, r+1), Amount: amount, Cumulative: cumulative}
+				ref := sample.Refund{No: fmt.Sprintf("RF%s-%d", t.TradeNo, r+1), Amount: amount, Cumulative: cumulative}
 				ref.At = t.PaidAt.Add(time.Duration(r+1) * time.Hour)
-				deliver(fmt.Sprintf("refund %d of %s", r+1, key), func(d channelstest.Delivery) []byte {
-					return channelstest.RefundEnvelope(t, ref, d)
+				deliver(fmt.Sprintf("refund %d of %s", r+1, key), func(d sample.Delivery) []byte {
+					return sample.RefundEnvelope(t, ref, d)
 				})
 				s.Events++
 			}
@@ -177,19 +177,20 @@ func Generate(o StreamOptions) Stream {
 
 	if !o.NoTraps {
 		// A payment re-sent with a different amount: same key, different
-		// fingerprint.
-		t := channelstest.NewTrade(channels.SQB, int(o.Seed%1000)*100000+o.Trades+1)
+		// fingerprint, on the last registered channel.
+		codes := channels.Codes()
+		t := sample.NewTrade(codes[len(codes)-1], int(o.Seed%1000)*100000+o.Trades+1)
 		t.TradeNo = o.TradePrefix + t.TradeNo
 		t.TenantID = o.Tenants[0]
 		key := []byte(fmt.Sprintf("%s:%s", t.Channel, t.TradeNo))
 		s.Messages = append(s.Messages,
-			Message{Key: key, Value: channelstest.PaymentEnvelope(t, channelstest.Delivery{ReceivedAt: o.ReceivedAt}), Note: "payment before a conflicting copy"})
+			Message{Key: key, Value: sample.PaymentEnvelope(t, sample.Delivery{ReceivedAt: o.ReceivedAt}), Note: "payment before a conflicting copy"})
 		s.Events++
 		s.Paid[t.TenantID] += t.Total
 		bad := t
 		bad.Total += 100
 		s.Messages = append(s.Messages,
-			Message{Key: key, Value: channelstest.PaymentEnvelope(bad, channelstest.Delivery{Attempt: 1, ReceivedAt: o.ReceivedAt}), Note: "conflicting payment"})
+			Message{Key: key, Value: sample.PaymentEnvelope(bad, sample.Delivery{Attempt: 1, ReceivedAt: o.ReceivedAt}), Note: "conflicting payment"})
 		s.Conflicts++
 		s.Messages = append(s.Messages, Message{Key: []byte("WECHAT:broken"), Value: []byte(`{"tenant_id": 1001, "channel": "WECHAT", "body": `), Note: "malformed"})
 		s.Malformed++

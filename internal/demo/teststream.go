@@ -54,7 +54,7 @@ func TestStream(o TestOptions) (s Stream, prefix string, err error) {
 		if !ch.Valid() {
 			return Stream{}, "", fmt.Errorf("test stream: channel %q is not %s", ch, channels.CodeList())
 		}
-		if ch == channels.WeChat && o.WeChatKey == "" {
+		if spec, _ := channels.Lookup(ch); spec.NeedsAPIv3Key && o.WeChatKey == "" {
 			return Stream{}, "", fmt.Errorf("test stream: tenant %d: %w", o.TenantID, ErrNoWeChatKey)
 		}
 	}

@@ -19,7 +19,7 @@ import (
 	"github.com/paycallback/paycallback/internal/metrics"
 	"github.com/paycallback/paycallback/internal/pipeline"
 	"github.com/paycallback/paycallback/pkg/channels"
-	"github.com/paycallback/paycallback/pkg/channels/channelstest"
+	"github.com/paycallback/paycallback/pkg/channels/sample"
 	"github.com/paycallback/paycallback/pkg/idempotent"
 	"github.com/paycallback/paycallback/pkg/settlement"
 )
@@ -48,7 +48,7 @@ func WithMetrics(gs ...prometheus.Gatherer) Option {
 func Exact() Option { return func(o *options) { o.exact = true } }
 
 // WithKeys sets the WeChat APIv3 keys used to decode the stream (default:
-// channelstest.APIv3Key for every tenant, which demo.Generate uses).
+// sample.APIv3Key for every tenant, which demo.Generate uses).
 func WithKeys(k channels.KeyProvider) Option { return func(o *options) { o.keys = k } }
 
 // Report is what Check found. Violations lists every broken invariant; an
@@ -169,7 +169,7 @@ type tenantKey struct {
 // read the database or the topic, or a stream that does not decode as
 // expected.
 func Check(ctx context.Context, db bun.IDB, brokers []string, dlqTopic string, stream demo.Stream, opts ...Option) (Report, error) {
-	o := options{keys: channels.StaticKeys{Default: channelstest.APIv3Key}}
+	o := options{keys: channels.StaticKeys{Default: sample.APIv3Key}}
 	for _, opt := range opts {
 		opt(&o)
 	}

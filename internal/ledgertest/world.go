@@ -11,7 +11,7 @@ import (
 
 	"github.com/paycallback/paycallback/internal/sqldb/sqldbtest"
 	"github.com/paycallback/paycallback/pkg/channels"
-	"github.com/paycallback/paycallback/pkg/channels/channelstest"
+	"github.com/paycallback/paycallback/pkg/channels/sample"
 	"github.com/paycallback/paycallback/pkg/idempotent"
 	"github.com/paycallback/paycallback/pkg/settlement"
 )
@@ -43,7 +43,7 @@ func On(tb testing.TB, db *bun.DB) *World {
 	claims := idempotent.NewStore(db)
 	svc, err := settlement.New(db, claims, nil, nil)
 	require.NoError(tb, err)
-	return &World{TB: tb, DB: db, Claims: claims, Svc: svc, Dec: channels.NewDecoder(channelstest.Keys())}
+	return &World{TB: tb, DB: db, Claims: claims, Svc: svc, Dec: channels.NewDecoder(sample.Keys())}
 }
 
 // NextOffset returns the offset of the next message on partition 0 of
@@ -92,7 +92,7 @@ func (w *World) Exec(query string, args ...any) {
 }
 
 // Register pre-registers a refund of tr.
-func (w *World) Register(tr channelstest.Trade, refundNo string, amount int64) {
+func (w *World) Register(tr sample.Trade, refundNo string, amount int64) {
 	w.TB.Helper()
 	_, err := w.Svc.RegisterRefund(context.Background(), settlement.RefundRequest{
 		TenantID: tr.TenantID, Channel: tr.Channel, TradeNo: tr.TradeNo, RefundNo: refundNo, Amount: amount,

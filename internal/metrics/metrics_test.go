@@ -13,6 +13,7 @@ import (
 
 	"github.com/paycallback/paycallback/internal/buildinfo"
 	"github.com/paycallback/paycallback/pkg/channels"
+	_ "github.com/paycallback/paycallback/pkg/channels/allchannels" // the built-in channels
 )
 
 func mustNew(t *testing.T) (*Metrics, *prometheus.Registry) {

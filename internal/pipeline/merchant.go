@@ -88,10 +88,14 @@ func merchantField(ch channels.Channel) string {
 }
 
 // refundMayNameNoMerchant reports whether res is a refund or cancel of a
-// channel whose refund answers carry no merchant: Shouqianba's, forwarded
-// as the refund or cancel API's answer (docs/channels.md).
+// channel whose refund answers may carry no merchant
+// (channels.Spec.RefundMayNameNoMerchant; docs/channels.md).
 func refundMayNameNoMerchant(res channels.Result) bool {
-	return !res.Ignored && res.Event.Channel == channels.SQB && res.Event.Type == idempotent.RefundSucceeded
+	if res.Ignored || res.Event.Type != idempotent.RefundSucceeded {
+		return false
+	}
+	spec, ok := channels.Lookup(res.Event.Channel)
+	return ok && spec.RefundMayNameNoMerchant
 }
 
 // boundMerchant is the merchant the check passed res for, which the event

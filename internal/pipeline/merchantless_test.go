@@ -80,7 +80,7 @@ func (e *merchantlessEnv) handleAll(t *testing.T, values ...[]byte) {
 // receiver forwards it, in an envelope of tenant.
 func published(t *testing.T, name string, tenant int64) []byte {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join("..", "..", "pkg", "channels", "testdata", "published", "sqb", name))
+	raw, err := os.ReadFile(filepath.Join("..", "..", "pkg", "channels", "sqb", "testdata", "published", "sqb", name))
 	require.NoError(t, err)
 	var body map[string]any
 	require.NoError(t, json.Unmarshal(raw, &body))

@@ -467,7 +467,7 @@ func (s *mergeSetup) payments(p, n int) []kafka.Message {
 	msgs := make([]kafka.Message, n)
 	for i := range msgs {
 		s.seq++
-		tr := channelstest.NewTrade(channels.Codes()[s.seq%3], s.seq)
+		tr := channelstest.NewTrade(channels.Codes()[s.seq%len(channels.Codes())], s.seq)
 		tr.TenantID += int64(s.seq % 2)
 		msgs[i] = kafka.Message{Topic: "channel-events", Partition: p, Offset: int64(i), Value: channelstest.PaymentEnvelope(tr, channelstest.Delivery{})}
 	}

@@ -52,7 +52,7 @@ func countedPipeline(t *testing.T) (*Pipeline, *sqldbtest.StatementCounter, *ide
 func TestANewEventAloneCostsItsWritesOnly(t *testing.T) {
 	p, counter, _ := countedPipeline(t)
 	ctx := context.Background()
-	for i, ch := range []channels.Channel{channels.WeChat, channels.Alipay, channels.SQB} {
+	for i, ch := range channels.Codes() {
 		tr := channelstest.NewTrade(ch, 700+i)
 		msg := kafka.Message{Topic: "channel-events", Partition: 0, Offset: int64(i), Value: channelstest.PaymentEnvelope(tr, channelstest.Delivery{})}
 		before := counter.Count()

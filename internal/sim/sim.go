@@ -23,7 +23,7 @@ import (
 	"github.com/paycallback/paycallback/internal/metrics"
 	"github.com/paycallback/paycallback/internal/pipeline"
 	"github.com/paycallback/paycallback/internal/sqldb/sqldbtest"
-	"github.com/paycallback/paycallback/pkg/channels/channelstest"
+	"github.com/paycallback/paycallback/pkg/channels/sample"
 )
 
 // Topic names the simulation uses.
@@ -210,7 +210,7 @@ func (r *runner) config() config.Config {
 	cfg.Kafka.MaxWait = 100 * time.Millisecond
 	cfg.DB.DSN = config.DSN(r.env.ProxiedDSN)
 	cfg.Admin.Addr = "127.0.0.1:0"
-	cfg.WeChat.APIv3Key = config.Secret(channelstest.APIv3Key)
+	cfg.WeChat.APIv3Key = config.Secret(sample.APIv3Key)
 	cfg.Worker.RetryBackoffMin = 10 * time.Millisecond
 	cfg.Worker.RetryBackoffMax = 100 * time.Millisecond
 	cfg.Worker.SweepInterval = 200 * time.Millisecond

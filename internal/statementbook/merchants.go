@@ -35,8 +35,8 @@ func CheckStatementMerchants(b merchantbinding.Binding, source string, tenant in
 		switch owner, ok := b.TenantOf(st.Channel, id); {
 		case id == "":
 			refused = append(refused, fmt.Sprintf("a line that names no merchant (%s)", statementMerchantField(st.Channel)))
-		case st.Channel == channels.Alipay && strings.HasPrefix(id, "["):
-			refused = append(refused, fmt.Sprintf("account %s, which is not a PID followed by %s", strings.Trim(id, "[]"), statements.AlipayAccountSuffix))
+		case statements.UnboundMerchant(st.Channel, id) != "":
+			refused = append(refused, statements.UnboundMerchant(st.Channel, id))
 		case !ok:
 			refused = append(refused, fmt.Sprintf("merchant %s (bound to no tenant)", id))
 		case owner != tenant:

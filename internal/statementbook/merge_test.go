@@ -13,6 +13,8 @@ import (
 	"github.com/paycallback/paycallback/internal/sqldb/sqldbtest"
 	"github.com/paycallback/paycallback/internal/statementbook"
 	"github.com/paycallback/paycallback/pkg/channels"
+	"github.com/paycallback/paycallback/pkg/channels/sqb"
+	"github.com/paycallback/paycallback/pkg/channels/wechat"
 	"github.com/paycallback/paycallback/pkg/statements"
 )
 
@@ -35,7 +37,7 @@ func sqbFile(sha string, lines ...statements.Line) statements.Statement {
 	for i := range lines {
 		lines[i].LineNo = i + 1
 	}
-	return statements.Statement{Channel: channels.SQB, Format: statements.FormatSQBQuery, SHA1: sha, Lines: lines}
+	return statements.Statement{Channel: channels.SQB, Format: sqb.FormatQuery, SHA1: sha, Lines: lines}
 }
 
 // heldLines reads the lines held for tenant, ch and day, by trade (and
@@ -84,9 +86,9 @@ func importOne(t *testing.T, db *bun.DB, tenant int64, st statements.Statement) 
 func TestImportSQBFilesMerge(t *testing.T) {
 	sqldbtest.Dialects(t, func(t *testing.T, db *bun.DB) { //nolint:thelper // a test body run once per dialect
 		ctx := context.Background()
-		first := importOne(t, db, 1, sqbFile("sqb-a", sqbOrder("7801", channels.SQBPaid, 1000, 1000, at(9, 0))))
+		first := importOne(t, db, 1, sqbFile("sqb-a", sqbOrder("7801", sqb.Paid, 1000, 1000, at(9, 0))))
 		assert.Equal(t, statementbook.ImportNew, first.Status)
-		second := importOne(t, db, 1, sqbFile("sqb-b", sqbOrder("7802", channels.SQBPaid, 2000, 2000, at(10, 0))))
+		second := importOne(t, db, 1, sqbFile("sqb-b", sqbOrder("7802", sqb.Paid, 2000, 2000, at(10, 0))))
 		assert.Equal(t, statementbook.ImportMerged, second.Status)
 		assert.Equal(t, 2, second.Held)
 		require.Len(t, second.Changes, 1)
@@ -105,7 +107,7 @@ func TestImportSQBFilesMerge(t *testing.T) {
 			"both orders are reconciled: nothing is posted for either")
 		assert.Equal(t, second.Version, rep.StatementVersion)
 
-		again := importOne(t, db, 1, sqbFile("sqb-b", sqbOrder("7802", channels.SQBPaid, 2000, 2000, at(10, 0))))
+		again := importOne(t, db, 1, sqbFile("sqb-b", sqbOrder("7802", sqb.Paid, 2000, 2000, at(10, 0))))
 		assert.Equal(t, statementbook.ImportUnchanged, again.Status, "the same responses again")
 		assert.Equal(t, second.Version, again.Version)
 	})
@@ -117,16 +119,16 @@ func TestImportSQBFilesMerge(t *testing.T) {
 func TestImportSQBLaterResponseSupersedes(t *testing.T) {
 	sqldbtest.Dialects(t, func(t *testing.T, db *bun.DB) { //nolint:thelper // a test body run once per dialect
 		importOne(t, db, 2, sqbFile("s1",
-			sqbOrder("7901", channels.SQBPaid, 1000, 1000, at(9, 0)),
-			sqbOrder("7902", channels.SQBPaid, 3000, 3000, at(11, 0)),
-			sqbOrder("7903", channels.SQBPaid, 500, 500, at(12, 0))))
+			sqbOrder("7901", sqb.Paid, 1000, 1000, at(9, 0)),
+			sqbOrder("7902", sqb.Paid, 3000, 3000, at(11, 0)),
+			sqbOrder("7903", sqb.Paid, 500, 500, at(12, 0))))
 
 		// 7901 refunded later; 7902 answered the same second with another
 		// net amount; 7903 an older response (before a refund) turning up late.
 		day := importOne(t, db, 2, sqbFile("s2",
-			sqbOrder("7901", channels.SQBRefunded, 1000, 0, at(15, 0)),
-			sqbOrder("7902", channels.SQBPartialRefunded, 3000, 2000, at(11, 0)),
-			sqbOrder("7903", channels.SQBPartialRefunded, 500, 100, at(11, 59))))
+			sqbOrder("7901", sqb.Refunded, 1000, 0, at(15, 0)),
+			sqbOrder("7902", sqb.PartialRefunded, 3000, 2000, at(11, 0)),
+			sqbOrder("7903", sqb.PartialRefunded, 500, 100, at(11, 59))))
 		assert.Equal(t, statementbook.ImportMerged, day.Status)
 		assert.Equal(t, []string{"7903"}, day.Older)
 		require.Len(t, day.Changes, 2)
@@ -137,16 +139,16 @@ func TestImportSQBLaterResponseSupersedes(t *testing.T) {
 
 		held := heldLines(t, db, 2, channels.SQB, mergeDay)
 		require.Len(t, held, 3)
-		assert.Equal(t, heldRow{TradeNo: "7901", Status: channels.SQBRefunded, Settled: 0, MerchantID: "100000000000000001", Source: "s2"}, held["7901"],
+		assert.Equal(t, heldRow{TradeNo: "7901", Status: sqb.Refunded, Settled: 0, MerchantID: "100000000000000001", Source: "s2"}, held["7901"],
 			"a higher finish_time supersedes")
 		assert.Equal(t, "s2", held["7902"].Source, "the same finish_time: the later import supersedes")
 		assert.Equal(t, int64(2000), held["7902"].Settled)
-		assert.Equal(t, heldRow{TradeNo: "7903", Status: channels.SQBPaid, Settled: 500, MerchantID: "100000000000000001", Source: "s1"}, held["7903"],
+		assert.Equal(t, heldRow{TradeNo: "7903", Status: sqb.Paid, Settled: 500, MerchantID: "100000000000000001", Source: "s1"}, held["7903"],
 			"an earlier finish_time does not supersede")
 
 		// A response whose finish_time is on the next day moves the order
 		// there: it is held once.
-		next := importOne(t, db, 2, sqbFile("s3", sqbOrder("7903", channels.SQBRefunded, 500, 0, at(12, 0).AddDate(0, 0, 1))))
+		next := importOne(t, db, 2, sqbFile("s3", sqbOrder("7903", sqb.Refunded, 500, 0, at(12, 0).AddDate(0, 0, 1))))
 		assert.Equal(t, "2024-03-16", next.Day)
 		assert.NotContains(t, heldLines(t, db, 2, channels.SQB, mergeDay), "7903")
 		assert.Contains(t, heldLines(t, db, 2, channels.SQB, "2024-03-16"), "7903")
@@ -155,7 +157,7 @@ func TestImportSQBLaterResponseSupersedes(t *testing.T) {
 
 // wechatBill is a WeChat bill of merchant mch for mergeDay.
 func wechatBill(sha, mch string, trades ...string) statements.Statement {
-	st := statements.Statement{Channel: channels.WeChat, Format: statements.FormatWeChatAll, SHA1: sha}
+	st := statements.Statement{Channel: channels.WeChat, Format: wechat.FormatAll, SHA1: sha}
 	for i, tr := range trades {
 		st.Lines = append(st.Lines, statements.Line{
 			LineNo: i + 2, Channel: channels.WeChat, Kind: statements.KindPayment, TradeNo: tr, MerchantOrderNo: "M-" + tr,
@@ -207,7 +209,7 @@ func sortedKeys(m map[string]heldRow) []string {
 // TestDayVersion: the version is the lines', whatever their order and
 // files; a changed line changes it.
 func TestDayVersion(t *testing.T) {
-	a, b := sqbOrder("1", channels.SQBPaid, 100, 100, at(9, 0)), sqbOrder("2", channels.SQBPaid, 200, 200, at(9, 1))
+	a, b := sqbOrder("1", sqb.Paid, 100, 100, at(9, 0)), sqbOrder("2", sqb.Paid, 200, 200, at(9, 1))
 	v := statementbook.DayVersion([]statements.Line{a, b})
 	b2 := b
 	b2.LineNo = 7
@@ -229,14 +231,14 @@ func TestPublishMissingRefusesAStaleDayVersion(t *testing.T) {
 	db := sqldbtest.MustMySQL(t)
 	k := mustKafka(t, 2)
 	importOne(t, db, 4, sqbFile("p1",
-		sqbOrder("7701", channels.SQBPaid, 1000, 1000, at(9, 0)),
-		sqbOrder("7702", channels.SQBPaid, 2000, 2000, at(10, 0))))
+		sqbOrder("7701", sqb.Paid, 1000, 1000, at(9, 0)),
+		sqbOrder("7702", sqb.Paid, 2000, 2000, at(10, 0))))
 	rep, err := statementbook.ReconcileStatement(ctx, db, 4, channels.SQB, mergeDay)
 	require.NoError(t, err)
 	require.Len(t, rep.Items, 2)
 	sha := rep.StatementSHA1
 
-	importOne(t, db, 4, sqbFile("p2", sqbOrder("7702", channels.SQBPaid, 2000, 2000, at(10, 0).AddDate(0, 0, 1))))
+	importOne(t, db, 4, sqbFile("p2", sqbOrder("7702", sqb.Paid, 2000, 2000, at(10, 0).AddDate(0, 0, 1))))
 	pub, err := statementbook.PublishMissing(ctx, db, input(k), rep, testSigning, time.Now())
 	require.ErrorIs(t, err, statementbook.ErrStatementChanged)
 	assert.Empty(t, pub.Published)

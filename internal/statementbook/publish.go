@@ -322,11 +322,11 @@ func rebuild(ch channels.Channel, tenant int64, it StatementItem, lines map[stri
 	}
 	switch statements.Kind(l.Kind) {
 	case statements.KindPayment, statements.KindOrder:
-		if ch == channels.SQB && l.Status == channels.SQBCanceled {
+		if statements.LineCanceled(ch, l.Status) {
 			// A cancelled order says nothing about whether it was paid, and
 			// nets to zero either way: there is no payment to publish.
-			return channels.Event{}, "the order is CANCELED: it nets the trade to zero whether or not it was paid, " +
-				"so no payment is published for it; query the order (/upay/v2/query) if its trade is in doubt"
+			return channels.Event{}, fmt.Sprintf("the order is %s: it nets the trade to zero whether or not it was paid, "+
+				"so no payment is published for it; query the order (%s) if its trade is in doubt", l.Status, orderQuery(ch))
 		}
 		ev.Type, ev.OrderTotal = idempotent.PaymentReceived, l.Amount
 	case statements.KindRefund:
@@ -337,12 +337,12 @@ func rebuild(ch channels.Channel, tenant int64, it StatementItem, lines map[stri
 		switch {
 		case t.statement == 0 && t.order == 0:
 			return channels.Event{}, "the order total is unknown: no payment line of the trade in the imported statements and no order row; " +
-				"import the statement of the payment's day, or query the refund (WeChat GET /v3/refund/domestic/refunds/{out_refund_no})"
+				"import the statement of the payment's day, or query the refund (" + refundQuery(ch) + ")"
 		case t.statement != 0 && t.order != 0 && t.statement != t.order:
 			return channels.Event{}, fmt.Sprintf("the order total disagrees: %d fen on the statement's payment line, %d fen on the order row; "+
-				"query the refund (WeChat GET /v3/refund/domestic/refunds/{out_refund_no})", t.statement, t.order)
+				"query the refund (%s)", t.statement, t.order, refundQuery(ch))
 		case t.conflict:
-			return channels.Event{}, "the statements' payment lines of the trade disagree on the order total; query the refund (WeChat GET /v3/refund/domestic/refunds/{out_refund_no})"
+			return channels.Event{}, "the statements' payment lines of the trade disagree on the order total; query the refund (" + refundQuery(ch) + ")"
 		}
 		ev.OrderTotal = max(t.statement, t.order)
 		ev.Type, ev.RefundNo, ev.RefundAmount = idempotent.RefundSucceeded, l.RefundNo, l.Amount
@@ -363,14 +363,29 @@ func rebuild(ch channels.Channel, tenant int64, it StatementItem, lines map[stri
 // published, and which query tells the truth.
 func cumulativeReason(ch channels.Channel) string {
 	api := "the channel's refund query"
-	switch ch {
-	case channels.Alipay:
-		api = "alipay.trade.fastpay.refund.query for each refund request number of the trade"
-	case channels.SQB:
-		api = "/upay/v2/query of the order"
+	if ch.Cumulative() {
+		api = refundQuery(ch)
 	}
 	return fmt.Sprintf("%s callbacks report the total refunded so far, the statement each refund's own amount: "+
 		"the callback cannot be rebuilt from it; query %s", ch, api)
+}
+
+// refundQuery names the channel API that tells a refund
+// (channels.Spec.RefundQuery), or says there is one.
+func refundQuery(ch channels.Channel) string {
+	if spec, ok := channels.Lookup(ch); ok && spec.RefundQuery != "" {
+		return spec.RefundQuery
+	}
+	return "the channel's refund query"
+}
+
+// orderQuery names the channel API that tells an order's state
+// (channels.Spec.OrderQuery), or says there is one.
+func orderQuery(ch channels.Channel) string {
+	if spec, ok := channels.Lookup(ch); ok && spec.OrderQuery != "" {
+		return spec.OrderQuery
+	}
+	return "the channel's order query"
 }
 
 // orderTotal is what is known of a trade's order total: from the payment

@@ -144,7 +144,7 @@ type posting struct {
 //     order, which says nothing about whether its payment had gone through,
 //     is never missing_in_ledger: the trade's postings must net to zero
 //     (the payment posted, if any, minus every refund of the trade dated up
-//     to the end of the day), else amount_mismatch (see compareSQBCancel).
+//     to the end of the day), else amount_mismatch (see compareCancel).
 //
 // A posting dated to the day that no line of the day, nor of an imported
 // neighbouring day's statement, accounts for (same trade, same WeChat
@@ -209,7 +209,7 @@ func ReconcileStatement(ctx context.Context, db bun.IDB, tenant int64, ch channe
 	for _, l := range lines {
 		trades = append(trades, l.TradeNo)
 	}
-	refundTrades := alipayRefundTrades(ch, lines, onDay)
+	refundTrades := runningRefundTrades(ch, lines, onDay)
 	byTrade, err := postingsOfTrades(ctx, db, tenant, ch, slices.Concat(trades, refundTrades))
 	if err != nil {
 		return rep, err
@@ -356,17 +356,18 @@ func (r *reconciler) compare(lines []statementLine) {
 		case statements.KindPayment:
 			r.comparePayment(l, statements.PaymentSettled(r.ch, l.Status))
 		case statements.KindOrder:
-			if l.Status == channels.SQBCanceled {
-				r.compareSQBCancel(l)
+			if statements.LineCanceled(r.ch, l.Status) {
+				r.compareCancel(l)
 				continue
 			}
-			r.comparePayment(l, sqbSettled(l.Status))
-			if sqbSettled(l.Status) {
-				r.compareSQBRefunds(l)
+			settled := statements.PaymentSettled(r.ch, l.Status)
+			r.comparePayment(l, settled)
+			if settled {
+				r.compareOrderRefunds(l)
 			}
 		case statements.KindRefund:
 			if statements.RefundLinesOf(r.ch) == statements.RefundLinesByNumber {
-				r.compareWeChatRefund(l)
+				r.compareRefundByNumber(l)
 			} // Alipay refunds: compareAlipayRefunds
 		}
 	}
@@ -396,7 +397,7 @@ func (r *reconciler) comparePayment(l statementLine, settled bool) {
 	}
 }
 
-func (r *reconciler) compareWeChatRefund(l statementLine) {
+func (r *reconciler) compareRefundByNumber(l statementLine) {
 	key := string(r.ch) + ":" + l.TradeNo + ":REFUND_SUCCEEDED:" + l.RefundNo
 	p, posted := r.postings[key]
 	switch {
@@ -421,10 +422,10 @@ func (r *reconciler) compareWeChatRefund(l statementLine) {
 	}
 }
 
-// compareSQBRefunds compares a Shouqianba order's refunded amount
-// (total_amount − net_amount) with every refund posted for the trade up to
+// compareOrderRefunds compares the refunded amount of an order line
+// (RefundLinesPerOrder; Shouqianba's total_amount − net_amount) with every refund posted for the trade up to
 // the end of the day.
-func (r *reconciler) compareSQBRefunds(l statementLine) {
+func (r *reconciler) compareOrderRefunds(l statementLine) {
 	want := l.Amount - l.SettledAmount
 	got := r.refunds(l.TradeNo, func(p posting) bool { return p.OccurredAt.Before(r.end) })
 	if want == got {
@@ -440,13 +441,14 @@ func (r *reconciler) compareSQBRefunds(l statementLine) {
 	})
 }
 
-// compareSQBCancel checks a Shouqianba CANCELED order: a cancel nets the
+// compareCancel checks a cancelled order (statements.LineCanceled:
+// Shouqianba CANCELED): a cancel nets the
 // trade to zero whether or not its payment had gone through (an unpaid
 // order's cancel moves nothing, a paid one's reverses the payment), so the
 // payment posted for the trade, if any, minus every refund of the trade
 // posted up to the end of the day must be zero. Nothing posted at all is
 // what an unpaid cancelled order leaves: not missing_in_ledger.
-func (r *reconciler) compareSQBCancel(l statementLine) {
+func (r *reconciler) compareCancel(l statementLine) {
 	var paid int64
 	if p, ok := r.payment(l.TradeNo); ok {
 		paid = p.Amount
@@ -457,16 +459,17 @@ func (r *reconciler) compareSQBCancel(l statementLine) {
 	}
 	r.add(StatementItem{
 		Category: StatementAmountMismatch, TradeNo: l.TradeNo, StatementAmount: ptr(0), LedgerAmount: ptr(paid - refunded), LineNo: l.LineNo,
-		Message: fmt.Sprintf("the order is CANCELED, which nets the trade to zero; the ledger holds payment %d minus refunds %d "+
-			"(refunds dated up to the end of the day)", paid, refunded),
+		Message: fmt.Sprintf("the order is %s, which nets the trade to zero; the ledger holds payment %d minus refunds %d "+
+			"(refunds dated up to the end of the day)", l.Status, paid, refunded),
 	})
 }
 
-// alipayRefundTrades returns, for Alipay, the trades whose refunds are
-// compared on the day: those with a refund line in the day's statement, in
+// runningRefundTrades returns, for a channel whose statement refunds are
+// compared as running totals (RefundLinesRunning: Alipay), the trades
+// whose refunds are compared on the day: those with a refund line in the day's statement, in
 // line order, then those with a refund posting dated to the day, each once;
 // nil for the other channels.
-func alipayRefundTrades(ch channels.Channel, lines []statementLine, onDay map[string]posting) []string {
+func runningRefundTrades(ch channels.Channel, lines []statementLine, onDay map[string]posting) []string {
 	if statements.RefundLinesOf(ch) != statements.RefundLinesRunning {
 		return nil
 	}
@@ -741,11 +744,6 @@ func (r *reconciler) unaccounted(onDay map[string]posting, lines, neighbours []s
 		})
 	}
 }
-
-// sqbSettled reports whether a Shouqianba order_status means the payment
-// was settled (possibly refunded since). CANCELED does not tell (see
-// compareSQBCancel), and compare never asks it about one.
-func sqbSettled(status string) bool { return statements.SQBSettled(status) }
 
 func statementFiles(ctx context.Context, db bun.IDB, tenant int64, ch channels.Channel, days []string) (map[string]statementFile, error) {
 	var rows []statementFile

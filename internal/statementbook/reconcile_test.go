@@ -14,6 +14,7 @@ import (
 	"github.com/paycallback/paycallback/internal/statementbook"
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/channels/channelstest"
+	"github.com/paycallback/paycallback/pkg/channels/sqb"
 	"github.com/paycallback/paycallback/pkg/statements"
 )
 
@@ -79,7 +80,7 @@ func categories(rep statementbook.StatementReport) []string {
 // reconciling reports exactly the difference.
 func TestReconcileStatement(t *testing.T) {
 	w := newWorld(t)
-	wx, ali, sqb := channels.WeChat, channels.Alipay, channels.SQB
+	wx, ali, sq := channels.WeChat, channels.Alipay, channels.SQB
 	d := channelstest.Delivery{}
 
 	t.Run("clean day", func(t *testing.T) {
@@ -189,17 +190,17 @@ func TestReconcileStatement(t *testing.T) {
 	})
 
 	t.Run("Shouqianba order: total and refunded", func(t *testing.T) {
-		t1, t2 := trade(sqb, 8, 1), trade(sqb, 8, 2)
+		t1, t2 := trade(sq, 8, 1), trade(sq, 8, 2)
 		w.post(channelstest.PaymentEnvelope(t1, d))
 		w.post(channelstest.RefundEnvelope(t1, channelstest.Refund{No: "S-1", Amount: 1000}, d))
 		w.post(channelstest.PaymentEnvelope(t2, d))
 		order := func(tr channelstest.Trade, net int64, status string) statements.Line {
 			return statements.Line{Kind: statements.KindOrder, TradeNo: tr.TradeNo, Amount: tr.Total, SettledAmount: net, Status: status, Time: tr.PaidAt.Add(time.Hour)}
 		}
-		w.importLines(8, sqb, order(t1, 1580, channels.SQBPartialRefunded), order(t2, 2580, channels.SQBPaid))
-		assert.Empty(t, reconcileDay(t, w, 8, sqb, reconDay).Items)
-		w.importLines(8, sqb, order(t1, 580, channels.SQBPartialRefunded), order(t2, 2580, channels.SQBPaid))
-		assert.Equal(t, []string{statementbook.StatementAmountMismatch + " " + t1.TradeNo + " "}, categories(reconcileDay(t, w, 8, sqb, reconDay)))
+		w.importLines(8, sq, order(t1, 1580, sqb.PartialRefunded), order(t2, 2580, sqb.Paid))
+		assert.Empty(t, reconcileDay(t, w, 8, sq, reconDay).Items)
+		w.importLines(8, sq, order(t1, 580, sqb.PartialRefunded), order(t2, 2580, sqb.Paid))
+		assert.Equal(t, []string{statementbook.StatementAmountMismatch + " " + t1.TradeNo + " "}, categories(reconcileDay(t, w, 8, sq, reconDay)))
 	})
 
 	t.Run("no statement for the day", func(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	"github.com/paycallback/paycallback/internal/statementbook"
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/channels/channelstest"
+	"github.com/paycallback/paycallback/pkg/channels/sqb"
 	"github.com/paycallback/paycallback/pkg/statements"
 )
 
@@ -29,22 +30,22 @@ func sqbOrderLine(tr channelstest.Trade, net int64, status string) statements.Li
 func TestReconcileStatementSQBCancel(t *testing.T) {
 	w := newWorld(t)
 	k := mustKafka(t, 1)
-	sqb, d := channels.SQB, channelstest.Delivery{}
+	sq, d := channels.SQB, channelstest.Delivery{}
 	const tenant = 81
-	unpaid, paid, unreversed, refunded := trade(sqb, tenant, 1), trade(sqb, tenant, 2), trade(sqb, tenant, 3), trade(sqb, tenant, 4)
+	unpaid, paid, unreversed, refunded := trade(sq, tenant, 1), trade(sq, tenant, 2), trade(sq, tenant, 3), trade(sq, tenant, 4)
 	w.post(channelstest.SQBCancel(unpaid, d)) // moved nothing
 	w.post(channelstest.SQBPayment(paid, d))
 	w.post(channelstest.SQBCancel(paid, d)) // reversed the payment
 	w.post(channelstest.SQBPayment(unreversed, d))
 	w.post(channelstest.SQBPayment(refunded, d))
 	w.post(channelstest.SQBRefund(refunded, channelstest.Refund{No: "S-1", Cumulative: 1000, At: refunded.PaidAt.Add(time.Hour)}, d))
-	w.importLines(tenant, sqb,
-		sqbOrderLine(unpaid, 0, channels.SQBCanceled),
-		sqbOrderLine(paid, 0, channels.SQBCanceled),
-		sqbOrderLine(unreversed, 0, channels.SQBCanceled), // its cancel never reached the ledger
-		sqbOrderLine(refunded, refunded.Total-1000, channels.SQBPartialRefunded),
+	w.importLines(tenant, sq,
+		sqbOrderLine(unpaid, 0, sqb.Canceled),
+		sqbOrderLine(paid, 0, sqb.Canceled),
+		sqbOrderLine(unreversed, 0, sqb.Canceled), // its cancel never reached the ledger
+		sqbOrderLine(refunded, refunded.Total-1000, sqb.PartialRefunded),
 	)
-	rep, pub := publishDay(t, w, k, tenant, sqb)
+	rep, pub := publishDay(t, w, k, tenant, sq)
 	assert.Equal(t, []string{statementbook.StatementAmountMismatch + " " + unreversed.TradeNo + " "}, categories(rep),
 		"the unpaid cancelled order is not missing_in_ledger; only the trade that does not net to zero is reported")
 	if assert.Len(t, rep.Items, 1) {

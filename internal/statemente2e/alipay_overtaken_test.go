@@ -16,6 +16,7 @@ import (
 	"github.com/paycallback/paycallback/internal/demo"
 	"github.com/paycallback/paycallback/internal/statementbook"
 	"github.com/paycallback/paycallback/pkg/channels"
+	"github.com/paycallback/paycallback/pkg/channels/alipay"
 	"github.com/paycallback/paycallback/pkg/channels/channelstest"
 	"github.com/paycallback/paycallback/pkg/statements"
 	"github.com/paycallback/paycallback/pkg/statements/statementstest"
@@ -93,7 +94,7 @@ func TestAlipayRefundLostThenOvertakenAcrossDays(t *testing.T) {
 
 	importDay := func(day string) {
 		t.Helper()
-		f, err := statementstest.AlipayBill(alipayAccount, day, statementstest.OnDay(lines, day))
+		f, err := alipay.SampleBill(alipayAccount, day, statementstest.OnDay(lines, day))
 		require.NoError(t, err)
 		path := filepath.Join(w.dir, alipayAccount+"_"+strings.ReplaceAll(day, "-", "")+".csv.zip")
 		require.NoError(t, os.WriteFile(path, f.Data, 0o600))

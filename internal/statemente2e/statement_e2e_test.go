@@ -44,7 +44,10 @@ import (
 	"github.com/paycallback/paycallback/internal/sqldb/sqldbtest"
 	"github.com/paycallback/paycallback/internal/statementbook"
 	"github.com/paycallback/paycallback/pkg/channels"
+	"github.com/paycallback/paycallback/pkg/channels/alipay"
 	"github.com/paycallback/paycallback/pkg/channels/channelstest"
+	"github.com/paycallback/paycallback/pkg/channels/sqb"
+	"github.com/paycallback/paycallback/pkg/channels/wechat"
 	"github.com/paycallback/paycallback/pkg/statements"
 	"github.com/paycallback/paycallback/pkg/statements/statementstest"
 )
@@ -282,11 +285,11 @@ func (w *world) importStatements(s *scenario) {
 	}
 	var files []file
 	for _, day := range s.days {
-		wf, err := statementstest.WeChatBill(statementstest.OnDay(s.lines[channels.WeChat], day),
-			statementstest.WeChatOptions{MicroPay: s.barcode})
+		wf, err := wechat.SampleBill(statementstest.OnDay(s.lines[channels.WeChat], day),
+			wechat.SampleBillOptions{MicroPay: s.barcode})
 		require.NoError(w.t, err)
 		files = append(files, file{channels.WeChat, "wechat_tradebill_ALL_" + day + ".csv", wf})
-		af, err := statementstest.AlipayBill(alipayAccount, day, statementstest.OnDay(s.lines[channels.Alipay], day))
+		af, err := alipay.SampleBill(alipayAccount, day, statementstest.OnDay(s.lines[channels.Alipay], day))
 		require.NoError(w.t, err)
 		files = append(files, file{channels.Alipay, alipayAccount + "_" + strings.ReplaceAll(day, "-", "") + ".csv.zip", af})
 	}
@@ -297,7 +300,7 @@ func (w *world) importStatements(s *scenario) {
 		halves[i%2] = append(halves[i%2], l)
 	}
 	for i, h := range halves {
-		sf, err := statementstest.SQBQueryResponses(h)
+		sf, err := sqb.SampleQueryResponses(h)
 		require.NoError(w.t, err)
 		files = append(files, file{channels.SQB, fmt.Sprintf("sqb_query_responses_%d.jsonl", i+1), sf})
 	}

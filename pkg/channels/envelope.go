@@ -9,15 +9,18 @@ import (
 // Channel is a payment channel code as it appears in envelopes and keys.
 type Channel string
 
-// The channels the worker consumes.
+// The codes of the built-in channels, as their packages' Code constants
+// spell them (wechat.Code, alipay.Code, sqb.Code; a test of allchannels
+// checks they agree). They are kept here for the tests across the
+// repository that name a channel; production code outside the channel
+// packages and allchannels never names one, it asks the registry.
 const (
 	WeChat Channel = "WECHAT"
 	Alipay Channel = "ALIPAY"
 	SQB    Channel = "SQB"
 )
 
-// Valid reports whether c is a registered channel (see All: WeChat, Alipay
-// and SQB). Codes compare exactly: "wechat" is not valid.
+// Valid reports whether c is a registered channel (see All). Codes compare exactly: "wechat" is not valid.
 func (c Channel) Valid() bool {
 	_, ok := current().lookup(c)
 	return ok

@@ -107,3 +107,16 @@ func quote(s string) string {
 	}
 	return fmt.Sprintf("%q", s)
 }
+
+// wrapKind adds context to a *Error, keeping its kind.
+func wrapKind(err error, context string) error {
+	kind, ok := KindOf(err)
+	if !ok {
+		kind = KindMalformed
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		err = e.Err
+	}
+	return &Error{Kind: kind, Err: fmt.Errorf("%s: %w", context, err)}
+}

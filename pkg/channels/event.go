@@ -300,3 +300,16 @@ func refundKey(ch Channel, tradeNo, refundNo string) (eventkey.Key, error) {
 	}
 	return k, nil
 }
+
+// IsCancel reports whether e is the cancel of a channel that has one
+// (Spec.CancelRefundNo; a Shouqianba CANCELED order, refund number
+// CANCEL): it nets the trade to zero rather than refunding an amount. It
+// reverses the payment posted for the trade; with none posted it moves
+// nothing, and a payment settled later for the trade is reversed with it.
+func (e Event) IsCancel() bool {
+	if e.Type != eventkey.RefundSucceeded {
+		return false
+	}
+	no := e.Channel.CancelRefundNo()
+	return no != "" && e.RefundNo == no
+}

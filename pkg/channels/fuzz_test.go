@@ -3,7 +3,6 @@ package channels_test
 import (
 	"math/big"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -53,43 +52,6 @@ func FuzzDecode(f *testing.F) {
 	})
 }
 
-func FuzzWeChat(f *testing.F) {
-	f.Add("TRANSACTION.SUCCESS", []byte(vecTxPlaintext))
-	f.Add("REFUND.SUCCESS", []byte(vecRfPlaintext))
-	f.Add("REFUND.ABNORMAL", []byte(`{"transaction_id":"4200","out_trade_no":"P1","out_refund_no":"rf","refund_status":"ABNORMAL"}`))
-	d := testDecoder()
-	f.Fuzz(func(t *testing.T, eventType string, plaintext []byte) {
-		original := "transaction"
-		if len(eventType) >= 7 && eventType[:7] == "REFUND." {
-			original = "refund"
-		}
-		ct := channelstest.EncryptWeChat(vecKey, vecTxNonce, original, plaintext)
-		res, err := d.Decode(envelope(channels.WeChat, wechatBody(eventType, original, channels.WeChatAlgorithm, ct, vecTxNonce, original)))
-		checkResult(t, res, err)
-	})
-}
-
-func FuzzAlipay(f *testing.F) {
-	for _, s := range []string{alipayRealPayment, alipayRealPartialRefund, alipayRealFullRefund} {
-		f.Add(s)
-	}
-	d := testDecoder()
-	f.Fuzz(func(t *testing.T, body string) {
-		res, err := d.DecodeEnvelope(fuzzEnvelope(channels.Alipay, body))
-		checkResult(t, res, err)
-	})
-}
-
-func FuzzSQB(f *testing.F) {
-	f.Add(sqbDocPayment)
-	f.Add(`{"result_code":"200","biz_response":{"data":{"sn":"1","client_sn":"c","client_tsn":"c-r","status":"SUCCESS","order_status":"PARTIAL_REFUNDED","total_amount":"100","net_amount":"40","finish_time":"1492506702864"}}}`)
-	d := testDecoder()
-	f.Fuzz(func(t *testing.T, body string) {
-		res, err := d.DecodeEnvelope(fuzzEnvelope(channels.SQB, body))
-		checkResult(t, res, err)
-	})
-}
-
 // FuzzParseYuan checks ParseYuan against exact rational arithmetic: when it
 // accepts s, s is a plain decimal whose value times 100 is exactly the
 // result.
@@ -116,11 +78,4 @@ func FuzzParseYuan(f *testing.F) {
 		require.True(t, r.IsInt())
 		require.Equal(t, fen, r.Num().Int64())
 	})
-}
-
-func fuzzEnvelope(ch channels.Channel, body string) channels.Envelope {
-	return channels.Envelope{
-		TenantID: 1001, Channel: string(ch), ContentType: ch.ContentType(), Body: body,
-		ReceivedAt: time.Date(2024, 6, 1, 4, 0, 6, 0, time.UTC),
-	}
 }

@@ -96,11 +96,3 @@ func checkResult(tb testing.TB, res channels.Result, err error) {
 func envelope(ch channels.Channel, body string) []byte {
 	return channelstest.Envelope(1001, ch, body, time.Date(2024, 6, 1, 12, 0, 6, 123e6, channelstest.Beijing))
 }
-
-func beijing(s string) time.Time {
-	t, err := time.ParseInLocation("2006-01-02 15:04:05.000", s, channelstest.Beijing)
-	if err != nil {
-		panic(err)
-	}
-	return t.UTC()
-}

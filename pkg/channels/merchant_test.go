@@ -11,6 +11,7 @@ import (
 
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/channels/channelstest"
+	"github.com/paycallback/paycallback/pkg/channels/wechat"
 	"github.com/paycallback/paycallback/pkg/eventkey"
 )
 
@@ -19,7 +20,7 @@ import (
 // money events and ignored ones alike, and that statement events are told
 // apart instead.
 func TestMerchantID(t *testing.T) {
-	wechat := channelstest.NewTrade(channels.WeChat, 1)
+	wx := channelstest.NewTrade(channels.WeChat, 1)
 	alipay := channelstest.NewTrade(channels.Alipay, 2)
 	sqb := channelstest.NewTrade(channels.SQB, 3)
 	partner := channelstest.Delivery{Partner: true}
@@ -45,10 +46,10 @@ func TestMerchantID(t *testing.T) {
 		merchant string
 		ignored  bool
 	}{
-		{"wechat direct payment: mchid", channelstest.PaymentEnvelope(wechat, channelstest.Delivery{}), "1230000109", false},
-		{"wechat partner payment: sub_mchid, not sp_mchid", channelstest.PaymentEnvelope(wechat, partner), "1900000109", false},
-		{"wechat direct refund", channelstest.RefundEnvelope(wechat, channelstest.Refund{No: "RF-1", Amount: 100}, channelstest.Delivery{}), "1230000109", false},
-		{"wechat partner refund", channelstest.RefundEnvelope(wechat, channelstest.Refund{No: "RF-1", Amount: 100}, partner), "1900000109", false},
+		{"wechat direct payment: mchid", channelstest.PaymentEnvelope(wx, channelstest.Delivery{}), "1230000109", false},
+		{"wechat partner payment: sub_mchid, not sp_mchid", channelstest.PaymentEnvelope(wx, partner), "1900000109", false},
+		{"wechat direct refund", channelstest.RefundEnvelope(wx, channelstest.Refund{No: "RF-1", Amount: 100}, channelstest.Delivery{}), "1230000109", false},
+		{"wechat partner refund", channelstest.RefundEnvelope(wx, channelstest.Refund{No: "RF-1", Amount: 100}, partner), "1900000109", false},
 		{"alipay payment: seller_id", channelstest.PaymentEnvelope(alipay, channelstest.Delivery{}), "2088101117955611", false},
 		{"alipay refund", channelstest.RefundEnvelope(alipay, channelstest.Refund{No: "RF-1", Amount: 100}, channelstest.Delivery{}), "2088101117955611", false},
 		{"alipay without seller_id names none", noSeller, "", false},
@@ -81,7 +82,7 @@ func TestMerchantID(t *testing.T) {
 			"sqb_partial_refund.json":         "01939202039923029",
 			"alipay_partial_refund.form":      "2088101117955611",
 		} {
-			b, err := os.ReadFile(filepath.Join("testdata", "payloads", file))
+			b, err := os.ReadFile(filepath.Join(strings.Split(file, "_")[0], "testdata", "payloads", file))
 			require.NoError(t, err)
 			ch := map[string]channels.Channel{"wechat": channels.WeChat, "alipay": channels.Alipay, "sqb": channels.SQB}[strings.Split(file, "_")[0]]
 			res := mustDecode(t, envelope(ch, strings.TrimSpace(string(b))))
@@ -93,9 +94,9 @@ func TestMerchantID(t *testing.T) {
 			name, merchant string
 			value          []byte
 		}{
-			{"wechat direct transaction: mchid", "1230000109", sealed(channels.WeChatTransactionSuccess, "transaction", readPublished(t, "wechat/skit_transaction_resource.json"))},
-			{"wechat partner transaction: sub_mchid, not sp_mchid", "1900000109", sealed(channels.WeChatTransactionSuccess, "transaction", readPublished(t, "wechat/skit_partner_transaction_resource.json"))},
-			{"wechat partner refund: sub_mchid", "1900000109", sealed(channels.WeChatRefundSuccess, "refund", readPublished(t, "wechat/skit_partner_refund_resource.json"))},
+			{"wechat direct transaction: mchid", "1230000109", sealed(wechat.TransactionSuccess, "transaction", readPublished(t, "wechat/skit_transaction_resource.json"))},
+			{"wechat partner transaction: sub_mchid, not sp_mchid", "1900000109", sealed(wechat.TransactionSuccess, "transaction", readPublished(t, "wechat/skit_partner_transaction_resource.json"))},
+			{"wechat partner refund: sub_mchid", "1900000109", sealed(wechat.RefundSuccess, "refund", readPublished(t, "wechat/skit_partner_refund_resource.json"))},
 			{"alipay: seller_id", "2088531891668739", envelope(channels.Alipay, strings.TrimSuffix(readPublished(t, "alipay/nodejs-sdk_yuque_payment.form"), "\n"))},
 			// Shouqianba's published API answers carry no terminal_sn (the
 			// terminal is in the request's Authorization header): forwarded

@@ -1,6 +1,7 @@
 package channels
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -8,8 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/paycallback/paycallback/pkg/channels/internal/registry"
 	"github.com/paycallback/paycallback/pkg/eventkey"
+	"github.com/paycallback/paycallback/pkg/internal/registry"
 )
 
 // RefundModel says how a channel reports the amount of a refund.
@@ -90,6 +91,46 @@ type Spec struct {
 	// Decode decodes a callback body of the channel. Callers decode through
 	// a Decoder, which checks the envelope first and completes the event.
 	Decode BodyDecoder
+	// RefundMayNameNoMerchant reports that the channel's refund and cancel
+	// answers may carry no merchant (Shouqianba's, forwarded as the refund
+	// or cancel API's answer): the merchant binding then checks the trade's
+	// payment instead of refusing the refund.
+	RefundMayNameNoMerchant bool
+	// NeedsAPIv3Key reports that the channel's callbacks are encrypted with
+	// the tenant's APIv3 key (WeChat Pay): the worker refuses to start with
+	// the channel accepted and no key configured, since every callback of
+	// it would be dead-lettered no_key.
+	NeedsAPIv3Key bool
+	// ViewResource, when set, shows an operator the encrypted resource of
+	// one of the channel's callbacks (consumer dlq show): everything but
+	// its plaintext, which it decrypts only when keys is not nil. It
+	// returns nil for a body that carries no resource it can read.
+	ViewResource func(env Envelope, keys KeyProvider) *ResourceView
+	// RefundQuery names the channel API that tells a refund as the
+	// channel's books hold it, for messages that send an operator there
+	// (empty: "the channel's refund query").
+	RefundQuery string
+	// OrderQuery names the channel API that tells an order's state, for
+	// messages that send an operator there (empty: the channel has none
+	// that the worker names).
+	OrderQuery string
+}
+
+// ResourceView is the encrypted resource of a callback as an operator sees
+// it (Spec.ViewResource): everything but its plaintext, which is personal
+// data (a payer's openid) and shown only when decrypted on request.
+type ResourceView struct {
+	EventType        string `json:"event_type"`
+	Algorithm        string `json:"algorithm"`
+	AssociatedData   string `json:"associated_data"`
+	Nonce            string `json:"nonce"`
+	OriginalType     string `json:"original_type"`
+	CiphertextLength int    `json:"ciphertext_length"`
+	// Decrypted is the resource's plaintext; only with decryption asked
+	// for and a key that opens it.
+	Decrypted json.RawMessage `json:"decrypted,omitempty"`
+	// DecryptError says why decryption, asked for, failed.
+	DecryptError string `json:"decrypt_error,omitempty"`
 }
 
 // Cumulative reports whether the channel reports refunds as the cumulative
@@ -139,44 +180,6 @@ func (s Spec) Validate() error {
 	return nil
 }
 
-// builtin lists the channels this build understands, in the order every
-// list of channels (PAYCB_CHANNELS' default, metrics, messages) shows them.
-// Adding a channel is adding its Spec here (and its decoder file, its
-// statement parser in package statements, and its test-body builder in
-// channelstest; tests over All() then cover it).
-func builtin() []Spec {
-	return []Spec{
-		{
-			Code: WeChat, Name: "WeChat Pay", ContentType: ContentTypeJSON, Refunds: PerRefund,
-			MerchantField:          "mchid or sub_mchid",
-			StatementMerchantField: "商户号 or 特约商户号",
-			FingerprintFields: []string{
-				"event_type", "amount.total", "amount.refund", "amount.currency", "out_trade_no",
-			},
-			Decode: decodeWeChat,
-		},
-		{
-			Code: Alipay, Name: "Alipay", ContentType: ContentTypeForm, Refunds: CumulativeRefunds,
-			MerchantField:          "seller_id",
-			StatementMerchantField: "the #账号 header",
-			FingerprintFields: []string{
-				"trade_status and refund_fee", "total_amount", "refund_fee", "(CNY)", "out_trade_no",
-			},
-			Decode: func(env Envelope, _ KeyProvider) (Result, error) { return decodeAlipay(env) },
-		},
-		{
-			Code: SQB, Name: "Shouqianba", ContentType: ContentTypeJSON, Refunds: CumulativeRefunds,
-			CancelRefundNo:         SQBCancelRefundNo,
-			MerchantField:          "terminal_sn",
-			StatementMerchantField: "terminal_sn",
-			FingerprintFields: []string{
-				"order_status", "total_amount", "total_amount - net_amount", "(CNY)", "client_sn",
-			},
-			Decode: func(env Envelope, _ KeyProvider) (Result, error) { return decodeSQB(env) },
-		},
-	}
-}
-
 // specSet is one immutable state of the registry.
 type specSet struct {
 	list []Spec
@@ -193,22 +196,17 @@ func (s *specSet) lookup(c Channel) (*Spec, bool) {
 }
 
 var (
-	// specs is the registry: the built-in channels, plus those a test
-	// registered (channelstest.Register). Reads are one atomic load.
+	// specs is the registry: the channels allchannels registers, in its
+	// order, plus those a test registered (channelstest.Register). Reads
+	// are one atomic load.
 	specs atomic.Pointer[specSet]
 	// registerMu serialises test registrations.
 	registerMu sync.Mutex
 )
 
 func init() {
-	list := builtin()
-	for _, s := range list {
-		if err := s.Validate(); err != nil {
-			panic(err)
-		}
-	}
-	specs.Store(&specSet{list: list})
-	registry.Register = register
+	specs.Store(&specSet{})
+	registry.Channel = register
 }
 
 // current is the registry as it stands.

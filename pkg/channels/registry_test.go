@@ -3,6 +3,8 @@ package channels_test
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -96,6 +98,7 @@ func TestSpecValidate(t *testing.T) {
 // to every lookup and decoded by a Decoder, refused twice, and gone when the
 // test ends.
 func TestRegisterThroughChannelstest(t *testing.T) {
+	builtIn := channels.Codes()
 	const code channels.Channel = "TESTPAY"
 	decode := func(env channels.Envelope, _ channels.KeyProvider) (channels.Result, error) {
 		var b struct {
@@ -140,7 +143,7 @@ func TestRegisterThroughChannelstest(t *testing.T) {
 			assert.NotEmpty(t, rec.fatal, name)
 		}
 		assert.False(t, code.Valid(), "nothing registered")
-		assert.Len(t, channels.All(), 3)
+		assert.Equal(t, builtIn, channels.Codes())
 	})
 	t.Run("registered", func(t *testing.T) {
 		require.False(t, code.Valid())
@@ -148,8 +151,8 @@ func TestRegisterThroughChannelstest(t *testing.T) {
 		assert.True(t, code.Valid())
 		assert.True(t, code.Cumulative())
 		assert.Equal(t, "VOID", code.CancelRefundNo())
-		assert.Equal(t, []channels.Channel{channels.WeChat, channels.Alipay, channels.SQB, code}, channels.Codes())
-		assert.Equal(t, "WECHAT, ALIPAY, SQB or TESTPAY", channels.CodeList())
+		assert.Equal(t, append(slices.Clone(builtIn), code), channels.Codes(), "added last")
+		assert.True(t, strings.HasSuffix(channels.CodeList(), " or TESTPAY"), channels.CodeList())
 		chs, err := channels.ParseChannels([]string{"TESTPAY", "SQB"})
 		require.NoError(t, err)
 		assert.Equal(t, []channels.Channel{code, channels.SQB}, chs)
@@ -166,7 +169,7 @@ func TestRegisterThroughChannelstest(t *testing.T) {
 		require.NoError(t, err)
 	})
 	assert.False(t, code.Valid(), "removed when the test that registered it ended")
-	assert.Equal(t, []channels.Channel{channels.WeChat, channels.Alipay, channels.SQB}, channels.Codes())
+	assert.Equal(t, builtIn, channels.Codes())
 	_, ok := channelstest.BodiesOf(code)
 	assert.False(t, ok)
 	_, err := channels.NewDecoder(nil).Decode(channelstest.Envelope(1001, code, `{"trade":"T3","total":2580}`, channelstest.BaseTime))

@@ -18,6 +18,7 @@ import (
 	"github.com/paycallback/paycallback/internal/sqldb/sqldbtest"
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/channels/channelstest"
+	"github.com/paycallback/paycallback/pkg/channels/sqb"
 	"github.com/paycallback/paycallback/pkg/idempotent"
 	"github.com/paycallback/paycallback/pkg/settlement"
 )
@@ -92,7 +93,7 @@ func (o sqbOrder) refund(no string, cum int64, step, attempt int) []byte {
 
 func (o sqbOrder) cancelKey(t *testing.T) idempotent.Key {
 	t.Helper()
-	k, err := channels.SQBCancelKey(o.trade.TradeNo)
+	k, err := sqb.CancelKey(o.trade.TradeNo)
 	require.NoError(t, err)
 	return k
 }
@@ -507,7 +508,7 @@ func runSQBPropCase(t *testing.T, h *harness, c sqbPropCase, seed int64) { //nol
 	assert.Equal(t, comparableBalances(t, h.db, refTenant), gotBal, "balances differ from in-order delivery")
 
 	if c.cancelled {
-		key, err := channels.SQBCancelKey(tr.TradeNo)
+		key, err := sqb.CancelKey(tr.TradeNo)
 		require.NoError(t, err)
 		wantOutcome := idempotent.OutcomeNoMoney
 		if keyAmount(t, h, tenant, key) > 0 {

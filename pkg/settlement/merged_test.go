@@ -39,7 +39,7 @@ func TestSettleMergedLeavesAHeldTradeToItsCaller(t *testing.T) {
 		h.deliver(t, channelstest.PaymentEnvelope(held, channelstest.Delivery{}), int64(seq))
 		var evs []channels.Event
 		for i := 1; i < n; i++ {
-			tr := channelstest.NewTrade(channels.Codes()[i%3], seq+i)
+			tr := channelstest.NewTrade(channels.Codes()[i%len(channels.Codes())], seq+i)
 			evs = append(evs, h.decode(t, channelstest.PaymentEnvelope(tr, channelstest.Delivery{})))
 		}
 		heldAt := len(evs) / 2

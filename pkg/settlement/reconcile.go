@@ -752,7 +752,7 @@ ORDER BY created_at`, append([]any{cutoff}, args...)...)
 }
 
 // unregisteredRefunds: settled refund callbacks with no registration. A
-// Shouqianba cancel (refund number channels.SQBCancelRefundNo) is not one:
+// Shouqianba cancel (its refund number is the channel's Spec.CancelRefundNo) is not one:
 // it is the end of /upay/v2/cancel or a same-day revoke, which no operator
 // registers as a refund, so it is never reported here.
 func (r *reconciler) unregisteredRefunds(ctx context.Context) error {
@@ -942,11 +942,12 @@ ORDER BY tenant_id, idempotent_key`, args...)
 		`SELECT COUNT(*) FROM ss_channel_idempotent WHERE settle_outcome = 'OVER_REFUND' AND `+w, args...)
 }
 
-// isCancelKey reports whether key is a Shouqianba cancel's
-// (channels.SQBCancelKey).
+// isCancelKey reports whether key is a cancel's: a refund key whose refund
+// number is its channel's Spec.CancelRefundNo (channels.CancelKey).
 func isCancelKey(key string) bool {
 	ch, _, refund := splitRefundKey(key)
-	return ch == string(channels.SQB) && refund == channels.SQBCancelRefundNo
+	no := channels.Channel(ch).CancelRefundNo()
+	return no != "" && refund == no
 }
 
 // splitRefundKey returns the channel, trade and refund numbers of a refund

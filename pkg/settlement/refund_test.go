@@ -13,6 +13,7 @@ import (
 	"github.com/paycallback/paycallback/internal/sqldb/sqldbtest"
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/channels/channelstest"
+	"github.com/paycallback/paycallback/pkg/channels/sqb"
 	"github.com/paycallback/paycallback/pkg/idempotent"
 	"github.com/paycallback/paycallback/pkg/settlement"
 )
@@ -59,7 +60,7 @@ func TestRegisterRefund(t *testing.T) {
 				"space in number":  request(tr, "R 1", 5),
 				"unknown channel":  {TenantID: 1001, Channel: "PAYPAL", TradeNo: tr.TradeNo, RefundNo: "R1", Amount: 5},
 				"no tenant":        {Channel: channels.WeChat, TradeNo: tr.TradeNo, RefundNo: "R1", Amount: 5},
-				"cancel's number":  {TenantID: 1001, Channel: channels.SQB, TradeNo: "7893259247405832", RefundNo: channels.SQBCancelRefundNo, Amount: 5},
+				"cancel's number":  {TenantID: 1001, Channel: channels.SQB, TradeNo: "7893259247405832", RefundNo: sqb.CancelRefundNo, Amount: 5},
 			} {
 				t.Run(name, func(t *testing.T) {
 					_, err := h.svc.RegisterRefund(ctx, r)

@@ -1,8 +1,14 @@
-// Package statements parses the channels' daily statement files (对账单)
-// into one shape: a WeChat Pay trade bill (bill_type=ALL, plain or gzip,
-// current 27-column and legacy 24-column headers), an Alipay trade bill
-// (the zip, GBK), and for Shouqianba, which publishes no statement file, a
-// file of per-order query responses (one /upay/v2/query response a line).
+// Package statements is the channels' daily statement files (对账单) in
+// one shape: Statement, Line, Totals, and Parse, which dispatches a file to
+// its channel's Parser. The parsers live in the channel packages (a WeChat
+// Pay trade bill, plain or gzip, in pkg/channels/wechat; an Alipay trade
+// bill zip, GBK, in pkg/channels/alipay; for Shouqianba, which publishes
+// no statement file, a file of per-order query responses in
+// pkg/channels/sqb), and package allchannels registers each beside the
+// channel's Spec (parsers.go, ParserOf). A Parser also says how its
+// statement's refunds are compared, which lines are settled money or the
+// channel's cancel, and how its merchant maps to the merchant binding,
+// so the import and reconciliation ask it rather than the channel's code.
 //
 // Parsers find columns by header name, check the file against its own
 // summary or footer and refuse it with the difference when they disagree,
@@ -11,10 +17,6 @@
 // database or the network: storing and reconciling statements is the
 // caller's job. Facts and sources: docs/statements.md.
 //
-// The channels themselves are channels.Spec values in the channel
-// registry (channels.All); this package cannot be named there (it imports
-// channels), so it keeps one Parser per channel keyed by the Spec's code
-// (parsers.go, ParserOf). TestParsersCoverRegistry fails for a registered
-// channel without one, and Parse refuses such a channel by name
-// (ErrNoParser).
+// TestParsersCoverRegistry fails for a registered channel without a
+// parser, and Parse refuses such a channel by name (ErrNoParser).
 package statements

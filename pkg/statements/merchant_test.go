@@ -2,6 +2,7 @@ package statements_test
 
 import (
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -9,8 +10,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/paycallback/paycallback/pkg/channels"
+	"github.com/paycallback/paycallback/pkg/channels/alipay"
+	"github.com/paycallback/paycallback/pkg/channels/wechat"
 	"github.com/paycallback/paycallback/pkg/statements"
-	"github.com/paycallback/paycallback/pkg/statements/statementstest"
 )
 
 // TestBindingMerchantIDs: each file names its merchants in the binding's
@@ -28,7 +30,7 @@ func TestBindingMerchantIDs(t *testing.T) {
 	}
 	read := func(t *testing.T, name string) []byte {
 		t.Helper()
-		data, err := os.ReadFile("testdata/" + name)
+		data, err := os.ReadFile(filepath.Join("..", "channels", strings.Split(name, "_")[0], "testdata", name))
 		require.NoError(t, err)
 		return data
 	}
@@ -38,7 +40,7 @@ func TestBindingMerchantIDs(t *testing.T) {
 	})
 	t.Run("wechat service provider's bill", func(t *testing.T) {
 		st := parse(t, channels.WeChat, read(t, "wechat_tradebill_ALL_2024-03-15.csv"))
-		f, err := statementstest.WeChatBill(st.Lines, statementstest.WeChatOptions{MchID: "1900000100", SubMchID: "1900000109"})
+		f, err := wechat.SampleBill(st.Lines, wechat.SampleBillOptions{MchID: "1900000100", SubMchID: "1900000109"})
 		require.NoError(t, err)
 		// Downloaded without sub_mchid: the first row is another
 		// sub-merchant's, the second the service provider's own.
@@ -52,11 +54,11 @@ func TestBindingMerchantIDs(t *testing.T) {
 		assert.Equal(t, []string{"20880000000000000156"}, st.MerchantIDs(), "the file's terms")
 		assert.Equal(t, []string{"2088000000000000"}, st.BindingMerchantIDs(), "the PID: the account less 0156")
 
-		f, err := statementstest.AlipayBill("2088000000000000", "2024-03-15", st.Lines)
+		f, err := alipay.SampleBill("2088000000000000", "2024-03-15", st.Lines)
 		require.NoError(t, err)
 		assert.Equal(t, []string{"[2088000000000000]"}, parse(t, channels.Alipay, f.Data).BindingMerchantIDs(),
 			"an account without 0156 is not a PID's")
-		empty, err := statementstest.AlipayBill("20880000000000000156", "2024-03-15", nil)
+		empty, err := alipay.SampleBill("20880000000000000156", "2024-03-15", nil)
 		require.NoError(t, err)
 		assert.Equal(t, []string{"2088000000000000"}, parse(t, channels.Alipay, empty.Data).BindingMerchantIDs(), "a bill without rows names its account")
 	})

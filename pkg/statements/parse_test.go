@@ -19,9 +19,9 @@ func TestParseDispatchesByChannel(t *testing.T) {
 		file  string
 		lines int
 	}{
-		{channels.WeChat, "testdata/wechat_tradebill_ALL_2024-03-15.csv.gz", 5},
-		{channels.Alipay, "testdata/alipay_20880000000000000156_20240315.csv.zip", 5},
-		{channels.SQB, "testdata/sqb_query_responses_SYNTHETIC.jsonl", 3},
+		{channels.WeChat, "../channels/wechat/testdata/wechat_tradebill_ALL_2024-03-15.csv.gz", 5},
+		{channels.Alipay, "../channels/alipay/testdata/alipay_20880000000000000156_20240315.csv.zip", 5},
+		{channels.SQB, "../channels/sqb/testdata/sqb_query_responses_SYNTHETIC.jsonl", 3},
 	} {
 		t.Run(string(tc.ch), func(t *testing.T) {
 			data, err := os.ReadFile(tc.file)

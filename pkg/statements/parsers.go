@@ -1,10 +1,12 @@
 package statements
 
 import (
-	"bytes"
 	"errors"
+	"fmt"
+	"sync"
 
 	"github.com/paycallback/paycallback/pkg/channels"
+	"github.com/paycallback/paycallback/pkg/internal/registry"
 )
 
 // ErrNoParser is wrapped by Parse's error for a channel this package has no
@@ -32,6 +34,16 @@ type Parser struct {
 	// Statement.Account) name it into the merchant binding's terms; nil
 	// keeps it as it is. See Statement.BindingMerchantIDs.
 	BindingMerchantID func(id string) string
+	// UnboundMerchant, when set, says why a merchant as BindingMerchantID
+	// made it can be bound to no tenant ("" when it can): Alipay's account
+	// that is not a PID followed by 0156. nil: every
+	// merchant can be.
+	UnboundMerchant func(id string) string
+	// Canceled, when set, says whether a line's status is the channel's
+	// cancel, which nets the trade to zero whether or not it was paid
+	// (Shouqianba CANCELED; channels.Spec.CancelRefundNo); nil: the
+	// channel has no cancel.
+	Canceled func(status string) bool
 }
 
 // RefundLines is how a channel's statement reports refunds, and so how a
@@ -54,48 +66,87 @@ const (
 	RefundLinesPerOrder
 )
 
-// parsers are the statement parsers, by channel code.
-var parsers = map[channels.Channel]Parser{
-	channels.WeChat: {
-		Parse: func(data []byte, wantSHA1 string) (Statement, error) {
-			return ParseWeChat(bytes.NewReader(data), wantSHA1)
-		},
-		Refunds:        RefundLinesByNumber,
-		PaymentSettled: func(status string) bool { return status == "SUCCESS" },
-	},
-	channels.Alipay: {
-		Parse: func(data []byte, wantSHA1 string) (Statement, error) {
-			st, err := ParseAlipay(bytes.NewReader(data), int64(len(data)))
-			return checkSHA1(st, err, wantSHA1)
-		},
-		Refunds:           RefundLinesRunning,
-		BindingMerchantID: alipayPID,
-	},
-	channels.SQB: {
-		Parse: func(data []byte, wantSHA1 string) (Statement, error) {
-			st, err := ParseSQB(bytes.NewReader(data))
-			return checkSHA1(st, err, wantSHA1)
-		},
-		Refunds: RefundLinesPerOrder,
-	},
+// parsers are the statement parsers, by channel code: the ones
+// allchannels registers, and a test's (channelstest.Register).
+var (
+	parsersMu sync.RWMutex
+	parsers   = map[channels.Channel]Parser{}
+)
+
+func init() { registry.Parser = register }
+
+// errParserRegistered is wrapped by register's error for a code that has
+// a parser already.
+var errParserRegistered = errors.New("statement parser already registered")
+
+// register adds the Parser v for code and returns the function that
+// removes it again; it is reached only through pkg/internal/registry.
+func register(code string, v any) (func(), error) {
+	p, ok := v.(Parser)
+	if !ok {
+		return nil, fmt.Errorf("register statement parser %s: %T is not a statements.Parser", code, v)
+	}
+	if p.Parse == nil || p.Refunds < RefundLinesByNumber || p.Refunds > RefundLinesPerOrder {
+		return nil, fmt.Errorf("register statement parser %s: a Parse and a refund shape are required", code)
+	}
+	ch := channels.Channel(code)
+	parsersMu.Lock()
+	defer parsersMu.Unlock()
+	if _, dup := parsers[ch]; dup {
+		return nil, fmt.Errorf("register statement parser: %w: %s", errParserRegistered, code)
+	}
+	parsers[ch] = p
+	return func() {
+		parsersMu.Lock()
+		defer parsersMu.Unlock()
+		delete(parsers, ch)
+	}, nil
 }
 
 // ParserOf returns the statement parser of channel ch and whether there is
 // one.
 func ParserOf(ch channels.Channel) (Parser, bool) {
+	parsersMu.RLock()
+	defer parsersMu.RUnlock()
 	p, ok := parsers[ch]
 	return p, ok
 }
 
+// parserOf is ParserOf without the flag: the zero Parser for a channel
+// without one.
+func parserOf(ch channels.Channel) Parser {
+	p, _ := ParserOf(ch)
+	return p
+}
+
 // RefundLinesOf is ch's Parser.Refunds; 0 for a channel without a parser.
-func RefundLinesOf(ch channels.Channel) RefundLines { return parsers[ch].Refunds }
+func RefundLinesOf(ch channels.Channel) RefundLines { return parserOf(ch).Refunds }
 
 // PaymentSettled reports whether a payment line of ch with status is money
 // the channel settled (Parser.PaymentSettled; true when the channel's
 // parser does not say).
 func PaymentSettled(ch channels.Channel, status string) bool {
-	if f := parsers[ch].PaymentSettled; f != nil {
+	if f := parserOf(ch).PaymentSettled; f != nil {
 		return f(status)
 	}
 	return true
+}
+
+// LineCanceled reports whether a line of ch with status is the channel's
+// cancel (Parser.Canceled; false when the channel's parser has none).
+func LineCanceled(ch channels.Channel, status string) bool {
+	if f := parserOf(ch).Canceled; f != nil {
+		return f(status)
+	}
+	return false
+}
+
+// UnboundMerchant says why the merchant id, as BindingMerchantIDs names it
+// for a statement of ch, can be bound to no tenant (Parser.UnboundMerchant);
+// "" when it can.
+func UnboundMerchant(ch channels.Channel, id string) string {
+	if f := parserOf(ch).UnboundMerchant; f != nil {
+		return f(id)
+	}
+	return ""
 }

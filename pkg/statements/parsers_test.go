@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/paycallback/paycallback/pkg/channels"
+	_ "github.com/paycallback/paycallback/pkg/channels/allchannels" // the built-in channels
 	"github.com/paycallback/paycallback/pkg/statements"
 )
 

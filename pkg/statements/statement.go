@@ -167,9 +167,10 @@ func Parse(ch channels.Channel, data []byte, wantSHA1 string) (Statement, error)
 	return p.Parse(data, wantSHA1)
 }
 
-// checkSHA1 returns st, err, or when err is nil and wantSHA1 is not empty
-// and not st.SHA1, ErrHash naming both.
-func checkSHA1(st Statement, err error, wantSHA1 string) (Statement, error) {
+// CheckSHA1 returns st, err, or when err is nil and wantSHA1 is not empty
+// and not st.SHA1, ErrHash naming both: what a Parser.Parse whose
+// statement's SHA-1 is the file's returns.
+func CheckSHA1(st Statement, err error, wantSHA1 string) (Statement, error) {
 	if err != nil {
 		return st, err
 	}

@@ -19,7 +19,7 @@ import (
 	"github.com/paycallback/paycallback/config"
 	"github.com/paycallback/paycallback/internal/kafkaops"
 	"github.com/paycallback/paycallback/pkg/channels"
-	"github.com/paycallback/paycallback/pkg/channels/channelstest"
+	"github.com/paycallback/paycallback/pkg/channels/sample"
 )
 
 func main() {
@@ -54,7 +54,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	k := config.Default().Kafka
-	dec := channels.NewDecoder(channelstest.Keys())
+	dec := channels.NewDecoder(sample.Keys())
 	var (
 		read atomic.Int64
 		wg   sync.WaitGroup

@@ -1,22 +1,5 @@
-// Package channelstest builds realistic callback envelopes for the
-// registered payment channels (channels.All), for tests, the demo and
-// simulations, and is the one place a test adds a channel of its own
-// (Register).
-//
-// Describe a trade with Trade (NewTrade fills realistic numbers), a refund
-// with Refund, and one delivery of a notification with Delivery; the
-// builders return the Kafka value (envelope JSON) that the upstream receiver
-// would write. Redeliveries of one notification are the same call with a
-// different Delivery.Attempt (or explicit NotifyTime, ID, Nonce): the bytes
-// differ the way real retries differ (Alipay notify_time, WeChat envelope
-// id, create_time, nonce and ciphertext), the decoded fingerprint does not.
-//
-// WeChat bodies are encrypted with AES-256-GCM under Delivery.APIv3Key
-// (default APIv3Key, the fake key of the test vectors in docs/channels.md),
-// so a decoder built with Keys() reads them. Delivery.Edit changes the payload
-// before it is encoded, to build traps and broken messages.
-//
-// Builders panic on impossible input (a key that is not 32 bytes, a nonce
-// that is not 12); they never return errors. Everything is deterministic:
-// the same arguments give the same bytes.
+// Package channelstest is what tests need of the channels: the builders of
+// package sample under the names the tests know them by, and Register, the
+// one place a test adds a channel of its own (it needs a testing.TB, so no
+// production binary can call it). Production code uses package sample.
 package channelstest

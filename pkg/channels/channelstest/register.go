@@ -1,65 +1,13 @@
 package channelstest
 
 import (
-	"fmt"
-	"sync"
 	"testing"
 
 	"github.com/paycallback/paycallback/pkg/channels"
-	"github.com/paycallback/paycallback/pkg/channels/internal/registry"
+	_ "github.com/paycallback/paycallback/pkg/channels/allchannels" // every test that builds callbacks has the built-in channels
+	"github.com/paycallback/paycallback/pkg/internal/registry"
+	"github.com/paycallback/paycallback/pkg/statements"
 )
-
-// Bodies builds the callbacks of one channel for tests: what NewTrade,
-// PaymentEnvelope and RefundEnvelope ask of a channel. Every channel of
-// channels.All() has one (TestBodiesCoverRegistry checks the built-in
-// ones; Register takes one with each channel it adds).
-type Bodies struct {
-	// TradeNo is a realistic, unique channel trade number for seq.
-	TradeNo func(seq int) string
-	// Payment is the payment notification of t (the Kafka value).
-	Payment func(t Trade, d Delivery) []byte
-	// Refund is the successful refund notification of r on t.
-	Refund func(t Trade, r Refund, d Delivery) []byte
-}
-
-var (
-	bodiesMu sync.RWMutex
-	bodies   = map[channels.Channel]Bodies{
-		channels.WeChat: {
-			TradeNo: func(seq int) string { return fmt.Sprintf("42000022112024060%012d", seq) },
-			Payment: WeChatPayment,
-			Refund:  func(t Trade, r Refund, d Delivery) []byte { return WeChatRefund(t, r, "SUCCESS", d) },
-		},
-		channels.Alipay: {
-			TradeNo: func(seq int) string { return fmt.Sprintf("2024060122001439%012d", seq) },
-			Payment: AlipayPayment,
-			Refund:  AlipayRefund,
-		},
-		channels.SQB: {
-			TradeNo: func(seq int) string { return fmt.Sprintf("789325%010d", seq) },
-			Payment: SQBPayment,
-			Refund:  SQBRefund,
-		},
-	}
-)
-
-// BodiesOf returns the test-body builders of ch and whether it has any.
-func BodiesOf(ch channels.Channel) (Bodies, bool) {
-	bodiesMu.RLock()
-	defer bodiesMu.RUnlock()
-	b, ok := bodies[ch]
-	return b, ok
-}
-
-// mustBodies is BodiesOf that panics on a channel without builders: a
-// test's own mistake.
-func mustBodies(ch channels.Channel) Bodies {
-	b, ok := BodiesOf(ch)
-	if !ok {
-		panic("channelstest: unknown channel " + string(ch))
-	}
-	return b
-}
 
 // Register adds spec to the channel registry (channels.All, Lookup) and
 // b to this package's builders for the rest of the test, and removes both
@@ -78,18 +26,31 @@ func Register(tb testing.TB, spec channels.Spec, b Bodies) {
 		tb.Fatalf("channelstest.Register %s: every Bodies builder is required", spec.Code)
 		return
 	}
-	remove, err := registry.Register(spec)
+	remove, err := registry.Channel(spec)
 	if err != nil {
 		tb.Fatalf("channelstest.Register: %v", err)
 		return
 	}
-	bodiesMu.Lock()
-	bodies[spec.Code] = b
-	bodiesMu.Unlock()
-	tb.Cleanup(func() {
-		bodiesMu.Lock()
-		delete(bodies, spec.Code)
-		bodiesMu.Unlock()
-		remove()
-	})
+	tb.Cleanup(remove)
+	removeBodies, err := registry.Bodies(string(spec.Code), b)
+	if err != nil {
+		tb.Fatalf("channelstest.Register: %v", err)
+		return
+	}
+	tb.Cleanup(removeBodies)
+}
+
+// RegisterParser adds p as the statement parser of the channel code for
+// the rest of the test and removes it when the test ends, like Register:
+// with both, a test's own channel is whole (its statements parse and
+// reconcile as a built-in channel's do). It fails the test on a parser
+// without Parse or Refunds, or a code that has one already.
+func RegisterParser(tb testing.TB, code channels.Channel, p statements.Parser) {
+	tb.Helper()
+	remove, err := registry.Parser(string(code), p)
+	if err != nil {
+		tb.Fatalf("channelstest.RegisterParser: %v", err)
+		return
+	}
+	tb.Cleanup(remove)
 }

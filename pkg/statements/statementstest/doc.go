@@ -1,13 +1,14 @@
-// Package statementstest writes channel statement files for tests: a WeChat
-// Pay trade bill (bill_type=ALL), an Alipay trade bill zip (GBK, with its
-// footer) and a file of Shouqianba query responses, each exactly in the
-// layout pkg/statements parses, from the lines the file must parse into.
-// FromEvents works out those lines from decoded callbacks the way the
-// channels' statements report them.
+// Package statementstest is what the channels' statement builders share:
+// a written File and the Statement statements.Parse must return for it,
+// the refusal of a line a layout cannot carry (ErrUnwritable), the cell
+// and amount checks and formats the writers use, and FromEvents, which
+// asks each channel's sample.Bodies.StatementLines for the lines its
+// statements report for decoded callbacks. Each channel's writers live in
+// its package (wechat.SampleBill, alipay.SampleBill,
+// sqb.SampleQueryResponses), each exactly in the layout its parser reads.
 //
-// Every writer returns a File: the bytes and the Statement that
-// statements.Parse must return for them, so a test can state "this file
-// parses to exactly these lines and totals". The package never touches a
-// database, the network or the file system, and it is not a parser: the
-// only reader of its files that counts is pkg/statements.
+// The package never touches a database, the network or the file system,
+// never imports testing (the channel packages build on it), and it is
+// not a parser: the only reader of the files that counts is the channel's
+// statement parser.
 package statementstest

@@ -2,6 +2,7 @@ package statementstest
 
 import (
 	"cmp"
+	"crypto/sha1" //nolint:gosec // a source of fake digits, not a hash of anything secret
 	"errors"
 	"fmt"
 	"slices"
@@ -9,7 +10,7 @@ import (
 	"time"
 
 	"github.com/paycallback/paycallback/pkg/channels"
-	"github.com/paycallback/paycallback/pkg/eventkey"
+	"github.com/paycallback/paycallback/pkg/channels/sample"
 	"github.com/paycallback/paycallback/pkg/statements"
 )
 
@@ -31,21 +32,14 @@ type File struct {
 // number a spreadsheet would mangle), a status the file cannot state.
 var ErrUnwritable = errors.New("line cannot be written in the statement's layout")
 
-func unwritable(i int, format string, args ...any) error {
+// Unwritable is the refusal of line i (0-based) that a layout cannot
+// carry: it wraps ErrUnwritable.
+func Unwritable(i int, format string, args ...any) error {
 	return fmt.Errorf("line %d: %s: %w", i+1, fmt.Sprintf(format, args...), ErrUnwritable)
 }
 
-// WeChatFeeRate is the fee FromEvents gives WeChat lines: 0.60% of the
-// amount, rounded half up to the fen, positive on payments and negative on
-// refunds (the fee returned), as the trade bill writes 手续费.
-const WeChatFeeRate = "0.60%"
-
-// wechatFee is WeChatFeeRate of fen, rounded half up to the fen, in units
-// of 0.00001 yuan.
-func wechatFee(fen int64) int64 { return (fen*6 + 500) / 1000 * 1000 }
-
 // FromEvents returns the lines channel ch's statements report for the
-// events of ch among events (decoded callbacks; the same key twice counts
+// events of ch among events (each channel's sample.Bodies.StatementLines) (decoded callbacks; the same key twice counts
 // once, the first wins; events of other channels are skipped), sorted by
 // time, then trade number, payments before refunds, then refund number:
 //
@@ -80,18 +74,11 @@ func FromEvents(ch channels.Channel, events []channels.Event) ([]statements.Line
 		seen[id] = true
 		evs = append(evs, e)
 	}
-	var lines []statements.Line
-	var err error
-	switch ch {
-	case channels.WeChat:
-		lines = wechatLines(evs)
-	case channels.Alipay:
-		lines, err = alipayLines(evs)
-	case channels.SQB:
-		lines = sqbLines(evs)
-	default:
+	b, ok := sample.BodiesOf(ch)
+	if !ok || b.StatementLines == nil {
 		return nil, fmt.Errorf("statement lines from events: unknown channel %q", ch)
 	}
+	lines, err := b.StatementLines(evs)
 	if err != nil {
 		return nil, err
 	}
@@ -101,94 +88,6 @@ func FromEvents(ch channels.Channel, events []channels.Event) ([]statements.Line
 			strings.Compare(a.RefundNo, b.RefundNo))
 	})
 	return lines, nil
-}
-
-func line(e channels.Event, kind statements.Kind, amount int64) statements.Line {
-	return statements.Line{
-		Channel: e.Channel, Kind: kind, TradeNo: e.TradeNo, MerchantOrderNo: e.MerchantOrderNo, RefundNo: e.RefundNo,
-		Amount: amount, SettledAmount: amount, Status: "SUCCESS", Time: e.OccurredAt, Currency: e.Currency,
-	}
-}
-
-func wechatLines(evs []channels.Event) []statements.Line {
-	lines := make([]statements.Line, 0, len(evs))
-	for _, e := range evs {
-		if e.Type == eventkey.PaymentReceived {
-			l := line(e, statements.KindPayment, e.OrderTotal)
-			l.FeeMicroYuan = wechatFee(e.OrderTotal)
-			lines = append(lines, l)
-			continue
-		}
-		l := line(e, statements.KindRefund, e.RefundAmount)
-		l.FeeMicroYuan = -wechatFee(e.RefundAmount)
-		lines = append(lines, l)
-	}
-	return lines
-}
-
-func alipayLines(evs []channels.Event) ([]statements.Line, error) {
-	var lines []statements.Line
-	refunds := map[string][]channels.Event{}
-	for _, e := range evs {
-		if e.Type == eventkey.PaymentReceived {
-			lines = append(lines, line(e, statements.KindPayment, e.OrderTotal))
-			continue
-		}
-		refunds[e.TradeNo] = append(refunds[e.TradeNo], e)
-	}
-	for trade, rs := range refunds {
-		slices.SortFunc(rs, func(a, b channels.Event) int { return cmp.Compare(a.CumulativeRefunded, b.CumulativeRefunded) })
-		var before int64
-		for _, e := range rs {
-			own := e.CumulativeRefunded - before
-			if own <= 0 {
-				return nil, fmt.Errorf("statement lines from events: alipay trade %s: refund %s reports %d refunded so far, not more than the %d before it",
-					trade, e.RefundNo, e.CumulativeRefunded, before)
-			}
-			lines = append(lines, line(e, statements.KindRefund, own))
-			before = e.CumulativeRefunded
-		}
-	}
-	return lines, nil
-}
-
-func sqbLines(evs []channels.Event) []statements.Line {
-	type order struct {
-		first    channels.Event
-		refunded int64
-		last     time.Time
-	}
-	orders := map[string]*order{}
-	var trades []string
-	for _, e := range evs {
-		o, ok := orders[e.TradeNo]
-		if !ok {
-			o = &order{first: e}
-			orders[e.TradeNo] = o
-			trades = append(trades, e.TradeNo)
-		}
-		o.refunded = max(o.refunded, e.CumulativeRefunded)
-		if e.OccurredAt.After(o.last) {
-			o.last = e.OccurredAt
-		}
-	}
-	lines := make([]statements.Line, 0, len(trades))
-	for _, trade := range trades {
-		o := orders[trade]
-		status := channels.SQBPaid
-		switch {
-		case o.refunded >= o.first.OrderTotal:
-			status = channels.SQBRefunded
-		case o.refunded > 0:
-			status = channels.SQBPartialRefunded
-		}
-		lines = append(lines, statements.Line{
-			Channel: channels.SQB, Kind: statements.KindOrder, TradeNo: trade, MerchantOrderNo: o.first.MerchantOrderNo,
-			Amount: o.first.OrderTotal, SettledAmount: max(o.first.OrderTotal-o.refunded, 0), Status: status, Time: o.last,
-			Currency: o.first.Currency,
-		})
-	}
-	return lines
 }
 
 // Days returns the Beijing-time days (YYYY-MM-DD) lines fall on, in order.
@@ -216,8 +115,8 @@ func OnDay(lines []statements.Line, day string) []statements.Line {
 // Day is t's Beijing-time day, YYYY-MM-DD, as statements date their lines.
 func Day(t time.Time) string { return t.In(statements.Beijing).Format(time.DateOnly) }
 
-// yuan writes fen as signed yuan with two decimals: "25.80", "-0.01".
-func yuan(fen int64) string {
+// Yuan writes fen as signed yuan with two decimals: "25.80", "-0.01".
+func Yuan(fen int64) string {
 	sign := ""
 	if fen < 0 {
 		sign, fen = "-", -fen
@@ -225,8 +124,8 @@ func yuan(fen int64) string {
 	return fmt.Sprintf("%s%d.%02d", sign, fen/100, fen%100)
 }
 
-// microYuan writes 0.00001-yuan units as signed yuan with five decimals.
-func microYuan(v int64) string {
+// MicroYuan writes 0.00001-yuan units as signed yuan with five decimals.
+func MicroYuan(v int64) string {
 	sign := ""
 	if v < 0 {
 		sign, v = "-", -v
@@ -234,27 +133,27 @@ func microYuan(v int64) string {
 	return fmt.Sprintf("%s%d.%05d", sign, v/100000, v%100000)
 }
 
-// checkAmount refuses an amount the parsers refuse.
-func checkAmount(i int, what string, v int64) error {
+// CheckAmount refuses an amount the parsers refuse.
+func CheckAmount(i int, what string, v int64) error {
 	if v < 0 || v > channels.MaxAmount {
-		return unwritable(i, "%s %d fen is outside [0, %d]", what, v, channels.MaxAmount)
+		return Unwritable(i, "%s %d fen is outside [0, %d]", what, v, channels.MaxAmount)
 	}
 	return nil
 }
 
-// checkCell refuses a cell value that a comma-separated layout cannot
+// CheckCell refuses a cell value that a comma-separated layout cannot
 // carry, or that a spreadsheet would have turned into scientific notation
 // (the parsers refuse those).
-func checkCell(i int, what, v string, required bool) error {
+func CheckCell(i int, what, v string, required bool) error {
 	switch {
 	case v == "" && required:
-		return unwritable(i, "%s is empty", what)
+		return Unwritable(i, "%s is empty", what)
 	case strings.ContainsAny(v, ",\"`\t\r\n"):
-		return unwritable(i, "%s %q holds a separator, quote, backtick or line break", what, v)
+		return Unwritable(i, "%s %q holds a separator, quote, backtick or line break", what, v)
 	case strings.TrimSpace(v) != v:
-		return unwritable(i, "%s %q has surrounding spaces", what, v)
+		return Unwritable(i, "%s %q has surrounding spaces", what, v)
 	case scientific(v):
-		return unwritable(i, "%s %q reads as a number in scientific notation", what, v)
+		return Unwritable(i, "%s %q reads as a number in scientific notation", what, v)
 	}
 	return nil
 }
@@ -271,4 +170,38 @@ func scientific(s string) bool {
 	}
 	intPart, frac, dot := strings.Cut(mant, ".")
 	return digits(exp) && digits(intPart+frac) && (!dot || intPart != "" || frac != "")
+}
+
+// EventLine is the statement line of e: of kind, for amount, SUCCESS,
+// dated by the event's time. A channel's StatementLines builds on it.
+func EventLine(e channels.Event, kind statements.Kind, amount int64) statements.Line {
+	return statements.Line{
+		Channel: e.Channel, Kind: kind, TradeNo: e.TradeNo, MerchantOrderNo: e.MerchantOrderNo, RefundNo: e.RefundNo,
+		Amount: amount, SettledAmount: amount, Status: "SUCCESS", Time: e.OccurredAt, Currency: e.Currency,
+	}
+}
+
+// CheckAmounts checks line i's amounts for a writer: a line's amounts: both in range, the settled one not
+// above the other.
+func CheckAmounts(i int, l statements.Line) error {
+	if err := CheckAmount(i, "amount", l.Amount); err != nil {
+		return err
+	}
+	if err := CheckAmount(i, "settled amount", l.SettledAmount); err != nil {
+		return err
+	}
+	if l.SettledAmount > l.Amount {
+		return Unwritable(i, "settled amount %d above the amount %d", l.SettledAmount, l.Amount)
+	}
+	return nil
+}
+
+// DigitsOf is a deterministic string of n decimal digits derived from seed.
+func DigitsOf(seed string, n int) string {
+	sum := sha1.Sum([]byte(seed)) //nolint:gosec // a source of fake digits, not a hash of anything secret.
+	out := make([]byte, n)
+	for i := range out {
+		out[i] = '0' + sum[i%len(sum)]%10
+	}
+	return string(out)
 }

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,14 +13,17 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/paycallback/paycallback/pkg/channels"
+	"github.com/paycallback/paycallback/pkg/channels/alipay"
 	"github.com/paycallback/paycallback/pkg/channels/channelstest"
+	"github.com/paycallback/paycallback/pkg/channels/sqb"
+	"github.com/paycallback/paycallback/pkg/channels/wechat"
 	"github.com/paycallback/paycallback/pkg/statements"
 	"github.com/paycallback/paycallback/pkg/statements/statementstest"
 )
 
 func fixture(t *testing.T, ch channels.Channel, name string) statements.Statement {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join("..", "testdata", name))
+	data, err := os.ReadFile(filepath.Join("..", "..", "channels", strings.Split(name, "_")[0], "testdata", name))
 	require.NoError(t, err)
 	st, err := statements.Parse(ch, data, "")
 	require.NoError(t, err)
@@ -36,12 +40,12 @@ func TestFixturesRoundTrip(t *testing.T) {
 		write func([]statements.Line) (statementstest.File, error)
 	}{
 		{channels.WeChat, "wechat_tradebill_ALL_2024-03-15.csv", func(l []statements.Line) (statementstest.File, error) {
-			return statementstest.WeChatBill(l, statementstest.WeChatOptions{})
+			return wechat.SampleBill(l, wechat.SampleBillOptions{})
 		}},
 		{channels.Alipay, "alipay_20880000000000000156_20240315.csv.zip", func(l []statements.Line) (statementstest.File, error) {
-			return statementstest.AlipayBill("20880000000000000156", "2024-03-15", l)
+			return alipay.SampleBill("20880000000000000156", "2024-03-15", l)
 		}},
-		{channels.SQB, "sqb_query_responses_SYNTHETIC.jsonl", statementstest.SQBQueryResponses},
+		{channels.SQB, "sqb_query_responses_SYNTHETIC.jsonl", sqb.SampleQueryResponses},
 	} {
 		t.Run(string(tc.ch), func(t *testing.T) {
 			st := fixture(t, tc.ch, tc.name)
@@ -109,22 +113,22 @@ func TestStreamRoundTrip(t *testing.T) {
 		events = append(events, res.Event)
 	}
 
-	wechat, err := statementstest.FromEvents(channels.WeChat, events)
+	wx, err := statementstest.FromEvents(channels.WeChat, events)
 	require.NoError(t, err)
-	require.Len(t, wechat, 8, "four payments and four refunds, the retry counted once")
+	require.Len(t, wx, 8, "four payments and four refunds, the retry counted once")
 	var kinds []statements.Kind
-	for _, l := range wechat {
+	for _, l := range wx {
 		if l.TradeNo == instant.TradeNo {
 			kinds = append(kinds, l.Kind)
 		}
 	}
 	assert.Equal(t, []statements.Kind{statements.KindPayment, statements.KindRefund}, kinds)
-	assert.Equal(t, []string{day1, day2}, statementstest.Days(wechat))
+	assert.Equal(t, []string{day1, day2}, statementstest.Days(wx))
 	micro := channelstest.NewTrade(channels.WeChat, 2).TradeNo
 	var fees int64
 	for _, day := range []string{day1, day2} {
-		lines := statementstest.OnDay(wechat, day)
-		f, err := statementstest.WeChatBill(lines, statementstest.WeChatOptions{MicroPay: map[string]bool{micro: true}})
+		lines := statementstest.OnDay(wx, day)
+		f, err := wechat.SampleBill(lines, wechat.SampleBillOptions{MicroPay: map[string]bool{micro: true}})
 		require.NoError(t, err)
 		got, err := statements.Parse(channels.WeChat, f.Data, f.Want.SHA1)
 		require.NoError(t, err, "%s", f.Data)
@@ -141,17 +145,17 @@ func TestStreamRoundTrip(t *testing.T) {
 	// 25.01 + 1.00.
 	assert.Equal(t, int64(60000+15000+15000+15000-18000-12000-15000-1000), fees)
 
-	alipay, err := statementstest.FromEvents(channels.Alipay, events)
+	ali, err := statementstest.FromEvents(channels.Alipay, events)
 	require.NoError(t, err)
 	var own []int64
-	for _, l := range alipay {
+	for _, l := range ali {
 		if l.Kind == statements.KindRefund {
 			own = append(own, l.Amount)
 		}
 	}
 	assert.Equal(t, []int64{3000, 2501, 2000}, own, "each refund's own amount, from the cumulative ones")
-	for _, day := range statementstest.Days(alipay) {
-		f, err := statementstest.AlipayBill("20880000000000000156", day, statementstest.OnDay(alipay, day))
+	for _, day := range statementstest.Days(ali) {
+		f, err := alipay.SampleBill("20880000000000000156", day, statementstest.OnDay(ali, day))
 		require.NoError(t, err)
 		got, err := statements.Parse(channels.Alipay, f.Data, f.Want.SHA1)
 		require.NoError(t, err)
@@ -165,19 +169,19 @@ func TestStreamRoundTrip(t *testing.T) {
 		}
 	}
 
-	sqb, err := statementstest.FromEvents(channels.SQB, events)
+	sq, err := statementstest.FromEvents(channels.SQB, events)
 	require.NoError(t, err)
-	require.Len(t, sqb, 3)
+	require.Len(t, sq, 3)
 	byTrade := map[string]statements.Line{}
-	for _, l := range sqb {
+	for _, l := range sq {
 		byTrade[l.MerchantOrderNo] = l
 	}
 	a, b, c := byTrade["POS20240601000021"], byTrade["POS20240601000022"], byTrade["POS20240601000023"]
-	assert.Equal(t, []any{channels.SQBPartialRefunded, int64(10000), int64(5000), day2},
+	assert.Equal(t, []any{sqb.PartialRefunded, int64(10000), int64(5000), day2},
 		[]any{a.Status, a.Amount, a.SettledAmount, statementstest.Day(a.Time)}, "dated by its last refund")
-	assert.Equal(t, []any{channels.SQBRefunded, int64(0)}, []any{b.Status, b.SettledAmount})
-	assert.Equal(t, []any{channels.SQBPaid, int64(2580)}, []any{c.Status, c.SettledAmount})
-	f, err := statementstest.SQBQueryResponses(sqb)
+	assert.Equal(t, []any{sqb.Refunded, int64(0)}, []any{b.Status, b.SettledAmount})
+	assert.Equal(t, []any{sqb.Paid, int64(2580)}, []any{c.Status, c.SettledAmount})
+	f, err := sqb.SampleQueryResponses(sq)
 	require.NoError(t, err)
 	got, err := statements.Parse(channels.SQB, f.Data, f.Want.SHA1)
 	require.NoError(t, err)
@@ -195,7 +199,7 @@ func TestUnwritable(t *testing.T) {
 			Amount: 100, SettledAmount: 100, Status: "SUCCESS", Time: channelstest.BaseTime, Currency: "CNY",
 		}
 		if ch == channels.SQB {
-			l.Status = channels.SQBPaid
+			l.Status = sqb.Paid
 		}
 		return l
 	}
@@ -207,16 +211,16 @@ func TestUnwritable(t *testing.T) {
 		f(&l)
 		return []statements.Line{good(ch, kind), l}
 	}
-	wechat := func(lines []statements.Line) error {
-		_, err := statementstest.WeChatBill(lines, statementstest.WeChatOptions{})
+	wx := func(lines []statements.Line) error {
+		_, err := wechat.SampleBill(lines, wechat.SampleBillOptions{})
 		return err
 	}
-	alipay := func(lines []statements.Line) error {
-		_, err := statementstest.AlipayBill("2088", day, lines)
+	ali := func(lines []statements.Line) error {
+		_, err := alipay.SampleBill("2088", day, lines)
 		return err
 	}
-	sqb := func(lines []statements.Line) error {
-		_, err := statementstest.SQBQueryResponses(lines)
+	sq := func(lines []statements.Line) error {
+		_, err := sqb.SampleQueryResponses(lines)
 		return err
 	}
 	wp, wr := func(f func(*statements.Line)) []statements.Line {
@@ -234,19 +238,19 @@ func TestUnwritable(t *testing.T) {
 		write func([]statements.Line) error
 		lines []statements.Line
 	}{
-		{"wechat order kind", wechat, wp(func(l *statements.Line) { l.Kind = statements.KindOrder })},
-		{"wechat comma in an id", wechat, wp(func(l *statements.Line) { l.MerchantOrderNo = "M,1" })},
-		{"wechat mangled id", wechat, wp(func(l *statements.Line) { l.TradeNo = "4.20000E+27" })},
-		{"wechat refund without number", wechat, wr(func(l *statements.Line) { l.RefundNo = "" })},
-		{"wechat refund status", wechat, wr(func(l *statements.Line) { l.Status = "REFUND" })},
-		{"wechat settled above amount", wechat, wp(func(l *statements.Line) { l.SettledAmount = 101 })},
-		{"alipay other channel", alipay, ap(func(l *statements.Line) { l.Channel = channels.SQB })},
-		{"alipay other day", alipay, ap(func(l *statements.Line) { l.Time = l.Time.AddDate(0, 0, 1) })},
-		{"alipay negative amount", alipay, ap(func(l *statements.Line) { l.Amount = -1 })},
-		{"sqb payment kind", sqb, so(func(l *statements.Line) { l.Kind = statements.KindPayment })},
-		{"sqb undocumented status", sqb, so(func(l *statements.Line) { l.Status = "DONE" })},
-		{"sqb final without time", sqb, so(func(l *statements.Line) { l.Time = time.Time{} })},
-		{"sqb same sn twice", sqb, so(func(l *statements.Line) { l.TradeNo = "T1" })},
+		{"wechat order kind", wx, wp(func(l *statements.Line) { l.Kind = statements.KindOrder })},
+		{"wechat comma in an id", wx, wp(func(l *statements.Line) { l.MerchantOrderNo = "M,1" })},
+		{"wechat mangled id", wx, wp(func(l *statements.Line) { l.TradeNo = "4.20000E+27" })},
+		{"wechat refund without number", wx, wr(func(l *statements.Line) { l.RefundNo = "" })},
+		{"wechat refund status", wx, wr(func(l *statements.Line) { l.Status = "REFUND" })},
+		{"wechat settled above amount", wx, wp(func(l *statements.Line) { l.SettledAmount = 101 })},
+		{"alipay other channel", ali, ap(func(l *statements.Line) { l.Channel = channels.SQB })},
+		{"alipay other day", ali, ap(func(l *statements.Line) { l.Time = l.Time.AddDate(0, 0, 1) })},
+		{"alipay negative amount", ali, ap(func(l *statements.Line) { l.Amount = -1 })},
+		{"sqb payment kind", sq, so(func(l *statements.Line) { l.Kind = statements.KindPayment })},
+		{"sqb undocumented status", sq, so(func(l *statements.Line) { l.Status = "DONE" })},
+		{"sqb final without time", sq, so(func(l *statements.Line) { l.Time = time.Time{} })},
+		{"sqb same sn twice", sq, so(func(l *statements.Line) { l.TradeNo = "T1" })},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			require.NoError(t, tc.write(tc.lines[:1]), "the first line alone is fine")
