@@ -33,7 +33,7 @@ import (
 	"github.com/paycallback/paycallback/pkg/idempotent"
 	"github.com/paycallback/paycallback/pkg/settlement"
 	"github.com/paycallback/paycallback/pkg/statements"
-	"github.com/paycallback/paycallback/pkg/statements/statementstest"
+	"github.com/paycallback/paycallback/pkg/statements/statementsample"
 )
 
 // TestStatementReconcile runs the verb over a day whose ledger holds one
@@ -206,7 +206,7 @@ func statementEnv(t *testing.T) map[string]string {
 }
 
 // testMerchants binds to tenant 1001 the merchants channelstest's
-// callbacks and statementstest's files name, and to tenant 1002 the WeChat
+// callbacks and statementsample's files name, and to tenant 1002 the WeChat
 // merchant tenant1002 names.
 const testMerchants = `# tenant 1001: the callbacks' merchants, then the statement files'
 1001 WECHAT 1230000109
@@ -427,24 +427,24 @@ func TestStatementReconcilePublishMissing(t *testing.T) {
 
 	// The statements of the whole day, imported through the command.
 	dir := t.TempDir()
-	importFile := func(tenant int64, ch channels.Channel, f statementstest.File) {
+	importFile := func(tenant int64, ch channels.Channel, f statementsample.File) {
 		t.Helper()
 		name := filepath.Join(dir, fmt.Sprintf("%d-%s", tenant, ch))
 		require.NoError(t, os.WriteFile(name, f.Data, 0o600))
 		out, errOut, err := consumerCmd(t, vars, "statement", "import", "--channel", string(ch), "--tenant", fmt.Sprint(tenant), "--file", name)
 		require.NoError(t, err, out+errOut)
 	}
-	lines, err := statementstest.FromEvents(channels.WeChat, events[channels.WeChat])
+	lines, err := statementsample.FromEvents(channels.WeChat, events[channels.WeChat])
 	require.NoError(t, err)
 	f, err := wechat.SampleBill(lines, wechat.SampleBillOptions{MicroPay: map[string]bool{w2.TradeNo: true}})
 	require.NoError(t, err)
 	importFile(1001, channels.WeChat, f)
-	lines, err = statementstest.FromEvents(channels.Alipay, events[channels.Alipay])
+	lines, err = statementsample.FromEvents(channels.Alipay, events[channels.Alipay])
 	require.NoError(t, err)
 	f, err = alipay.SampleBill("20880000000000000156", day, lines)
 	require.NoError(t, err)
 	importFile(1001, channels.Alipay, f)
-	lines, err = statementstest.FromEvents(channels.SQB, events[channels.SQB])
+	lines, err = statementsample.FromEvents(channels.SQB, events[channels.SQB])
 	require.NoError(t, err)
 	f, err = sqb.SampleQueryResponses(lines)
 	require.NoError(t, err)
@@ -455,7 +455,7 @@ func TestStatementReconcilePublishMissing(t *testing.T) {
 		require.NoError(t, err)
 		pEvents = append(pEvents, res.Event)
 	}
-	lines, err = statementstest.FromEvents(channels.WeChat, pEvents)
+	lines, err = statementsample.FromEvents(channels.WeChat, pEvents)
 	require.NoError(t, err)
 	for i := range lines {
 		if lines[i].Kind == statements.KindRefund {
@@ -577,7 +577,7 @@ func TestStatementReconcilePublishMissingRefusesWithoutAKey(t *testing.T) {
 	tr := channelstest.NewTrade(channels.WeChat, 951)
 	res, err := channels.NewDecoder(channelstest.Keys()).Decode(channelstest.PaymentEnvelope(tr, channelstest.Delivery{}))
 	require.NoError(t, err)
-	lines, err := statementstest.FromEvents(channels.WeChat, []channels.Event{res.Event})
+	lines, err := statementsample.FromEvents(channels.WeChat, []channels.Event{res.Event})
 	require.NoError(t, err)
 	f, err := wechat.SampleBill(lines, wechat.SampleBillOptions{})
 	require.NoError(t, err)

@@ -17,7 +17,7 @@ import (
 	"github.com/paycallback/paycallback/pkg/channels/sqb"
 	"github.com/paycallback/paycallback/pkg/channels/wechat"
 	"github.com/paycallback/paycallback/pkg/statements"
-	"github.com/paycallback/paycallback/pkg/statements/statementstest"
+	"github.com/paycallback/paycallback/pkg/statements/statementsample"
 )
 
 // TestStatementImport imports each channel's fixture through the command:
@@ -146,12 +146,12 @@ func TestStatementImportIsBoundToTheTenant(t *testing.T) {
 	st, err := statements.Parse(channels.WeChat, data, "")
 	require.NoError(t, err)
 	dir := t.TempDir()
-	must := func(f statementstest.File, err error) statementstest.File {
+	must := func(f statementsample.File, err error) statementsample.File {
 		t.Helper()
 		require.NoError(t, err)
 		return f
 	}
-	write := func(name string, f statementstest.File) string {
+	write := func(name string, f statementsample.File) string {
 		t.Helper()
 		path := filepath.Join(dir, name)
 		require.NoError(t, os.WriteFile(path, f.Data, 0o600))

@@ -19,7 +19,7 @@ import (
 	"github.com/paycallback/paycallback/pkg/idempotent"
 	"github.com/paycallback/paycallback/pkg/settlement"
 	"github.com/paycallback/paycallback/pkg/statements"
-	"github.com/paycallback/paycallback/pkg/statements/statementstest"
+	"github.com/paycallback/paycallback/pkg/statements/statementsample"
 )
 
 // TestEveryChannel runs the suite over every registered channel.
@@ -95,7 +95,7 @@ func runSuite(t *testing.T, w *ledgertest.World, ch channels.Channel, seq int) {
 
 	t.Run("statement", func(t *testing.T) {
 		events := []channels.Event{decode(t, w, payment), decode(t, w, refunded), decode(t, w, retry)}
-		lines, err := statementstest.FromEvents(ch, events)
+		lines, err := statementsample.FromEvents(ch, events)
 		require.NoError(t, err)
 		require.NotEmpty(t, lines)
 		data, err := b.Statement(lines)

@@ -16,7 +16,7 @@ import (
 	"github.com/paycallback/paycallback/pkg/channels/sample"
 	"github.com/paycallback/paycallback/pkg/eventkey"
 	"github.com/paycallback/paycallback/pkg/statements"
-	"github.com/paycallback/paycallback/pkg/statements/statementstest"
+	"github.com/paycallback/paycallback/pkg/statements/statementsample"
 )
 
 // fakePay is a fourth channel defined here alone: a trivial JSON callback,
@@ -131,9 +131,9 @@ func TestFakeFourthChannel(t *testing.T) {
 			lines := make([]statements.Line, 0, len(evs))
 			for _, e := range evs {
 				if e.Type == eventkey.PaymentReceived {
-					lines = append(lines, statementstest.EventLine(e, statements.KindPayment, e.OrderTotal))
+					lines = append(lines, statementsample.EventLine(e, statements.KindPayment, e.OrderTotal))
 				} else {
-					lines = append(lines, statementstest.EventLine(e, statements.KindRefund, e.RefundAmount))
+					lines = append(lines, statementsample.EventLine(e, statements.KindRefund, e.RefundAmount))
 				}
 			}
 			return lines, nil

@@ -19,7 +19,7 @@ import (
 	"github.com/paycallback/paycallback/pkg/channels/alipay"
 	"github.com/paycallback/paycallback/pkg/channels/channelstest"
 	"github.com/paycallback/paycallback/pkg/statements"
-	"github.com/paycallback/paycallback/pkg/statements/statementstest"
+	"github.com/paycallback/paycallback/pkg/statements/statementsample"
 )
 
 // TestAlipayRefundLostThenOvertakenAcrossDays: an Alipay trade refunded on
@@ -84,7 +84,7 @@ func TestAlipayRefundLostThenOvertakenAcrossDays(t *testing.T) {
 		msg(overtaken, channelstest.RefundEnvelope(overtaken, first, none)),
 		msg(missing, channelstest.RefundEnvelope(missing, lost, none)),
 	}
-	lines, err := statementstest.FromEvents(channels.Alipay, events)
+	lines, err := statementsample.FromEvents(channels.Alipay, events)
 	require.NoError(t, err)
 	for i, l := range lines {
 		if l.TradeNo == midnight.TradeNo && l.Kind == statements.KindRefund {
@@ -94,7 +94,7 @@ func TestAlipayRefundLostThenOvertakenAcrossDays(t *testing.T) {
 
 	importDay := func(day string) {
 		t.Helper()
-		f, err := alipay.SampleBill(alipayAccount, day, statementstest.OnDay(lines, day))
+		f, err := alipay.SampleBill(alipayAccount, day, statementsample.OnDay(lines, day))
 		require.NoError(t, err)
 		path := filepath.Join(w.dir, alipayAccount+"_"+strings.ReplaceAll(day, "-", "")+".csv.zip")
 		require.NoError(t, os.WriteFile(path, f.Data, 0o600))

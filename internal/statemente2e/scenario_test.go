@@ -14,7 +14,7 @@ import (
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/channels/channelstest"
 	"github.com/paycallback/paycallback/pkg/statements"
-	"github.com/paycallback/paycallback/pkg/statements/statementstest"
+	"github.com/paycallback/paycallback/pkg/statements/statementsample"
 )
 
 // tenant is the one tenant of the scenario.
@@ -232,7 +232,7 @@ func newScenario(t *testing.T) *scenario {
 		decoded = append(decoded, e.decoded)
 	}
 	for _, ch := range channels.Codes() {
-		lines, err := statementstest.FromEvents(ch, decoded)
+		lines, err := statementsample.FromEvents(ch, decoded)
 		require.NoError(t, err)
 		s.lines[ch] = lines
 	}
@@ -292,9 +292,9 @@ func (s *scenario) missing(pick func(*event) bool) []expectedItem {
 			continue
 		}
 		ch := e.trade.Channel
-		it := expectedItem{Channel: string(ch), Day: statementstest.Day(e.at), Category: "missing_in_ledger", TradeNo: e.trade.TradeNo}
+		it := expectedItem{Channel: string(ch), Day: statementsample.Day(e.at), Category: "missing_in_ledger", TradeNo: e.trade.TradeNo}
 		if ch == channels.SQB {
-			it.Day = statementstest.Day(last[string(ch)+":"+e.trade.TradeNo])
+			it.Day = statementsample.Day(last[string(ch)+":"+e.trade.TradeNo])
 		}
 		switch {
 		case e.refund == nil:

@@ -49,7 +49,7 @@ import (
 	"github.com/paycallback/paycallback/pkg/channels/sqb"
 	"github.com/paycallback/paycallback/pkg/channels/wechat"
 	"github.com/paycallback/paycallback/pkg/statements"
-	"github.com/paycallback/paycallback/pkg/statements/statementstest"
+	"github.com/paycallback/paycallback/pkg/statements/statementsample"
 )
 
 const (
@@ -85,7 +85,7 @@ type world struct {
 }
 
 // testMerchants binds to the scenario's tenant the merchants the
-// channelstest callbacks and the statementstest files name.
+// channelstest callbacks and the statementsample files name.
 const testMerchants = `# the callbacks' merchants
 1001 WECHAT 1230000109
 1001 ALIPAY 2088101117955611
@@ -281,15 +281,15 @@ func (w *world) importStatements(s *scenario) {
 	type file struct {
 		ch   channels.Channel
 		name string
-		f    statementstest.File
+		f    statementsample.File
 	}
 	var files []file
 	for _, day := range s.days {
-		wf, err := wechat.SampleBill(statementstest.OnDay(s.lines[channels.WeChat], day),
+		wf, err := wechat.SampleBill(statementsample.OnDay(s.lines[channels.WeChat], day),
 			wechat.SampleBillOptions{MicroPay: s.barcode})
 		require.NoError(w.t, err)
 		files = append(files, file{channels.WeChat, "wechat_tradebill_ALL_" + day + ".csv", wf})
-		af, err := alipay.SampleBill(alipayAccount, day, statementstest.OnDay(s.lines[channels.Alipay], day))
+		af, err := alipay.SampleBill(alipayAccount, day, statementsample.OnDay(s.lines[channels.Alipay], day))
 		require.NoError(w.t, err)
 		files = append(files, file{channels.Alipay, alipayAccount + "_" + strings.ReplaceAll(day, "-", "") + ".csv.zip", af})
 	}

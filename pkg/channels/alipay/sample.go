@@ -7,7 +7,7 @@ import (
 
 	"github.com/paycallback/paycallback/pkg/channels/sample"
 	"github.com/paycallback/paycallback/pkg/statements"
-	"github.com/paycallback/paycallback/pkg/statements/statementstest"
+	"github.com/paycallback/paycallback/pkg/statements/statementsample"
 )
 
 // The channel's realistic callbacks, for tests, the demo and simulations
@@ -27,9 +27,9 @@ func SampleBodies() sample.Bodies {
 		Refund:         SampleRefund,
 		StatementLines: SampleStatementLines,
 		Statement: func(lines []statements.Line) ([]byte, error) {
-			day := statementstest.Day(sample.BaseTime)
+			day := statementsample.Day(sample.BaseTime)
 			if len(lines) > 0 {
-				day = statementstest.Day(lines[0].Time)
+				day = statementsample.Day(lines[0].Time)
 			}
 			f, err := SampleBill(SampleAccount, day, lines)
 			return f.Data, err

@@ -16,7 +16,7 @@ import (
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/eventkey"
 	"github.com/paycallback/paycallback/pkg/statements"
-	"github.com/paycallback/paycallback/pkg/statements/statementstest"
+	"github.com/paycallback/paycallback/pkg/statements/statementsample"
 )
 
 // sampleHeader is the 25-column header of the 业务明细 entry.
@@ -59,13 +59,13 @@ const (
 // included), an empty trade number or refund number of a refund, or a cell
 // holding a comma, quote, backtick, TAB or line break; an account or day
 // that is not one is an error too.
-func SampleBill(account, day string, lines []statements.Line) (statementstest.File, error) {
+func SampleBill(account, day string, lines []statements.Line) (statementsample.File, error) {
 	from, err := time.ParseInLocation(time.DateOnly, day, statements.Beijing)
 	if err != nil {
-		return statementstest.File{}, fmt.Errorf("alipay bill: day %q: %w", day, err)
+		return statementsample.File{}, fmt.Errorf("alipay bill: day %q: %w", day, err)
 	}
 	if account == "" || strings.Trim(account, "0123456789") != "" {
-		return statementstest.File{}, fmt.Errorf("alipay bill: account %q is not digits", account)
+		return statementsample.File{}, fmt.Errorf("alipay bill: account %q is not digits", account)
 	}
 	to := from.AddDate(0, 0, 1)
 	window := fmt.Sprintf("#起始日期：[%s]   终止日期：[%s]", from.Format(alipayWindowForm), to.Format(alipayWindowForm))
@@ -82,7 +82,7 @@ func SampleBill(account, day string, lines []statements.Line) (statementstest.Fi
 	for i, l := range lines {
 		row, err := sampleRow(i, l, from, to)
 		if err != nil {
-			return statementstest.File{}, fmt.Errorf("alipay bill: %w", err)
+			return statementsample.File{}, fmt.Errorf("alipay bill: %w", err)
 		}
 		detail = append(detail, row)
 		l.LineNo = alipayCommentRows + 2 + i
@@ -108,8 +108,8 @@ func SampleBill(account, day string, lines []statements.Line) (statementstest.Fi
 	t.SettledPayments, t.SettledRefunds = paidSettled, refundSettled
 	detail = append(detail,
 		"#-----------------------------------------业务明细列表结束------------------------------------",
-		fmt.Sprintf("#交易合计：%d笔，商家实收共%s元，商家优惠共%s元", t.Payments, statementstest.Yuan(paidSettled), statementstest.Yuan(paidOrder-paidSettled)),
-		fmt.Sprintf("#退款合计：%d笔，商家实收退款共%s元，商家优惠退款共%s元", t.Refunds, statementstest.Yuan(-refundSettled), statementstest.Yuan(refundSettled-refundOrder)),
+		fmt.Sprintf("#交易合计：%d笔，商家实收共%s元，商家优惠共%s元", t.Payments, statementsample.Yuan(paidSettled), statementsample.Yuan(paidOrder-paidSettled)),
+		fmt.Sprintf("#退款合计：%d笔，商家实收退款共%s元，商家优惠退款共%s元", t.Refunds, statementsample.Yuan(-refundSettled), statementsample.Yuan(refundSettled-refundOrder)),
 		exported,
 	)
 	summary := []string{
@@ -119,20 +119,20 @@ func SampleBill(account, day string, lines []statements.Line) (statementstest.Fi
 		"#-----------------------------------------业务汇总列表----------------------------------------",
 		sampleSummaryHeader,
 		strings.Join([]string{
-			"合计", "", fmt.Sprint(t.Payments), fmt.Sprint(t.Refunds), statementstest.Yuan(paidOrder - refundOrder),
-			statementstest.Yuan(paidSettled - refundSettled), statementstest.Yuan(0), statementstest.Yuan(paidOrder - paidSettled - (refundOrder - refundSettled)), statementstest.Yuan(0),
-			statementstest.MicroYuan(fees), statementstest.Yuan(0), statementstest.Yuan(paidSettled - refundSettled),
+			"合计", "", fmt.Sprint(t.Payments), fmt.Sprint(t.Refunds), statementsample.Yuan(paidOrder - refundOrder),
+			statementsample.Yuan(paidSettled - refundSettled), statementsample.Yuan(0), statementsample.Yuan(paidOrder - paidSettled - (refundOrder - refundSettled)), statementsample.Yuan(0),
+			statementsample.MicroYuan(fees), statementsample.Yuan(0), statementsample.Yuan(paidSettled - refundSettled),
 		}, ","),
 		"#----------------------------------------业务汇总列表结束-------------------------------------",
 		exported,
 	}
 	detailGBK, err := gbk(strings.Join(detail, "\r\n") + "\r\n")
 	if err != nil {
-		return statementstest.File{}, fmt.Errorf("alipay bill: detail entry: %w", err)
+		return statementsample.File{}, fmt.Errorf("alipay bill: detail entry: %w", err)
 	}
 	summaryGBK, err := gbk(strings.Join(summary, "\r\n") + "\r\n")
 	if err != nil {
-		return statementstest.File{}, fmt.Errorf("alipay bill: summary entry: %w", err)
+		return statementsample.File{}, fmt.Errorf("alipay bill: summary entry: %w", err)
 	}
 	sum := sha1.Sum(detailGBK) //nolint:gosec // see the import.
 	want.SHA1 = hex.EncodeToString(sum[:])
@@ -146,62 +146,62 @@ func SampleBill(account, day string, lines []statements.Line) (statementstest.Fi
 	}{{stem + "业务明细.csv", detailGBK}, {stem + "业务明细(汇总).csv", summaryGBK}} {
 		name, err := gbk(e.name)
 		if err != nil {
-			return statementstest.File{}, fmt.Errorf("alipay bill: entry name: %w", err)
+			return statementsample.File{}, fmt.Errorf("alipay bill: entry name: %w", err)
 		}
 		w, err := zw.CreateHeader(&zip.FileHeader{
 			Name: string(name), NonUTF8: true, Method: zip.Deflate, Modified: to.Add(5 * time.Hour),
 		})
 		if err != nil {
-			return statementstest.File{}, fmt.Errorf("alipay bill: zip entry: %w", err)
+			return statementsample.File{}, fmt.Errorf("alipay bill: zip entry: %w", err)
 		}
 		if _, err := w.Write(e.data); err != nil {
-			return statementstest.File{}, fmt.Errorf("alipay bill: zip entry: %w", err)
+			return statementsample.File{}, fmt.Errorf("alipay bill: zip entry: %w", err)
 		}
 	}
 	if err := zw.Close(); err != nil {
-		return statementstest.File{}, fmt.Errorf("alipay bill: zip: %w", err)
+		return statementsample.File{}, fmt.Errorf("alipay bill: zip: %w", err)
 	}
-	return statementstest.File{Data: zbuf.Bytes(), Want: want}, nil
+	return statementsample.File{Data: zbuf.Bytes(), Want: want}, nil
 }
 
 // sampleRow checks one line and returns its row.
 func sampleRow(i int, l statements.Line, from, to time.Time) (string, error) {
 	if l.Channel != Code {
-		return "", statementstest.Unwritable(i, "channel %q, not ALIPAY", l.Channel)
+		return "", statementsample.Unwritable(i, "channel %q, not ALIPAY", l.Channel)
 	}
 	if l.Status != "SUCCESS" || l.Currency != channels.CurrencyCNY {
-		return "", statementstest.Unwritable(i, "status %q and currency %q: an Alipay bill holds SUCCESS rows in CNY", l.Status, l.Currency)
+		return "", statementsample.Unwritable(i, "status %q and currency %q: an Alipay bill holds SUCCESS rows in CNY", l.Status, l.Currency)
 	}
 	if l.Time.Before(from) || !l.Time.Before(to) {
-		return "", statementstest.Unwritable(i, "time %s is outside the bill's day %s", l.Time.In(statements.Beijing).Format(alipayTimeForm), from.Format(time.DateOnly))
+		return "", statementsample.Unwritable(i, "time %s is outside the bill's day %s", l.Time.In(statements.Beijing).Format(alipayTimeForm), from.Format(time.DateOnly))
 	}
-	if err := statementstest.CheckAmounts(i, l); err != nil {
+	if err := statementsample.CheckAmounts(i, l); err != nil {
 		return "", err
 	}
-	if err := statementstest.CheckCell(i, "trade number", l.TradeNo, true); err != nil {
+	if err := statementsample.CheckCell(i, "trade number", l.TradeNo, true); err != nil {
 		return "", err
 	}
-	if err := statementstest.CheckCell(i, "merchant order number", l.MerchantOrderNo, false); err != nil {
+	if err := statementsample.CheckCell(i, "merchant order number", l.MerchantOrderNo, false); err != nil {
 		return "", err
 	}
 	biz, sign, refundNo := "交易", int64(1), ""
 	switch l.Kind {
 	case statements.KindPayment:
 	case statements.KindRefund:
-		if err := statementstest.CheckCell(i, "refund number", l.RefundNo, true); err != nil {
+		if err := statementsample.CheckCell(i, "refund number", l.RefundNo, true); err != nil {
 			return "", err
 		}
 		biz, sign, refundNo = "退款", -1, l.RefundNo
 	default:
-		return "", statementstest.Unwritable(i, "kind %q: an Alipay bill holds payments and refunds", l.Kind)
+		return "", statementsample.Unwritable(i, "kind %q: an Alipay bill holds payments and refunds", l.Kind)
 	}
 	finished := l.Time.In(statements.Beijing)
 	return strings.Join([]string{
 		l.TradeNo + tab, l.MerchantOrderNo + tab, biz + tab, alipayProduct,
 		finished.Add(-7 * time.Second).Format(alipayTimeForm), finished.Format(alipayTimeForm),
 		tab, tab, tab, tab, alipayBuyer + tab,
-		statementstest.Yuan(sign * l.Amount), statementstest.Yuan(sign * l.SettledAmount), statementstest.Yuan(0), statementstest.Yuan(0), statementstest.Yuan(0), statementstest.Yuan(sign * (l.Amount - l.SettledAmount)),
-		statementstest.Yuan(0), "", statementstest.Yuan(0) + tab, statementstest.Yuan(0), refundNo + tab, sampleFee(l.FeeMicroYuan), statementstest.Yuan(0), "",
+		statementsample.Yuan(sign * l.Amount), statementsample.Yuan(sign * l.SettledAmount), statementsample.Yuan(0), statementsample.Yuan(0), statementsample.Yuan(0), statementsample.Yuan(sign * (l.Amount - l.SettledAmount)),
+		statementsample.Yuan(0), "", statementsample.Yuan(0) + tab, statementsample.Yuan(0), refundNo + tab, sampleFee(l.FeeMicroYuan), statementsample.Yuan(0), "",
 	}, ","), nil
 }
 
@@ -209,9 +209,9 @@ func sampleRow(i int, l statements.Line, from, to time.Time) (string, error) {
 // five.
 func sampleFee(v int64) string {
 	if v%1000 == 0 {
-		return statementstest.Yuan(v / 1000)
+		return statementsample.Yuan(v / 1000)
 	}
-	return statementstest.MicroYuan(v)
+	return statementsample.MicroYuan(v)
 }
 
 // gbk encodes UTF-8 text as GBK, as Alipay writes its bills.
@@ -231,7 +231,7 @@ func SampleStatementLines(evs []channels.Event) ([]statements.Line, error) {
 	refunds := map[string][]channels.Event{}
 	for _, e := range evs {
 		if e.Type == eventkey.PaymentReceived {
-			lines = append(lines, statementstest.EventLine(e, statements.KindPayment, e.OrderTotal))
+			lines = append(lines, statementsample.EventLine(e, statements.KindPayment, e.OrderTotal))
 			continue
 		}
 		refunds[e.TradeNo] = append(refunds[e.TradeNo], e)
@@ -245,7 +245,7 @@ func SampleStatementLines(evs []channels.Event) ([]statements.Line, error) {
 				return nil, fmt.Errorf("statement lines from events: alipay trade %s: refund %s reports %d refunded so far, not more than the %d before it",
 					trade, e.RefundNo, e.CumulativeRefunded, before)
 			}
-			lines = append(lines, statementstest.EventLine(e, statements.KindRefund, own))
+			lines = append(lines, statementsample.EventLine(e, statements.KindRefund, own))
 			before = e.CumulativeRefunded
 		}
 	}

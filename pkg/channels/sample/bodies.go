@@ -23,7 +23,7 @@ type Bodies struct {
 	Refund func(t Trade, r Refund, d Delivery) []byte
 	// StatementLines (optional for a test's own channel that has no
 	// statement) are the lines the channel's statements report for events, decoded callbacks of the channel, each key once, in any
-	// order (statementstest.FromEvents sorts them).
+	// order (statementsample.FromEvents sorts them).
 	StatementLines func(events []channels.Event) ([]statements.Line, error)
 	// Statement (optional likewise) is a statement file of the channel
 	// holding lines, in the

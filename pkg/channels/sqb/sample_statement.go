@@ -11,7 +11,7 @@ import (
 
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/statements"
-	"github.com/paycallback/paycallback/pkg/statements/statementstest"
+	"github.com/paycallback/paycallback/pkg/statements/statementsample"
 )
 
 // sampleResponse is one /upay/v2/query response, its fields in the order
@@ -60,13 +60,13 @@ const sampleTerminalSN = "100000000000000001"
 // documented, a final one without a time, a currency other than CNY, an
 // amount outside [0, channels.MaxAmount] (SettledAmount above Amount
 // included), the same sn twice, or an empty sn or client_sn.
-func SampleQueryResponses(lines []statements.Line) (statementstest.File, error) {
+func SampleQueryResponses(lines []statements.Line) (statementsample.File, error) {
 	var b bytes.Buffer
 	want := statements.Statement{Channel: Code, Format: FormatQuery}
 	seen := map[string]bool{}
 	for i, l := range lines {
 		if err := sampleCheck(i, l, seen); err != nil {
-			return statementstest.File{}, fmt.Errorf("sqb query responses: %w", err)
+			return statementsample.File{}, fmt.Errorf("sqb query responses: %w", err)
 		}
 		if l.MerchantID == "" {
 			l.MerchantID = sampleTerminalSN
@@ -75,7 +75,7 @@ func SampleQueryResponses(lines []statements.Line) (statementstest.File, error) 
 		r.ResultCode = "200"
 		r.BizResponse.ResultCode = "SUCCESS"
 		r.BizResponse.Data = sampleData{
-			SN: l.TradeNo, ClientSN: l.MerchantOrderNo, TradeNo: "4200000000" + statementstest.DigitsOf(l.TradeNo, 18),
+			SN: l.TradeNo, ClientSN: l.MerchantOrderNo, TradeNo: "4200000000" + statementsample.DigitsOf(l.TradeNo, 18),
 			TerminalSN: l.MerchantID, Status: "SUCCESS", OrderStatus: l.Status, Payway: "3", SubPayway: "1",
 			TotalAmount: strconv.FormatInt(l.Amount, 10), NetAmount: strconv.FormatInt(l.SettledAmount, 10),
 			Subject: "门店消费", Operator: "cashier01",
@@ -87,7 +87,7 @@ func SampleQueryResponses(lines []statements.Line) (statementstest.File, error) 
 		}
 		data, err := json.Marshal(r)
 		if err != nil {
-			return statementstest.File{}, fmt.Errorf("sqb query responses: line %d: %w", i+1, err)
+			return statementsample.File{}, fmt.Errorf("sqb query responses: line %d: %w", i+1, err)
 		}
 		b.Write(data)
 		b.WriteByte('\n')
@@ -106,16 +106,16 @@ func SampleQueryResponses(lines []statements.Line) (statementstest.File, error) 
 	}
 	sum := sha1.Sum(b.Bytes()) //nolint:gosec // see the import.
 	want.SHA1 = hex.EncodeToString(sum[:])
-	return statementstest.File{Data: b.Bytes(), Want: want}, nil
+	return statementsample.File{Data: b.Bytes(), Want: want}, nil
 }
 
 // sampleCheck checks one line of a query-responses file.
 func sampleCheck(i int, l statements.Line, seen map[string]bool) error {
 	if l.Channel != Code || l.Kind != statements.KindOrder {
-		return statementstest.Unwritable(i, "channel %q kind %q: the file holds SQB orders", l.Channel, l.Kind)
+		return statementsample.Unwritable(i, "channel %q kind %q: the file holds SQB orders", l.Channel, l.Kind)
 	}
 	if l.Currency != channels.CurrencyCNY {
-		return statementstest.Unwritable(i, "currency %q, not CNY", l.Currency)
+		return statementsample.Unwritable(i, "currency %q, not CNY", l.Currency)
 	}
 	final := false
 	switch l.Status {
@@ -124,19 +124,19 @@ func sampleCheck(i int, l statements.Line, seen map[string]bool) error {
 	case Created, PayError, RefundError, CancelError,
 		CancelInProgress, "INVALID_STATUS_CODE":
 	default:
-		return statementstest.Unwritable(i, "order_status %q is not documented", l.Status)
+		return statementsample.Unwritable(i, "order_status %q is not documented", l.Status)
 	}
 	if final && l.Time.IsZero() {
-		return statementstest.Unwritable(i, "final order_status %s without a finish_time", l.Status)
+		return statementsample.Unwritable(i, "final order_status %s without a finish_time", l.Status)
 	}
-	if err := statementstest.CheckAmounts(i, l); err != nil {
+	if err := statementsample.CheckAmounts(i, l); err != nil {
 		return err
 	}
 	if l.TradeNo == "" || l.MerchantOrderNo == "" {
-		return statementstest.Unwritable(i, "sn %q and client_sn %q must not be empty", l.TradeNo, l.MerchantOrderNo)
+		return statementsample.Unwritable(i, "sn %q and client_sn %q must not be empty", l.TradeNo, l.MerchantOrderNo)
 	}
 	if seen[l.TradeNo] {
-		return statementstest.Unwritable(i, "sn %q twice", l.TradeNo)
+		return statementsample.Unwritable(i, "sn %q twice", l.TradeNo)
 	}
 	seen[l.TradeNo] = true
 	return nil

@@ -11,7 +11,7 @@ import (
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/eventkey"
 	"github.com/paycallback/paycallback/pkg/statements"
-	"github.com/paycallback/paycallback/pkg/statements/statementstest"
+	"github.com/paycallback/paycallback/pkg/statements/statementsample"
 )
 
 // wechatHeader is the current 27-column header of bill_type=ALL.
@@ -83,7 +83,7 @@ func (o SampleBillOptions) merchants() (mch, sub, id string) {
 // [0, channels.MaxAmount] (SettledAmount above Amount included), an empty
 // trade, merchant order or refund number, or any cell holding a comma,
 // quote, backtick, TAB or line break.
-func SampleBill(lines []statements.Line, o SampleBillOptions) (statementstest.File, error) {
+func SampleBill(lines []statements.Line, o SampleBillOptions) (statementsample.File, error) {
 	var b bytes.Buffer
 	b.WriteString(wechatHeader + "\n")
 	want := statements.Statement{Channel: Code, Format: FormatAll}
@@ -91,7 +91,7 @@ func SampleBill(lines []statements.Line, o SampleBillOptions) (statementstest.Fi
 	for i, l := range lines {
 		cells, err := sampleRow(i, l, o)
 		if err != nil {
-			return statementstest.File{}, fmt.Errorf("wechat bill: %w", err)
+			return statementsample.File{}, fmt.Errorf("wechat bill: %w", err)
 		}
 		b.WriteString(strings.Join(cells, ",") + "\n")
 		l.LineNo = i + 2
@@ -114,66 +114,66 @@ func SampleBill(lines []statements.Line, o SampleBillOptions) (statementstest.Fi
 		t.FeeMicroYuan += l.FeeMicroYuan
 	}
 	b.WriteString(wechatSummaryHeader + "\n")
-	b.WriteString(backticked(fmt.Sprint(t.Lines), statementstest.Yuan(t.SettledPayments), statementstest.Yuan(t.SettledRefunds), statementstest.Yuan(0),
-		statementstest.MicroYuan(t.FeeMicroYuan), statementstest.Yuan(t.PaymentAmount), statementstest.Yuan(t.RefundAmount)) + "\n")
+	b.WriteString(backticked(fmt.Sprint(t.Lines), statementsample.Yuan(t.SettledPayments), statementsample.Yuan(t.SettledRefunds), statementsample.Yuan(0),
+		statementsample.MicroYuan(t.FeeMicroYuan), statementsample.Yuan(t.PaymentAmount), statementsample.Yuan(t.RefundAmount)) + "\n")
 	sum := sha1.Sum(b.Bytes()) //nolint:gosec // see the import.
 	want.SHA1 = hex.EncodeToString(sum[:])
-	return statementstest.File{Data: b.Bytes(), Want: want}, nil
+	return statementsample.File{Data: b.Bytes(), Want: want}, nil
 }
 
 // sampleRow checks one line and returns its 27 cells.
 func sampleRow(i int, l statements.Line, o SampleBillOptions) ([]string, error) {
 	if l.Channel != Code {
-		return nil, statementstest.Unwritable(i, "channel %q, not WECHAT", l.Channel)
+		return nil, statementsample.Unwritable(i, "channel %q, not WECHAT", l.Channel)
 	}
-	if err := statementstest.CheckAmounts(i, l); err != nil {
+	if err := statementsample.CheckAmounts(i, l); err != nil {
 		return nil, err
 	}
 	for _, c := range []struct{ what, v string }{{"trade number", l.TradeNo}, {"merchant order number", l.MerchantOrderNo}, {"currency", l.Currency}} {
-		if err := statementstest.CheckCell(i, c.what, c.v, true); err != nil {
+		if err := statementsample.CheckCell(i, c.what, c.v, true); err != nil {
 			return nil, err
 		}
 	}
 	if l.FeeMicroYuan > channels.MaxAmount*1000 || l.FeeMicroYuan < -channels.MaxAmount*1000 {
-		return nil, statementstest.Unwritable(i, "fee %d out of range", l.FeeMicroYuan)
+		return nil, statementsample.Unwritable(i, "fee %d out of range", l.FeeMicroYuan)
 	}
 	tradeType := "JSAPI"
 	if o.MicroPay[l.TradeNo] {
 		tradeType = "MICROPAY"
 	}
-	zero := statementstest.Yuan(0)
+	zero := statementsample.Yuan(0)
 	mch, sub, _ := o.merchants()
 	// Payment-row defaults; a refund row overrides its columns below.
 	status, settled, coupon, refundID, refundNo, refundSettled, refundType, refundStatus, amount, refundAmount :=
-		l.Status, statementstest.Yuan(l.SettledAmount), statementstest.Yuan(l.Amount-l.SettledAmount), "0", "0", zero, "", "", statementstest.Yuan(l.Amount), zero
+		l.Status, statementsample.Yuan(l.SettledAmount), statementsample.Yuan(l.Amount-l.SettledAmount), "0", "0", zero, "", "", statementsample.Yuan(l.Amount), zero
 	switch l.Kind {
 	case statements.KindPayment:
 		if l.Status != "SUCCESS" && l.Status != "REVOKED" {
-			return nil, statementstest.Unwritable(i, "payment status %q is neither SUCCESS nor REVOKED", l.Status)
+			return nil, statementsample.Unwritable(i, "payment status %q is neither SUCCESS nor REVOKED", l.Status)
 		}
 	case statements.KindRefund:
 		switch l.Status {
 		case "SUCCESS", "PROCESSING", "FAIL", "CHANGE":
 		default:
-			return nil, statementstest.Unwritable(i, "refund status %q is not SUCCESS, PROCESSING, FAIL or CHANGE", l.Status)
+			return nil, statementsample.Unwritable(i, "refund status %q is not SUCCESS, PROCESSING, FAIL or CHANGE", l.Status)
 		}
-		if err := statementstest.CheckCell(i, "refund number", l.RefundNo, true); err != nil {
+		if err := statementsample.CheckCell(i, "refund number", l.RefundNo, true); err != nil {
 			return nil, err
 		}
 		if l.RefundNo == "0" {
-			return nil, statementstest.Unwritable(i, "refund number 0 is what payment rows write")
+			return nil, statementsample.Unwritable(i, "refund number 0 is what payment rows write")
 		}
 		status, settled, coupon, amount = "REFUND", zero, zero, zero
 		refundID, refundNo, refundSettled, refundType, refundStatus, refundAmount =
-			"503"+statementstest.DigitsOf(l.TradeNo+"/"+l.RefundNo, 26), l.RefundNo, statementstest.Yuan(l.SettledAmount), "ORIGINAL", l.Status, statementstest.Yuan(l.Amount)
+			"503"+statementsample.DigitsOf(l.TradeNo+"/"+l.RefundNo, 26), l.RefundNo, statementsample.Yuan(l.SettledAmount), "ORIGINAL", l.Status, statementsample.Yuan(l.Amount)
 	default:
-		return nil, statementstest.Unwritable(i, "kind %q: a WeChat bill holds payments and refunds", l.Kind)
+		return nil, statementsample.Unwritable(i, "kind %q: a WeChat bill holds payments and refunds", l.Kind)
 	}
 	return []string{
 		"`" + l.Time.In(statements.Beijing).Format(wechatTimeForm), "`" + wechatAppID, "`" + mch, "`" + sub, "`",
 		"`" + l.TradeNo, "`" + l.MerchantOrderNo, "`" + wechatOpenID, "`" + tradeType, "`" + status, "`" + wechatBank,
 		"`" + l.Currency, "`" + settled, "`" + coupon, "`" + refundID, "`" + refundNo, "`" + refundSettled, "`" + zero,
-		"`" + refundType, "`" + refundStatus, "`" + wechatProduct, "`", "`" + statementstest.MicroYuan(l.FeeMicroYuan),
+		"`" + refundType, "`" + refundStatus, "`" + wechatProduct, "`", "`" + statementsample.MicroYuan(l.FeeMicroYuan),
 		"`" + SampleFeeRate, "`" + amount, "`" + refundAmount, "`",
 	}, nil
 }
@@ -194,12 +194,12 @@ func SampleStatementLines(evs []channels.Event) []statements.Line {
 	lines := make([]statements.Line, 0, len(evs))
 	for _, e := range evs {
 		if e.Type == eventkey.PaymentReceived {
-			l := statementstest.EventLine(e, statements.KindPayment, e.OrderTotal)
+			l := statementsample.EventLine(e, statements.KindPayment, e.OrderTotal)
 			l.FeeMicroYuan = sampleFee(e.OrderTotal)
 			lines = append(lines, l)
 			continue
 		}
-		l := statementstest.EventLine(e, statements.KindRefund, e.RefundAmount)
+		l := statementsample.EventLine(e, statements.KindRefund, e.RefundAmount)
 		l.FeeMicroYuan = -sampleFee(e.RefundAmount)
 		lines = append(lines, l)
 	}

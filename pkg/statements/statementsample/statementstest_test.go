@@ -1,4 +1,4 @@
-package statementstest_test
+package statementsample_test
 
 import (
 	"archive/zip"
@@ -18,7 +18,7 @@ import (
 	"github.com/paycallback/paycallback/pkg/channels/sqb"
 	"github.com/paycallback/paycallback/pkg/channels/wechat"
 	"github.com/paycallback/paycallback/pkg/statements"
-	"github.com/paycallback/paycallback/pkg/statements/statementstest"
+	"github.com/paycallback/paycallback/pkg/statements/statementsample"
 )
 
 func fixture(t *testing.T, ch channels.Channel, name string) statements.Statement {
@@ -37,12 +37,12 @@ func TestFixturesRoundTrip(t *testing.T) {
 	for _, tc := range []struct {
 		ch    channels.Channel
 		name  string
-		write func([]statements.Line) (statementstest.File, error)
+		write func([]statements.Line) (statementsample.File, error)
 	}{
-		{channels.WeChat, "wechat_tradebill_ALL_2024-03-15.csv", func(l []statements.Line) (statementstest.File, error) {
+		{channels.WeChat, "wechat_tradebill_ALL_2024-03-15.csv", func(l []statements.Line) (statementsample.File, error) {
 			return wechat.SampleBill(l, wechat.SampleBillOptions{})
 		}},
-		{channels.Alipay, "alipay_20880000000000000156_20240315.csv.zip", func(l []statements.Line) (statementstest.File, error) {
+		{channels.Alipay, "alipay_20880000000000000156_20240315.csv.zip", func(l []statements.Line) (statementsample.File, error) {
 			return alipay.SampleBill("20880000000000000156", "2024-03-15", l)
 		}},
 		{channels.SQB, "sqb_query_responses_SYNTHETIC.jsonl", sqb.SampleQueryResponses},
@@ -113,7 +113,7 @@ func TestStreamRoundTrip(t *testing.T) {
 		events = append(events, res.Event)
 	}
 
-	wx, err := statementstest.FromEvents(channels.WeChat, events)
+	wx, err := statementsample.FromEvents(channels.WeChat, events)
 	require.NoError(t, err)
 	require.Len(t, wx, 8, "four payments and four refunds, the retry counted once")
 	var kinds []statements.Kind
@@ -123,11 +123,11 @@ func TestStreamRoundTrip(t *testing.T) {
 		}
 	}
 	assert.Equal(t, []statements.Kind{statements.KindPayment, statements.KindRefund}, kinds)
-	assert.Equal(t, []string{day1, day2}, statementstest.Days(wx))
+	assert.Equal(t, []string{day1, day2}, statementsample.Days(wx))
 	micro := channelstest.NewTrade(channels.WeChat, 2).TradeNo
 	var fees int64
 	for _, day := range []string{day1, day2} {
-		lines := statementstest.OnDay(wx, day)
+		lines := statementsample.OnDay(wx, day)
 		f, err := wechat.SampleBill(lines, wechat.SampleBillOptions{MicroPay: map[string]bool{micro: true}})
 		require.NoError(t, err)
 		got, err := statements.Parse(channels.WeChat, f.Data, f.Want.SHA1)
@@ -136,7 +136,7 @@ func TestStreamRoundTrip(t *testing.T) {
 		require.Len(t, got.Lines, len(lines))
 		for i, l := range got.Lines {
 			assert.Equal(t, i+2, l.LineNo)
-			assert.Equal(t, day, statementstest.Day(l.Time))
+			assert.Equal(t, day, statementsample.Day(l.Time))
 		}
 		fees += got.Totals.FeeMicroYuan
 		assert.Equal(t, day == day1, bytes.Contains(f.Data, []byte("`"+micro+",`POS20240601000002,`oTEST0000000000000000000001,`MICROPAY,`SUCCESS")))
@@ -145,7 +145,7 @@ func TestStreamRoundTrip(t *testing.T) {
 	// 25.01 + 1.00.
 	assert.Equal(t, int64(60000+15000+15000+15000-18000-12000-15000-1000), fees)
 
-	ali, err := statementstest.FromEvents(channels.Alipay, events)
+	ali, err := statementsample.FromEvents(channels.Alipay, events)
 	require.NoError(t, err)
 	var own []int64
 	for _, l := range ali {
@@ -154,8 +154,8 @@ func TestStreamRoundTrip(t *testing.T) {
 		}
 	}
 	assert.Equal(t, []int64{3000, 2501, 2000}, own, "each refund's own amount, from the cumulative ones")
-	for _, day := range statementstest.Days(ali) {
-		f, err := alipay.SampleBill("20880000000000000156", day, statementstest.OnDay(ali, day))
+	for _, day := range statementsample.Days(ali) {
+		f, err := alipay.SampleBill("20880000000000000156", day, statementsample.OnDay(ali, day))
 		require.NoError(t, err)
 		got, err := statements.Parse(channels.Alipay, f.Data, f.Want.SHA1)
 		require.NoError(t, err)
@@ -169,7 +169,7 @@ func TestStreamRoundTrip(t *testing.T) {
 		}
 	}
 
-	sq, err := statementstest.FromEvents(channels.SQB, events)
+	sq, err := statementsample.FromEvents(channels.SQB, events)
 	require.NoError(t, err)
 	require.Len(t, sq, 3)
 	byTrade := map[string]statements.Line{}
@@ -178,7 +178,7 @@ func TestStreamRoundTrip(t *testing.T) {
 	}
 	a, b, c := byTrade["POS20240601000021"], byTrade["POS20240601000022"], byTrade["POS20240601000023"]
 	assert.Equal(t, []any{sqb.PartialRefunded, int64(10000), int64(5000), day2},
-		[]any{a.Status, a.Amount, a.SettledAmount, statementstest.Day(a.Time)}, "dated by its last refund")
+		[]any{a.Status, a.Amount, a.SettledAmount, statementsample.Day(a.Time)}, "dated by its last refund")
 	assert.Equal(t, []any{sqb.Refunded, int64(0)}, []any{b.Status, b.SettledAmount})
 	assert.Equal(t, []any{sqb.Paid, int64(2580)}, []any{c.Status, c.SettledAmount})
 	f, err := sqb.SampleQueryResponses(sq)
@@ -255,7 +255,7 @@ func TestUnwritable(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			require.NoError(t, tc.write(tc.lines[:1]), "the first line alone is fine")
 			err := tc.write(tc.lines)
-			require.ErrorIs(t, err, statementstest.ErrUnwritable)
+			require.ErrorIs(t, err, statementsample.ErrUnwritable)
 			assert.Contains(t, err.Error(), "line 2:")
 		})
 	}

@@ -1,4 +1,4 @@
-package statementstest
+package statementsample
 
 import (
 	"cmp"

@@ -1,4 +1,4 @@
-// Package statementstest is what the channels' statement builders share:
+// Package statementsample is what the channels' statement builders share:
 // a written File and the Statement statements.Parse must return for it,
 // the refusal of a line a layout cannot carry (ErrUnwritable), the cell
 // and amount checks and formats the writers use, and FromEvents, which
@@ -11,4 +11,4 @@
 // never imports testing (the channel packages build on it), and it is
 // not a parser: the only reader of the files that counts is the channel's
 // statement parser.
-package statementstest
+package statementsample
