@@ -22,6 +22,8 @@ build:
 ## test: the whole suite, race detector on, against real MariaDB (TEST_MYSQL_DSN).
 test:
 	$(GO) vet $(PKGS)
+	# The Apache Kafka suite's files (make test-kafka) build here too.
+	$(GO) vet -tags enginekafka $(PKGS)
 	$(GO) test -race -count=1 -timeout 20m $$($(GO) list $(PKGS) | grep -v '/internal/sim$$')
 	# The seeded fault simulation's fixed seeds, printing each seed's
 	# faults and the lost/posted-twice figures.
