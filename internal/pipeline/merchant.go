@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/paycallback/paycallback/pkg/channels"
@@ -76,6 +77,11 @@ func (p *Pipeline) checkMerchant(res channels.Result) string {
 	case owner != ev.TenantID:
 		return fmt.Sprintf("%s merchant %s is not bound to tenant %d: %s binds it to tenant %d",
 			ev.Channel, res.MerchantID, ev.TenantID, p.Merchants.Path(), owner)
+	case !p.Merchants.Current().AppAllowed(ev.TenantID, ev.Channel, res.AppID):
+		spec, _ := channels.Lookup(ev.Channel) // a decoded callback's channel is registered
+		return fmt.Sprintf("the %s callback of tenant %d is of %s %s, not one of the tenant's (%s in %s)",
+			ev.Channel, ev.TenantID, spec.AppField, channels.Quote(res.AppID),
+			strings.Join(p.Merchants.Current().Apps(ev.TenantID, ev.Channel), ", "), p.Merchants.Path())
 	}
 	return ""
 }

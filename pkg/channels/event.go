@@ -242,6 +242,10 @@ const (
 // It is empty when the callback names none, and on statement events,
 // whose FromStatement is true instead (their tenant was bound at import).
 // Neither is part of the event stored with the claim.
+//
+// AppID is the application the callback names (Spec.AppField: Alipay
+// app_id), empty for a channel without one; like MerchantID it is checked
+// against the merchant binding and not stored.
 type Result struct {
 	Event         Event
 	Ignored       bool
@@ -249,6 +253,7 @@ type Result struct {
 	RefundStatus  RefundStatus
 	APIv3Key      KeyUse
 	MerchantID    string
+	AppID         string
 	FromStatement bool
 }
 
