@@ -106,11 +106,19 @@ func refundMayNameNoMerchant(res channels.Result) bool {
 
 // boundMerchant is the merchant the check passed res for, which the event
 // carries to its claim and, for a payment, to its order row: the merchant
-// the callback names under a binding; "" when nothing was checked (no
-// binding, a statement event) or it names none.
+// the callback names under a binding; for a statement event the merchant
+// its line names (checked at import), while the binding still gives it to
+// the event's tenant; "" when nothing was checked (no binding) or it names
+// none.
 func (p *Pipeline) boundMerchant(res channels.Result) string {
-	if p.Merchants == nil || res.FromStatement {
+	if p.Merchants == nil || res.MerchantID == "" {
 		return ""
+	}
+	if res.FromStatement {
+		owner, ok := p.Merchants.Current().TenantOf(res.Event.Channel, res.MerchantID)
+		if !ok || owner != res.Event.TenantID {
+			return ""
+		}
 	}
 	return res.MerchantID
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/paycallback/paycallback/internal/merchantbinding"
+	"github.com/paycallback/paycallback/internal/statementauth"
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/channels/channelstest"
 	"github.com/paycallback/paycallback/pkg/idempotent"
@@ -172,6 +173,29 @@ func TestMerchantlessSQBRefundOfABoundPayment(t *testing.T) {
 		assert.Equal(t, 1, e.claimCount(t), "only the payment is claimed")
 	})
 
+	t.Run("a payment rebuilt from its statement line records the line's terminal", func(t *testing.T) {
+		for _, bound := range []bool{true, false} {
+			e := newMerchantlessEnv(t)
+			terminal := sqbTestTerminal
+			if !bound {
+				terminal = "01939202039923030" // bound to no tenant: nothing recorded
+			}
+			e.handleSigned(t, statementPayment(t, refunded, terminal))
+			ord := e.order(t, refunded)
+			require.Equal(t, int64(1), ord.PaidAmount)
+			e.handleAll(t, published(t, "core_refund_success_response.json", 1001))
+			if !bound {
+				assert.Empty(t, ord.BoundMerchantID)
+				require.Len(t, e.dl.letters(), 1)
+				assert.Contains(t, e.dl.letters()[0], "the trade's payment was posted without a merchant check")
+				continue
+			}
+			assert.Equal(t, sqbTestTerminal, ord.BoundMerchantID, "the statement line's terminal, checked at import")
+			assert.Empty(t, e.dl.letters(), "the refund is checked against the rebuilt payment's terminal")
+			assert.Equal(t, int64(1), e.order(t, refunded).RefundedAmount)
+		}
+	})
+
 	t.Run("a payment posted without a merchant check", func(t *testing.T) {
 		e := newMerchantlessEnv(t)
 		e.p.Merchants = nil // settled before the binding
@@ -287,4 +311,42 @@ func TestMerchantlessIgnoredAnswerIsIgnored(t *testing.T) {
 	e.rebind(t, "1002 SQB "+sqbTestTerminal+"\n")
 	e.handleAll(t, channelstest.SQBState(tr, "REFUND_ERROR", "SUCCESS", channelstest.Delivery{}))
 	require.Len(t, e.dl.letters(), 1, "another tenant's terminal is refused even on an answer that moves nothing")
+}
+
+// statementPayment is the signed statement event of tr's payment as
+// publish-missing builds it from a statement line naming terminal.
+func statementPayment(t *testing.T, tr channelstest.Trade, terminal string) kafka.Message {
+	t.Helper()
+	ev, err := channels.NewStatementEvent(channels.Event{
+		TenantID: tr.TenantID, Channel: tr.Channel, Type: idempotent.PaymentReceived, TradeNo: tr.TradeNo,
+		MerchantOrderNo: tr.MerchantOrderNo, OrderTotal: tr.Total, OccurredAt: channelstest.BaseTime,
+		ReceivedAt: channelstest.BaseTime, RawStatus: "PAID", StatementMerchant: terminal,
+	})
+	require.NoError(t, err)
+	value, err := channels.StatementEnvelope(ev, channelstest.BaseTime)
+	require.NoError(t, err)
+	sig, err := testStatementKeys(t).Sign(value)
+	require.NoError(t, err)
+	return kafka.Message{Value: value, Headers: []kafka.Header{{Key: statementauth.HeaderSignature, Value: []byte(sig)}}}
+}
+
+// testStatementKeys is the statement key the merchant-less env's decoder
+// verifies with.
+func testStatementKeys(t *testing.T) statementauth.Keys {
+	t.Helper()
+	keys, err := statementauth.Parse([]byte("k1=0123456789abcdef0123456789abcdef\n"))
+	require.NoError(t, err)
+	return keys
+}
+
+// handleSigned hands m, at the next offset, to a pipeline whose decoder
+// verifies statement events, and requires it done.
+func (e *merchantlessEnv) handleSigned(t *testing.T, m kafka.Message) {
+	t.Helper()
+	e.p.Decoder = channels.NewDecoder(channelstest.Keys(), channels.VerifyStatements(testStatementKeys(t)))
+	m.Topic, m.Offset = "channel-events", e.offset
+	e.offset++
+	states := make([]MessageState, 1)
+	require.NoError(t, e.p.Handle(context.Background(), []kafka.Message{m}, states))
+	require.True(t, states[0].done)
 }
