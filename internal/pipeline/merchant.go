@@ -155,8 +155,8 @@ func (p *Pipeline) boundMerchant(res channels.Result) string {
 // which a redrive brings back.
 func (p *Pipeline) checkMerchantless(ctx context.Context, res channels.Result, st *MessageState) (string, error) {
 	ev := res.Event
-	what := fmt.Sprintf("the %s refund %s of trade %s (tenant %d) names no merchant (terminal_sn: a forwarded refund or cancel answer)",
-		ev.Channel, ev.RefundNo, ev.TradeNo, ev.TenantID)
+	what := fmt.Sprintf("the %s refund %s of trade %s (tenant %d) %s (%s: a forwarded refund or cancel answer)",
+		ev.Channel, ev.RefundNo, ev.TradeNo, ev.TenantID, namesNoMerchant, merchantField(ev.Channel))
 	trades, ok := p.Settler.(TradeMerchants)
 	var merchant string
 	var paid bool
@@ -204,5 +204,5 @@ func (p *Pipeline) checkMerchantless(ctx context.Context, res channels.Result, s
 			what, hold, ErrClaimInFlight)
 	}
 	return fmt.Sprintf("%s, and no payment of the trade checked and bound to the tenant was posted within %s; %s binds merchants "+
-		"to tenants, so it is not posted: redrive it once the payment is posted", what, hold, p.Merchants.Path()), nil
+		"to tenants, so it is not posted: the worker redrives it once the payment is posted", what, hold, p.Merchants.Path()), nil
 }
