@@ -244,7 +244,7 @@ var settings = []setting{
 	},
 	{
 		path: "worker.tenant_merchants_file", env: "PAYCB_TENANT_MERCHANTS_FILE",
-		usage: "merchant binding, lines TENANT_ID CHANNEL MERCHANT_ID; re-read when it changes; empty: callbacks unchecked, statement import refused",
+		usage: "merchant binding, lines TENANT_ID CHANNEL MERCHANT_ID (or TENANT_ID ALIPAY app_id APP_ID); re-read when it changes; empty: callbacks unchecked, statement import refused",
 		field: func(c *Config) any { return &c.Worker.TenantMerchantsFile },
 	},
 }

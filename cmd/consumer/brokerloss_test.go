@@ -261,7 +261,7 @@ func TestBrokerLossTurnsTheWorkerUnready(t *testing.T) {
 		return s.ready == http.StatusServiceUnavailable && s.joined == 0
 	})
 	t.Logf("group loss seen %s after the broker closed; /readyz: %s", at.Sub(lost).Round(time.Millisecond), st.body)
-	assert.Regexp(t, `consumer failed: not a member of group settlement-consumer since \S+ \(\d+s ago\): generation \d+ ended(; last join attempt \(\d+s ago\): [^…]+)?\n`, st.body)
+	assert.Regexp(t, `consumer failed: not a member of group settlement-consumer since \S+ \(\d+s ago\): generation \d+ ended; (rejoining for \d+s|last join attempt \(\d+s ago\): [^…]+|rejoining: an attempt in flight for \d+s; the previous one failed \d+s ago: [^…]+)\n`, st.body)
 	assert.Empty(t, st.lag, "the lag series went with the partitions")
 
 	// A new cluster on the same address: the group and the topics anew.

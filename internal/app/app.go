@@ -277,6 +277,9 @@ func (m *Main) Run(ctx context.Context) error {
 		DeadLetterer:      dlq,
 		DeadLetterRecords: records,
 	}
+	sweeper.Merchantless = &pipeline.MerchantlessRedrive{
+		Pipeline: pipe, Topic: cfg.Kafka.Topic, Letters: records, Originals: sweeper.Originals, Logger: logger,
+	}
 	m.mu.Lock()
 	m.worker = w
 	m.stkeys = stmtKeys

@@ -106,6 +106,10 @@ func TestReadyWhileAMemberOnly(t *testing.T) {
 	assert.Zero(t, joined())
 	w.joinFailed(errors.New("dial tcp 127.0.0.1:9092: connect: connection refused"))
 	assert.Regexp(t, `^not a member of group settlement-consumer yet: joining; last join attempt \(0s ago\): dial tcp 127.0.0.1:9092: connect: connection refused$`, w.Ready().Error())
+	w.mu.Lock()
+	w.group.joinErrAt = time.Now().Add(-joinGroupBackoff - 2*time.Second)
+	w.mu.Unlock()
+	assert.Regexp(t, `^not a member of group settlement-consumer yet: joining; an attempt in flight for 2s; the previous one failed 3s ago: dial tcp 127.0.0.1:9092: connect: connection refused$`, w.Ready().Error())
 
 	first := &kafka.Generation{ID: 4}
 	w.joined(first)
@@ -116,7 +120,18 @@ func TestReadyWhileAMemberOnly(t *testing.T) {
 	w.left(first)
 	assert.Zero(t, joined())
 	assert.False(t, w.GroupJoined())
-	assert.Regexp(t, `^not a member of group settlement-consumer since \S+Z \(0s ago\): generation 4 ended$`, w.Ready().Error())
+	assert.Regexp(t, `^not a member of group settlement-consumer since \S+Z \(0s ago\): generation 4 ended; rejoining for 0s$`, w.Ready().Error())
+
+	// After a broker outage the attempt that finally reaches the broker
+	// can wait there for the group's rebalance: readiness says it is in
+	// flight, not the frozen broker's timeout as if it were the last word.
+	w.joinFailed(errors.New("read tcp 127.0.0.1:50000->127.0.0.1:9092: i/o timeout"))
+	assert.Regexp(t, `^not a member of group settlement-consumer since \S+Z \(0s ago\): generation 4 ended; last join attempt \(0s ago\): read tcp \S+: i/o timeout$`, w.Ready().Error(),
+		"within the back-off the failed attempt is the last one")
+	w.mu.Lock()
+	w.group.joinErrAt = time.Now().Add(-joinGroupBackoff - 12*time.Second)
+	w.mu.Unlock()
+	assert.Regexp(t, `^not a member of group settlement-consumer since \S+Z \(0s ago\): generation 4 ended; rejoining: an attempt in flight for 12s; the previous one failed 13s ago: read tcp \S+: i/o timeout$`, w.Ready().Error())
 
 	// A membership the coordinator has not confirmed for longer than a
 	// probe interval, the probe's timeout and a second is not one, though

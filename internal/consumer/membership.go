@@ -17,6 +17,10 @@ import (
 // probe.
 const groupRequestTimeout = 5 * time.Second
 
+// joinGroupBackoff is how long the consumer group waits after a failed
+// attempt to join before the next (kafka-go's JoinGroupBackoff).
+const joinGroupBackoff = time.Second
+
 // maxProbeInterval caps how often the membership is probed: every
 // HeartbeatInterval, at least this often.
 const maxProbeInterval = 2 * time.Second
@@ -199,10 +203,38 @@ func (w *Worker) notMember(now time.Time) error {
 		fmt.Fprintf(&b, " since %s (%s ago): generation %d ended",
 			w.group.lostAt.UTC().Format(time.RFC3339), now.Sub(w.group.lostAt).Round(time.Second), w.group.lostGen)
 	}
-	if w.group.joinErr != "" {
+	switch since, ok := w.attemptSince(now); {
+	case w.group.joinErr == "" && !w.group.lostAt.IsZero():
+		fmt.Fprintf(&b, "; rejoining for %s", since.Round(time.Second))
+	case w.group.joinErr != "" && ok:
+		// The error is the previous attempt's: saying it as the last
+		// would cite a frozen broker's timeout long after it answers.
+		if !w.group.lostAt.IsZero() {
+			b.WriteString("; rejoining:")
+		} else {
+			b.WriteString(";")
+		}
+		fmt.Fprintf(&b, " an attempt in flight for %s; the previous one failed %s ago: %s",
+			since.Round(time.Second), now.Sub(w.group.joinErrAt).Round(time.Second), w.group.joinErr)
+	case w.group.joinErr != "":
 		fmt.Fprintf(&b, "; last join attempt (%s ago): %s", now.Sub(w.group.joinErrAt).Round(time.Second), w.group.joinErr)
 	}
 	return errors.New(b.String())
+}
+
+// attemptSince returns how long the group's current join attempt has been
+// in flight, and false while none is (the back-off after a failed one):
+// kafka-go's group tries again joinGroupBackoff after each failure, and at
+// once when a generation ends; w.mu is held.
+func (w *Worker) attemptSince(now time.Time) (time.Duration, bool) {
+	if w.group.joinErr != "" {
+		since := now.Sub(w.group.joinErrAt) - joinGroupBackoff
+		return since, since >= 0
+	}
+	if w.group.lostAt.IsZero() {
+		return 0, false
+	}
+	return now.Sub(w.group.lostAt), true
 }
 
 // GroupJoined reports whether the worker is a member of a generation of

@@ -162,7 +162,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		HeartbeatInterval:      w.cfg.HeartbeatInterval,
 		SessionTimeout:         w.cfg.SessionTimeout,
 		RebalanceTimeout:       w.cfg.RebalanceTimeout,
-		JoinGroupBackoff:       time.Second,
+		JoinGroupBackoff:       joinGroupBackoff,
 		Timeout:                groupRequestTimeout,
 		StartOffset:            w.cfg.StartOffset,
 		WatchPartitionChanges:  true,

@@ -378,3 +378,26 @@ func (s *Store) Close(ctx context.Context, r Record, by, note string) (Record, b
 	}
 	return cur, n > 0, nil
 }
+
+// Open returns the open dead letters of kind read from topic (rows not
+// closed and not superseded by the dead letter of their redrive) whose
+// channel is one of chans, by row id after afterID, at most limit.
+func (s *Store) Open(ctx context.Context, topic, kind string, chans []string, afterID int64, limit int) ([]Record, error) {
+	if len(chans) == 0 {
+		return nil, nil
+	}
+	var rows []row
+	err := s.db.NewSelect().Model(&rows).
+		Where("source_topic = ?", topic).Where("kind = ?", kind).Where("channel_code IN (?)", bun.List(chans)).
+		Where("closed_at IS NULL").Where("id > ?", afterID).
+		Where("id NOT IN (SELECT redriven_from_id FROM ss_dead_letter WHERE redriven_from_id IS NOT NULL)").
+		OrderExpr("id").Limit(int64(limit)).Scan(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read open %s dead letters of %s: %w", kind, topic, err)
+	}
+	out := make([]Record, len(rows))
+	for i := range rows {
+		out[i] = rows[i].record()
+	}
+	return out, nil
+}

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/paycallback/paycallback/pkg/channels"
@@ -76,6 +77,11 @@ func (p *Pipeline) checkMerchant(res channels.Result) string {
 	case owner != ev.TenantID:
 		return fmt.Sprintf("%s merchant %s is not bound to tenant %d: %s binds it to tenant %d",
 			ev.Channel, res.MerchantID, ev.TenantID, p.Merchants.Path(), owner)
+	case !p.Merchants.Current().AppAllowed(ev.TenantID, ev.Channel, res.AppID):
+		spec, _ := channels.Lookup(ev.Channel) // a decoded callback's channel is registered
+		return fmt.Sprintf("the %s callback of tenant %d is of %s %s, not one of the tenant's (%s in %s)",
+			ev.Channel, ev.TenantID, spec.AppField, channels.Quote(res.AppID),
+			strings.Join(p.Merchants.Current().Apps(ev.TenantID, ev.Channel), ", "), p.Merchants.Path())
 	}
 	return ""
 }
@@ -100,11 +106,19 @@ func refundMayNameNoMerchant(res channels.Result) bool {
 
 // boundMerchant is the merchant the check passed res for, which the event
 // carries to its claim and, for a payment, to its order row: the merchant
-// the callback names under a binding; "" when nothing was checked (no
-// binding, a statement event) or it names none.
+// the callback names under a binding; for a statement event the merchant
+// its line names (checked at import), while the binding still gives it to
+// the event's tenant; "" when nothing was checked (no binding) or it names
+// none.
 func (p *Pipeline) boundMerchant(res channels.Result) string {
-	if p.Merchants == nil || res.FromStatement {
+	if p.Merchants == nil || res.MerchantID == "" {
 		return ""
+	}
+	if res.FromStatement {
+		owner, ok := p.Merchants.Current().TenantOf(res.Event.Channel, res.MerchantID)
+		if !ok || owner != res.Event.TenantID {
+			return ""
+		}
 	}
 	return res.MerchantID
 }
@@ -141,8 +155,8 @@ func (p *Pipeline) boundMerchant(res channels.Result) string {
 // which a redrive brings back.
 func (p *Pipeline) checkMerchantless(ctx context.Context, res channels.Result, st *MessageState) (string, error) {
 	ev := res.Event
-	what := fmt.Sprintf("the %s refund %s of trade %s (tenant %d) names no merchant (terminal_sn: a forwarded refund or cancel answer)",
-		ev.Channel, ev.RefundNo, ev.TradeNo, ev.TenantID)
+	what := fmt.Sprintf("the %s refund %s of trade %s (tenant %d) %s (%s: a forwarded refund or cancel answer)",
+		ev.Channel, ev.RefundNo, ev.TradeNo, ev.TenantID, namesNoMerchant, merchantField(ev.Channel))
 	trades, ok := p.Settler.(TradeMerchants)
 	var merchant string
 	var paid bool
@@ -190,5 +204,5 @@ func (p *Pipeline) checkMerchantless(ctx context.Context, res channels.Result, s
 			what, hold, ErrClaimInFlight)
 	}
 	return fmt.Sprintf("%s, and no payment of the trade checked and bound to the tenant was posted within %s; %s binds merchants "+
-		"to tenants, so it is not posted: redrive it once the payment is posted", what, hold, p.Merchants.Path()), nil
+		"to tenants, so it is not posted: the worker redrives it once the payment is posted", what, hold, p.Merchants.Path()), nil
 }

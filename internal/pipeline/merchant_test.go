@@ -208,3 +208,47 @@ func TestMerchantBindingReReadWhileHandling(t *testing.T) {
 	assert.Equal(t, len(values), claims, "every bound merchant's payment settled")
 	assert.Empty(t, e.dl.letters())
 }
+
+// TestCallbackOfAnotherAppIsTenantMismatch: Alipay's notification docs
+// say to check app_id beside seller_id. With the tenant's apps bound, a
+// callback of its own seller sent for another app is dead-lettered
+// tenant_mismatch with nothing claimed, one of the tenant's app settles;
+// a tenant with no app bound is checked by seller alone, as before.
+func TestCallbackOfAnotherAppIsTenantMismatch(t *testing.T) {
+	e := newPipelineEnv(t)
+	dl := &reasonDeadLetterer{}
+	e.p.DeadLetterer = dl
+	path := filepath.Join(t.TempDir(), "merchants")
+	writeBinding(t, path, "1001 ALIPAY 2088101117955611\n1001 ALIPAY app_id 2021000000000000\n")
+	f, err := merchantbinding.Load(path)
+	require.NoError(t, err)
+	e.p.Merchants = f
+	otherApp := func(m map[string]any) { m["app_id"], m["auth_app_id"] = "2021009999999999", "2021009999999999" }
+
+	own := channelstest.NewTrade(channels.Alipay, 801)
+	foreign := channelstest.NewTrade(channels.Alipay, 802)
+	e.handle(t, channelstest.PaymentEnvelope(own, channelstest.Delivery{}),
+		channelstest.PaymentEnvelope(foreign, channelstest.Delivery{Edit: otherApp}))
+	assert.Equal(t, []string{
+		`tenant_mismatch: the ALIPAY callback of tenant 1001 is of app_id "2021009999999999", not one of the tenant's (2021000000000000 in ` + path + ")",
+	}, dl.letters())
+	ctx := context.Background()
+	ord, err := settlement.GetOrder(ctx, e.db, own.TenantID, own.Channel, own.TradeNo)
+	require.NoError(t, err)
+	assert.Equal(t, own.Total, ord.PaidAmount)
+	_, err = settlement.GetOrder(ctx, e.db, foreign.TenantID, foreign.Channel, foreign.TradeNo)
+	require.ErrorIs(t, err, settlement.ErrOrderNotFound)
+	var claims int
+	require.NoError(t, e.db.NewRaw("SELECT COUNT(*) FROM ss_channel_idempotent").Scan(ctx, &claims))
+	assert.Equal(t, 1, claims, "the other app's callback claimed nothing")
+
+	// Without an app line the seller alone decides, as before.
+	writeBinding(t, path, "1001 ALIPAY 2088101117955611\n")
+	changed, err := f.Refresh()
+	require.NoError(t, err)
+	require.True(t, changed)
+	e.handle(t, channelstest.PaymentEnvelope(foreign, channelstest.Delivery{Edit: otherApp}))
+	ord, err = settlement.GetOrder(ctx, e.db, foreign.TenantID, foreign.Channel, foreign.TradeNo)
+	require.NoError(t, err)
+	assert.Equal(t, foreign.Total, ord.PaidAmount)
+}

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
@@ -12,7 +13,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/paycallback/paycallback/internal/deadletters"
 	"github.com/paycallback/paycallback/internal/merchantbinding"
+	"github.com/paycallback/paycallback/internal/statementauth"
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/channels/channelstest"
 	"github.com/paycallback/paycallback/pkg/idempotent"
@@ -172,6 +175,29 @@ func TestMerchantlessSQBRefundOfABoundPayment(t *testing.T) {
 		assert.Equal(t, 1, e.claimCount(t), "only the payment is claimed")
 	})
 
+	t.Run("a payment rebuilt from its statement line records the line's terminal", func(t *testing.T) {
+		for _, bound := range []bool{true, false} {
+			e := newMerchantlessEnv(t)
+			terminal := sqbTestTerminal
+			if !bound {
+				terminal = "01939202039923030" // bound to no tenant: nothing recorded
+			}
+			e.handleSigned(t, statementPayment(t, refunded, terminal))
+			ord := e.order(t, refunded)
+			require.Equal(t, int64(1), ord.PaidAmount)
+			e.handleAll(t, published(t, "core_refund_success_response.json", 1001))
+			if !bound {
+				assert.Empty(t, ord.BoundMerchantID)
+				require.Len(t, e.dl.letters(), 1)
+				assert.Contains(t, e.dl.letters()[0], "the trade's payment was posted without a merchant check")
+				continue
+			}
+			assert.Equal(t, sqbTestTerminal, ord.BoundMerchantID, "the statement line's terminal, checked at import")
+			assert.Empty(t, e.dl.letters(), "the refund is checked against the rebuilt payment's terminal")
+			assert.Equal(t, int64(1), e.order(t, refunded).RefundedAmount)
+		}
+	})
+
 	t.Run("a payment posted without a merchant check", func(t *testing.T) {
 		e := newMerchantlessEnv(t)
 		e.p.Merchants = nil // settled before the binding
@@ -246,7 +272,7 @@ func TestMerchantlessSQBRefundBeforeItsPayment(t *testing.T) {
 		require.NoError(t, e.p.Handle(context.Background(), msgs, states))
 		assert.Equal(t, []string{"tenant_mismatch: the SQB refund R1 of trade " + tr.TradeNo + " (tenant 1001) names no merchant " +
 			"(terminal_sn: a forwarded refund or cancel answer), and no payment of the trade checked and bound to the tenant was posted " +
-			"within 1ns; " + e.path + " binds merchants to tenants, so it is not posted: redrive it once the payment is posted"}, e.dl.letters())
+			"within 1ns; " + e.path + " binds merchants to tenants, so it is not posted: the worker redrives it once the payment is posted"}, e.dl.letters())
 		assert.Zero(t, e.claimCount(t), "nothing claimed")
 
 		e.handleAll(t, pay)
@@ -254,6 +280,64 @@ func TestMerchantlessSQBRefundBeforeItsPayment(t *testing.T) {
 		got := e.order(t, tr)
 		assert.Equal(t, want.RefundedAmount, got.RefundedAmount)
 		assert.Equal(t, want.Status, got.Status)
+	})
+
+	t.Run("held past the hold, dead-lettered, then redriven by the worker once its payment is posted", func(t *testing.T) {
+		e := newMerchantlessEnv(t)
+		e.p.MerchantlessHold = time.Nanosecond
+		store := deadletters.NewStore(e.db)
+		e.p.DeadLetterRecords = store
+		// Another trade's refund naming a terminal bound to another tenant:
+		// a tenant_mismatch the redrive must leave alone, though its
+		// trade's payment is posted and bound.
+		other := channelstest.NewTrade(channels.SQB, 962)
+		e.handleAll(t, channelstest.SQBPayment(other, channelstest.Delivery{}))
+		e.rebind(t, "1001 SQB "+sqbTestTerminal+"\n2002 SQB 01939202039923030\n")
+		foreign := channelstest.SQBRefund(other, channelstest.Refund{No: "R9", Cumulative: 100}, channelstest.Delivery{
+			Edit: func(m map[string]any) { m["terminal_sn"] = "01939202039923030" },
+		})
+		msgs := e.messages(refund, foreign)
+		states := make([]MessageState, 2)
+		require.ErrorIs(t, e.p.Handle(context.Background(), msgs, states), ErrClaimInFlight)
+		require.NoError(t, e.p.Handle(context.Background(), msgs, states))
+		require.Len(t, e.dl.letters(), 2)
+		originals := &mapOriginals{msgs: msgs}
+		redrive := &MerchantlessRedrive{
+			Pipeline: e.p, Topic: "channel-events", Letters: store, Originals: originals, Logger: slog.New(slog.DiscardHandler),
+		}
+
+		n, err := redrive.Once(context.Background())
+		require.NoError(t, err)
+		assert.Zero(t, n, "no payment of the trade yet")
+		assert.Zero(t, originals.reads, "nothing read back before the payment")
+
+		e.handleAll(t, pay)
+		n, err = redrive.Once(context.Background())
+		require.NoError(t, err)
+		assert.Equal(t, 1, n)
+		got := e.order(t, tr)
+		assert.Equal(t, want.RefundedAmount, got.RefundedAmount)
+		assert.Equal(t, want.Status, got.Status)
+		assert.Equal(t, 1, originals.reads, "only the merchant-less refund is read back")
+		assert.Len(t, e.dl.letters(), 2, "no dead letter written again")
+		recs, err := store.All(context.Background())
+		require.NoError(t, err)
+		require.Len(t, recs, 2)
+		for _, rec := range recs {
+			if rec.Key == string(e.decode(t, refund).Key) {
+				require.NotNil(t, rec.ClosedAt, "the refund's dead letter is closed")
+				assert.Equal(t, ClosedByWorker, rec.ClosedBy)
+				assert.Contains(t, rec.CloseNote, "checked for merchant "+sqbTestTerminal+" bound to tenant 1001")
+			} else {
+				assert.Nil(t, rec.ClosedAt, "the other tenant_mismatch stays open: %s", rec.Error)
+			}
+		}
+
+		n, err = redrive.Once(context.Background())
+		require.NoError(t, err)
+		assert.Zero(t, n, "a closed letter is not redriven again")
+		assert.Equal(t, 1, originals.reads)
+		assert.Equal(t, int64(1000), e.order(t, tr).RefundedAmount, "posted once")
 	})
 
 	t.Run("a payment settled from its stored claim records its merchant", func(t *testing.T) {
@@ -287,4 +371,59 @@ func TestMerchantlessIgnoredAnswerIsIgnored(t *testing.T) {
 	e.rebind(t, "1002 SQB "+sqbTestTerminal+"\n")
 	e.handleAll(t, channelstest.SQBState(tr, "REFUND_ERROR", "SUCCESS", channelstest.Delivery{}))
 	require.Len(t, e.dl.letters(), 1, "another tenant's terminal is refused even on an answer that moves nothing")
+}
+
+// statementPayment is the signed statement event of tr's payment as
+// publish-missing builds it from a statement line naming terminal.
+func statementPayment(t *testing.T, tr channelstest.Trade, terminal string) kafka.Message {
+	t.Helper()
+	ev, err := channels.NewStatementEvent(channels.Event{
+		TenantID: tr.TenantID, Channel: tr.Channel, Type: idempotent.PaymentReceived, TradeNo: tr.TradeNo,
+		MerchantOrderNo: tr.MerchantOrderNo, OrderTotal: tr.Total, OccurredAt: channelstest.BaseTime,
+		ReceivedAt: channelstest.BaseTime, RawStatus: "PAID", StatementMerchant: terminal,
+	})
+	require.NoError(t, err)
+	value, err := channels.StatementEnvelope(ev, channelstest.BaseTime)
+	require.NoError(t, err)
+	sig, err := testStatementKeys(t).Sign(value)
+	require.NoError(t, err)
+	return kafka.Message{Value: value, Headers: []kafka.Header{{Key: statementauth.HeaderSignature, Value: []byte(sig)}}}
+}
+
+// testStatementKeys is the statement key the merchant-less env's decoder
+// verifies with.
+func testStatementKeys(t *testing.T) statementauth.Keys {
+	t.Helper()
+	keys, err := statementauth.Parse([]byte("k1=0123456789abcdef0123456789abcdef\n"))
+	require.NoError(t, err)
+	return keys
+}
+
+// handleSigned hands m, at the next offset, to a pipeline whose decoder
+// verifies statement events, and requires it done.
+func (e *merchantlessEnv) handleSigned(t *testing.T, m kafka.Message) {
+	t.Helper()
+	e.p.Decoder = channels.NewDecoder(channelstest.Keys(), channels.VerifyStatements(testStatementKeys(t)))
+	m.Topic, m.Offset = "channel-events", e.offset
+	e.offset++
+	states := make([]MessageState, 1)
+	require.NoError(t, e.p.Handle(context.Background(), []kafka.Message{m}, states))
+	require.True(t, states[0].done)
+}
+
+// mapOriginals reads back the messages a test handed to the pipeline, by
+// offset, counting the reads.
+type mapOriginals struct {
+	msgs  []kafka.Message
+	reads int
+}
+
+func (o *mapOriginals) Original(_ context.Context, src idempotent.Source) (kafka.Message, error) {
+	o.reads++
+	for _, m := range o.msgs {
+		if m.Topic == src.Topic && m.Partition == src.Partition && m.Offset == src.Offset {
+			return m, nil
+		}
+	}
+	return kafka.Message{}, ErrOriginalGone
 }

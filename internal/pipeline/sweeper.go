@@ -40,6 +40,10 @@ type Sweeper struct {
 	// skips one already recorded (see Pipeline.DeadLetterRecords).
 	DeadLetterRecords DeadLetterRecords
 
+	// Merchantless, when set, runs after each sweep: the refunds refused
+	// for want of their payment, redriven once it is posted.
+	Merchantless *MerchantlessRedrive
+
 	once deadletters.Once
 }
 
@@ -55,6 +59,12 @@ func (s *Sweeper) Run(ctx context.Context) error {
 		if _, err := s.SweepOnce(ctx); err != nil && ctx.Err() == nil {
 			s.Metrics.ProcessingError(metrics.StageSweep)
 			s.Logger.Warn("orphan sweep failed", "error", err.Error())
+		}
+		if s.Merchantless != nil {
+			if _, err := s.Merchantless.Once(ctx); err != nil && ctx.Err() == nil {
+				s.Metrics.ProcessingError(metrics.StageSweep)
+				s.Logger.Warn("redrive of refunds refused for want of their payment failed", "error", err.Error())
+			}
 		}
 		select {
 		case <-ctx.Done():

@@ -318,7 +318,7 @@ func rebuild(ch channels.Channel, tenant int64, it StatementItem, lines map[stri
 	}
 	ev := channels.Event{
 		TenantID: tenant, Channel: ch, TradeNo: l.TradeNo, MerchantOrderNo: l.MerchantOrderNo,
-		OccurredAt: l.ChannelTime, ReceivedAt: now, RawStatus: l.Status,
+		OccurredAt: l.ChannelTime, ReceivedAt: now, RawStatus: l.Status, StatementMerchant: l.MerchantID,
 	}
 	switch statements.Kind(l.Kind) {
 	case statements.KindPayment, statements.KindOrder:

@@ -128,8 +128,10 @@ func TestPublishMissing(t *testing.T) {
 	withheldRefund := channelstest.RefundEnvelope(refunded, channelstest.Refund{No: "R-3", Amount: 1000}, d)
 	elsewhereRefund := refundLine(elsewhere, "R-4", 500, "SUCCESS")
 	elsewhereRefund.Time = channelstest.BaseTime.Add(2 * time.Hour) // refunded on the day
+	withheldLine := payLine(withheld)
+	withheldLine.MerchantID = "1230000109"
 	w.importLines(61, channels.WeChat,
-		payLine(posted), payLine(withheld), payLine(refunded), payLine(processing), payLine(orphan),
+		payLine(posted), withheldLine, payLine(refunded), payLine(processing), payLine(orphan),
 		refundLine(refunded, "R-3", 1000, "SUCCESS"),
 		elsewhereRefund,
 		refundLine(processing, "R-5", 300, "PROCESSING"),
@@ -159,6 +161,7 @@ func TestPublishMissing(t *testing.T) {
 		require.True(t, ok, "%s published", want.Key)
 		assert.Equal(t, want.Fingerprint, got.Fingerprint, "%s: the callback's fingerprint", want.Key)
 	}
+	assert.Equal(t, "1230000109", events[string(wantPayment.Key)].StatementMerchant, "the line's merchant, which the import checked, travels signed")
 
 	// Again: nothing more is published.
 	_, again := publishDay(t, w, k, 61, channels.WeChat)

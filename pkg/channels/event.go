@@ -97,6 +97,14 @@ type Event struct {
 	// cancel that names no merchant is checked against it. Empty when
 	// nothing was checked. Not part of the fingerprint.
 	BoundMerchant string `json:"bound_merchant,omitempty"`
+	// StatementMerchant is, on a statement event only, the merchant its
+	// statement line names (Spec.StatementMerchantField), which the import
+	// checked against the binding; it is signed with the event. The worker
+	// binds a statement payment to it (BoundMerchant) while the binding
+	// still gives it to the tenant, so that a refund naming no merchant
+	// can be checked against the trade as for a callback's payment. Not
+	// part of the fingerprint.
+	StatementMerchant string `json:"statement_merchant,omitempty"`
 }
 
 // Cumulative reports whether the event's refund amount is cumulative
@@ -239,9 +247,14 @@ const (
 // ignored results alike: WeChat sub_mchid when present (partner mode),
 // else mchid, from the decrypted resource; Alipay seller_id; Shouqianba
 // terminal_sn (inside biz_response.data for a forwarded API response).
-// It is empty when the callback names none, and on statement events,
-// whose FromStatement is true instead (their tenant was bound at import).
-// Neither is part of the event stored with the claim.
+// It is empty when the callback names none. On a statement event, whose
+// FromStatement is true (its tenant was bound at import), it is the
+// statement line's merchant (Event.StatementMerchant), or empty.
+// FromStatement is not part of the event stored with the claim.
+//
+// AppID is the application the callback names (Spec.AppField: Alipay
+// app_id), empty for a channel without one; like MerchantID it is checked
+// against the merchant binding and not stored.
 type Result struct {
 	Event         Event
 	Ignored       bool
@@ -249,6 +262,7 @@ type Result struct {
 	RefundStatus  RefundStatus
 	APIv3Key      KeyUse
 	MerchantID    string
+	AppID         string
 	FromStatement bool
 }
 

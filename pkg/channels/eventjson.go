@@ -46,6 +46,10 @@ func (e Event) AppendJSON(b []byte) []byte {
 		b = append(b, `,"bound_merchant":`...)
 		b = appendJSONString(b, e.BoundMerchant)
 	}
+	if e.StatementMerchant != "" {
+		b = append(b, `,"statement_merchant":`...)
+		b = appendJSONString(b, e.StatementMerchant)
+	}
 	return append(b, '}')
 }
 

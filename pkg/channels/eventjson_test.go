@@ -26,6 +26,7 @@ func TestAppendJSONIsEncodingJSON(t *testing.T) {
 			Key: "WECHAT:4200002211:REFUND_SUCCEEDED:rf-1", Fingerprint: "ab12",
 		},
 		{TenantID: 1001, Channel: channels.SQB, TradeNo: "7894259244067349", BoundMerchant: "1122234-dewls02s2<&>"},
+		{TenantID: 1001, Channel: channels.SQB, TradeNo: "7894259244067350", StatementMerchant: "1122234-dewls02s2<&>"},
 		{TenantID: -7, RawStatus: "<a href=\"x\">&</a>\\\n\r\t\b\f\x00\x1f\u2028\u2029 \xff\xfe 退款成功 😀", MerchantOrderNo: "\u007f\xc3"},
 	}
 	for i, ev := range cases {
@@ -44,7 +45,7 @@ func FuzzAppendJSON(f *testing.F) {
 		ev := channels.Event{
 			TenantID: amount, Channel: channels.Channel(trade), TradeNo: trade, MerchantOrderNo: merchant,
 			RefundNo: refund, RawStatus: raw, OrderTotal: amount, Key: eventkey.Key(refund), OccurredAt: at, ReceivedAt: at,
-			BoundMerchant: merchant,
+			BoundMerchant: merchant, StatementMerchant: refund,
 		}
 		want, err := json.Marshal(ev)
 		if err != nil {

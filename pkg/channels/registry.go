@@ -80,6 +80,12 @@ type Spec struct {
 	// MerchantField names the callback field(s) Result.MerchantID is read
 	// from, for messages ("mchid or sub_mchid").
 	MerchantField string
+	// AppField names the callback field Result.AppID is read from, for a
+	// channel whose callbacks name the application they were sent for
+	// (Alipay app_id): the merchant binding may then bind a tenant's
+	// applications, and a callback of another application is refused.
+	// Empty: the channel's callbacks are not checked by application.
+	AppField string
 	// StatementMerchantField names where the channel's daily statement
 	// names its merchant, for messages ("商户号 or 特约商户号").
 	StatementMerchantField string

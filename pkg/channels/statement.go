@@ -133,12 +133,17 @@ func decodeStatement(env Envelope) (Result, error) {
 		return Result{}, errorf(KindMalformed, "statement event names a bound merchant %s: only the worker's merchant check sets one",
 			quote(ev.BoundMerchant))
 	}
+	if ev.StatementMerchant != "" {
+		if err := checkID("statement event statement_merchant", ev.StatementMerchant); err != nil {
+			return Result{}, err
+		}
+	}
 	ev.OccurredAt = ev.OccurredAt.UTC()
 	ev.ReceivedAt = env.ReceivedAt.UTC()
 	if err := ev.Validate(); err != nil {
 		return Result{}, wrapKind(err, "statement event")
 	}
-	res := Result{Event: ev}
+	res := Result{Event: ev, MerchantID: ev.StatementMerchant}
 	if ev.Type == eventkey.RefundSucceeded {
 		res.RefundStatus = RefundSuccess
 	}

@@ -40,7 +40,7 @@ var shanghai = func() *time.Location {
 var alipayFields = [...]string{
 	"notify_type", "trade_no", "out_trade_no", "out_biz_no", "trade_status",
 	"total_amount", "refund_fee", "gmt_create", "gmt_payment", "gmt_refund",
-	"notify_time", "trans_currency", "seller_id",
+	"notify_time", "trans_currency", "seller_id", "app_id",
 }
 
 // alipayForm holds the values of alipayFields read from one body.
@@ -125,7 +125,7 @@ func decodeAlipay(env channels.Envelope) (res channels.Result, err error) {
 	if err != nil {
 		return channels.Result{}, channels.Errorf(channels.KindMalformed, "decode alipay form: %w", err)
 	}
-	defer func() { res.MerchantID = form.get("seller_id") }()
+	defer func() { res.MerchantID, res.AppID = form.get("seller_id"), form.get("app_id") }()
 	get := form.get
 	if nt := get("notify_type"); nt != "" && nt != NotifyType {
 		return channels.Result{}, channels.Errorf(channels.KindUnsupported, "alipay notify_type %s", channels.Quote(nt))

@@ -12,6 +12,7 @@ func Spec() channels.Spec {
 	return channels.Spec{
 		Code: Code, Name: "Alipay", ContentType: channels.ContentTypeForm, Refunds: channels.CumulativeRefunds,
 		MerchantField:          "seller_id",
+		AppField:               "app_id",
 		StatementMerchantField: "the #账号 header",
 		FingerprintFields: []string{
 			"trade_status and refund_fee", "total_amount", "refund_fee", "(CNY)", "out_trade_no",
