@@ -57,8 +57,9 @@ states no day, so --date (the bill_date it was downloaded for) is
 required; Alipay's states its window, which --date, when given, must be.
 A row dated outside the bill's day is refused by line number, date and
 day, and the file is not imported: a bill never touches another day.
-Shouqianba responses are dated order by order (no --date). A day's
-statement is built from every file imported for it:
+Shouqianba responses are dated order by order (no --date). A row that
+repeats another (the same payment, refund or order) is refused naming
+both lines. A day's statement is built from every file imported for it:
   WECHAT, ALIPAY  a bill is its merchant's whole day (WeChat 特约商户号, or
           商户号 when that is 0; Alipay's #账号): it replaces the lines
           that merchant held for the day, after the differences are
@@ -80,7 +81,7 @@ Without the variable, import refuses.`,
 		exits: []exitStatus{
 			{exitUsage, "a usage or configuration error: a flag missing or invalid, no DSN, a bad PAYCB_TENANT_MERCHANTS_FILE"},
 			{exitRefused, "refused: the file is not a statement of the channel's layout, disagrees with its own summary, or its hash differs; " +
-				"a row is dated outside the bill's day, or the file states another day than --date; " +
+				"a row is dated outside the bill's day, or the file states another day than --date; a row repeats another; " +
 				"it names a merchant not bound to --tenant in PAYCB_TENANT_MERCHANTS_FILE, or that variable is not set"},
 		},
 		setup: statementImportCommand,
@@ -137,6 +138,10 @@ func statementImportCommand(fs *flag.FlagSet) runFunc {
 		}
 		defer func() { _ = db.Close() }()
 		res, err := statementbook.ImportStatement(ctx, db, *tenant, st, time.Now())
+		if errors.Is(err, statements.ErrRepeated) {
+			// A line another merchant's statement of the day holds already.
+			return env.audit(ctx, db, "", &exitError{code: exitRefused, err: fmt.Errorf("statement import refused %s: %w", *file, err)})
+		}
 		if err != nil {
 			return env.audit(ctx, db, "", fmt.Errorf("statement import %s: %w", *file, err))
 		}

@@ -260,9 +260,10 @@ func mustRead(t *testing.T, path string) []byte {
 // TestStatementImportKeepsToTheBillsDay: a WeChat bill needs the day it
 // is of (--date; the file states none), and an Alipay bill's window must
 // be the --date given; a bill carrying a row dated outside its day is
-// refused (exit 4) naming the line, its date and the bill's day; the day
-// held before keeps every line, and nothing refused is stored or audited.
-// Shouqianba's responses take no --date.
+// refused (exit 4) naming the line, its date and the bill's day, and a
+// bill with a row twice naming both lines; the day held before keeps
+// every line, and nothing refused is stored or audited. Shouqianba's
+// responses take no --date.
 func TestStatementImportKeepsToTheBillsDay(t *testing.T) {
 	lookup := withMerchants(t, testMerchants)
 	fixture := func(name string) string {
@@ -323,6 +324,12 @@ func TestStatementImportKeepsToTheBillsDay(t *testing.T) {
 	require.Error(t, err)
 	assert.Equal(t, exitRefused, exitCode(err), "%v", err)
 	require.ErrorContains(t, err, "ALIPAY bill: the file states the day 2024-03-15, not 2024-03-16")
+
+	// The day again with its second payment twice; the summary agrees.
+	out, err = imp("--channel", "WECHAT", "--date", "2024-03-15", "--file", write("twice.csv", day[0], day[1], day[1], day[2], day[3]))
+	require.Error(t, err, out)
+	assert.Equal(t, exitRefused, exitCode(err), "%v", err)
+	require.ErrorContains(t, err, "line 4 repeats line 3 (PAYMENT 4200000000202403150000000002)")
 
 	out, err = imp("--channel", "WECHAT", "--date", "2024-03-15", "--file", write("again.csv", day...))
 	require.NoError(t, err, out)

@@ -111,7 +111,7 @@ func runSuite(t *testing.T, w *ledgertest.World, ch channels.Channel, seq int) {
 		assert.NotEmpty(t, st.BindingMerchantIDs(), "the statement names a merchant (%s)", spec.StatementMerchantField)
 	})
 
-	t.Run("a statement keeps to its day", func(t *testing.T) { statementDays(t, w, ch, seq) })
+	t.Run("a statement keeps to its day, each line once", func(t *testing.T) { statementDays(t, w, ch, seq) })
 
 	t.Run("metrics label", func(t *testing.T) {
 		assert.Equal(t, spec.MetricLabel(), metrics.ClampChannel(string(ch)))

@@ -19,10 +19,12 @@ import (
 
 // statementDays checks, on channel ch's sample statements imported into
 // w's MariaDB for a tenant of its own (seq), that a statement keeps to its
-// day: a bill of the next day carrying one stray row of the day before is
-// refused by line, date and day, and the day before keeps every line it
-// held (Shouqianba's responses, dated order by order, add the stray order
-// to its day and remove nothing).
+// day and holds each line once: a bill of the next day carrying one stray
+// row of the day before is refused by line, date and day, and the day
+// before keeps every line it held (Shouqianba's responses, dated order by
+// order, add the stray order to its day and remove nothing); a day
+// imported again with a payment row twice is refused naming both lines
+// (Shouqianba: the same response saved twice is one order).
 func statementDays(t *testing.T, w *ledgertest.World, ch channels.Channel, seq int) {
 	t.Helper()
 	ctx := context.Background()
@@ -96,4 +98,25 @@ func statementDays(t *testing.T, w *ledgertest.World, ch channels.Channel, seq i
 		n, _ = held(next)
 		assert.Zero(t, n, "and the bill's own day is not imported either")
 	}
+
+	if perOrder {
+		// The same response saved twice: one order.
+		_, err := b.Statement([]statements.Line{first[1], first[1]})
+		require.ErrorIs(t, err, statementsample.ErrUnwritable, "the writer never repeats an order")
+		one := write(first[1])
+		st := parse(append(one, one...), day)
+		require.Len(t, st.Lines, 1)
+		_, err = statementbook.ImportStatement(ctx, w.DB, tenant, st, time.Now())
+		require.NoError(t, err)
+		n, _ := held(day)
+		assert.Equal(t, 4, n, "the order is held once")
+		return
+	}
+	again := parse(write(first[0], first[1], first[1], first[2]), day)
+	res, err = statementbook.ImportStatement(ctx, w.DB, tenant, again, time.Now())
+	require.ErrorIs(t, err, statements.ErrRepeated)
+	require.ErrorContains(t, err, fmt.Sprintf("line %d repeats line %d", again.Lines[2].LineNo, again.Lines[1].LineNo))
+	assert.Empty(t, res.Days, "nothing imported")
+	n, v := held(day)
+	assert.Equal(t, [2]any{3, version}, [2]any{n, v}, "the day keeps the lines it held")
 }

@@ -82,10 +82,11 @@ type ImportResult struct {
 //   - a WeChat or Alipay bill is the whole day of its merchants: it
 //     replaces the lines held for its day that name one of the merchants
 //     it names (Statement.MerchantIDs), or no merchant (lines imported
-//     before merchants were recorded); another merchant's lines stay. It
-//     never touches another day. The same file again changes nothing; the
-//     differences are worked out line by line (returned in the result,
-//     for the operator to see);
+//     before merchants were recorded); another merchant's lines stay, and
+//     a line of the bill that is one of theirs (the same Identity) is
+//     refused. It never touches another day. The same file again changes
+//     nothing; the differences are worked out line by line (returned in
+//     the result, for the operator to see);
 //   - Shouqianba query responses merge per order (sn), whatever day the
 //     order is held on: a response supersedes the one held when its
 //     finish_time is later, or the same and it says something else (the
@@ -95,9 +96,10 @@ type ImportResult struct {
 // Each day is written in a transaction of its own, which also updates the
 // days a superseded Shouqianba order leaves, and records the day's
 // version (DayVersion). Before anything is written it refuses (see
-// CheckImport) a bill not wholly of one day (an error wrapping
-// statements.ErrDay, naming the line, its date and the bill's day), and a
-// statement with no lines and no stated day.
+// CheckImport) a statement holding a line twice (an error wrapping
+// statements.ErrRepeated, naming both lines), a bill not wholly of one day
+// (statements.ErrDay, naming the line, its date and the bill's day), and
+// a statement with no lines and no stated day.
 func ImportStatement(ctx context.Context, db *bun.DB, tenant int64, st statements.Statement, now time.Time) (ImportResult, error) {
 	res := ImportResult{TenantID: tenant, Channel: string(st.Channel), Format: st.Format, SHA1: st.SHA1}
 	if tenant <= 0 {
@@ -123,8 +125,9 @@ func ImportStatement(ctx context.Context, db *bun.DB, tenant int64, st statement
 }
 
 // CheckImport returns the error ImportStatement returns for st before it
-// touches the database: a bill not wholly of one day (statements.ErrDay),
-// a statement with no lines and no day. A caller that refuses before opening the database (consumer
+// touches the database: a line repeated (statements.ErrRepeated), a bill
+// not wholly of one day (statements.ErrDay), a statement with no lines
+// and no day. A caller that refuses before opening the database (consumer
 // statement import) asks it first.
 func CheckImport(st statements.Statement) error {
 	_, err := importDays(st)
@@ -135,6 +138,9 @@ func CheckImport(st statements.Statement) error {
 // Beijing-time day each is stored on: a bill's all on its day
 // (statements.Statement.BillDay), Shouqianba responses each on its own.
 func importDays(st statements.Statement) (map[string][]statements.Line, error) {
+	if err := st.CheckUnique(); err != nil {
+		return nil, fmt.Errorf("import statement: %w", err)
+	}
 	if statements.RefundLinesOf(st.Channel) != statements.RefundLinesPerOrder {
 		day, err := st.BillDay()
 		if err != nil {
@@ -305,9 +311,18 @@ func replaceMerchants(ctx context.Context, tx bun.Tx, fileID int64, st statement
 	}
 	var m merge
 	var mine []statementLine
+	others := map[string]statementLine{}
 	for _, r := range old {
 		if scope[r.MerchantID] {
 			mine = append(mine, r)
+		} else {
+			others[statements.Identity(statements.Kind(r.Kind), r.TradeNo, r.RefundNo)] = r
+		}
+	}
+	for _, l := range lines {
+		if r, ok := others[l.Identity()]; ok {
+			return merge{}, fmt.Errorf("line %d (%s) is held for the day already, from merchant %s's statement %s (line %d): %w",
+				l.LineNo, l.Identity(), r.MerchantID, r.SourceSHA1, r.LineNo, statements.ErrRepeated)
 		}
 	}
 	m.changes = diffLines(st.Channel, mine, lines)

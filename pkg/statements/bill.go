@@ -13,6 +13,11 @@ import (
 // or no day stated or given and lines on several days.
 var ErrDay = errors.New("statement is not of one day")
 
+// ErrRepeated is wrapped by the error of a statement holding the same
+// payment, refund or order (Identity) twice; the message names both
+// lines.
+var ErrRepeated = errors.New("statement line repeated")
+
 // Identity names a line across files: its kind, trade number and refund
 // number, e.g. `REFUND 4200000001 refund "rf-1"`. A line number is not an
 // identity: a corrected file may order its lines differently.
@@ -101,4 +106,34 @@ func (s Statement) BillDay() (string, error) {
 			s.Channel, outside[0].LineNo, Day(outside[0].Time), day, more, ErrDay)
 	}
 	return day, nil
+}
+
+// CheckUnique returns an error wrapping ErrRepeated when two lines of s
+// are the same payment, refund or order (the same Identity): a bill holds
+// each once, and a repeated row would count twice against one posting.
+// The message names the first repeat's line and the line it repeats, and
+// counts the other repeats.
+func (s Statement) CheckUnique() error {
+	first := make(map[string]int, len(s.Lines))
+	var repeat, of, n int
+	var id string
+	for _, l := range s.Lines {
+		k := l.Identity()
+		if at, ok := first[k]; ok {
+			if n == 0 {
+				repeat, of, id = l.LineNo, at, k
+			}
+			n++
+			continue
+		}
+		first[k] = l.LineNo
+	}
+	if n == 0 {
+		return nil
+	}
+	more := ""
+	if n > 1 {
+		more = fmt.Sprintf(" (and %d more repeated lines)", n-1)
+	}
+	return fmt.Errorf("%s statement: line %d repeats line %d (%s)%s: %w", s.Channel, repeat, of, id, more, ErrRepeated)
 }

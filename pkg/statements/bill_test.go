@@ -97,3 +97,24 @@ func TestBillDay(t *testing.T) {
 	require.NoError(t, err, "Shouqianba's responses are dated order by order")
 	assert.Empty(t, day)
 }
+
+// TestCheckUnique: a payment, refund or order twice is refused naming both
+// lines; a payment and its refund, or two refunds of a trade, are not
+// repeats.
+func TestCheckUnique(t *testing.T) {
+	pay := billLine(t, 2, "4200000001", "2026-12-04", 9)
+	refund := func(n int, no string) statements.Line {
+		r := pay
+		r.LineNo, r.Kind, r.RefundNo = n, statements.KindRefund, no
+		return r
+	}
+	again := pay
+	again.LineNo = 7
+	ok := statements.Statement{Channel: channels.WeChat, Lines: []statements.Line{pay, refund(3, "R1"), refund(4, "R2")}}
+	require.NoError(t, ok.CheckUnique())
+
+	st := statements.Statement{Channel: channels.WeChat, Lines: []statements.Line{pay, refund(3, "R1"), refund(5, "R1"), again}}
+	err := st.CheckUnique()
+	require.ErrorIs(t, err, statements.ErrRepeated)
+	assert.EqualError(t, err, `WECHAT statement: line 5 repeats line 3 (REFUND 4200000001 refund "R1") (and 1 more repeated lines): statement line repeated`)
+}
