@@ -96,7 +96,8 @@ type ImportResult struct {
 // Each day is written in a transaction of its own, which also updates the
 // days a superseded Shouqianba order leaves, and records the day's
 // version (DayVersion). Before anything is written it refuses (see
-// CheckImport) a statement holding a line twice (an error wrapping
+// CheckImport) a number that is not valid UTF-8, a statement holding a
+// line twice (an error wrapping
 // statements.ErrRepeated, naming both lines), a bill not wholly of one day
 // (statements.ErrDay, naming the line, its date and the bill's day), and
 // a statement with no lines and no stated day.
@@ -125,7 +126,9 @@ func ImportStatement(ctx context.Context, db *bun.DB, tenant int64, st statement
 }
 
 // CheckImport returns the error ImportStatement returns for st before it
-// touches the database: a line repeated (statements.ErrRepeated), a bill
+// touches the database: a trade, merchant order or refund number that is
+// not valid UTF-8 (statements.ErrFormat), a line repeated
+// (statements.ErrRepeated), a bill
 // not wholly of one day (statements.ErrDay), a statement with no lines
 // and no day. A caller that refuses before opening the database (consumer
 // statement import) asks it first.
@@ -138,6 +141,9 @@ func CheckImport(st statements.Statement) error {
 // Beijing-time day each is stored on: a bill's all on its day
 // (statements.Statement.BillDay), Shouqianba responses each on its own.
 func importDays(st statements.Statement) (map[string][]statements.Line, error) {
+	if err := st.CheckIdentifiers(); err != nil {
+		return nil, fmt.Errorf("import statement: %w", err)
+	}
 	if err := st.CheckUnique(); err != nil {
 		return nil, fmt.Errorf("import statement: %w", err)
 	}

@@ -49,3 +49,16 @@ func TestImportRefusesALineAnotherMerchantHolds(t *testing.T) {
 		assert.Equal(t, "1900000101", held["4200000002"].MerchantID)
 	})
 }
+
+// TestCheckImportRefusesUnreadableNumbers: a trade number that is not
+// valid UTF-8 is refused before anything is stored.
+func TestCheckImportRefusesUnreadableNumbers(t *testing.T) {
+	st := statements.Statement{Channel: channels.WeChat, Day: mergeDay, Lines: []statements.Line{{
+		LineNo: 2, Channel: channels.WeChat, Kind: statements.KindPayment, TradeNo: "4200\xff01", Time: at(9, 0),
+	}}}
+	err := statementbook.CheckImport(st)
+	require.ErrorIs(t, err, statements.ErrFormat)
+	require.ErrorContains(t, err, "line 2: the trade number is not valid UTF-8")
+	_, err = statementbook.ImportStatement(context.Background(), sqldbtest.MustSQLite(t), 1, st, time.Now())
+	require.ErrorIs(t, err, statements.ErrFormat)
+}
