@@ -105,15 +105,23 @@ func TestStatementImport(t *testing.T) {
 		assert.Equal(t, exitUsage, exitCode(err), "%v: %v", args, err)
 	}
 
+	assert.Equal(t, 5, countRows(t, lookup, "ss_operator_audit WHERE command = 'statement import' AND result = 'ok'"),
+		"every import that ran is in the audit trail")
+	assert.Zero(t, countRows(t, lookup, "ss_operator_audit WHERE command = 'statement import' AND result <> 'ok'"),
+		"a refused file changed nothing")
+}
+
+// countRows counts the rows of from (a table and its WHERE clause) in the
+// database lookup's PAYCB_DB_DSN names.
+func countRows(t *testing.T, lookup func(string) (string, bool), from string) int {
+	t.Helper()
 	dsn, _ := lookup("PAYCB_DB_DSN")
 	db, err := sqldb.OpenMySQL(dsn)
 	require.NoError(t, err)
 	defer func() { _ = db.Close() }()
-	var audited, refusedAudited int
-	require.NoError(t, db.NewRaw("SELECT COUNT(*) FROM ss_operator_audit WHERE command = 'statement import' AND result = 'ok'").Scan(context.Background(), &audited))
-	assert.Equal(t, 5, audited, "every import that ran is in the audit trail")
-	require.NoError(t, db.NewRaw("SELECT COUNT(*) FROM ss_operator_audit WHERE command = 'statement import' AND result <> 'ok'").Scan(context.Background(), &refusedAudited))
-	assert.Zero(t, refusedAudited, "a refused file changed nothing")
+	var n int
+	require.NoError(t, db.NewRaw("SELECT COUNT(*) FROM "+from).Scan(context.Background(), &n))
+	return n
 }
 
 // withMerchants is opsEnv's lookup with PAYCB_TENANT_MERCHANTS_FILE set to
@@ -335,13 +343,7 @@ func TestStatementImportKeepsToTheBillsDay(t *testing.T) {
 	require.NoError(t, err, out)
 	assert.Contains(t, out, "2024-03-15: unchanged, 4 lines in the file, 4 held", "the day kept every line it held")
 
-	dsn, _ := lookup("PAYCB_DB_DSN")
-	db, err := sqldb.OpenMySQL(dsn)
-	require.NoError(t, err)
-	defer func() { _ = db.Close() }()
-	var files, audited int
-	require.NoError(t, db.NewRaw("SELECT COUNT(*) FROM ss_statement_file").Scan(context.Background(), &files))
-	assert.Equal(t, 1, files, "only the day imported is held")
-	require.NoError(t, db.NewRaw("SELECT COUNT(*) FROM ss_operator_audit WHERE command = 'statement import' AND result <> 'ok'").Scan(context.Background(), &audited))
-	assert.Zero(t, audited, "a refused file changed nothing")
+	assert.Equal(t, 1, countRows(t, lookup, "ss_statement_file"), "only the day imported is held")
+	assert.Zero(t, countRows(t, lookup, "ss_operator_audit WHERE command = 'statement import' AND result <> 'ok'"),
+		"a refused file changed nothing")
 }
