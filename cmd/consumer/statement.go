@@ -40,7 +40,7 @@ func statementImportCmd() command {
 	return command{
 		name:     "import",
 		summary:  "import one channel statement file for a tenant",
-		synopsis: "--channel CH --tenant N --file F [--sha1 HEX] [--json]",
+		synopsis: "--channel CH --tenant N --file F [--date YYYY-MM-DD] [--sha1 HEX] [--json]",
 		description: `Parses F as the channel's statement and stores its lines for the tenant,
 one statement per Beijing-time day:
   WECHAT  the trade bill, bill_type=ALL, plain or gzip (current and legacy
@@ -50,8 +50,16 @@ one statement per Beijing-time day:
   SQB     per-order /upay/v2/query responses, one whole response a line
           (Shouqianba publishes no statement file)
 A file whose rows disagree with its own summary or footer, an unknown
-layout, or a hash that differs is refused with the reason. A day's
-statement is built from every file imported for it:
+layout, or a hash that differs is refused with the reason.
+
+A WeChat or Alipay bill is the bill of one Beijing-time day: WeChat's file
+states no day, so --date (the bill_date it was downloaded for) is
+required; Alipay's states its window, which --date, when given, must be.
+A row dated outside the bill's day is refused by line number, date and
+day, and the file is not imported: a bill never touches another day.
+Shouqianba responses are dated order by order (no --date). A row that
+repeats another (the same payment, refund or order) is refused naming
+both lines. A day's statement is built from every file imported for it:
   WECHAT, ALIPAY  a bill is its merchant's whole day (WeChat 特约商户号, or
           商户号 when that is 0; Alipay's #账号): it replaces the lines
           that merchant held for the day, after the differences are
@@ -73,6 +81,7 @@ Without the variable, import refuses.`,
 		exits: []exitStatus{
 			{exitUsage, "a usage or configuration error: a flag missing or invalid, no DSN, a bad PAYCB_TENANT_MERCHANTS_FILE"},
 			{exitRefused, "refused: the file is not a statement of the channel's layout, disagrees with its own summary, or its hash differs; " +
+				"a row is dated outside the bill's day, or the file states another day than --date; a row repeats another; " +
 				"it names a merchant not bound to --tenant in PAYCB_TENANT_MERCHANTS_FILE, or that variable is not set"},
 		},
 		setup: statementImportCommand,
@@ -84,6 +93,8 @@ func statementImportCommand(fs *flag.FlagSet) runFunc {
 	tenant := fs.Int64("tenant", 0, "tenant ID (required)")
 	file := fs.String("file", "", "the statement file (required)")
 	sha := fs.String("sha1", "", "expected SHA-1 (hex) of the uncompressed file, e.g. WeChat's hash_value")
+	date := fs.String("date", "", "the Beijing-time day YYYY-MM-DD the bill is of: required for a WeChat bill (its bill_date), "+
+		"checked against an Alipay bill's window; not for Shouqianba responses")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
 	return func(ctx context.Context, env *environment, _ []string) error {
 		ch, err := statementTarget("import", *channel, *tenant, "--file", *file)
@@ -92,6 +103,9 @@ func statementImportCommand(fs *flag.FlagSet) runFunc {
 		}
 		if *sha != "" && !isHexSHA1(*sha) {
 			return usagef("statement import: --sha1 %q is not 40 hex digits", *sha)
+		}
+		if err := checkImportDate(ch, *date); err != nil {
+			return err
 		}
 		data, err := readStatementFile(*file)
 		if err != nil {
@@ -108,6 +122,13 @@ func statementImportCommand(fs *flag.FlagSet) runFunc {
 			}
 			return fmt.Errorf("statement import %s: %w", *file, err)
 		}
+		st.Day = *date
+		if st.Day == "" && st.From.IsZero() && statements.RefundLinesOf(ch) != statements.RefundLinesPerOrder {
+			return usagef("statement import: --date is required: a %s bill states no day; give the day it was downloaded for (its bill_date)", ch)
+		}
+		if err := statementbook.CheckImport(st); err != nil {
+			return &exitError{code: exitRefused, err: fmt.Errorf("statement import refused %s: %w", *file, err)}
+		}
 		if err := statementbook.CheckStatementMerchants(binding, env.cfg.Worker.TenantMerchantsFile, *tenant, st); err != nil {
 			return &exitError{code: exitRefused, err: fmt.Errorf("statement import refused %s: %w", *file, err)}
 		}
@@ -117,6 +138,10 @@ func statementImportCommand(fs *flag.FlagSet) runFunc {
 		}
 		defer func() { _ = db.Close() }()
 		res, err := statementbook.ImportStatement(ctx, db, *tenant, st, time.Now())
+		if errors.Is(err, statements.ErrRepeated) {
+			// A line another merchant's statement of the day holds already.
+			return env.audit(ctx, db, "", &exitError{code: exitRefused, err: fmt.Errorf("statement import refused %s: %w", *file, err)})
+		}
 		if err != nil {
 			return env.audit(ctx, db, "", fmt.Errorf("statement import %s: %w", *file, err))
 		}
@@ -128,6 +153,22 @@ func statementImportCommand(fs *flag.FlagSet) runFunc {
 		}
 		return env.audit(ctx, db, importSummary(res), out.err)
 	}
+}
+
+// checkImportDate checks statement import's --date: YYYY-MM-DD when
+// given, and not for a channel whose statement is dated order by order
+// (Shouqianba); usage errors.
+func checkImportDate(ch channels.Channel, date string) error {
+	if date == "" {
+		return nil
+	}
+	if statements.RefundLinesOf(ch) == statements.RefundLinesPerOrder {
+		return usagef("statement import: --date is for a bill of one day; %s responses are dated order by order (finish_time)", ch)
+	}
+	if _, err := time.ParseInLocation(time.DateOnly, date, statements.Beijing); err != nil {
+		return usagef("statement import: --date %q is not YYYY-MM-DD", date)
+	}
+	return nil
 }
 
 // merchantBinding reads the merchant binding (PAYCB_TENANT_MERCHANTS_FILE)

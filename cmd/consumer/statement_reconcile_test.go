@@ -431,7 +431,11 @@ func TestStatementReconcilePublishMissing(t *testing.T) {
 		t.Helper()
 		name := filepath.Join(dir, fmt.Sprintf("%d-%s", tenant, ch))
 		require.NoError(t, os.WriteFile(name, f.Data, 0o600))
-		out, errOut, err := consumerCmd(t, vars, "statement", "import", "--channel", string(ch), "--tenant", fmt.Sprint(tenant), "--file", name)
+		args := []string{"statement", "import", "--channel", string(ch), "--tenant", fmt.Sprint(tenant), "--file", name}
+		if ch == channels.WeChat {
+			args = append(args, "--date", day)
+		}
+		out, errOut, err := consumerCmd(t, vars, args...)
 		require.NoError(t, err, out+errOut)
 	}
 	lines, err := statementsample.FromEvents(channels.WeChat, events[channels.WeChat])
@@ -583,7 +587,7 @@ func TestStatementReconcilePublishMissingRefusesWithoutAKey(t *testing.T) {
 	require.NoError(t, err)
 	path := filepath.Join(t.TempDir(), "bill.csv")
 	require.NoError(t, os.WriteFile(path, f.Data, 0o600))
-	_, errOut, err := consumerCmd(t, vars, "statement", "import", "--channel", "WECHAT", "--tenant", "1001", "--file", path)
+	_, errOut, err := consumerCmd(t, vars, "statement", "import", "--channel", "WECHAT", "--date", day, "--tenant", "1001", "--file", path)
 	require.NoError(t, err, errOut)
 	reconcileArgs := []string{"statement", "reconcile", "--channel", "WECHAT", "--tenant", "1001", "--date", day}
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -36,11 +37,15 @@ func TestStatementImport(t *testing.T) {
 		{"ALIPAY", fixture("alipay_20880000000000000156_20240315.csv.zip")},
 		{"SQB", fixture("sqb_query_responses_SYNTHETIC.jsonl")},
 	} {
-		out, stderr, err := runCmd(t, lookup, "statement", "import", "--channel", tc.channel, "--tenant", "1001", "--file", tc.file)
+		args := []string{"statement", "import", "--channel", tc.channel, "--tenant", "1001", "--file", tc.file}
+		if tc.channel == "WECHAT" {
+			args = append(args, "--date", "2024-03-15")
+		}
+		out, stderr, err := runCmd(t, lookup, args...)
 		require.NoError(t, err, "%s: %s%s", tc.channel, out, stderr)
 		assert.Contains(t, out, "2024-03-15: new", tc.channel)
 	}
-	out, _, err := runCmd(t, lookup, "statement", "import", "--channel", "WECHAT", "--tenant", "1001", "--file", wxFile,
+	out, _, err := runCmd(t, lookup, "statement", "import", "--channel", "WECHAT", "--date", "2024-03-15", "--tenant", "1001", "--file", wxFile,
 		"--sha1", "c2baf4b6b2671093d900aa83c375339a410ccae3")
 	require.NoError(t, err)
 	assert.Contains(t, out, "2024-03-15: unchanged, 5 lines")
@@ -61,7 +66,7 @@ func TestStatementImport(t *testing.T) {
 	}
 	corrected := filepath.Join(t.TempDir(), "corrected.csv")
 	require.NoError(t, os.WriteFile(corrected, []byte(strings.Join(kept, "\n")), 0o600))
-	out, stderr, err := runCmd(t, lookup, "statement", "import", "--channel", "WECHAT", "--tenant", "1001", "--file", corrected, "--json")
+	out, stderr, err := runCmd(t, lookup, "statement", "import", "--channel", "WECHAT", "--date", "2024-03-15", "--tenant", "1001", "--file", corrected, "--json")
 	require.NoError(t, err, out+stderr)
 	var res struct {
 		Days []struct {
@@ -82,8 +87,8 @@ func TestStatementImport(t *testing.T) {
 	broken := filepath.Join(t.TempDir(), "broken.csv")
 	require.NoError(t, os.WriteFile(broken, []byte(strings.Replace(string(data), "`5,", "`6,", 1)), 0o600))
 	for _, args := range [][]string{
-		{"--channel", "WECHAT", "--file", broken},
-		{"--channel", "WECHAT", "--file", wxFile, "--sha1", strings.Repeat("0", 40)},
+		{"--channel", "WECHAT", "--date", "2024-03-15", "--file", broken},
+		{"--channel", "WECHAT", "--date", "2024-03-15", "--file", wxFile, "--sha1", strings.Repeat("0", 40)},
 		{"--channel", "ALIPAY", "--file", wxFile},
 	} {
 		_, _, err := runCmd(t, lookup, append([]string{"statement", "import", "--tenant", "1001"}, args...)...)
@@ -100,15 +105,23 @@ func TestStatementImport(t *testing.T) {
 		assert.Equal(t, exitUsage, exitCode(err), "%v: %v", args, err)
 	}
 
+	assert.Equal(t, 5, countRows(t, lookup, "ss_operator_audit WHERE command = 'statement import' AND result = 'ok'"),
+		"every import that ran is in the audit trail")
+	assert.Zero(t, countRows(t, lookup, "ss_operator_audit WHERE command = 'statement import' AND result <> 'ok'"),
+		"a refused file changed nothing")
+}
+
+// countRows counts the rows of from (a table and its WHERE clause) in the
+// database lookup's PAYCB_DB_DSN names.
+func countRows(t *testing.T, lookup func(string) (string, bool), from string) int {
+	t.Helper()
 	dsn, _ := lookup("PAYCB_DB_DSN")
 	db, err := sqldb.OpenMySQL(dsn)
 	require.NoError(t, err)
 	defer func() { _ = db.Close() }()
-	var audited, refusedAudited int
-	require.NoError(t, db.NewRaw("SELECT COUNT(*) FROM ss_operator_audit WHERE command = 'statement import' AND result = 'ok'").Scan(context.Background(), &audited))
-	assert.Equal(t, 5, audited, "every import that ran is in the audit trail")
-	require.NoError(t, db.NewRaw("SELECT COUNT(*) FROM ss_operator_audit WHERE command = 'statement import' AND result <> 'ok'").Scan(context.Background(), &refusedAudited))
-	assert.Zero(t, refusedAudited, "a refused file changed nothing")
+	var n int
+	require.NoError(t, db.NewRaw("SELECT COUNT(*) FROM "+from).Scan(context.Background(), &n))
+	return n
 }
 
 // withMerchants is opsEnv's lookup with PAYCB_TENANT_MERCHANTS_FILE set to
@@ -177,7 +190,11 @@ func TestStatementImportIsBoundToTheTenant(t *testing.T) {
 	lookup := withMerchants(t, binding)
 	imp := func(ch, tenant, file string) (string, error) {
 		t.Helper()
-		out, stderr, err := runCmd(t, lookup, "statement", "import", "--channel", ch, "--tenant", tenant, "--file", file)
+		args := []string{"statement", "import", "--channel", ch, "--tenant", tenant, "--file", file}
+		if ch == "WECHAT" {
+			args = append(args, "--date", "2024-03-15")
+		}
+		out, stderr, err := runCmd(t, lookup, args...)
 		return out + stderr, err
 	}
 
@@ -218,12 +235,12 @@ func TestStatementImportIsBoundToTheTenant(t *testing.T) {
 	// The sub-merchant becomes tenant 1001's: the service provider's bill
 	// imports.
 	lookup = withMerchants(t, "1001 WECHAT 1900000100\n1001 WECHAT 1900000109\n")
-	out, stderr, err := runCmd(t, lookup, "statement", "import", "--channel", "WECHAT", "--tenant", "1001", "--file", partner)
+	out, stderr, err := runCmd(t, lookup, "statement", "import", "--channel", "WECHAT", "--date", "2024-03-15", "--tenant", "1001", "--file", partner)
 	require.NoError(t, err, out+stderr)
 
 	// Without the binding nothing is imported or published.
 	lookup = withMerchants(t, "")
-	_, _, err = runCmd(t, lookup, "statement", "import", "--channel", "WECHAT", "--tenant", "1001", "--file", wxFile)
+	_, _, err = runCmd(t, lookup, "statement", "import", "--channel", "WECHAT", "--date", "2024-03-15", "--tenant", "1001", "--file", wxFile)
 	require.Error(t, err)
 	assert.Equal(t, exitRefused, exitCode(err))
 	require.ErrorContains(t, err, "set PAYCB_TENANT_MERCHANTS_FILE")
@@ -235,7 +252,7 @@ func TestStatementImportIsBoundToTheTenant(t *testing.T) {
 	// A binding that gives one merchant to two tenants is a configuration
 	// error, naming the lines.
 	lookup = withMerchants(t, "1001 WECHAT 1900000000\n2002 WECHAT 1900000000\n")
-	_, _, err = runCmd(t, lookup, "statement", "import", "--channel", "WECHAT", "--tenant", "1001", "--file", wxFile)
+	_, _, err = runCmd(t, lookup, "statement", "import", "--channel", "WECHAT", "--date", "2024-03-15", "--tenant", "1001", "--file", wxFile)
 	require.Error(t, err)
 	assert.Equal(t, exitUsage, exitCode(err))
 	assert.ErrorContains(t, err, "line 2: WECHAT merchant 1900000000 is bound to tenant 2002, but line 1 binds it to tenant 1001")
@@ -246,4 +263,87 @@ func mustRead(t *testing.T, path string) []byte {
 	data, err := os.ReadFile(path)
 	require.NoError(t, err)
 	return data
+}
+
+// TestStatementImportKeepsToTheBillsDay: a WeChat bill needs the day it
+// is of (--date; the file states none), and an Alipay bill's window must
+// be the --date given; a bill carrying a row dated outside its day is
+// refused (exit 4) naming the line, its date and the bill's day, and a
+// bill with a row twice naming both lines; the day held before keeps
+// every line, and nothing refused is stored or audited. Shouqianba's
+// responses take no --date.
+func TestStatementImportKeepsToTheBillsDay(t *testing.T) {
+	lookup := withMerchants(t, testMerchants)
+	fixture := func(name string) string {
+		return filepath.Join("..", "..", "pkg", "channels", strings.Split(name, "_")[0], "testdata", name)
+	}
+	st, err := statements.Parse(channels.WeChat, mustRead(t, fixture("wechat_tradebill_ALL_2024-03-15.csv")), "")
+	require.NoError(t, err)
+	dir := t.TempDir()
+	write := func(name string, lines ...statements.Line) string {
+		t.Helper()
+		f, err := wechat.SampleBill(lines, wechat.SampleBillOptions{})
+		require.NoError(t, err)
+		path := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(path, f.Data, 0o600))
+		return path
+	}
+	imp := func(args ...string) (string, error) {
+		t.Helper()
+		out, stderr, err := runCmd(t, lookup, append([]string{"statement", "import", "--tenant", "1001"}, args...)...)
+		return out + stderr, err
+	}
+	day := st.Lines[:4] // three payments and a refund of 2024-03-15
+	out, err := imp("--channel", "WECHAT", "--date", "2024-03-15", "--file", write("day.csv", day...))
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "2024-03-15: new, 4 lines in the file, 4 held")
+
+	// The next day's bill, one of its rows dated 2024-03-15.
+	next := slices.Clone(st.Lines[:2])
+	for i := range next {
+		next[i].TradeNo += "9"
+		next[i].Time = next[i].Time.AddDate(0, 0, 1)
+	}
+	stray := st.Lines[4] // the full refund of TEST-ORDER-0003, 16:20:33
+	stray.RefundNo = "TEST-REFUND-STRAY"
+	strayFile := write("stray.csv", next[0], stray, next[1])
+	out, err = imp("--channel", "WECHAT", "--date", "2024-03-16", "--file", strayFile)
+	require.Error(t, err, out)
+	assert.Equal(t, exitRefused, exitCode(err), "%v", err)
+	require.ErrorContains(t, err, "WECHAT bill: line 3 is dated 2024-03-15, outside the bill's day 2024-03-16")
+
+	// A WeChat bill states no day: --date is required.
+	_, err = imp("--channel", "WECHAT", "--file", strayFile)
+	require.Error(t, err)
+	assert.Equal(t, exitUsage, exitCode(err), "%v", err)
+	require.ErrorContains(t, err, "--date is required")
+	for _, bad := range [][]string{
+		{"--channel", "WECHAT", "--date", "16/03/2024", "--file", strayFile},
+		{"--channel", "SQB", "--date", "2024-03-15", "--file", fixture("sqb_query_responses_SYNTHETIC.jsonl")},
+	} {
+		_, err = imp(bad...)
+		require.Error(t, err, bad)
+		assert.Equal(t, exitUsage, exitCode(err), "%v: %v", bad, err)
+	}
+
+	// Alipay's window is its day; --date must be it.
+	aliFile := fixture("alipay_20880000000000000156_20240315.csv.zip")
+	_, err = imp("--channel", "ALIPAY", "--date", "2024-03-16", "--file", aliFile)
+	require.Error(t, err)
+	assert.Equal(t, exitRefused, exitCode(err), "%v", err)
+	require.ErrorContains(t, err, "ALIPAY bill: the file states the day 2024-03-15, not 2024-03-16")
+
+	// The day again with its second payment twice; the summary agrees.
+	out, err = imp("--channel", "WECHAT", "--date", "2024-03-15", "--file", write("twice.csv", day[0], day[1], day[1], day[2], day[3]))
+	require.Error(t, err, out)
+	assert.Equal(t, exitRefused, exitCode(err), "%v", err)
+	require.ErrorContains(t, err, "line 4 repeats line 3 (PAYMENT 4200000000202403150000000002)")
+
+	out, err = imp("--channel", "WECHAT", "--date", "2024-03-15", "--file", write("again.csv", day...))
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "2024-03-15: unchanged, 4 lines in the file, 4 held", "the day kept every line it held")
+
+	assert.Equal(t, 1, countRows(t, lookup, "ss_statement_file"), "only the day imported is held")
+	assert.Zero(t, countRows(t, lookup, "ss_operator_audit WHERE command = 'statement import' AND result <> 'ok'"),
+		"a refused file changed nothing")
 }

@@ -111,6 +111,8 @@ func runSuite(t *testing.T, w *ledgertest.World, ch channels.Channel, seq int) {
 		assert.NotEmpty(t, st.BindingMerchantIDs(), "the statement names a merchant (%s)", spec.StatementMerchantField)
 	})
 
+	t.Run("a statement keeps to its day, each line once", func(t *testing.T) { statementDays(t, w, ch, seq) })
+
 	t.Run("metrics label", func(t *testing.T) {
 		assert.Equal(t, spec.MetricLabel(), metrics.ClampChannel(string(ch)))
 		assert.NotEqual(t, metrics.ChannelUnknown, metrics.ClampChannel(string(ch)))

@@ -6,7 +6,8 @@
 // refund, and a redelivery with the same key and fingerprint), settle
 // into a ledger that reconciles clean in every arrival order (MariaDB,
 // internal/ledgertest), its sample statement parses back into the lines
-// it was written from, and it shows under its own metric label and in
+// it was written from and is imported only into the day it is of, each
+// line once, and it shows under its own metric label and in
 // `consumer dlq show`.
 //
 // The package holds tests only; it must never be imported.

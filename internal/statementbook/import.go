@@ -74,16 +74,19 @@ type ImportResult struct {
 }
 
 // ImportStatement stores a parsed statement for tenant, one day row per
-// Beijing-time day its lines fall on (a WeChat or Alipay bill is one day;
-// Shouqianba query responses may span several; an empty Alipay bill is the
-// day its window states), the lines held for a day being merged from every
-// file imported for it:
+// Beijing-time day: a WeChat or Alipay bill is the one day it is of
+// (Statement.BillDay: Alipay's window, the Day the caller gives a WeChat
+// bill), and every line must lie on it; Shouqianba query responses are
+// stored each on the day of its own finish_time. The lines held for a day
+// are merged from every file imported for it:
 //   - a WeChat or Alipay bill is the whole day of its merchants: it
-//     replaces the lines held for the day that name one of the merchants
+//     replaces the lines held for its day that name one of the merchants
 //     it names (Statement.MerchantIDs), or no merchant (lines imported
-//     before merchants were recorded); another merchant's lines stay. The
-//     same file again changes nothing; the differences are worked out line
-//     by line (returned in the result, for the operator to see);
+//     before merchants were recorded); another merchant's lines stay, and
+//     a line of the bill that is one of theirs (the same Identity) is
+//     refused. It never touches another day. The same file again changes
+//     nothing; the differences are worked out line by line (returned in
+//     the result, for the operator to see);
 //   - Shouqianba query responses merge per order (sn), whatever day the
 //     order is held on: a response supersedes the one held when its
 //     finish_time is later, or the same and it says something else (the
@@ -92,23 +95,20 @@ type ImportResult struct {
 //
 // Each day is written in a transaction of its own, which also updates the
 // days a superseded Shouqianba order leaves, and records the day's
-// version (DayVersion). It refuses a statement with no lines and no stated
-// day.
+// version (DayVersion). Before anything is written it refuses (see
+// CheckImport) a number that is not valid UTF-8, a statement holding a
+// line twice (an error wrapping
+// statements.ErrRepeated, naming both lines), a bill not wholly of one day
+// (statements.ErrDay, naming the line, its date and the bill's day), and
+// a statement with no lines and no stated day.
 func ImportStatement(ctx context.Context, db *bun.DB, tenant int64, st statements.Statement, now time.Time) (ImportResult, error) {
 	res := ImportResult{TenantID: tenant, Channel: string(st.Channel), Format: st.Format, SHA1: st.SHA1}
 	if tenant <= 0 {
 		return res, fmt.Errorf("import statement: tenant %d: must be positive", tenant)
 	}
-	byDay := map[string][]statements.Line{}
-	for _, l := range st.Lines {
-		day := l.Time.In(statements.Beijing).Format(time.DateOnly)
-		byDay[day] = append(byDay[day], l)
-	}
-	if len(byDay) == 0 {
-		if st.From.IsZero() {
-			return res, errors.New("import statement: it has no lines and states no day")
-		}
-		byDay[st.From.In(statements.Beijing).Format(time.DateOnly)] = nil
+	byDay, err := importDays(st)
+	if err != nil {
+		return res, err
 	}
 	days := make([]string, 0, len(byDay))
 	for d := range byDay {
@@ -123,6 +123,46 @@ func ImportStatement(ctx context.Context, db *bun.DB, tenant int64, st statement
 		res.Days = append(res.Days, di)
 	}
 	return res, nil
+}
+
+// CheckImport returns the error ImportStatement returns for st before it
+// touches the database: a trade, merchant order or refund number that is
+// not valid UTF-8 (statements.ErrFormat), a line repeated
+// (statements.ErrRepeated), a bill
+// not wholly of one day (statements.ErrDay), a statement with no lines
+// and no day. A caller that refuses before opening the database (consumer
+// statement import) asks it first.
+func CheckImport(st statements.Statement) error {
+	_, err := importDays(st)
+	return err
+}
+
+// importDays checks st (see CheckImport) and returns its lines by the
+// Beijing-time day each is stored on: a bill's all on its day
+// (statements.Statement.BillDay), Shouqianba responses each on its own.
+func importDays(st statements.Statement) (map[string][]statements.Line, error) {
+	if err := st.CheckIdentifiers(); err != nil {
+		return nil, fmt.Errorf("import statement: %w", err)
+	}
+	if err := st.CheckUnique(); err != nil {
+		return nil, fmt.Errorf("import statement: %w", err)
+	}
+	if statements.RefundLinesOf(st.Channel) != statements.RefundLinesPerOrder {
+		day, err := st.BillDay()
+		if err != nil {
+			return nil, fmt.Errorf("import statement: %w", err)
+		}
+		return map[string][]statements.Line{day: st.Lines}, nil
+	}
+	byDay := map[string][]statements.Line{}
+	for _, l := range st.Lines {
+		day := statements.Day(l.Time)
+		byDay[day] = append(byDay[day], l)
+	}
+	if len(byDay) == 0 {
+		return nil, errors.New("import statement: it has no lines and states no day")
+	}
+	return byDay, nil
 }
 
 // statementFile is a row of ss_statement_file: one tenant, channel and
@@ -277,9 +317,18 @@ func replaceMerchants(ctx context.Context, tx bun.Tx, fileID int64, st statement
 	}
 	var m merge
 	var mine []statementLine
+	others := map[string]statementLine{}
 	for _, r := range old {
 		if scope[r.MerchantID] {
 			mine = append(mine, r)
+		} else {
+			others[statements.Identity(statements.Kind(r.Kind), r.TradeNo, r.RefundNo)] = r
+		}
+	}
+	for _, l := range lines {
+		if r, ok := others[l.Identity()]; ok {
+			return merge{}, fmt.Errorf("line %d (%s) is held for the day already, from merchant %s's statement %s (line %d): %w",
+				l.LineNo, l.Identity(), r.MerchantID, r.SourceSHA1, r.LineNo, statements.ErrRepeated)
 		}
 	}
 	m.changes = diffLines(st.Channel, mine, lines)
@@ -321,7 +370,7 @@ func mergeOrders(ctx context.Context, tx bun.Tx, tenant int64, ch channels.Chann
 	var m merge
 	for _, l := range lines {
 		l.Time = l.Time.UTC()
-		id := identity(string(l.Kind), l.TradeNo, l.RefundNo)
+		id := l.Identity()
 		h, ok := held[l.TradeNo]
 		if !ok {
 			m.add = append(m.add, l)
@@ -424,28 +473,17 @@ func heldLine(ch channels.Channel, r statementLine) statements.Line {
 	}
 }
 
-// identity names a statement line across files: its kind, trade number and
-// refund number. A line number is not an identity: a corrected file may
-// order its lines differently.
-func identity(kind, tradeNo, refundNo string) string {
-	id := kind + " " + tradeNo
-	if refundNo != "" {
-		id += " refund " + strconv.Quote(refundNo)
-	}
-	return id
-}
-
 // diffLines lists the lines added, removed or changed between the lines
 // held and a corrected file's, in identity order.
 func diffLines(ch channels.Channel, old []statementLine, lines []statements.Line) []LineChange {
 	before := map[string]statements.Line{}
 	for _, r := range old {
-		before[identity(r.Kind, r.TradeNo, r.RefundNo)] = heldLine(ch, r)
+		before[statements.Identity(statements.Kind(r.Kind), r.TradeNo, r.RefundNo)] = heldLine(ch, r)
 	}
 	after := map[string]statements.Line{}
 	for _, l := range lines {
 		l.Time = l.Time.UTC()
-		after[identity(string(l.Kind), l.TradeNo, l.RefundNo)] = l
+		after[l.Identity()] = l
 	}
 	var out []LineChange
 	for id, o := range before {

@@ -16,6 +16,7 @@ import (
 	"github.com/paycallback/paycallback/pkg/channels/channelstest"
 	"github.com/paycallback/paycallback/pkg/channels/sqb"
 	"github.com/paycallback/paycallback/pkg/statements"
+	"github.com/paycallback/paycallback/pkg/statements/statementsample"
 )
 
 const reconDay = "2024-06-01" // channelstest.BaseTime's day
@@ -29,15 +30,21 @@ func (w *world) post(value []byte) {
 		ev.OccurredAt.UTC(), ev.TenantID, string(ev.Key))
 }
 
-// importLines imports lines as one statement of ch for tenant.
+// importLines imports lines as statements of ch for tenant: one bill per
+// day the lines fall on (a bill is one day), in the order of their days.
 func (w *world) importLines(tenant int64, ch channels.Channel, lines ...statements.Line) {
 	w.TB.Helper()
 	for i := range lines {
 		lines[i].LineNo, lines[i].Channel, lines[i].Currency = i+2, ch, "CNY"
 	}
-	st := statements.Statement{Channel: ch, Format: "test", SHA1: fmt.Sprintf("%d-%s-%d", tenant, ch, time.Now().UnixNano()), Lines: lines}
-	_, err := statementbook.ImportStatement(context.Background(), w.DB, tenant, st, time.Now())
-	require.NoError(w.TB, err)
+	for _, day := range statementsample.Days(lines) {
+		st := statements.Statement{
+			Channel: ch, Format: "test", SHA1: fmt.Sprintf("%d-%s-%s-%d", tenant, ch, day, time.Now().UnixNano()),
+			Lines: statementsample.OnDay(lines, day),
+		}
+		_, err := statementbook.ImportStatement(context.Background(), w.DB, tenant, st, time.Now())
+		require.NoError(w.TB, err)
+	}
 }
 
 func payLine(tr channelstest.Trade) statements.Line {

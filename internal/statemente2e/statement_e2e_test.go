@@ -281,6 +281,7 @@ func (w *world) importStatements(s *scenario) {
 	type file struct {
 		ch   channels.Channel
 		name string
+		day  string // the bill's day, for --date; "" for Shouqianba's responses
 		f    statementsample.File
 	}
 	var files []file
@@ -288,10 +289,10 @@ func (w *world) importStatements(s *scenario) {
 		wf, err := wechat.SampleBill(statementsample.OnDay(s.lines[channels.WeChat], day),
 			wechat.SampleBillOptions{MicroPay: s.barcode})
 		require.NoError(w.t, err)
-		files = append(files, file{channels.WeChat, "wechat_tradebill_ALL_" + day + ".csv", wf})
+		files = append(files, file{channels.WeChat, "wechat_tradebill_ALL_" + day + ".csv", day, wf})
 		af, err := alipay.SampleBill(alipayAccount, day, statementsample.OnDay(s.lines[channels.Alipay], day))
 		require.NoError(w.t, err)
-		files = append(files, file{channels.Alipay, alipayAccount + "_" + strings.ReplaceAll(day, "-", "") + ".csv.zip", af})
+		files = append(files, file{channels.Alipay, alipayAccount + "_" + strings.ReplaceAll(day, "-", "") + ".csv.zip", day, af})
 	}
 	// Shouqianba's responses come in whatever files the operator gathers:
 	// here two, each holding every other order, that merge per day.
@@ -302,7 +303,7 @@ func (w *world) importStatements(s *scenario) {
 	for i, h := range halves {
 		sf, err := sqb.SampleQueryResponses(h)
 		require.NoError(w.t, err)
-		files = append(files, file{channels.SQB, fmt.Sprintf("sqb_query_responses_%d.jsonl", i+1), sf})
+		files = append(files, file{channels.SQB, fmt.Sprintf("sqb_query_responses_%d.jsonl", i+1), "", sf})
 	}
 
 	for _, f := range files {
@@ -311,6 +312,9 @@ func (w *world) importStatements(s *scenario) {
 		args := []string{"statement", "import", "--channel", string(f.ch), "--tenant", strconv.Itoa(tenant), "--file", path, "--json"}
 		if f.ch == channels.WeChat {
 			args = append(args, "--sha1", f.f.Want.SHA1)
+		}
+		if f.day != "" {
+			args = append(args, "--date", f.day)
 		}
 		out, code := w.consumer(args...)
 		require.Equal(w.t, 0, code, "import %s", f.name)

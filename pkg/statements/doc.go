@@ -17,6 +17,11 @@
 // database or the network: storing and reconciling statements is the
 // caller's job. Facts and sources: docs/statements.md.
 //
+// A statement of a daily bill is one day (Statement.BillDay: the window
+// the file states, or the Day its caller gives, every line on it), and
+// holds each payment, refund or order once (Statement.CheckUnique); the
+// import refuses anything else before it stores a line.
+//
 // TestParsersCoverRegistry fails for a registered channel without a
 // parser, and Parse refuses such a channel by name (ErrNoParser).
 package statements

@@ -103,6 +103,11 @@ type Statement struct {
 	// From and To bound the statement's window [From, To) when the file
 	// states it (Alipay); zero otherwise.
 	From, To time.Time
+	// Day is the Beijing-time day (YYYY-MM-DD) the caller says the file is
+	// the bill of (consumer statement import --date: the bill_date a
+	// WeChat bill, which states no day, was downloaded for); empty when
+	// not said. Parsers leave it empty. See BillDay.
+	Day string
 	// Lines are the detail lines in file order.
 	Lines []Line
 	// Totals are what the file's summary states; for Shouqianba, whose

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -155,12 +156,28 @@ func alipayEntryNames(f *zip.File) []string {
 	return names
 }
 
-// alipayDetailEntry finds the one 业务明细.csv entry.
+// AlipayMaxEntries is the most entries a bill's zip may have: Alipay's
+// holds two (业务明细 and its 汇总), some comments list four; a zip of
+// more is refused, in one line, before any entry is read.
+const AlipayMaxEntries = 16
+
+// alipayDetailEntry finds the one 业务明细.csv entry, refusing a zip of
+// more than AlipayMaxEntries entries and any entry whose name is not a
+// plain file name.
 func alipayDetailEntry(zr *zip.Reader) (*zip.File, error) {
+	if len(zr.File) > AlipayMaxEntries {
+		return nil, fmt.Errorf("alipay bill: %d entries in the zip, more than the %d a bill has: %w",
+			len(zr.File), AlipayMaxEntries, statements.ErrFormat)
+	}
 	var found *zip.File
 	var all []string
-	for _, f := range zr.File {
+	for i, f := range zr.File {
 		names := alipayEntryNames(f)
+		for _, n := range append(slices.Clone(names), f.Name) {
+			if why := alipayUnsafeName(n); why != "" {
+				return nil, fmt.Errorf("alipay bill: zip entry %d %.64q: its name %s: %w", i+1, n, why, statements.ErrFormat)
+			}
+		}
 		if len(names) > 0 {
 			all = append(all, strconv.Quote(names[0]))
 		}
@@ -183,6 +200,25 @@ func alipayDetailEntry(zr *zip.Reader) (*zip.File, error) {
 			alipayEntrySuffix, strings.Join(all, ", "), statements.ErrFormat)
 	}
 	return found, nil
+}
+
+// alipayUnsafeName says why an entry name is not a plain file name (""
+// when it is one): an absolute path, a drive letter, or a ".." element,
+// with either slash; nothing is ever extracted, but a name that climbs
+// out of a directory is no bill's.
+func alipayUnsafeName(name string) string {
+	switch {
+	case strings.HasPrefix(name, "/") || strings.HasPrefix(name, `\`):
+		return "is an absolute path"
+	case len(name) >= 2 && name[1] == ':':
+		return "starts with a drive letter"
+	}
+	for _, el := range strings.FieldsFunc(name, func(r rune) bool { return r == '/' || r == '\\' }) {
+		if el == ".." {
+			return `has a ".." element`
+		}
+	}
+	return ""
 }
 
 // alipayReadEntry reads an entry whole, at most AlipayMaxEntrySize bytes;
@@ -292,75 +328,76 @@ func parseAlipayDetail(text string) (statements.Statement, error) {
 	var cols alipayColumns
 	var paid, refunded *alipayFooter
 	haveWindow := false
-	lines := strings.Split(text, "\n")
-	for i, line := range lines {
-		lineNo := i + 1
-		line = strings.TrimSuffix(line, "\r")
+	err := statements.EachLine(text, func(lineNo int, line string) error {
 		if strings.TrimSpace(line) == "" {
-			continue
+			return nil
 		}
 		if strings.HasPrefix(line, "#") {
 			switch {
 			case strings.Contains(line, alipayListEnd):
 				if state != rows {
-					return statements.Statement{}, fmt.Errorf("alipay bill line %d: %s before the header: %w", lineNo, alipayListEnd, statements.ErrFormat)
+					return fmt.Errorf("alipay bill line %d: %s before the header: %w", lineNo, alipayListEnd, statements.ErrFormat)
 				}
 				state = after
 			case strings.Contains(line, alipayListStart):
 				if state != before {
-					return statements.Statement{}, fmt.Errorf("alipay bill line %d: second %s marker: %w", lineNo, alipayListStart, statements.ErrFormat)
+					return fmt.Errorf("alipay bill line %d: second %s marker: %w", lineNo, alipayListStart, statements.ErrFormat)
 				}
 				state = header
 			case state == rows:
-				return statements.Statement{}, fmt.Errorf("alipay bill line %d: comment inside the detail rows: %w", lineNo, statements.ErrFormat)
+				return fmt.Errorf("alipay bill line %d: comment inside the detail rows: %w", lineNo, statements.ErrFormat)
 			case state == before && alipayAccountRE.MatchString(line):
 				if st.Account != "" {
-					return statements.Statement{}, fmt.Errorf("alipay bill line %d: second 账号 line: %w", lineNo, statements.ErrFormat)
+					return fmt.Errorf("alipay bill line %d: second 账号 line: %w", lineNo, statements.ErrFormat)
 				}
 				st.Account = strings.TrimSpace(alipayAccountRE.FindStringSubmatch(line)[1])
 			case strings.Contains(line, "起始日期"):
 				if haveWindow {
-					return statements.Statement{}, fmt.Errorf("alipay bill line %d: second 起始日期 line: %w", lineNo, statements.ErrFormat)
+					return fmt.Errorf("alipay bill line %d: second 起始日期 line: %w", lineNo, statements.ErrFormat)
 				}
 				from, to, err := alipayWindow(line)
 				if err != nil {
-					return statements.Statement{}, fmt.Errorf("alipay bill line %d: %w", lineNo, err)
+					return fmt.Errorf("alipay bill line %d: %w", lineNo, err)
 				}
 				st.From, st.To, haveWindow = from, to, true
 			case state == after && strings.Contains(line, "交易合计"):
 				f, err := alipayFooterLine(lineNo, line, alipayPaidRE, paid)
 				if err != nil {
-					return statements.Statement{}, err
+					return err
 				}
 				paid = f
 			case state == after && strings.Contains(line, "退款合计"):
 				f, err := alipayFooterLine(lineNo, line, alipayRefundRE, refunded)
 				if err != nil {
-					return statements.Statement{}, err
+					return err
 				}
 				refunded = f
 			}
-			continue
+			return nil
 		}
 		switch state {
 		case before:
-			return statements.Statement{}, fmt.Errorf("alipay bill line %d: data before the %s marker: %w", lineNo, alipayListStart, statements.ErrFormat)
+			return fmt.Errorf("alipay bill line %d: data before the %s marker: %w", lineNo, alipayListStart, statements.ErrFormat)
 		case header:
 			c, err := alipayHeader(lineNo, line)
 			if err != nil {
-				return statements.Statement{}, err
+				return err
 			}
 			cols, state = c, rows
 		case rows:
 			l, err := alipayRow(lineNo, line, cols)
 			if err != nil {
-				return statements.Statement{}, err
+				return err
 			}
 			l.MerchantID = st.Account
 			st.Lines = append(st.Lines, l)
 		case after:
-			return statements.Statement{}, fmt.Errorf("alipay bill line %d: data after the %s marker: %w", lineNo, alipayListEnd, statements.ErrFormat)
+			return fmt.Errorf("alipay bill line %d: data after the %s marker: %w", lineNo, alipayListEnd, statements.ErrFormat)
 		}
+		return nil
+	})
+	if err != nil {
+		return statements.Statement{}, err
 	}
 	switch {
 	case state == before:

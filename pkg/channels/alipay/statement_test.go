@@ -6,6 +6,7 @@ import (
 	"crypto/sha1" //nolint:gosec // the file's identity, as the parser computes it
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -437,4 +438,36 @@ func FuzzParseAlipay(f *testing.F) {
 		require.Equal(t, st.Totals.SettledPayments, settledPaid)
 		require.Equal(t, st.Totals.SettledRefunds, settledRefunded)
 	})
+}
+
+// TestParseAlipayRefusesUnsafeZips: an entry named by an absolute path, a
+// drive letter or a ".." element is refused naming the entry, and a zip
+// of 100,000 entries is refused in one short line, not a list of names.
+func TestParseAlipayRefusesUnsafeZips(t *testing.T) {
+	detail := mustGBK(t, alipayFixtureDetail(t))
+	for _, tc := range []struct{ name, entry, want string }{
+		{"climbs out", "../" + alipayDetailName, `zip entry 1 "../` + alipayDetailName + `": its name has a ".." element`},
+		{"climbs out with a backslash", `bill\..\..\` + alipayDetailName, `has a ".." element`},
+		{"absolute", "/tmp/" + alipayDetailName, "is an absolute path"},
+		{"drive letter", `C:\` + alipayDetailName, "starts with a drive letter"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, gbkName := range []bool{false, true} {
+				_, err := parseAlipayBytes(mustAlipayZip(t, alipayEntry{name: tc.entry, gbkName: gbkName, content: detail}))
+				require.ErrorIs(t, err, statements.ErrFormat)
+				require.ErrorContains(t, err, tc.want)
+			}
+		})
+	}
+
+	var buf bytes.Buffer
+	zw := zip.NewWriter(&buf)
+	for i := range 100_000 {
+		_, err := zw.CreateHeader(&zip.FileHeader{Name: fmt.Sprintf("entry-%06d.csv", i), Method: zip.Store})
+		require.NoError(t, err)
+	}
+	require.NoError(t, zw.Close())
+	_, err := parseAlipayBytes(buf.Bytes())
+	require.ErrorIs(t, err, statements.ErrFormat)
+	assert.EqualError(t, err, fmt.Sprintf("alipay bill: 100000 entries in the zip, more than the %d a bill has: %s", AlipayMaxEntries, statements.ErrFormat))
 }

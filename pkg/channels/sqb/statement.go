@@ -1,7 +1,6 @@
 package sqb
 
 import (
-	"bytes"
 	"crypto/sha1" //nolint:gosec // the channels' statement hashes are SHA-1; this is an integrity check, not a signature
 	"encoding/hex"
 	"encoding/json"
@@ -9,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -151,33 +151,33 @@ func ParseStatement(r io.Reader) (statements.Statement, error) {
 	// seen maps an sn to the line that first had it and that line's bytes.
 	type seenLine struct {
 		lineNo int
-		raw    []byte
+		raw    string
 	}
 	seen := make(map[string]seenLine)
-	rest := bytes.TrimPrefix(data, []byte("\ufeff"))
-	for lineNo := 1; len(rest) > 0; lineNo++ {
-		var raw []byte
-		raw, rest, _ = bytes.Cut(rest, []byte{'\n'})
-		raw = bytes.TrimSuffix(raw, []byte{'\r'})
-		if len(bytes.TrimSpace(raw)) == 0 {
-			continue
+	err = statements.EachLine(strings.TrimPrefix(string(data), "\ufeff"), func(lineNo int, raw string) error {
+		if strings.TrimSpace(raw) == "" {
+			return nil
 		}
-		line, err := parseSQBLine(lineNo, raw)
+		line, err := parseSQBLine(lineNo, []byte(raw))
 		if err != nil {
-			return statements.Statement{}, err
+			return err
 		}
 		if first, dup := seen[line.TradeNo]; dup {
-			if bytes.Equal(first.raw, raw) {
-				continue
+			if first.raw == raw {
+				return nil
 			}
-			return statements.Statement{}, fmt.Errorf("sqb query line %d: sn %q already on line %d with a different response: %w",
+			return fmt.Errorf("sqb query line %d: sn %q already on line %d with a different response: %w",
 				lineNo, line.TradeNo, first.lineNo, statements.ErrFormat)
 		}
 		seen[line.TradeNo] = seenLine{lineNo: lineNo, raw: raw}
 		if err := addTotals(&st.Totals, line); err != nil {
-			return statements.Statement{}, fmt.Errorf("sqb query line %d: %w", lineNo, err)
+			return fmt.Errorf("sqb query line %d: %w", lineNo, err)
 		}
 		st.Lines = append(st.Lines, line)
+		return nil
+	})
+	if err != nil {
+		return statements.Statement{}, err
 	}
 	return st, nil
 }

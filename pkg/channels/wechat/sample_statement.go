@@ -75,8 +75,9 @@ func (o SampleBillOptions) merchants() (mch, sub, id string) {
 // 退款金额 SettledAmount, the refunded payment's trade and merchant order
 // numbers and 商户退款单号 RefundNo. 交易时间 is Time in Beijing time,
 // 手续费 FeeMicroYuan with five decimals, 费率 SampleFeeRate. A bill holds
-// one day, but SampleBill does not check the days: importing a bill stores
-// its lines by their own days.
+// one day, but SampleBill does not check the days: a line of another day
+// is written as given (a stray row), and importing refuses such a bill
+// (statements.Statement.BillDay).
 //
 // The error wraps ErrUnwritable, naming the line, for a line of another
 // channel or kind, a status the layout cannot state, an amount outside

@@ -245,38 +245,35 @@ type wechatParser struct {
 
 func parseWeChatText(data []byte) (statements.Statement, error) {
 	data = bytes.TrimPrefix(data, []byte("\uFEFF"))
-	raw := strings.Split(string(data), "\n")
 	p := &wechatParser{}
 	var summaryHeader []string
 	summaryHeaderLine, summaryLine := 0, 0
 	var summaryValues []string
-	for i, l := range raw {
-		lineNo := i + 1
-		l = strings.TrimSuffix(l, "\r")
+	err := statements.EachLine(string(data), func(lineNo int, l string) error {
 		if strings.TrimSpace(l) == "" {
-			continue
+			return nil
 		}
 		switch {
 		case p.layout == nil:
-			if err := p.readHeader(lineNo, l); err != nil {
-				return statements.Statement{}, err
-			}
+			return p.readHeader(lineNo, l)
 		case summaryValues != nil:
-			return statements.Statement{}, fmt.Errorf("line %d: text after the summary: %w", lineNo, statements.ErrFormat)
+			return fmt.Errorf("line %d: text after the summary: %w", lineNo, statements.ErrFormat)
 		case summaryHeader != nil:
 			summaryValues = strings.Split(l, ",")
 			summaryLine = lineNo
 		case strings.HasPrefix(l, wechatSummaryFirst):
 			cells, err := wechatHeaderCells(lineNo, l)
 			if err != nil {
-				return statements.Statement{}, err
+				return err
 			}
 			summaryHeader, summaryHeaderLine = cells, lineNo
 		default:
-			if err := p.readRow(lineNo, l); err != nil {
-				return statements.Statement{}, err
-			}
+			return p.readRow(lineNo, l)
 		}
+		return nil
+	})
+	if err != nil {
+		return statements.Statement{}, fmt.Errorf("wechat trade bill: %w", err)
 	}
 	if p.layout == nil {
 		return statements.Statement{}, fmt.Errorf("wechat trade bill: empty file: %w", statements.ErrFormat)

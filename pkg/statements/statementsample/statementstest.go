@@ -112,8 +112,9 @@ func OnDay(lines []statements.Line, day string) []statements.Line {
 	return out
 }
 
-// Day is t's Beijing-time day, YYYY-MM-DD, as statements date their lines.
-func Day(t time.Time) string { return t.In(statements.Beijing).Format(time.DateOnly) }
+// Day is t's Beijing-time day, YYYY-MM-DD, as statements date their lines
+// (statements.Day).
+func Day(t time.Time) string { return statements.Day(t) }
 
 // Yuan writes fen as signed yuan with two decimals: "25.80", "-0.01".
 func Yuan(fen int64) string {
