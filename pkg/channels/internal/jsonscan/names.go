@@ -121,42 +121,43 @@ const maxNesting = 10000
 // after unescaping and ignoring case, so a document read by encoding/json
 // without a repeat reads one way only.
 func FirstRepeat(data []byte) (Repeat, bool) {
-	w := walker{data: data}
+	w := walker{New(data)}
 	return w.value(0)
 }
 
-// walker walks a valid JSON document, checking member names only.
-type walker struct {
-	data []byte
-	p    int
-}
-
-func (w *walker) ws() {
-	for w.p < len(w.data) {
-		switch w.data[w.p] {
-		case ' ', '\t', '\n', '\r':
-			w.p++
-		default:
-			return
-		}
-	}
-}
+// walker walks a valid JSON document, checking member names only. It
+// moves as a Scanner does, but reads every JSON value.
+type walker struct{ Scanner }
 
 // stop ends the walk: the document is not what FirstRepeat expects.
 func (w *walker) stop() { w.p = len(w.data) }
 
-// next skips whitespace and reports whether c comes next, consuming it.
-func (w *walker) next(c byte) bool {
-	w.ws()
-	if w.p < len(w.data) && w.data[w.p] == c {
-		w.p++
+// enter steps into the object or array at w.p and reports whether it holds
+// a member or an element: false when it closes at once (closing), or when
+// it lies deeper than encoding/json reads (which stops the walk).
+func (w *walker) enter(depth int, closing byte) bool {
+	w.p++
+	if depth > maxNesting {
+		w.stop()
+		return false
+	}
+	return !w.consume(closing)
+}
+
+// more reads what follows a member or an element: true on a comma (another
+// follows), false on closing or else (which stops the walk).
+func (w *walker) more(closing byte) bool {
+	if w.consume(',') {
 		return true
+	}
+	if !w.consume(closing) {
+		w.stop()
 	}
 	return false
 }
 
 func (w *walker) value(depth int) (Repeat, bool) {
-	w.ws()
+	w.WS()
 	if w.p >= len(w.data) {
 		return Repeat{}, false
 	}
@@ -190,20 +191,16 @@ func isDelim(c byte) bool {
 }
 
 func (w *walker) object(depth int) (Repeat, bool) {
-	w.p++ // '{'
-	if depth > maxNesting {
-		w.stop()
-	}
-	if w.next('}') {
+	if !w.enter(depth, '}') {
 		return Repeat{}, false
 	}
 	var seen names
-	for w.p < len(w.data) {
-		w.ws()
+	for {
+		w.WS()
 		key, spelling, ok := w.name()
-		if !ok || !w.next(':') {
+		if !ok || !w.consume(':') {
 			w.stop()
-			break
+			return Repeat{}, false
 		}
 		if prev := seen.add(key, spelling); prev != nil {
 			return Repeat{Name: string(spelling), First: string(prev)}, true
@@ -212,37 +209,25 @@ func (w *walker) object(depth int) (Repeat, bool) {
 			r.Path = joinPath(string(spelling), r.Path)
 			return r, true
 		}
-		if w.next('}') {
-			break
-		}
-		if !w.next(',') {
-			w.stop()
+		if !w.more('}') {
+			return Repeat{}, false
 		}
 	}
-	return Repeat{}, false
 }
 
 func (w *walker) array(depth int) (Repeat, bool) {
-	w.p++ // '['
-	if depth > maxNesting {
-		w.stop()
-	}
-	if w.next(']') {
+	if !w.enter(depth, ']') {
 		return Repeat{}, false
 	}
-	for i := 0; w.p < len(w.data); i++ {
+	for i := 0; ; i++ {
 		if r, ok := w.value(depth); ok {
 			r.Path = "[" + strconv.Itoa(i) + "]" + pathTail(r.Path)
 			return r, true
 		}
-		if w.next(']') {
-			break
-		}
-		if !w.next(',') {
-			w.stop()
+		if !w.more(']') {
+			return Repeat{}, false
 		}
 	}
-	return Repeat{}, false
 }
 
 // joinPath puts a member name before the path of a repeat inside it.
