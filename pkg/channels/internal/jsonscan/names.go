@@ -26,33 +26,33 @@ type names struct {
 // document has it (unescaped).
 type nameEntry struct{ key, spelling []byte }
 
-// add records a name whose key is key and returns the spelling of the
-// earlier name of the same key, or nil when the name is new.
-func (ns *names) add(key, spelling []byte) []byte {
+// add records a name whose key is key and, when an earlier name has the
+// same key, returns that name's spelling and true instead.
+func (ns *names) add(key, spelling []byte) ([]byte, bool) {
 	if ns.big != nil {
 		k := string(fold(key))
 		if prev, ok := ns.big[k]; ok {
-			return prev
+			return prev, true
 		}
 		ns.big[k] = spelling
-		return nil
+		return nil, false
 	}
 	for _, e := range ns.small[:ns.n] {
 		if sameKey(e.key, key) {
-			return e.spelling
+			return e.spelling, true
 		}
 	}
 	if ns.n < len(ns.small) {
 		ns.small[ns.n] = nameEntry{key, spelling}
 		ns.n++
-		return nil
+		return nil, false
 	}
 	ns.big = make(map[string][]byte, 4*len(ns.small))
 	for _, e := range ns.small {
 		ns.big[string(fold(e.key))] = e.spelling
 	}
 	ns.big[string(fold(key))] = spelling
-	return nil
+	return nil, false
 }
 
 // sameKey compares two keys (plain or folded) ignoring ASCII case: a
@@ -202,7 +202,7 @@ func (w *walker) object(depth int) (Repeat, bool) {
 			w.stop()
 			return Repeat{}, false
 		}
-		if prev := seen.add(key, spelling); prev != nil {
+		if prev, repeated := seen.add(key, spelling); repeated {
 			return Repeat{Name: string(spelling), First: string(prev)}, true
 		}
 		if r, ok := w.value(depth); ok {

@@ -79,7 +79,7 @@ func (s *Scanner) Object(known []string, depth int, value func(i int) bool) bool
 			}
 		}
 		if i < 0 {
-			if other.add(key, key) != nil || !s.skip(depth+1) {
+			if _, repeated := other.add(key, key); repeated || !s.skip(depth+1) {
 				return false
 			}
 		} else {
