@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/paycallback/paycallback/pkg/channels/internal/jsonscan"
 )
 
 // Decoder turns envelopes into canonical events. It holds no state beyond
@@ -181,10 +183,11 @@ func ignored(reason string, ev Event) Result {
 	return Result{Event: ev, Ignored: true, IgnoreReason: reason}
 }
 
-// unmarshal decodes one JSON document; a *Error raised inside (an amount's
-// UnmarshalJSON) keeps its kind, anything else is KindMalformed.
+// unmarshal decodes one JSON document (decodeJSON); a *Error raised
+// inside (an amount's UnmarshalJSON) keeps its kind, anything else is
+// KindMalformed.
 func unmarshal(data []byte, v any, what string) error {
-	err := json.Unmarshal(data, v)
+	err := decodeJSON(data, v)
 	if err == nil {
 		return nil
 	}
@@ -193,4 +196,43 @@ func unmarshal(data []byte, v any, what string) error {
 		return &Error{Kind: e.Kind, Err: fmt.Errorf("decode %s: %w", what, e.Err)}
 	}
 	return &Error{Kind: KindMalformed, Err: fmt.Errorf("decode %s: %w", what, err)}
+}
+
+// decodeJSON is json.Unmarshal reading each member once: a document in
+// which a member name repeats within one object, exactly or differing only
+// in case (which encoding/json would read as one member, its last value
+// winning), fails with a *Error of KindMalformed (repeatedName), even when
+// json.Unmarshal fails on it too; a document that is not JSON fails with
+// json.Unmarshal's *json.SyntaxError.
+func decodeJSON(data []byte, v any) error {
+	err := json.Unmarshal(data, v)
+	if _, bad := errors.AsType[*json.SyntaxError](err); bad {
+		return err
+	}
+	// json.Unmarshal checks the whole document is JSON before it decodes,
+	// so data is JSON here: what FirstRepeat needs.
+	if rep := repeatedName(data); rep != nil {
+		return rep
+	}
+	return err
+}
+
+// repeatedName refuses the JSON document data when a member name repeats
+// within one of its objects (jsonscan.FirstRepeat): a *Error of
+// KindMalformed naming both spellings and the object; nil when no name
+// repeats. It quotes names, never values.
+func repeatedName(data []byte) *Error {
+	r, ok := jsonscan.FirstRepeat(data)
+	if !ok {
+		return nil
+	}
+	in := ""
+	if r.Path != "" {
+		in = " in " + quote(r.Path)
+	}
+	if r.Name == r.First {
+		return errorf(KindMalformed, "member %s repeats%s: each member name may appear once", quote(r.Name), in)
+	}
+	return errorf(KindMalformed, "member %s repeats %s%s: names differing only in case are one member to a JSON decoder",
+		quote(r.Name), quote(r.First), in)
 }

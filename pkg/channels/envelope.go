@@ -1,7 +1,6 @@
 package channels
 
 import (
-	"encoding/json"
 	"strings"
 	"time"
 )
@@ -68,7 +67,8 @@ type Envelope struct {
 
 // ParseEnvelope decodes and validates one Kafka value. Unknown JSON fields
 // are tolerated. It fails with KindMalformed for a value over
-// MaxEnvelopeBytes, bad JSON, a tenant_id that is not positive, a missing
+// MaxEnvelopeBytes, bad JSON, a member name that repeats (exactly or in
+// another case, at any depth), a tenant_id that is not positive, a missing
 // channel or body, a received_at missing or outside [2000, 2100), or a
 // content_type that neither fits the channel nor is ContentTypeStatement;
 // and with KindUnknownChannel for a channel it does not know. ReceivedAt is
@@ -80,8 +80,8 @@ func ParseEnvelope(value []byte) (Envelope, error) {
 	}
 	if !fastEnvelope(value, &env) {
 		env = Envelope{}
-		if err := json.Unmarshal(value, &env); err != nil {
-			return Envelope{}, errorf(KindMalformed, "decode envelope: %w", err)
+		if err := unmarshal(value, &env, "envelope"); err != nil {
+			return Envelope{}, err
 		}
 	}
 	if err := env.Validate(); err != nil {

@@ -5,9 +5,10 @@ import (
 	"testing"
 )
 
-// FuzzFastEnvelope holds the one-pass envelope decoder to encoding/json:
-// whenever it accepts an input, encoding/json accepts it too and decodes the
-// same envelope.
+// FuzzFastEnvelope holds the one-pass envelope decoder to the standard
+// path (decodeJSON: encoding/json, refusing repeated member names):
+// whenever it accepts an input, the standard path accepts it too and
+// decodes the same envelope.
 func FuzzFastEnvelope(f *testing.F) {
 	f.Add([]byte(`{"tenant_id":1001,"channel":"WECHAT","received_at":"2026-12-02T10:00:00.123+08:00","content_type":"application/json","body":"{\"a\":\"\u4e2d\\u00e9\\n\"}"}`))
 	f.Add([]byte(` { "body" : "x" , "tenant_id" : -0 } `))
@@ -16,18 +17,23 @@ func FuzzFastEnvelope(f *testing.F) {
 	f.Add([]byte(`{}`))
 	// Runs of backslashes before a quote: even ends the string, odd escapes it.
 	f.Add([]byte(`{"body":"a\\","channel":"\\\"x\"\\\\"}`))
+	// Repeated member names, exactly or in another case, at any depth.
+	f.Add([]byte(`{"tenant_id":1001,"tenant_id":1002}`))
+	f.Add([]byte(`{"body":"a","Body":"b"}`))
+	f.Add([]byte(`{"x":1,"X":2,"channel":"SQB"}`))
+	f.Add([]byte(`{"meta":{"a":[{"id":1,"id":2}]},"body":"x"}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var fast Envelope
 		if !fastEnvelope(data, &fast) {
 			return
 		}
 		var ref Envelope
-		if err := json.Unmarshal(data, &ref); err != nil {
-			t.Fatalf("fast path accepted %q, encoding/json refuses: %v", data, err)
+		if err := decodeJSON(data, &ref); err != nil {
+			t.Fatalf("fast path accepted %q, the standard path refuses: %v", data, err)
 		}
 		if fast.TenantID != ref.TenantID || fast.Channel != ref.Channel || fast.ContentType != ref.ContentType ||
 			fast.Body != ref.Body || !fast.ReceivedAt.Equal(ref.ReceivedAt) {
-			t.Fatalf("fast path %+v, encoding/json %+v for %q", fast, ref, data)
+			t.Fatalf("fast path %+v, standard path %+v for %q", fast, ref, data)
 		}
 		_, fastOffset := fast.ReceivedAt.Zone()
 		_, refOffset := ref.ReceivedAt.Zone()

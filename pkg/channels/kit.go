@@ -35,10 +35,18 @@ func RefundKey(ch Channel, tradeNo, refundNo string) (eventkey.Key, error) {
 // Ignored builds an ignored Result: ev moves no money, for reason.
 func Ignored(reason string, ev Event) Result { return ignored(reason, ev) }
 
-// Unmarshal decodes one JSON document, what naming it in errors; a *Error
-// raised inside (an amount's UnmarshalJSON) keeps its kind, anything else
-// is KindMalformed.
+// Unmarshal decodes one JSON document as DecodeJSON does, what naming it
+// in errors; a *Error raised inside (an amount's UnmarshalJSON) keeps its
+// kind, anything else (a repeated member name included) is KindMalformed.
 func Unmarshal(data []byte, v any, what string) error { return unmarshal(data, v, what) }
+
+// DecodeJSON is json.Unmarshal reading every JSON document from outside
+// one way only: a member name that repeats within one object, exactly or
+// differing only in case, at any depth, fails with a *Error of
+// KindMalformed that names it (never a value); a document that is not
+// JSON fails with json.Unmarshal's *json.SyntaxError; otherwise it returns
+// what json.Unmarshal does.
+func DecodeJSON(data []byte, v any) error { return decodeJSON(data, v) }
 
 // AmountError is the error of an amount s that err refused: it names s
 // and unwraps to err. Wrap it in a *Error of KindInvalidAmount.

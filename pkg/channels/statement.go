@@ -112,12 +112,12 @@ var statementAmountFields = map[string]bool{"order_total": true, "refund_amount"
 // is the envelope's.
 func decodeStatement(env Envelope) (Result, error) {
 	var ev Event
-	if err := json.Unmarshal([]byte(env.Body), &ev); err != nil {
+	if err := decodeJSON([]byte(env.Body), &ev); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) && statementAmountFields[te.Field] {
 			return Result{}, errorf(KindInvalidAmount, "decode statement event: %s: %w", te.Field, err)
 		}
-		return Result{}, errorf(KindMalformed, "decode statement event: %w", err)
+		return Result{}, wrapKind(err, "decode statement event")
 	}
 	if ev.TenantID != env.TenantID {
 		return Result{}, errorf(KindMalformed, "statement event of tenant %d in an envelope of tenant %d", ev.TenantID, env.TenantID)

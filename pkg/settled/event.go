@@ -314,7 +314,9 @@ var members = []string{
 }
 
 // Decode reads a value as Encode writes it. It refuses (ErrInvalid)
-// anything but one JSON object, a member name given twice, a missing or
+// anything but one JSON object, a member name given twice in one object
+// (exactly or differing only in case, as encoding/json would read both
+// into one field; at any depth, in the members it ignores too), a missing or
 // null member, a member of the wrong JSON type, a number that is not an
 // integer, and an event that fails Validate. Members it does not know are
 // ignored (a later version may add some).
@@ -331,6 +333,7 @@ func Decode(value []byte) (Event, error) {
 		return fail("not a JSON object")
 	}
 	raw := make(map[string]json.RawMessage, len(members))
+	folded := make(map[string]string, len(members)) // folded name -> first spelling
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
@@ -341,8 +344,16 @@ func Decode(value []byte) (Event, error) {
 		if err := dec.Decode(&v); err != nil {
 			return fail("member %q: %v", name, err)
 		}
-		if _, dup := raw[name]; dup {
-			return fail("member %q given twice", name)
+		key := foldName(name)
+		if first, dup := folded[key]; dup {
+			return fail("member %q repeats %q", name, first)
+		}
+		folded[key] = name
+		switch inner, err := repeatWithin(v); {
+		case err != nil:
+			return fail("member %q: %v", name, err)
+		case inner != "":
+			return fail("member %q: member name %q repeats within it", name, inner)
 		}
 		raw[name] = v
 	}
@@ -380,4 +391,60 @@ func Decode(value []byte) (Event, error) {
 		return Event{}, fmt.Errorf("decode settled event: %w", err)
 	}
 	return e, nil
+}
+
+// foldName is the same for two member names exactly when strings.EqualFold
+// calls them equal: each rune becomes the least of its simple-folding
+// orbit, as encoding/json folds names to match them to fields.
+func foldName(name string) string {
+	return strings.Map(func(r rune) rune {
+		least := r
+		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+			least = min(least, f)
+		}
+		return least
+	}, name)
+}
+
+// repeatWithin returns the first member name that repeats within one
+// object of the JSON value v (foldName), at any depth, or "" when none
+// does; v is a value json.Decoder has read whole.
+func repeatWithin(v json.RawMessage) (string, error) {
+	if len(v) == 0 || (v[0] != '{' && v[0] != '[') {
+		return "", nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(v))
+	dec.UseNumber()
+	var walk func() (string, error)
+	walk = func() (string, error) {
+		tok, err := dec.Token()
+		if err != nil {
+			return "", err
+		}
+		delim, _ := tok.(json.Delim)
+		if delim != '{' && delim != '[' {
+			return "", nil
+		}
+		seen := map[string]bool{}
+		for dec.More() {
+			if delim == '{' {
+				tok, err := dec.Token()
+				if err != nil {
+					return "", err
+				}
+				name, _ := tok.(string)
+				key := foldName(name)
+				if seen[key] {
+					return name, nil
+				}
+				seen[key] = true
+			}
+			if name, err := walk(); err != nil || name != "" {
+				return name, err
+			}
+		}
+		_, err = dec.Token() // the closing delimiter
+		return "", err
+	}
+	return walk()
 }

@@ -83,6 +83,10 @@ func TestEncodeDecodeRoundTripIsByteForByte(t *testing.T) {
 func TestDecodeRefuses(t *testing.T) {
 	for name, value := range map[string]string{
 		"repeated member":        strings.Replace(contractExample, `"amount":1200,`, `"amount":1200,"amount":1,`, 1),
+		"member in another case": strings.Replace(contractExample, `"amount":1200,`, `"amount":1200,"AMOUNT":1,`, 1),
+		"escaped member name":    strings.Replace(contractExample, `"amount":1200,`, `"amount":1200,"\u0061mount":1,`, 1),
+		"unknown member twice":   strings.Replace(contractExample, `"source":"callback"`, `"source":"callback","later":1,"Later":2`, 1),
+		"repeat nested":          strings.Replace(contractExample, `"source":"callback"`, `"source":"callback","later":{"a":[{"b":1,"B":2}]}`, 1),
 		"missing member":         strings.Replace(contractExample, `"refund_no":"",`, ``, 1),
 		"null member":            strings.Replace(contractExample, `"refund_no":""`, `"refund_no":null`, 1),
 		"fraction":               strings.Replace(contractExample, `"amount":1200`, `"amount":1200.0`, 1),

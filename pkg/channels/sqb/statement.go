@@ -212,7 +212,7 @@ func parseSQBLine(lineNo int, raw []byte) (statements.Line, error) {
 		return statements.Line{}, fmt.Errorf("sqb query line %d: not valid UTF-8: %w", lineNo, statements.ErrFormat)
 	}
 	var resp sqbQueryResponse
-	if err := json.Unmarshal(raw, &resp); err != nil {
+	if err := channels.DecodeJSON(raw, &resp); err != nil {
 		return statements.Line{}, sqbJSONError(lineNo, err)
 	}
 	if resp.ResultCode == nil || *resp.ResultCode != sqbHTTPSuccess {
@@ -290,6 +290,9 @@ func parseSQBLine(lineNo int, raw []byte) (statements.Line, error) {
 // sqbJSONError names the line and, where encoding/json says, the byte
 // column or the field of a JSON error.
 func sqbJSONError(lineNo int, err error) error {
+	if _, repeated := channels.KindOf(err); repeated {
+		return fmt.Errorf("sqb query line %d: %w: %w", lineNo, errors.Unwrap(err), statements.ErrFormat)
+	}
 	var syn *json.SyntaxError
 	if errors.As(err, &syn) {
 		return fmt.Errorf("sqb query line %d, column %d: malformed JSON: %w: %w", lineNo, syn.Offset, err, statements.ErrFormat)

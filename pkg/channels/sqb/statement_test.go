@@ -209,6 +209,16 @@ func TestParseSQBRefused(t *testing.T) {
 			want: []string{"line 3", "biz_response.result_code", `"FAIL"`, "UPAY_ORDER_NOT_EXISTS"},
 		},
 		{
+			name: "total_amount repeated in another case",
+			in:   fx[0] + "\n" + sqbPaid(t, `"total_amount":"5880"`, `"total_amount":"5880","TOTAL_AMOUNT":"999900"`),
+			want: []string{"line 2", `"TOTAL_AMOUNT"`, `"total_amount"`, `"biz_response.data"`},
+		},
+		{
+			name: "terminal_sn twice",
+			in:   sqbPaid(t, `"terminal_sn":"100000000000000001"`, `"terminal_sn":"100000000000000001","terminal_sn":"999900"`),
+			want: []string{"line 1", `"terminal_sn"`},
+		},
+		{
 			name: "no biz_response (a callback body, not a query response)",
 			in:   `{"result_code":"200","sn":"7890000000000002"}`,
 			want: []string{"line 1", "biz_response: missing"},

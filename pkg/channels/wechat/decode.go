@@ -317,7 +317,7 @@ type wechatCurrencyOnly struct {
 // else whatever the rest of the resource holds; otherwise decodeErr.
 func foreignCurrencyFirst(plain []byte, decodeErr error) error {
 	var c wechatCurrencyOnly
-	if json.Unmarshal(plain, &c) != nil {
+	if channels.DecodeJSON(plain, &c) != nil {
 		return decodeErr
 	}
 	if err := checkWeChatCurrency(c.Amount.Currency); err != nil {
@@ -379,13 +379,14 @@ func (f jsonFen) positive(name string) (int64, error) {
 
 // viewWeChatResource is WeChat's Spec.ViewResource: the notification's
 // resource as dlq show prints it, decrypted as the decoder decrypts it
-// (decryptWeChat) when keys is not nil.
+// (decryptWeChat) when keys is not nil; nil for a body that is not JSON or
+// repeats a member name (it has no one reading to show).
 func viewWeChatResource(env channels.Envelope, keys channels.KeyProvider) *channels.ResourceView {
 	var n struct {
 		EventType string         `json:"event_type"`
 		Resource  wechatResource `json:"resource"`
 	}
-	if json.Unmarshal([]byte(env.Body), &n) != nil {
+	if channels.DecodeJSON([]byte(env.Body), &n) != nil {
 		return nil
 	}
 	r := n.Resource

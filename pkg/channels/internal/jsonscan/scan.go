@@ -47,13 +47,17 @@ func (s *Scanner) End() bool {
 // Object reads an object whose keys are among known, calling value with the
 // key's index to read each value. Unknown keys are skipped (as encoding/json
 // ignores them) unless they match a known key case-insensitively, which
-// encoding/json would map onto the field: then, and on a repeated known
-// key, it fails.
+// encoding/json would map onto the field: then it fails. It fails too on
+// any key that repeats, exactly or in another case (the standard path
+// refuses such a document: see FirstRepeat).
 func (s *Scanner) Object(known []string, depth int, value func(i int) bool) bool {
 	if depth > maxDepth || !s.consume('{') {
 		return false
 	}
-	var seen uint32
+	var (
+		seen  uint32 // known keys
+		other names  // unknown keys
+	)
 	if s.consume('}') {
 		return true
 	}
@@ -75,7 +79,7 @@ func (s *Scanner) Object(known []string, depth int, value func(i int) bool) bool
 			}
 		}
 		if i < 0 {
-			if !s.skip(depth + 1) {
+			if _, repeated := other.add(key, key); repeated || !s.skip(depth+1) {
 				return false
 			}
 		} else {
@@ -122,22 +126,10 @@ func (s *Scanner) rawString() (raw []byte, escaped, ok bool) {
 	if s.p >= len(s.data) || s.data[s.p] != '"' {
 		return nil, false, false
 	}
-	start, q := s.p+1, s.p+1
-	for {
-		i := bytes.IndexByte(s.data[q:], '"')
-		if i < 0 {
-			return nil, false, false
-		}
-		end := q + i
-		n := 0
-		for j := end - 1; j >= start && s.data[j] == '\\'; j-- {
-			n++
-		}
-		if n%2 == 0 {
-			q = end
-			break
-		}
-		q = end + 1
+	start := s.p + 1
+	q := closingQuote(s.data, start)
+	if q < 0 {
+		return nil, false, false
 	}
 	body := s.data[start:q]
 	var high byte
