@@ -2,7 +2,6 @@ package deadletters
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"time"
@@ -196,7 +195,7 @@ func matchDeadLetter(dec *channels.Decoder, q TradeQuery, keyPrefix string, m ka
 	var env struct {
 		TenantID int64 `json:"tenant_id"`
 	}
-	if json.Unmarshal(m.Value, &env) == nil && env.TenantID != 0 && env.TenantID != q.TenantID {
+	if channels.DecodeJSON(m.Value, &env) == nil && env.TenantID != 0 && env.TenantID != q.TenantID {
 		return d, false
 	}
 	d.MatchedBy = "key"

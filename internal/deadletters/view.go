@@ -1,7 +1,6 @@
 package deadletters
 
 import (
-	"encoding/json"
 	"time"
 
 	"github.com/paycallback/paycallback/pkg/channels"
@@ -102,7 +101,7 @@ func ViewOf(dlqTopic string, d Message, st *State, keys channels.KeyProvider) Vi
 		return v
 	}
 	var env channels.Envelope
-	if err := json.Unmarshal(d.Value, &env); err != nil {
+	if err := channels.DecodeJSON(d.Value, &env); err != nil {
 		v.Value = string(d.Value)
 		return v
 	}
