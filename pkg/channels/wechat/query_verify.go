@@ -85,4 +85,3 @@ func parseTimestamp(s string) (int64, error) {
 	}
 	return strconv.ParseInt(s, 10, 64)
 }
-
