@@ -82,10 +82,7 @@ type queryTransaction struct {
 // readPaymentAnswer reads a verified 200 answer to a payment query.
 func readPaymentAnswer(target channels.QueryTarget, resp channels.QueryResponse) (channels.QueryAnswer, error) {
 	var tx queryTransaction
-	if err := unmarshalAnswer(resp.Body, &tx, "wechat payment query answer"); err != nil {
-		return channels.QueryAnswer{}, err
-	}
-	if err := checkWeChatCurrency(tx.Amount.Currency); err != nil {
+	if err := decodeAnswer(resp.Body, &tx, &tx.Amount.Currency, "wechat payment query answer"); err != nil {
 		return channels.QueryAnswer{}, err
 	}
 	ans := channels.QueryAnswer{RawState: tx.TradeState, MerchantID: wechatMerchant(tx.MchID, tx.SubMchID)}
@@ -132,10 +129,7 @@ func readPaymentAnswer(target channels.QueryTarget, resp channels.QueryResponse)
 // readRefundAnswer reads a verified 200 answer to a refund query.
 func readRefundAnswer(target channels.QueryTarget, resp channels.QueryResponse) (channels.QueryAnswer, error) {
 	var rf wechatRefund
-	if err := unmarshalAnswer(resp.Body, &rf, "wechat refund query answer"); err != nil {
-		return channels.QueryAnswer{}, err
-	}
-	if err := checkWeChatCurrency(rf.Amount.Currency); err != nil {
+	if err := decodeAnswer(resp.Body, &rf, &rf.Amount.Currency, "wechat refund query answer"); err != nil {
 		return channels.QueryAnswer{}, err
 	}
 	status := rf.Status
@@ -179,6 +173,15 @@ func readRefundAnswer(target channels.QueryTarget, resp channels.QueryResponse) 
 		ans.Detail = "refund status " + channels.Quote(status) + " is not documented: nothing is concluded"
 	}
 	return ans, nil
+}
+
+// decodeAnswer decodes body into v (unmarshalAnswer), then refuses a
+// currency other than CNY; currency points at v's amount.currency.
+func decodeAnswer(body []byte, v any, currency *string, what string) error {
+	if err := unmarshalAnswer(body, v, what); err != nil {
+		return err
+	}
+	return checkWeChatCurrency(*currency)
 }
 
 // checkAnswered refuses an answer about another merchant, order or refund

@@ -86,6 +86,12 @@ func withoutBOM(b []byte) []byte { return bytes.TrimPrefix(b, []byte("\ufeff")) 
 func TestQueryPublishedAnswers(t *testing.T) {
 	t.Parallel()
 	beijing := time.FixedZone("CST", 8*3600)
+	paid := func(tradeNo, orderNo string, total int64, at time.Time) channels.Event {
+		return channels.Event{
+			Type: eventkey.PaymentReceived, Key: eventkey.Key("WECHAT:" + tradeNo + ":PAYMENT_RECEIVED"),
+			TradeNo: tradeNo, MerchantOrderNo: orderNo, OrderTotal: total, OccurredAt: at,
+		}
+	}
 	for _, c := range []struct {
 		name, file string
 		target     channels.QueryTarget
@@ -96,18 +102,12 @@ func TestQueryPublishedAnswers(t *testing.T) {
 		{
 			name: "A.9 SKIT direct SUCCESS", file: "a9_skit_payment_answer.json",
 			target: paymentTarget("1900006XXX", "44_2126281063_5504"), outcome: channels.QuerySettled, merchant: "1900006XXX",
-			want: channels.Event{
-				Type: eventkey.PaymentReceived, Key: "WECHAT:4200000891202103228088184743:PAYMENT_RECEIVED", TradeNo: "4200000891202103228088184743",
-				MerchantOrderNo: "44_2126281063_5504", OrderTotal: 1, OccurredAt: time.Date(2021, 3, 22, 10, 29, 5, 0, beijing),
-			},
+			want: paid("4200000891202103228088184743", "44_2126281063_5504", 1, time.Date(2021, 3, 22, 10, 29, 5, 0, beijing)),
 		},
 		{
 			name: "A.9 SKIT partner SUCCESS (the sub-merchant asked)", file: "a9_skit_partner_payment_answer.json",
 			target: paymentTarget("1900008XXX", "b3682ea011c547a49e8d7cc93107b71c"), outcome: channels.QuerySettled, merchant: "1900008XXX",
-			want: channels.Event{
-				Type: eventkey.PaymentReceived, Key: "WECHAT:4200000985202103031441826014:PAYMENT_RECEIVED", TradeNo: "4200000985202103031441826014",
-				MerchantOrderNo: "b3682ea011c547a49e8d7cc93107b71c", OrderTotal: 2, OccurredAt: time.Date(2021, 3, 3, 15, 27, 14, 0, beijing),
-			},
+			want: paid("4200000985202103031441826014", "b3682ea011c547a49e8d7cc93107b71c", 2, time.Date(2021, 3, 3, 15, 27, 14, 0, beijing)),
 		},
 		{
 			name: "A.9 SKIT refund SUCCESS", file: "a9_skit_refund_answer.json",
@@ -125,10 +125,7 @@ func TestQueryPublishedAnswers(t *testing.T) {
 		{
 			name: "A.10 SUCCESS", file: "a10_success_answer.json",
 			target: paymentTarget("1642979517", "1654747149419622403202305061517"), outcome: channels.QuerySettled, merchant: "1642979517",
-			want: channels.Event{
-				Type: eventkey.PaymentReceived, Key: "WECHAT:4200001863202305068344507881:PAYMENT_RECEIVED", TradeNo: "4200001863202305068344507881",
-				MerchantOrderNo: "1654747149419622403202305061517", OrderTotal: 1, OccurredAt: time.Date(2023, 5, 6, 15, 17, 31, 0, beijing),
-			},
+			want: paid("4200001863202305068344507881", "1654747149419622403202305061517", 1, time.Date(2023, 5, 6, 15, 17, 31, 0, beijing)),
 		},
 		{
 			name: "A.10 NOTPAY of 6000 fen", file: "a10_notpay_6000_answer.json",

@@ -37,28 +37,37 @@ type Credentials struct {
 // bytes of its private_key_file (ParsePrivateKey). It fails when the
 // merchant id or serial is missing or the key does not parse.
 func NewCredentials(tenantID int64, merchantID, serialNo string, privateKeyPEM []byte) (Credentials, error) {
-	if merchantID == "" {
-		return Credentials{}, errors.New("wechat credentials: merchant_id is missing")
-	}
-	if serialNo == "" {
-		return Credentials{}, fmt.Errorf("wechat credentials of merchant %s: serial_no is missing", merchantID)
+	c := Credentials{TenantID: tenantID, MerchantID: merchantID, SerialNo: serialNo}
+	if err := c.checkIDs(); err != nil {
+		return Credentials{}, err
 	}
 	key, err := ParsePrivateKey(privateKeyPEM)
 	if err != nil {
 		return Credentials{}, fmt.Errorf("wechat credentials of merchant %s: %w", merchantID, err)
 	}
-	return Credentials{TenantID: tenantID, MerchantID: merchantID, SerialNo: serialNo, PrivateKey: key}, nil
+	c.PrivateKey = key
+	return c, nil
 }
 
 // check reports what makes c unusable for signing.
 func (c Credentials) check() error {
+	if err := c.checkIDs(); err != nil {
+		return err
+	}
+	if c.PrivateKey == nil {
+		return fmt.Errorf("wechat credentials of merchant %s: no private key", c.MerchantID)
+	}
+	return nil
+}
+
+// checkIDs reports a missing merchant id or serial, or one that cannot be
+// written in the Authorization header as it is.
+func (c Credentials) checkIDs() error {
 	switch {
 	case c.MerchantID == "":
 		return errors.New("wechat credentials: merchant_id is missing")
 	case c.SerialNo == "":
 		return fmt.Errorf("wechat credentials of merchant %s: serial_no is missing", c.MerchantID)
-	case c.PrivateKey == nil:
-		return fmt.Errorf("wechat credentials of merchant %s: no private key", c.MerchantID)
 	case !headerSafe(c.MerchantID) || !headerSafe(c.SerialNo):
 		return errors.New("wechat credentials: merchant_id and serial_no must be printable ASCII without quotes or backslashes")
 	}
