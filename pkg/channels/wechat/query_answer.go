@@ -95,6 +95,9 @@ func readPaymentAnswer(target channels.QueryTarget, resp channels.QueryResponse)
 	}
 	switch tx.TradeState {
 	case "SUCCESS", "REFUND":
+		if tx.SuccessTime == "" {
+			return channels.QueryAnswer{}, channels.Errorf(channels.KindMalformed, "wechat payment query answer in %s has no success_time", tx.TradeState)
+		}
 		ev, err := paymentEvent(&tx.wechatTransaction, "")
 		if err != nil {
 			return channels.QueryAnswer{}, err
@@ -147,6 +150,9 @@ func readRefundAnswer(target channels.QueryTarget, resp channels.QueryResponse) 
 	}
 	switch status {
 	case "SUCCESS":
+		if rf.SuccessTime == "" {
+			return channels.QueryAnswer{}, channels.Errorf(channels.KindMalformed, "wechat refund query answer in SUCCESS has no success_time")
+		}
 		ev, err := refundEvent(&rf, status, "")
 		if err != nil {
 			return channels.QueryAnswer{}, err

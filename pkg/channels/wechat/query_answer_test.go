@@ -200,41 +200,41 @@ func TestQueryStateTable(t *testing.T) {
 	t.Parallel()
 	a := newAnswerer(t, wechat.SampleMerchantID)
 	tr := sample.NewTrade(wechat.Code, 3)
-	target := paymentTarget(wechat.SampleMerchantID, tr.MerchantOrderNo)
-	for state, want := range map[string]channels.QueryOutcome{
-		"SUCCESS":    channels.QuerySettled,
-		"REFUND":     channels.QuerySettled,
-		"NOTPAY":     channels.QueryPending,
-		"USERPAYING": channels.QueryPending,
-		"ACCEPT":     channels.QueryPending,
-		"CLOSED":     channels.QueryClosed,
-		"REVOKED":    channels.QueryClosed,
-		"PAYERROR":   channels.QueryUncertain,
-		"PAID":       channels.QueryUncertain, // not a WeChat state: never guessed at
-		"success":    channels.QueryUncertain,
+	r := sample.Refund{No: "RF-3", Amount: 100}
+	pay, ref := channels.QueryPayment, channels.QueryRefund
+	for _, c := range []struct {
+		kind    channels.QueryKind
+		state   string
+		outcome channels.QueryOutcome
+	}{
+		{pay, "SUCCESS", channels.QuerySettled},
+		{pay, "REFUND", channels.QuerySettled},
+		{pay, "NOTPAY", channels.QueryPending},
+		{pay, "USERPAYING", channels.QueryPending},
+		{pay, "ACCEPT", channels.QueryPending},
+		{pay, "CLOSED", channels.QueryClosed},
+		{pay, "REVOKED", channels.QueryClosed},
+		{pay, "PAYERROR", channels.QueryUncertain},
+		{pay, "PAID", channels.QueryUncertain}, // not a WeChat state: never guessed at
+		{pay, "success", channels.QueryUncertain},
+		{ref, "SUCCESS", channels.QuerySettled},
+		{ref, "PROCESSING", channels.QueryPending},
+		{ref, "ABNORMAL", channels.QueryUncertain},
+		{ref, "CLOSED", channels.QueryClosed},
+		{ref, "FAILED", channels.QueryUncertain},
 	} {
-		ans := a.mustRead(t, target, wechat.SamplePaymentAnswer(tr, state))
-		require.Equal(t, want, ans.Outcome, state)
-		require.Equal(t, state, ans.RawState)
-		require.Equal(t, wechat.SampleMerchantID, ans.MerchantID)
-		if state == "REFUND" {
+		target, body, merchant := paymentTarget(wechat.SampleMerchantID, tr.MerchantOrderNo), wechat.SamplePaymentAnswer(tr, c.state), wechat.SampleMerchantID
+		if c.kind == ref {
+			// A direct-mode refund answer names no merchant.
+			target, body, merchant = refundTarget(wechat.SampleMerchantID, r.No), wechat.SampleRefundAnswer(tr, r, c.state), ""
+		}
+		ans := a.mustRead(t, target, body)
+		require.Equal(t, c.outcome, ans.Outcome, "%s %s", c.kind, c.state)
+		require.Equal(t, c.state, ans.RawState)
+		require.Equal(t, merchant, ans.MerchantID)
+		if c.kind == pay && c.state == "REFUND" {
 			require.Contains(t, ans.Detail, "refund queries")
 		}
-	}
-
-	r := sample.Refund{No: "RF-3", Amount: 100}
-	rt := refundTarget(wechat.SampleMerchantID, r.No)
-	for status, want := range map[string]channels.QueryOutcome{
-		"SUCCESS":    channels.QuerySettled,
-		"PROCESSING": channels.QueryPending,
-		"ABNORMAL":   channels.QueryUncertain,
-		"CLOSED":     channels.QueryClosed,
-		"FAILED":     channels.QueryUncertain,
-	} {
-		ans := a.mustRead(t, rt, wechat.SampleRefundAnswer(tr, r, status))
-		require.Equal(t, want, ans.Outcome, status)
-		require.Equal(t, status, ans.RawState)
-		require.Empty(t, ans.MerchantID, "a direct-mode refund answer names no merchant")
 	}
 }
 
@@ -405,6 +405,9 @@ func TestQueryMalformedAnswers(t *testing.T) {
 	} {
 		_, err := a.read(t, c.target, a.signed(t, 200, c.body))
 		requireKind(t, err, c.kind)
+		if strings.Contains(c.name, "without success_time") {
+			require.ErrorContains(t, err, "query answer in SUCCESS has no success_time", c.name)
+		}
 		require.NotContains(t, err.Error(), "\n", c.name)
 	}
 
