@@ -194,30 +194,44 @@ func decodeWeChatTransaction(plain []byte, n *wechatNotification) (res channels.
 	if err := checkWeChatCurrency(tx.Amount.Currency); err != nil {
 		return channels.Result{}, err
 	}
+	if tx.TradeState != "SUCCESS" {
+		return channels.Result{}, channels.Errorf(channels.KindUnsupported, "wechat %s with trade_state %s", n.EventType, channels.Quote(tx.TradeState))
+	}
+	ev, err := paymentEvent(&tx, n.CreateTime)
+	if err != nil {
+		return channels.Result{}, err
+	}
+	return channels.Result{Event: ev}, nil
+}
+
+// paymentEvent is the payment event of a paid transaction, before the
+// completion every event gets (tenant, channel, currency, fingerprint):
+// built alike for a TRANSACTION.SUCCESS callback and a query answer, so
+// both have the same key and fingerprint. createTime is the
+// notification's, the fallback for a missing success_time ("" for a query
+// answer, which has none).
+func paymentEvent(tx *wechatTransaction, createTime string) (channels.Event, error) {
 	ev := channels.Event{
 		Type:            eventkey.PaymentReceived,
 		TradeNo:         tx.TransactionID,
 		MerchantOrderNo: tx.OutTradeNo,
 		RawStatus:       tx.TradeState,
 	}
-	if tx.TradeState != "SUCCESS" {
-		return channels.Result{}, channels.Errorf(channels.KindUnsupported, "wechat %s with trade_state %s", n.EventType, channels.Quote(tx.TradeState))
-	}
 	if err := channels.CheckID("wechat out_trade_no", tx.OutTradeNo); err != nil {
-		return channels.Result{}, err
+		return channels.Event{}, err
 	}
 	key, err := channels.PaymentKey(Code, tx.TransactionID)
 	if err != nil {
-		return channels.Result{}, err
+		return channels.Event{}, err
 	}
 	ev.Key = key
 	if ev.OrderTotal, err = tx.Amount.Total.positive("wechat amount.total"); err != nil {
-		return channels.Result{}, err
+		return channels.Event{}, err
 	}
-	if ev.OccurredAt, err = wechatTime(tx.SuccessTime, n.CreateTime); err != nil {
-		return channels.Result{}, err
+	if ev.OccurredAt, err = wechatTime(tx.SuccessTime, createTime); err != nil {
+		return channels.Event{}, err
 	}
-	return channels.Result{Event: ev}, nil
+	return ev, nil
 }
 
 func decodeWeChatRefund(plain []byte, n *wechatNotification) (res channels.Result, err error) {
@@ -246,8 +260,7 @@ func decodeWeChatRefund(plain []byte, n *wechatNotification) (res channels.Resul
 	}
 	// Every refund notification must name its refund: even the ignored
 	// ones update a refund pre-registration.
-	key, err := channels.RefundKey(Code, rf.TransactionID, rf.OutRefundNo)
-	if err != nil {
+	if _, err := channels.RefundKey(Code, rf.TransactionID, rf.OutRefundNo); err != nil {
 		return channels.Result{}, err
 	}
 	if status == "" {
@@ -267,21 +280,42 @@ func decodeWeChatRefund(plain []byte, n *wechatNotification) (res channels.Resul
 		return res, nil
 	}
 	// SUCCESS: money moves.
-	ev.Type = eventkey.RefundSucceeded
-	ev.Key = key
-	if err := channels.CheckID("wechat out_trade_no", rf.OutTradeNo); err != nil {
-		return channels.Result{}, err
-	}
-	if ev.OrderTotal, err = rf.Amount.Total.positive("wechat amount.total"); err != nil {
-		return channels.Result{}, err
-	}
-	if ev.RefundAmount, err = rf.Amount.Refund.positive("wechat amount.refund"); err != nil {
-		return channels.Result{}, err
-	}
-	if ev.OccurredAt, err = wechatTime(rf.SuccessTime, n.CreateTime); err != nil {
+	if ev, err = refundEvent(&rf, status, n.CreateTime); err != nil {
 		return channels.Result{}, err
 	}
 	return channels.Result{Event: ev, RefundStatus: channels.RefundSuccess}, nil
+}
+
+// refundEvent is the event of a succeeded refund (status SUCCESS), before
+// the completion every event gets: built alike for a REFUND.SUCCESS
+// callback and a refund query answer, so both have the same key and
+// fingerprint. createTime is as for paymentEvent.
+func refundEvent(rf *wechatRefund, status, createTime string) (channels.Event, error) {
+	key, err := channels.RefundKey(Code, rf.TransactionID, rf.OutRefundNo)
+	if err != nil {
+		return channels.Event{}, err
+	}
+	ev := channels.Event{
+		Type:            eventkey.RefundSucceeded,
+		Key:             key,
+		TradeNo:         rf.TransactionID,
+		MerchantOrderNo: rf.OutTradeNo,
+		RefundNo:        rf.OutRefundNo,
+		RawStatus:       status,
+	}
+	if err := channels.CheckID("wechat out_trade_no", rf.OutTradeNo); err != nil {
+		return channels.Event{}, err
+	}
+	if ev.OrderTotal, err = rf.Amount.Total.positive("wechat amount.total"); err != nil {
+		return channels.Event{}, err
+	}
+	if ev.RefundAmount, err = rf.Amount.Refund.positive("wechat amount.refund"); err != nil {
+		return channels.Event{}, err
+	}
+	if ev.OccurredAt, err = wechatTime(rf.SuccessTime, createTime); err != nil {
+		return channels.Event{}, err
+	}
+	return ev, nil
 }
 
 // wechatMerchant is the merchant a decrypted resource names: the

@@ -54,7 +54,7 @@ func SamplePayment(t sample.Trade, d sample.Delivery) []byte {
 		payload["sp_appid"], payload["sub_appid"] = "wx8888888888888888", "wxd678efh567hg6999"
 		payload["payer"] = map[string]any{"sp_openid": "oUpF8uN95-Ptaags6E_roPHg7AG0"}
 	} else {
-		payload["mchid"], payload["appid"] = "1230000109", "wxd678efh567hg6787"
+		payload["mchid"], payload["appid"] = SampleMerchantID, "wxd678efh567hg6787"
 		payload["payer"] = map[string]any{"openid": "oUpF8uMuAJO_M2pxb1Q9zNjWeS6o"}
 	}
 	return sampleEnvelope(t, TransactionSuccess, "transaction", "支付成功", t.PaidAt, payload, t.TradeNo, d)
@@ -82,7 +82,7 @@ func SampleRefund(t sample.Trade, r sample.Refund, status string, d sample.Deliv
 	if d.Partner {
 		payload["sp_mchid"], payload["sub_mchid"] = "1900000100", "1900000109"
 	} else {
-		payload["mchid"] = "1230000109"
+		payload["mchid"] = SampleMerchantID
 	}
 	return sampleEnvelope(t, "REFUND."+status, "refund", "退款"+status, r.At, payload, t.TradeNo+"/"+r.No+"/"+status, d)
 }

@@ -1,0 +1,202 @@
+package wechat
+
+import (
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+)
+
+// The keys of the active query (docs/queries.md): the merchant's API
+// private key signs requests, the platform's public key (or certificate)
+// signs answers. Keys arrive as PEM bytes read by the caller (this package
+// does no I/O); no error ever quotes key material.
+
+// MinKeyBits is the smallest RSA modulus accepted for a query key: the
+// scheme is WECHATPAY2-SHA256-RSA2048.
+const MinKeyBits = 2048
+
+// Credentials are a merchant's WeChat Pay API credentials, as a
+// PAYCB_QUERY_CREDENTIALS_FILE entry `{tenant_id, channel: WECHAT,
+// merchant_id, serial_no, private_key_file}` names them once the file is
+// read. They can request refunds: only the querier holds them.
+type Credentials struct {
+	// TenantID is the tenant the merchant is bound to.
+	TenantID int64
+	// MerchantID is the mchid requests are sent for (direct mode).
+	MerchantID string
+	// SerialNo is the serial number of the merchant API certificate whose
+	// private key PrivateKey is (Authorization serial_no).
+	SerialNo string
+	// PrivateKey is the merchant API private key.
+	PrivateKey *rsa.PrivateKey
+}
+
+// NewCredentials builds Credentials from the entry's fields and the PEM
+// bytes of its private_key_file (ParsePrivateKey). It fails when the
+// merchant id or serial is missing or the key does not parse.
+func NewCredentials(tenantID int64, merchantID, serialNo string, privateKeyPEM []byte) (Credentials, error) {
+	c := Credentials{TenantID: tenantID, MerchantID: merchantID, SerialNo: serialNo}
+	if err := c.checkIDs(); err != nil {
+		return Credentials{}, err
+	}
+	key, err := ParsePrivateKey(privateKeyPEM)
+	if err != nil {
+		return Credentials{}, fmt.Errorf("wechat credentials of merchant %s: %w", merchantID, err)
+	}
+	c.PrivateKey = key
+	return c, nil
+}
+
+// check reports what makes c unusable for signing.
+func (c Credentials) check() error {
+	if err := c.checkIDs(); err != nil {
+		return err
+	}
+	if c.PrivateKey == nil {
+		return fmt.Errorf("wechat credentials of merchant %s: no private key", c.MerchantID)
+	}
+	return nil
+}
+
+// checkIDs reports a missing merchant id or serial, or one that cannot be
+// written in the Authorization header as it is.
+func (c Credentials) checkIDs() error {
+	switch {
+	case c.MerchantID == "":
+		return errors.New("wechat credentials: merchant_id is missing")
+	case c.SerialNo == "":
+		return fmt.Errorf("wechat credentials of merchant %s: serial_no is missing", c.MerchantID)
+	case !headerSafe(c.MerchantID) || !headerSafe(c.SerialNo):
+		return errors.New("wechat credentials: merchant_id and serial_no must be printable ASCII without quotes or backslashes")
+	}
+	return nil
+}
+
+// headerSafe reports whether s can be written inside a quoted
+// Authorization parameter as it is.
+func headerSafe(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c <= 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
+}
+
+// PublicKey is a WeChat Pay platform key the answers to a merchant's
+// queries are verified with, as a PAYCB_CHANNEL_PUBLIC_KEYS_FILE entry
+// `{channel: WECHAT, merchant_id, key_id, public_key_file}` names it.
+type PublicKey struct {
+	// MerchantID is the merchant (mchid) the key answers for.
+	MerchantID string
+	// KeyID is what an answer's Wechatpay-Serial names: the platform
+	// public-key id (PUB_KEY_ID_…) or the platform certificate's serial.
+	KeyID string
+	// Key is the public key.
+	Key *rsa.PublicKey
+}
+
+// NewPublicKey builds a PublicKey from the entry's fields and the PEM bytes
+// of its public_key_file (ParsePublicKey).
+func NewPublicKey(merchantID, keyID string, publicKeyPEM []byte) (PublicKey, error) {
+	if merchantID == "" {
+		return PublicKey{}, errors.New("wechat public key: merchant_id is missing")
+	}
+	if keyID == "" {
+		return PublicKey{}, fmt.Errorf("wechat public key of merchant %s: key_id is missing", merchantID)
+	}
+	key, err := ParsePublicKey(publicKeyPEM)
+	if err != nil {
+		return PublicKey{}, fmt.Errorf("wechat public key %s of merchant %s: %w", keyID, merchantID, err)
+	}
+	return PublicKey{MerchantID: merchantID, KeyID: keyID, Key: key}, nil
+}
+
+// ParsePrivateKey reads the first PEM block of data as an RSA private key:
+// "PRIVATE KEY" (PKCS#8, as WeChat Pay issues apiclient_key.pem) or "RSA
+// PRIVATE KEY" (PKCS#1), of at least MinKeyBits. Encrypted keys, other
+// algorithms and other blocks are refused; the error names the block type
+// or the reason, never the key's bytes.
+func ParsePrivateKey(data []byte) (*rsa.PrivateKey, error) {
+	block, err := pemBlock(data, "private key")
+	if err != nil {
+		return nil, err
+	}
+	var key *rsa.PrivateKey
+	switch block.Type {
+	case "PRIVATE KEY":
+		k, err := x509.ParsePKCS8PrivateKey(block.Bytes)
+		if err != nil {
+			return nil, errors.New("private key: PKCS#8 block does not parse")
+		}
+		rk, ok := k.(*rsa.PrivateKey)
+		if !ok {
+			return nil, fmt.Errorf("private key: PKCS#8 key is %T, want RSA", k)
+		}
+		key = rk
+	case "RSA PRIVATE KEY":
+		k, err := x509.ParsePKCS1PrivateKey(block.Bytes)
+		if err != nil {
+			return nil, errors.New("private key: PKCS#1 block does not parse")
+		}
+		key = k
+	case "ENCRYPTED PRIVATE KEY":
+		return nil, errors.New("private key: the key is encrypted; give it unencrypted (file mode 0600)")
+	default:
+		return nil, fmt.Errorf("private key: PEM block is %q, want \"PRIVATE KEY\" (PKCS#8) or \"RSA PRIVATE KEY\" (PKCS#1)", block.Type)
+	}
+	if bits := key.N.BitLen(); bits < MinKeyBits {
+		return nil, fmt.Errorf("private key: RSA key of %d bits, want at least %d", bits, MinKeyBits)
+	}
+	return key, nil
+}
+
+// ParsePublicKey reads the first PEM block of data as an RSA public key:
+// "PUBLIC KEY" (PKIX, as WeChat Pay issues pub_key.pem) or "CERTIFICATE"
+// (a platform certificate, its key taken; its validity dates are not
+// checked: the configuration chooses which keys are trusted), of at least
+// MinKeyBits. The error names the block type or the reason, never the
+// key's bytes.
+func ParsePublicKey(data []byte) (*rsa.PublicKey, error) {
+	block, err := pemBlock(data, "public key")
+	if err != nil {
+		return nil, err
+	}
+	var pub any
+	switch block.Type {
+	case "PUBLIC KEY":
+		if pub, err = x509.ParsePKIXPublicKey(block.Bytes); err != nil {
+			return nil, errors.New("public key: PKIX block does not parse")
+		}
+	case "CERTIFICATE":
+		cert, err := x509.ParseCertificate(block.Bytes)
+		if err != nil {
+			return nil, errors.New("public key: certificate does not parse")
+		}
+		pub = cert.PublicKey
+	default:
+		return nil, fmt.Errorf("public key: PEM block is %q, want \"PUBLIC KEY\" (PKIX) or \"CERTIFICATE\"", block.Type)
+	}
+	key, ok := pub.(*rsa.PublicKey)
+	if !ok {
+		return nil, fmt.Errorf("public key: key is %T, want RSA", pub)
+	}
+	if bits := key.N.BitLen(); bits < MinKeyBits {
+		return nil, fmt.Errorf("public key: RSA key of %d bits, want at least %d", bits, MinKeyBits)
+	}
+	return key, nil
+}
+
+// pemBlock returns the first PEM block of data.
+func pemBlock(data []byte, what string) (*pem.Block, error) {
+	block, _ := pem.Decode(data)
+	if block == nil {
+		return nil, fmt.Errorf("%s: no PEM block found (%d bytes)", what, len(data))
+	}
+	if len(block.Headers) > 0 {
+		return nil, fmt.Errorf("%s: PEM block %q has headers (a legacy encrypted key?)", what, block.Type)
+	}
+	return block, nil
+}
