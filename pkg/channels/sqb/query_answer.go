@@ -37,23 +37,27 @@ const (
 // another order (or terminal) than the one asked unwraps to.
 var ErrOtherOrder = errors.New("sqb answer is about another order than the one asked")
 
-// sqbAnswer is the order query's answer: a communication layer
-// (result_code, error_code), a business layer (biz_response) and the
-// order (biz_response.data). Every value is a JSON string.
-type sqbAnswer struct {
+// sqbAPIResponse is an answer of Shouqianba's API with order data D: a
+// communication layer (result_code, error_code), a business layer
+// (biz_response) and the order (biz_response.data). Pointers tell a
+// missing result code from an empty one.
+type sqbAPIResponse[D any] struct {
 	ResultCode   *string       `json:"result_code"`
 	ErrorCode    string        `json:"error_code"`
 	ErrorMessage string        `json:"error_message"`
-	BizResponse  *sqbAnswerBiz `json:"biz_response"`
+	BizResponse  *sqbAPIBiz[D] `json:"biz_response"`
 }
 
-// sqbAnswerBiz is the business layer of a query answer.
-type sqbAnswerBiz struct {
-	ResultCode   string          `json:"result_code"`
-	ErrorCode    string          `json:"error_code"`
-	ErrorMessage string          `json:"error_message"`
-	Data         *sqbAnswerOrder `json:"data"`
+// sqbAPIBiz is the business layer of an API answer.
+type sqbAPIBiz[D any] struct {
+	ResultCode   *string `json:"result_code"`
+	ErrorCode    string  `json:"error_code"`
+	ErrorMessage string  `json:"error_message"`
+	Data         *D      `json:"data"`
 }
+
+// sqbAnswer is the order query's answer as the query client reads it.
+type sqbAnswer = sqbAPIResponse[sqbAnswerOrder]
 
 // sqbAnswerOrder is the order as a query answer gives it: the callback's
 // fields, and refunded_amount, which only the sqb-payment-skills
@@ -159,17 +163,17 @@ func decodeAnswer(target channels.QueryTarget, a *sqbAnswer, resp channels.Query
 		}, nil
 	}
 	biz := a.BizResponse
-	if biz == nil || biz.ResultCode == "" {
+	if biz == nil || biz.ResultCode == nil || *biz.ResultCode == "" {
 		return channels.QueryAnswer{}, channels.Errorf(channels.KindMalformed, "sqb query answer has no biz_response.result_code")
 	}
-	switch biz.ResultCode {
+	switch bizCode := *biz.ResultCode; bizCode {
 	case BizSuccess:
 	case BizFail:
 		return failAnswer(biz), nil
 	default:
 		return channels.QueryAnswer{
-			Outcome: channels.QueryUncertain, RawState: biz.ResultCode,
-			Detail: "business result " + channels.Quote(biz.ResultCode) + " is not a query's SUCCESS or FAIL: nothing is posted",
+			Outcome: channels.QueryUncertain, RawState: bizCode,
+			Detail: "business result " + channels.Quote(bizCode) + " is not a query's SUCCESS or FAIL: nothing is posted",
 		}, nil
 	}
 	if biz.Data == nil {
@@ -206,7 +210,7 @@ func orCode(code, fallback string) string {
 }
 
 // failAnswer is the answer of a business FAIL.
-func failAnswer(biz *sqbAnswerBiz) channels.QueryAnswer {
+func failAnswer(biz *sqbAPIBiz[sqbAnswerOrder]) channels.QueryAnswer {
 	raw := orCode(biz.ErrorCode, BizFail)
 	switch biz.ErrorCode {
 	case OrderNotExists:
