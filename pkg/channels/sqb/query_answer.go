@@ -127,7 +127,7 @@ func DecodeQueryAnswer(target channels.QueryTarget, resp channels.QueryResponse)
 		return httpAnswer(channels.QueryRefused, code, "Shouqianba refused the request without an answer: check the base URL and the terminal"), nil
 	case err != nil:
 		return channels.QueryAnswer{}, err
-	case code < 200 || code > 499:
+	case (code < 200 || code > 299) && (code < 400 || code > 499):
 		return channels.QueryAnswer{}, channels.Errorf(channels.KindMalformed, "sqb query answer with HTTP status %d", code)
 	}
 	return decodeAnswer(target, &a, resp)

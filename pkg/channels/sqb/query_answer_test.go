@@ -494,6 +494,12 @@ func TestQueryAnswerMalformed(t *testing.T) {
 		{"refunded_amount not an amount", orderAnswer(t, map[string]any{"refunded_amount": "3.00"}), channels.KindInvalidAmount},
 		{"refunded_amount a number", orderAnswer(t, map[string]any{"refunded_amount": 300}), channels.KindMalformed},
 	}
+	for _, status := range []int{0, 101, 199, 302, 304} {
+		resp := response(orderAnswer(t, nil))
+		resp.StatusCode = status
+		_, err := sqb.DecodeQueryAnswer(stateTarget(channels.QueryPayment, ""), resp)
+		require.Error(t, err, "HTTP %d", status)
+	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ans, err := sqb.DecodeQueryAnswer(stateTarget(channels.QueryPayment, ""), response(tt.body))
