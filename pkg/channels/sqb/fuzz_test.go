@@ -1,6 +1,8 @@
 package sqb_test
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -38,6 +40,17 @@ func FuzzSQBQueryAnswer(f *testing.F) {
 	f.Add([]byte(`{"result_code":"200","biz_response":{"result_code":"SUCCESS","data":{"terminal_sn":"T1","sn":"1","client_sn":"c","client_tsn":"c-r","status":"SUCCESS","order_status":"PARTIAL_REFUNDED","total_amount":"100","net_amount":"40","refunded_amount":"60","finish_time":"1492506702864"}}}`))
 	f.Add([]byte(`{"result_code":"200","biz_response":{"result_code":"FAIL","error_code":"UPAY_ORDER_NOT_EXISTS"}}`))
 	f.Add([]byte(`{"result_code":"400","error_code":"ILLEGAL_SIGN"}`))
+	// The published answers and query vectors are seeds too.
+	for _, pattern := range []string{"testdata/published/sqb/*.json", "testdata/query/*query*.json"} {
+		files, err := filepath.Glob(pattern)
+		require.NoError(f, err)
+		require.NotEmpty(f, files, pattern)
+		for _, file := range files {
+			b, err := os.ReadFile(file)
+			require.NoError(f, err)
+			f.Add(b)
+		}
+	}
 	target := channels.QueryTarget{
 		TenantID: 1001, Channel: sqb.Code, Kind: channels.QueryRefund, MerchantID: "T1",
 		TradeNo: "1", MerchantOrderNo: "c", RefundNo: "r",
