@@ -93,28 +93,50 @@ func decodeSQB(env channels.Envelope) (res channels.Result, err error) {
 		}
 		return channels.Ignored("sqb status "+channels.Quote(o.Status)+": operation did not succeed", ev), nil
 	}
-	if err := channels.CheckID("sqb client_sn", o.ClientSN); err != nil {
+	ev, err = sqbMoneyEvent(o)
+	if err != nil {
 		return channels.Result{}, err
+	}
+	if ev.Type == eventkey.RefundSucceeded {
+		return channels.Result{Event: ev, RefundStatus: channels.RefundSuccess}, nil
+	}
+	return channels.Result{Event: ev}, nil
+}
+
+// sqbMoneyEvent is the event of an order in a money-moving order_status
+// (PAID, PARTIAL_REFUNDED, REFUNDED, CANCELED) whose last operation
+// succeeded: the payment, the cumulative refund or the cancel. The callback
+// decoder and the query answer decoder both build their events with it, so
+// an answer's event is its callback's. TenantID, Channel, Currency and the
+// fingerprint are the caller's.
+func sqbMoneyEvent(o *sqbOrder) (channels.Event, error) {
+	ev := channels.Event{
+		TradeNo:         o.SN,
+		MerchantOrderNo: o.ClientSN,
+		RawStatus:       o.OrderStatus,
+	}
+	if err := channels.CheckID("sqb client_sn", o.ClientSN); err != nil {
+		return channels.Event{}, err
 	}
 	total, err := channels.ParseFen(o.TotalAmount)
 	if err != nil {
-		return channels.Result{}, channels.WrapKind(err, "sqb total_amount")
+		return channels.Event{}, channels.WrapKind(err, "sqb total_amount")
 	}
 	if total == 0 {
-		return channels.Result{}, channels.Errorf(channels.KindInvalidAmount, "sqb total_amount is zero")
+		return channels.Event{}, channels.Errorf(channels.KindInvalidAmount, "sqb total_amount is zero")
 	}
 	ev.OrderTotal = total
 	if ev.OccurredAt, err = sqbTime(o.FinishTime, o.ChannelFinishTime); err != nil {
-		return channels.Result{}, err
+		return channels.Event{}, err
 	}
 
 	switch o.OrderStatus {
 	case Paid:
 		ev.Type = eventkey.PaymentReceived
 		if ev.Key, err = channels.PaymentKey(Code, o.SN); err != nil {
-			return channels.Result{}, err
+			return channels.Event{}, err
 		}
-		return channels.Result{Event: ev}, nil
+		return ev, nil
 	case Canceled:
 		// The end of a cancel, which says nothing about whether money had
 		// moved: it nets the trade to zero (settlement reverses whatever
@@ -123,16 +145,16 @@ func decodeSQB(env channels.Envelope) (res channels.Result, err error) {
 		// refunded so far, under refund number CANCEL.
 		ev.CumulativeRefunded = total
 		ev.RefundNo = CancelRefundNo
-	default: // PARTIAL_REFUNDED, REFUNDED: refunded so far = total - net
+	case PartialRefunded, Refunded: // refunded so far = total - net
 		net, err := channels.ParseFen(o.NetAmount)
 		if err != nil {
-			return channels.Result{}, channels.WrapKind(err, "sqb net_amount")
+			return channels.Event{}, channels.WrapKind(err, "sqb net_amount")
 		}
 		if net > total {
-			return channels.Result{}, channels.Errorf(channels.KindInvalidAmount, "sqb net_amount %d exceeds total_amount %d", net, total)
+			return channels.Event{}, channels.Errorf(channels.KindInvalidAmount, "sqb net_amount %d exceeds total_amount %d", net, total)
 		}
 		if net == total {
-			return channels.Result{}, channels.Errorf(channels.KindInvalidAmount, "sqb %s with nothing refunded (net_amount equals total_amount)", o.OrderStatus)
+			return channels.Event{}, channels.Errorf(channels.KindInvalidAmount, "sqb %s with nothing refunded (net_amount equals total_amount)", o.OrderStatus)
 		}
 		ev.CumulativeRefunded = total - net
 		ev.RefundNo = sqbRefundNo(o, ev.CumulativeRefunded)
@@ -140,15 +162,17 @@ func decodeSQB(env channels.Envelope) (res channels.Result, err error) {
 			// A refund numbered CANCEL would take the cancel's key and be
 			// settled as the cancel, netting the trade to zero whatever
 			// amount it refunds: held for a person instead.
-			return channels.Result{}, channels.Errorf(channels.KindUnsupported,
+			return channels.Event{}, channels.Errorf(channels.KindUnsupported,
 				"sqb refund number %s is the one the cancel's key reserves; settle this refund by hand", channels.Quote(ev.RefundNo))
 		}
+	default:
+		return channels.Event{}, channels.Errorf(channels.KindUnsupported, "sqb order_status %s moves no money", channels.Quote(o.OrderStatus))
 	}
 	ev.Type = eventkey.RefundSucceeded
 	if ev.Key, err = channels.RefundKey(Code, o.SN, ev.RefundNo); err != nil {
-		return channels.Result{}, err
+		return channels.Event{}, err
 	}
-	return channels.Result{Event: ev, RefundStatus: channels.RefundSuccess}, nil
+	return ev, nil
 }
 
 // merchant is the terminal the body names: biz_response.data's of a
@@ -171,15 +195,25 @@ func CancelKey(tradeNo string) (eventkey.Key, error) {
 // (client_sn + "-" + refund_request_no), else the cumulative amount, which
 // is the same on every redelivery of one refund.
 func sqbRefundNo(o *sqbOrder, cumulative int64) string {
+	if no, ok := sqbCarriedRefundNo(o); ok {
+		return no
+	}
+	return strconv.FormatInt(cumulative, 10)
+}
+
+// sqbCarriedRefundNo is the refund number o carries itself:
+// refund_request_no, else the suffix of client_tsn; false when it carries
+// neither.
+func sqbCarriedRefundNo(o *sqbOrder) (string, bool) {
 	if o.RefundRequestNo != "" {
-		return o.RefundRequestNo
+		return o.RefundRequestNo, true
 	}
 	if o.ClientSN != "" {
 		if s, ok := strings.CutPrefix(o.ClientTSN, o.ClientSN+"-"); ok && s != "" {
-			return s
+			return s, true
 		}
 	}
-	return strconv.FormatInt(cumulative, 10)
+	return "", false
 }
 
 // sqbTime parses the first non-empty epoch-milliseconds candidate.

@@ -4,7 +4,9 @@
 //
 // It holds everything the worker knows of the channel: its Spec (code,
 // decoder, refund model, merchant fields and the facts the rest of the
-// worker asks: see channels.Spec), its statement parser, its realistic
+// worker asks: see channels.Spec), its statement parser, its query client
+// (the signed order query and its answer's reading: BuildQueryRequest,
+// DecodeQueryAnswer; docs/queries.md), its realistic
 // sample callbacks and statements, its tests, fuzz targets and published
 // samples (testdata/published/README.md names their sources). Package
 // allchannels registers it; nothing else names it. The wire format and

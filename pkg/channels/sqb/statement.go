@@ -22,8 +22,8 @@ const FormatQuery = "sqb-query"
 // Shouqianba's success codes: the HTTP-level result_code and the
 // business-level biz_response.result_code of a query response.
 const (
-	sqbHTTPSuccess = "200"
-	sqbBizSuccess  = "SUCCESS"
+	sqbHTTPSuccess = ResultOK
+	sqbBizSuccess  = BizSuccess
 	// sqbOrderStatusInvalid is the one documented order_status that
 	// pkg/channels has no constant for.
 	sqbOrderStatusInvalid = "INVALID_STATUS_CODE"
@@ -65,21 +65,9 @@ func Settled(status string) bool {
 
 // sqbQueryResponse is one /upay/v2/query response as Shouqianba returns
 // it: {"result_code":"200","biz_response":{"result_code":"SUCCESS",
-// "data":{...}}}. Every value of interest is a JSON string.
-type sqbQueryResponse struct {
-	ResultCode   *string      `json:"result_code"`
-	ErrorCode    string       `json:"error_code"`
-	ErrorMessage string       `json:"error_message"`
-	BizResponse  *sqbQueryBiz `json:"biz_response"`
-}
-
-// sqbQueryBiz is the business part of a query response.
-type sqbQueryBiz struct {
-	ResultCode   *string       `json:"result_code"`
-	ErrorCode    string        `json:"error_code"`
-	ErrorMessage string        `json:"error_message"`
-	Data         *sqbQueryData `json:"data"`
-}
+// "data":{...}}}. Every value of interest is a JSON string. The query
+// client reads the same answer with its own order type (sqbAnswer).
+type sqbQueryResponse = sqbAPIResponse[sqbQueryData]
 
 // sqbQueryData is the order a query response reports. Pointers tell a
 // missing field from an empty one.
