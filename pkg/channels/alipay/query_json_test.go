@@ -40,7 +40,7 @@ func TestSplitAnswerPublished(t *testing.T) {
 func TestJSONMembersTricky(t *testing.T) {
 	for _, tc := range []struct {
 		name, doc string
-		want     []string // name, value, name, value…
+		want      []string // name, value, name, value…
 	}{
 		{"empty", `{}`, nil},
 		{"escaped quote and braces", `{"a":"x\"}{\\","b":{"c":"}\"{"}}`, []string{"a", `"x\"}{\\"`, "b", `{"c":"}\"{"}`}},
