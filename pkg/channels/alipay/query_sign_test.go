@@ -210,7 +210,11 @@ func TestBuildQueryRequest(t *testing.T) {
 	}{
 		"payment by out_trade_no": {paymentTarget(), alipay.MethodTradeQuery, `{"out_trade_no":"POS20240601000001"}`},
 		"payment by trade_no": {
-			func() channels.QueryTarget { tg := paymentTarget(); tg.TradeNo = "2024060122001439000000000001"; return tg }(),
+			func() channels.QueryTarget {
+				tg := paymentTarget()
+				tg.TradeNo = "2024060122001439000000000001"
+				return tg
+			}(),
 			alipay.MethodTradeQuery, `{"trade_no":"2024060122001439000000000001"}`,
 		},
 		"refund": {
