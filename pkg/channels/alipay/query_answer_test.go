@@ -418,3 +418,43 @@ func TestAnswerEventIsTheCallbacks(t *testing.T) {
 		require.Equal(t, wantFirst.CumulativeRefunded, first.Amount)
 	}
 }
+
+// FuzzDecodeAnswer: for any answer body, DecodeAnswer never panics, fails
+// only with a typed error, and a settled event validates with the target's
+// tenant; any other outcome carries no event.
+func FuzzDecodeAnswer(f *testing.F) {
+	for _, name := range []string{"a11_wait_buyer_pay.json", "a11_trade_success.json", "a11_refund_query.json"} {
+		f.Add(false, readQuery(f, name))
+	}
+	tr := sample.NewTrade(alipay.Code, 1)
+	body, err := alipay.SampleTradeQueryAnswer(tr, alipay.TradeSuccess, nil)
+	require.NoError(f, err)
+	f.Add(false, body)
+	body, err = alipay.SampleRefundQueryAnswer(tr, sample.Refund{No: "RF1", Amount: tr.Total}, nil)
+	require.NoError(f, err)
+	f.Add(true, body)
+	f.Fuzz(func(t *testing.T, refund bool, body []byte) {
+		target := channels.QueryTarget{
+			TenantID: 1001, Channel: alipay.Code, Kind: channels.QueryPayment, MerchantID: "2088101117955611",
+			MerchantOrderNo: tr.MerchantOrderNo,
+		}
+		if refund {
+			target.Kind, target.RefundNo = channels.QueryRefund, "RF1"
+		}
+		ans, err := alipay.DecodeAnswer(target, channels.QueryResponse{StatusCode: 200, Body: body, ReceivedAt: answerAt})
+		if err != nil {
+			_, ok := channels.KindOf(err)
+			require.True(t, ok, "untyped error %v", err)
+			return
+		}
+		require.NotEmpty(t, ans.Outcome)
+		if ans.Outcome != channels.QuerySettled {
+			require.Empty(t, ans.Events)
+		}
+		for _, ev := range ans.Events {
+			require.NoError(t, ev.Validate())
+			require.Equal(t, int64(1001), ev.TenantID)
+			require.Equal(t, tr.MerchantOrderNo, ev.MerchantOrderNo)
+		}
+	})
+}
