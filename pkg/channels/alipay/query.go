@@ -125,17 +125,7 @@ func ParsePrivateKey(data []byte) (*rsa.PrivateKey, error) {
 	default:
 		return nil, fmt.Errorf("parse alipay private key: PEM block %s, want RSA PRIVATE KEY (PKCS#1) or PRIVATE KEY (PKCS#8)", channels.Quote(block.Type))
 	}
-	if err != nil {
-		return nil, fmt.Errorf("parse alipay private key: %s block does not parse", block.Type)
-	}
-	rk, ok := key.(*rsa.PrivateKey)
-	if !ok {
-		return nil, fmt.Errorf("parse alipay private key: %T, want an RSA key", key)
-	}
-	if bits := rk.N.BitLen(); bits < minKeyBits {
-		return nil, fmt.Errorf("parse alipay private key: %d bits, RSA2 needs %d or more", bits, minKeyBits)
-	}
-	return rk, nil
+	return rsaKey[*rsa.PrivateKey]("private key", block.Type, key, err)
 }
 
 // ParsePublicKey reads the first PEM block of data as an RSA public key:
@@ -162,15 +152,29 @@ func ParsePublicKey(data []byte) (*rsa.PublicKey, error) {
 	default:
 		return nil, fmt.Errorf("parse alipay public key: PEM block %s, want PUBLIC KEY, RSA PUBLIC KEY or CERTIFICATE", channels.Quote(block.Type))
 	}
+	return rsaKey[*rsa.PublicKey]("public key", block.Type, key, err)
+}
+
+// rsaKey checks what x509 made of a PEM block of type typ (key, or err):
+// an RSA key of type K of at least minKeyBits bits. Its errors name the
+// block type and the key's type or size, never its bytes.
+func rsaKey[K *rsa.PrivateKey | *rsa.PublicKey](what, typ string, key any, err error) (K, error) {
 	if err != nil {
-		return nil, fmt.Errorf("parse alipay public key: %s block does not parse", block.Type)
+		return nil, fmt.Errorf("parse alipay %s: %s block does not parse", what, typ)
 	}
-	rk, ok := key.(*rsa.PublicKey)
+	rk, ok := key.(K)
 	if !ok {
-		return nil, fmt.Errorf("parse alipay public key: %T, want an RSA key", key)
+		return nil, fmt.Errorf("parse alipay %s: %T, want an RSA key", what, key)
 	}
-	if bits := rk.N.BitLen(); bits < minKeyBits {
-		return nil, fmt.Errorf("parse alipay public key: %d bits, RSA2 needs %d or more", bits, minKeyBits)
+	var bits int
+	switch k := any(rk).(type) {
+	case *rsa.PrivateKey:
+		bits = k.N.BitLen()
+	case *rsa.PublicKey:
+		bits = k.N.BitLen()
+	}
+	if bits < minKeyBits {
+		return nil, fmt.Errorf("parse alipay %s: %d bits, RSA2 needs %d or more", what, bits, minKeyBits)
 	}
 	return rk, nil
 }

@@ -246,18 +246,13 @@ func paymentAnswer(target channels.QueryTarget, resp channels.QueryResponse, f a
 	switch f.TradeStatus {
 	case TradeSuccess, TradeFinished:
 	case WaitBuyerPay:
-		ans.Outcome, ans.Detail = channels.QueryPending, "alipay trade WAIT_BUYER_PAY: created, not paid yet; ask again"
-		return ans, nil
+		return unsettled(ans.RawState, channels.QueryPending, "alipay trade WAIT_BUYER_PAY: created, not paid yet; ask again")
 	case TradeClosed:
-		ans.Outcome = channels.QueryUncertain
-		ans.Detail = "alipay trade TRADE_CLOSED: closed unpaid by timeout, or fully refunded after payment, and the answer does not say which; nothing is concluded (a refund query or the statement tells)"
-		return ans, nil
+		return unsettled(ans.RawState, channels.QueryUncertain, "alipay trade TRADE_CLOSED: closed unpaid by timeout, or fully refunded after payment, and the answer does not say which; nothing is concluded (a refund query or the statement tells)")
 	case "":
-		ans.Outcome, ans.Detail = channels.QueryUncertain, "alipay trade query answered 10000 without trade_status: nothing is concluded"
-		return ans, nil
+		return unsettled(ans.RawState, channels.QueryUncertain, "alipay trade query answered 10000 without trade_status: nothing is concluded")
 	default:
-		ans.Outcome, ans.Detail = channels.QueryUncertain, fmt.Sprintf("alipay trade_status %s is not documented: nothing is concluded", channels.Quote(f.TradeStatus))
-		return ans, nil
+		return unsettled(ans.RawState, channels.QueryUncertain, fmt.Sprintf("alipay trade_status %s is not documented: nothing is concluded", channels.Quote(f.TradeStatus)))
 	}
 	if err := checkAnswerNames(target, f); err != nil {
 		return channels.QueryAnswer{}, err
@@ -278,10 +273,7 @@ func paymentAnswer(target channels.QueryTarget, resp channels.QueryResponse, f a
 	if ev.Key, err = channels.PaymentKey(Code, ev.TradeNo); err != nil {
 		return channels.QueryAnswer{}, err
 	}
-	if ev.OccurredAt, err = answerTime("send_pay_date", f.SendPayDate); err != nil {
-		return channels.QueryAnswer{}, err
-	}
-	if ev, err = channels.CompleteQueryEvent(ev, resp.ReceivedAt); err != nil {
+	if ev, err = completeAnswerEvent(ev, "send_pay_date", f.SendPayDate, resp); err != nil {
 		return channels.QueryAnswer{}, err
 	}
 	ans.Outcome, ans.Events = channels.QuerySettled, []channels.Event{ev}
@@ -296,16 +288,11 @@ func refundAnswer(target channels.QueryTarget, resp channels.QueryResponse, f an
 	switch {
 	case f.RefundStatus == RefundSuccess:
 	case f.RefundStatus == "" && f.RefundAmount == "":
-		ans.RawState = "NO_REFUND_DATA"
-		ans.Outcome, ans.Detail = channels.QueryNotFound, "alipay refund query returned no refund data: the refund request was not received, or failed (Alipay does not say which); ask again no sooner than 10 s after the refund"
-		return ans, nil
+		return unsettled("NO_REFUND_DATA", channels.QueryNotFound, "alipay refund query returned no refund data: the refund request was not received, or failed (Alipay does not say which); ask again no sooner than 10 s after the refund")
 	case f.RefundStatus == "":
-		ans.RawState = "NO_REFUND_STATUS"
-		ans.Outcome, ans.Detail = channels.QueryUncertain, "alipay refund query returned refund data without refund_status: older documentation reads it as success, newer as not received or failed; nothing is concluded"
-		return ans, nil
+		return unsettled("NO_REFUND_STATUS", channels.QueryUncertain, "alipay refund query returned refund data without refund_status: older documentation reads it as success, newer as not received or failed; nothing is concluded")
 	default:
-		ans.Outcome, ans.Detail = channels.QueryUncertain, fmt.Sprintf("alipay refund_status %s is not documented: nothing is concluded", channels.Quote(f.RefundStatus))
-		return ans, nil
+		return unsettled(ans.RawState, channels.QueryUncertain, fmt.Sprintf("alipay refund_status %s is not documented: nothing is concluded", channels.Quote(f.RefundStatus)))
 	}
 	if err := checkAnswerNames(target, f); err != nil {
 		return channels.QueryAnswer{}, err
@@ -351,15 +338,27 @@ func refundAnswer(target channels.QueryTarget, resp channels.QueryResponse, f an
 	if ev.Key, err = channels.RefundKey(Code, ev.TradeNo, ev.RefundNo); err != nil {
 		return channels.QueryAnswer{}, err
 	}
-	if ev.OccurredAt, err = answerTime("gmt_refund_pay", f.GmtRefundPay); err != nil {
-		return channels.QueryAnswer{}, err
-	}
-	if ev, err = channels.CompleteQueryEvent(ev, resp.ReceivedAt); err != nil {
+	if ev, err = completeAnswerEvent(ev, "gmt_refund_pay", f.GmtRefundPay, resp); err != nil {
 		return channels.QueryAnswer{}, err
 	}
 	ans.Events = []channels.Event{ev}
 	ans.Detail = fmt.Sprintf("alipay refund %s succeeded: %s yuan, the whole trade", channels.Quote(f.OutRequestNo), f.RefundAmount)
 	return ans, nil
+}
+
+// unsettled is an answer that proves nothing.
+func unsettled(raw string, outcome channels.QueryOutcome, detail string) (channels.QueryAnswer, error) {
+	return channels.QueryAnswer{RawState: raw, Outcome: outcome, Detail: detail}, nil
+}
+
+// completeAnswerEvent sets ev's time from the answer's member name (value
+// s, Beijing time) and completes ev as the callback's event is completed.
+func completeAnswerEvent(ev channels.Event, name, s string, resp channels.QueryResponse) (channels.Event, error) {
+	var err error
+	if ev.OccurredAt, err = answerTime(name, s); err != nil {
+		return channels.Event{}, err
+	}
+	return channels.CompleteQueryEvent(ev, resp.ReceivedAt)
 }
 
 // positiveYuan parses a yuan amount of an answer into fen with the

@@ -49,10 +49,10 @@ func a5Key(tb testing.TB) alipay.PublicKey {
 }
 
 func TestPublishedAnswerSignatures(t *testing.T) {
-	a7, err := alipay.ParsePublicKey(readQuery(t, "a7_alipay_public_key.pem"))
+	a7, err := alipay.ParsePublicKey(alipay.ReadQueryTestdata(t, "a7_alipay_public_key.pem"))
 	require.NoError(t, err)
 	a7Key := alipay.PublicKey{AppID: "nodejs-sdk", Key: a7}
-	a7Body := readQuery(t, "a7_file_upload_response.json")
+	a7Body := alipay.ReadQueryTestdata(t, "a7_file_upload_response.json")
 	a5Body := a5Answer(t, `{"alipay_trade_query_response":%s,"sign":"%s"}`)
 
 	// The published answers verify: A.7 as received, A.5 in either member
@@ -294,7 +294,7 @@ func TestAnswerRefused(t *testing.T) {
 // their keys are not published).
 func TestPublishedAnswersDecode(t *testing.T) {
 	decode := func(target channels.QueryTarget, name string) (channels.QueryAnswer, error) {
-		return alipay.DecodeAnswer(target, channels.QueryResponse{StatusCode: 200, Body: readQuery(t, name), ReceivedAt: answerAt})
+		return alipay.DecodeAnswer(target, channels.QueryResponse{StatusCode: 200, Body: alipay.ReadQueryTestdata(t, name), ReceivedAt: answerAt})
 	}
 	tg := paymentTarget()
 	tg.MerchantOrderNo = "20200229153713885346523"
@@ -424,7 +424,7 @@ func TestAnswerEventIsTheCallbacks(t *testing.T) {
 // tenant; any other outcome carries no event.
 func FuzzDecodeAnswer(f *testing.F) {
 	for _, name := range []string{"a11_wait_buyer_pay.json", "a11_trade_success.json", "a11_refund_query.json"} {
-		f.Add(false, readQuery(f, name))
+		f.Add(false, alipay.ReadQueryTestdata(f, name))
 	}
 	tr := sample.NewTrade(alipay.Code, 1)
 	body, err := alipay.SampleTradeQueryAnswer(tr, alipay.TradeSuccess, nil)

@@ -14,7 +14,9 @@ import (
 // text of one member, so the extractor must find the very bytes
 // encoding/json's json.RawMessage holds for it.
 
-func readQueryData(tb testing.TB, name string) []byte {
+// ReadQueryTestdata returns testdata/query/name; the external tests use
+// it too.
+func ReadQueryTestdata(tb testing.TB, name string) []byte {
 	tb.Helper()
 	b, err := os.ReadFile(filepath.Join("testdata", "query", name))
 	require.NoError(tb, err)
@@ -29,9 +31,9 @@ func TestSplitAnswerPublished(t *testing.T) {
 		{"a7_getsignstr_include_sign.json", "a7_getsignstr_include_sign_signed_text.txt", "alipay.offline.material.image.upload"},
 	} {
 		t.Run(tc.body, func(t *testing.T) {
-			parts, err := splitAnswer(readQueryData(t, tc.body), tc.method)
+			parts, err := splitAnswer(ReadQueryTestdata(t, tc.body), tc.method)
 			require.NoError(t, err)
-			require.Equal(t, string(readQueryData(t, tc.signed)), string(parts.response))
+			require.Equal(t, string(ReadQueryTestdata(t, tc.signed)), string(parts.response))
 			require.True(t, parts.hasSign)
 		})
 	}
@@ -77,7 +79,7 @@ func FuzzJSONMembers(f *testing.F) {
 		"a7_file_upload_response.json", "a7_getsignstr_include_sign.json",
 		"a11_wait_buyer_pay.json", "a11_trade_success.json", "a11_refund_query.json",
 	} {
-		f.Add(readQueryData(f, name))
+		f.Add(ReadQueryTestdata(f, name))
 	}
 	f.Add([]byte(`{"a":"x\"}{\\","b":{"c":"}\"{"},"u":"http:\/\/x"}`))
 	f.Add([]byte(`{"a":1,"A":2}`))

@@ -9,8 +9,6 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"net/url"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -23,13 +21,6 @@ import (
 
 // Request signing, keys and credentials. Published vectors:
 // testdata/query/SOURCES.
-
-func readQuery(tb testing.TB, name string) []byte {
-	tb.Helper()
-	b, err := os.ReadFile(filepath.Join("testdata", "query", name))
-	require.NoError(tb, err)
-	return b
-}
 
 // testKeys are two RSA-2048 keys generated once per run: the merchant's
 // application key and, in the answer tests, Alipay's.
@@ -80,8 +71,8 @@ func TestParseKeys(t *testing.T) {
 	// Published public keys: A.7 PKIX, A.6 app certificate, A.5 bare base64
 	// in PKIX armour.
 	for _, data := range [][]byte{
-		readQuery(t, "a7_alipay_public_key.pem"),
-		readQuery(t, "a6_appCertPublicKey_2019091767145019.crt"),
+		alipay.ReadQueryTestdata(t, "a7_alipay_public_key.pem"),
+		alipay.ReadQueryTestdata(t, "a6_appCertPublicKey_2019091767145019.crt"),
 		pemArmour(a5Field(t, "alipayPublicKey")),
 		pemOf("RSA PUBLIC KEY", x509.MarshalPKCS1PublicKey(&k.PublicKey)),
 	} {
@@ -104,7 +95,7 @@ func TestParseKeys(t *testing.T) {
 		want string
 	}{
 		"no PEM":       {[]byte(base64Body(pemOf("RSA PRIVATE KEY", x509.MarshalPKCS1PrivateKey(k)))), "no PEM block"},
-		"public block": {readQuery(t, "a7_alipay_public_key.pem"), `"PUBLIC KEY"`},
+		"public block": {alipay.ReadQueryTestdata(t, "a7_alipay_public_key.pem"), `"PUBLIC KEY"`},
 		"encrypted":    {pemOf("ENCRYPTED PRIVATE KEY", []byte{1, 2, 3}), "encrypted"},
 		"EC key":       {pemOf("PRIVATE KEY", ecDER), "want an RSA key"},
 		"short key":    {pemOf("RSA PRIVATE KEY", x509.MarshalPKCS1PrivateKey(short)), "1024 bits"},
@@ -156,7 +147,7 @@ func pemArmour(b64 string) []byte {
 // a5Field returns a "name = value" line of the A.5 vector.
 func a5Field(tb testing.TB, name string) string {
 	tb.Helper()
-	for _, line := range strings.Split(string(readQuery(tb, "a5_gopay_sign_test.txt")), "\n") {
+	for _, line := range strings.Split(string(alipay.ReadQueryTestdata(tb, "a5_gopay_sign_test.txt")), "\n") {
 		if k, v, ok := strings.Cut(line, " = "); ok && k == name {
 			return v
 		}
@@ -171,9 +162,9 @@ func a5Field(tb testing.TB, name string) string {
 // the published app certificate; one changed byte, or the RSA (SHA1)
 // vector read as RSA2, does not.
 func TestPublishedSignContent(t *testing.T) {
-	cert, err := alipay.ParsePublicKey(readQuery(t, "a6_appCertPublicKey_2019091767145019.crt"))
+	cert, err := alipay.ParsePublicKey(alipay.ReadQueryTestdata(t, "a6_appCertPublicKey_2019091767145019.crt"))
 	require.NoError(t, err)
-	lines := strings.Split(strings.TrimSpace(string(readQuery(t, "a6_rsacheck.txt"))), "\n")
+	lines := strings.Split(strings.TrimSpace(string(alipay.ReadQueryTestdata(t, "a6_rsacheck.txt"))), "\n")
 	require.Len(t, lines, 6)
 	for i := 0; i < len(lines); i += 2 {
 		label, content, ok := strings.Cut(lines[i], ": ")
