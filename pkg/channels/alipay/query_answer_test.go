@@ -204,6 +204,10 @@ func TestAnswerHTTPStatus(t *testing.T) {
 		ans, err := alipay.DecodeAnswer(paymentTarget(), channels.QueryResponse{StatusCode: status, Body: []byte("<html>")})
 		require.NoError(t, err)
 		require.Equal(t, want, ans.Outcome, "HTTP %d", status)
+		ans, err = alipay.ReadAnswer(paymentTarget(), channels.QueryResponse{StatusCode: status, Body: []byte("<html>")}, alipayKey())
+		require.NoError(t, err, "an unsigned error page is no answer, not a forgery")
+		require.Equal(t, want, ans.Outcome, "HTTP %d", status)
+		require.Empty(t, ans.Events)
 	}
 }
 
