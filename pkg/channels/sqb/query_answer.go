@@ -118,10 +118,7 @@ func DecodeQueryAnswer(target channels.QueryTarget, resp channels.QueryResponse)
 		return httpAnswer(channels.QueryRetry, code, "Shouqianba failed on its side: ask again"), nil
 	}
 	var a sqbAnswer
-	err := checkMembers(resp.Body, "sqb query answer")
-	if err == nil {
-		err = channels.Unmarshal(resp.Body, &a, "sqb query answer")
-	}
+	err := channels.Unmarshal(resp.Body, &a, "sqb query answer")
 	switch code := resp.StatusCode; {
 	case code >= 400 && code <= 499 && (err != nil || a.ResultCode == nil):
 		return httpAnswer(channels.QueryRefused, code, "Shouqianba refused the request without an answer: check the base URL and the terminal"), nil

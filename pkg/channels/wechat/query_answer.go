@@ -181,10 +181,10 @@ func readRefundAnswer(target channels.QueryTarget, resp channels.QueryResponse) 
 	return ans, nil
 }
 
-// decodeAnswer decodes body into v (unmarshalAnswer), then refuses a
+// decodeAnswer decodes body into v (channels.Unmarshal), then refuses a
 // currency other than CNY; currency points at v's amount.currency.
 func decodeAnswer(body []byte, v any, currency *string, what string) error {
-	if err := unmarshalAnswer(body, v, what); err != nil {
+	if err := channels.Unmarshal(body, v, what); err != nil {
 		return err
 	}
 	return checkWeChatCurrency(*currency)
@@ -242,7 +242,10 @@ type errorBody struct {
 // leaves the code empty, which only a 404 needs.
 func readErrorAnswer(target channels.QueryTarget, resp channels.QueryResponse) channels.QueryAnswer {
 	var body errorBody
-	readable := unmarshalAnswer(resp.Body, &body, "wechat error answer") == nil
+	readable := channels.Unmarshal(resp.Body, &body, "wechat error answer") == nil
+	if !readable {
+		body = errorBody{} // what was read of a body read two ways says nothing
+	}
 	status := resp.StatusCode
 	ans := channels.QueryAnswer{RawState: body.Code}
 	if body.Code == "" {
