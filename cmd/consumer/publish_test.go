@@ -38,7 +38,7 @@ func smokeEnv(t *testing.T) map[string]string {
 	defer func() { _ = db.Close() }()
 	_, err = schema.Migrate(context.Background(), db)
 	require.NoError(t, err)
-	cluster, brokers, err := inprocess.Start(map[string]int32{"channel-events": 3, "channel-events.dlq": 1})
+	cluster, brokers, err := inprocess.Start(map[string]int32{"channel-events": 3, "channel-events.dlq": 1, "channel-events.settled": 1})
 	require.NoError(t, err)
 	t.Cleanup(cluster.Close)
 	keys := t.TempDir() + "/keys"

@@ -213,6 +213,7 @@ func (m *Main) Run(ctx context.Context) error {
 		return fmt.Errorf("start settlement: %w", err)
 	}
 	settler.SetRefundsPreregistered(cfg.Worker.RefundsPreregistered)
+	settler.SetSettledEvents(cfg.Settled.Enabled())
 	dlq := deadletters.NewKafkaWriter(cfg.Kafka.Brokers, cfg.Kafka.DLQTopic, cfg.Kafka.DLQWriteTimeout,
 		deadletters.WithMaxMessageBytes(cfg.Kafka.MaxBytes), deadletters.WithLogger(logger),
 		deadletters.WithTransport(kconn.Transport()))

@@ -52,13 +52,13 @@ const (
 func startBroker(ctx context.Context, t *testing.T, dir string) (brokers []string, topic, group, dlq string) {
 	t.Helper()
 	if kafkaopstest.ExternalBrokers() != nil {
-		k := kafkaopstest.Start(t, map[string]int32{baseTopic: 8, baseDLQ: 1})
+		k := kafkaopstest.Start(t, map[string]int32{baseTopic: 8, baseDLQ: 1, baseTopic + ".settled": 1})
 		return k.Brokers, k.Name(baseTopic), k.Name(baseGroup), k.Name(baseDLQ)
 	}
 	broker := filepath.Join(dir, "kfake-broker")
 	out, err := exec.CommandContext(ctx, "go", "build", "-o", broker, "github.com/paycallback/paycallback/cmd/kfake-broker").CombinedOutput()
 	require.NoError(t, err, "build kfake-broker: %s", out)
-	bk := exec.CommandContext(ctx, broker, "--topic", baseTopic+":8", "--topic", baseDLQ+":1")
+	bk := exec.CommandContext(ctx, broker, "--topic", baseTopic+":8", "--topic", baseDLQ+":1", "--topic", baseTopic+".settled:1")
 	stdout, err := bk.StdoutPipe()
 	require.NoError(t, err)
 	bk.Stderr = os.Stderr
