@@ -58,6 +58,10 @@ type Main struct {
 	// them.
 	SettledSweepInterval time.Duration
 	SettledSweepGrace    time.Duration
+	// SettledMetricsRefresh is how often paycb_settled_pending and
+	// paycb_settled_oldest_pending_seconds are read from the outbox (a
+	// scrape reads nothing); zero is metrics.DefaultSettledRefreshInterval.
+	SettledMetricsRefresh time.Duration
 
 	mu     sync.Mutex
 	worker *consumer.Worker
@@ -195,6 +199,13 @@ func (m *Main) Run(ctx context.Context) error {
 	if err := reg.Register(stmtMetrics); err != nil {
 		return fmt.Errorf("register statement metrics: %w", err)
 	}
+	// The outbox's backlog, likewise on a timer.
+	settledMetrics := metrics.NewSettledCollector(func(ctx context.Context) (int64, time.Time, error) {
+		return settledpub.Pending(ctx, db)
+	}, logger, m.SettledMetricsRefresh)
+	if err := reg.Register(settledMetrics); err != nil {
+		return fmt.Errorf("register settled-event metrics: %w", err)
+	}
 	keys := channels.StaticKeys{Default: cfg.WeChat.APIv3Key.Reveal(), Tenants: map[int64][]string{}}
 	for tenant, k := range cfg.WeChat.APIv3Keys {
 		keys.Tenants[tenant] = k.Reveal() // current key first
@@ -319,6 +330,7 @@ func (m *Main) Run(ctx context.Context) error {
 	wg.Add(1)
 	go func() { defer wg.Done(); stmtKeys.watch(bg, logger) }()
 	wg.Go(func() { _ = stmtMetrics.Run(bg) })
+	wg.Go(func() { _ = settledMetrics.Run(bg) })
 	if settledPub != nil {
 		wg.Go(func() { _ = settledPub.Run(bg) })
 		wg.Go(func() { _ = outboxSweeper.Run(bg) })

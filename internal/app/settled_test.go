@@ -83,7 +83,8 @@ func TestSettledEventsPublishedRightAfterCommit(t *testing.T) {
 // TestSettledTopicRefused: while the broker refuses the settled-event
 // topic the input is still consumed and committed, and the events stay in
 // the outbox; once it accepts again the sweeper publishes them, each
-// trade in trade_seq order.
+// trade in trade_seq order. paycb_settled_pending and
+// paycb_settled_oldest_pending_seconds show the backlog, then zero.
 func TestSettledTopicRefused(t *testing.T) {
 	h := newHarness(t, 2)
 	if h.cluster == nil {
@@ -92,7 +93,8 @@ func TestSettledTopicRefused(t *testing.T) {
 	var refuse atomic.Bool
 	refuse.Store(true)
 	settledpubtest.Refuse(h.cluster, h.settledTopic(), &refuse)
-	h.start(func(m *app.Main) {
+	r := h.start(func(m *app.Main) {
+		m.SettledMetricsRefresh = 20 * time.Millisecond
 		// A grace short for the test, long enough for a loaded machine:
 		// the publisher leaves rows older than a third of it.
 		m.SettledSweepInterval, m.SettledSweepGrace = 50*time.Millisecond, 3*time.Second
@@ -101,6 +103,10 @@ func TestSettledTopicRefused(t *testing.T) {
 	h.waitConsumed(time.Minute) // publishing never holds up the input's commits
 	assert.Equal(t, int64(events), h.settledPending())
 	assert.Empty(t, settledpubtest.Read(t, h.db, h.brokers, h.settledTopic()))
+	require.Eventually(t, func() bool {
+		return counted(t, r.main, "paycb_settled_pending", nil) == float64(events) &&
+			counted(t, r.main, "paycb_settled_oldest_pending_seconds", nil) > 0
+	}, 10*time.Second, 10*time.Millisecond, "the backlog shows in the metrics")
 
 	refuse.Store(false)
 	require.Eventually(t, func() bool { return h.settledPending() == 0 }, time.Minute, 20*time.Millisecond,
@@ -108,6 +114,10 @@ func TestSettledTopicRefused(t *testing.T) {
 	pubs := settledpubtest.Read(t, h.db, h.brokers, h.settledTopic())
 	require.Len(t, pubs, events)
 	settledpubtest.RequireOrdered(t, pubs)
+	require.Eventually(t, func() bool {
+		return counted(t, r.main, "paycb_settled_pending", nil) == 0 &&
+			counted(t, r.main, "paycb_settled_oldest_pending_seconds", nil) == 0
+	}, 10*time.Second, 10*time.Millisecond, "the metrics follow the backlog down")
 }
 
 // TestSettledEventsOff: with PAYCB_SETTLED_TOPIC=none the worker starts
