@@ -85,32 +85,64 @@ func publishable(pending []row, own map[int64]bool) (ready, blocked []row) {
 	return ready, blocked
 }
 
-// send writes rows (publishable, in order) in writes of at most
-// maxWriteBytes and marks published those the broker acknowledged. It
-// stops at the first write that fails: a later write may hold a later
-// event of a trade whose earlier one failed.
-func send(ctx context.Context, db bun.IDB, w Writer, rows []row, now func() time.Time) (int, error) {
-	done := 0
+// chunks cuts rows, in order, into writes of at most maxWriteBytes of
+// values (a larger value alone).
+func chunks(rows []row) [][]row {
+	var out [][]row
 	for len(rows) > 0 {
 		n, size := 0, 0
 		for n < len(rows) && (n == 0 || size+len(rows[n].Value) <= maxWriteBytes) {
 			size += len(rows[n].Value)
 			n++
 		}
-		chunk := rows[:n]
+		out = append(out, rows[:n])
 		rows = rows[n:]
-		msgs := make([]kafka.Message, len(chunk))
-		for i, r := range chunk {
-			msgs[i] = r.message()
+	}
+	return out
+}
+
+// writeChunk writes chunk's messages in one write and returns the ids the
+// broker acknowledged.
+func writeChunk(ctx context.Context, w Writer, chunk []row) ([]int64, error) {
+	msgs := make([]kafka.Message, len(chunk))
+	for i, r := range chunk {
+		msgs[i] = r.message()
+	}
+	err := w.WriteMessages(ctx, msgs...)
+	acked := make([]int64, 0, len(chunk))
+	var werrs kafka.WriteErrors
+	for i, r := range chunk {
+		if err == nil || (errors.As(err, &werrs) && len(werrs) == len(chunk) && werrs[i] == nil) {
+			acked = append(acked, r.ID)
 		}
-		err := w.WriteMessages(ctx, msgs...)
-		acked := make([]int64, 0, len(chunk))
-		var werrs kafka.WriteErrors
-		for i, r := range chunk {
-			if err == nil || (errors.As(err, &werrs) && len(werrs) == len(chunk) && werrs[i] == nil) {
-				acked = append(acked, r.ID)
-			}
+	}
+	if err != nil {
+		return acked, fmt.Errorf("publish %d settled events: %w", len(chunk), err)
+	}
+	return acked, nil
+}
+
+// write writes rows in order, a chunk at a time, and returns how many the
+// broker acknowledged; it stops at the first write that fails, since a
+// later write may hold a later event of a trade whose earlier one failed.
+func write(ctx context.Context, w Writer, rows []row) (int, error) {
+	done := 0
+	for _, chunk := range chunks(rows) {
+		acked, err := writeChunk(ctx, w, chunk)
+		done += len(acked)
+		if err != nil {
+			return done, err
 		}
+	}
+	return done, nil
+}
+
+// send writes rows (publishable, in order) as write does and marks
+// published, after each write, those the broker acknowledged.
+func send(ctx context.Context, db bun.IDB, w Writer, rows []row, now func() time.Time) (int, error) {
+	done := 0
+	for _, chunk := range chunks(rows) {
+		acked, err := writeChunk(ctx, w, chunk)
 		// Marked with a context of its own: an acknowledged event left
 		// unmarked is published again.
 		mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -119,11 +151,8 @@ func send(ctx context.Context, db bun.IDB, w Writer, rows []row, now func() time
 		if merr == nil {
 			done += len(acked)
 		}
-		if err != nil {
-			return done, errors.Join(fmt.Errorf("publish %d settled events: %w", len(chunk), err), merr)
-		}
-		if merr != nil {
-			return done, merr
+		if err != nil || merr != nil {
+			return done, errors.Join(err, merr)
 		}
 	}
 	return done, nil

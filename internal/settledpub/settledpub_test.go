@@ -214,3 +214,45 @@ func TestConcurrentSweepers(t *testing.T) {
 	require.Len(t, pubs, trades*seqs, "each row once")
 	settledpubtest.RequireOrdered(t, pubs)
 }
+
+// TestRepublish: the published events settled in the range, of the tenant
+// and channel asked, are sent again with their stored bytes, each trade in
+// trade_seq order, across pages; unpublished ones and others are not.
+func TestRepublish(t *testing.T) {
+	w := newWorld(t)
+	kw := w.writer(t)
+	base := now().Add(-time.Hour)
+	for i := range 260 { // more than a page of 500 rows
+		for seq := int64(1); seq <= 2; seq++ {
+			w.insert(t, fmt.Sprintf("P%03d", i), seq, base.Add(time.Duration(i)*time.Millisecond))
+		}
+	}
+	w.insert(t, "LATE", 1, base.Add(30*time.Minute)) // outside the range
+	w.insert(t, "UNPUB", 1, base.Add(time.Second))   // inside, never published
+	// Published long ago (the topic has since lost them), but UNPUB.
+	_, err := w.db.ExecContext(context.Background(), "UPDATE ss_settled_outbox SET published_at = settled_at WHERE channel_trade_no <> 'UNPUB'")
+	require.NoError(t, err)
+
+	sent, err := settledpub.Republish(context.Background(), w.db, kw, settledpub.RepublishRange{
+		From: base, To: base.Add(10 * time.Minute), Tenant: tenant, Channel: "WECHAT",
+	})
+	require.NoError(t, err)
+	assert.Equal(t, 520, sent)
+	republished := settledpubtest.Read(t, w.db, w.k.Brokers, w.topic)
+	require.Len(t, republished, 520)
+	settledpubtest.RequireOrdered(t, republished)
+	ids := map[string]bool{}
+	for _, pub := range republished {
+		ids[pub.Event.EventID] = true
+	}
+	assert.Len(t, ids, 520)
+	assert.False(t, ids[settled.EventID(tenant, "WECHAT:UNPUB:PAYMENT_RECEIVED")])
+	assert.False(t, ids[settled.EventID(tenant, "WECHAT:LATE:PAYMENT_RECEIVED")])
+	assert.Equal(t, int64(1), w.pending(t), "the unpublished one stays the workers'")
+
+	sent, err = settledpub.Republish(context.Background(), w.db, kw, settledpub.RepublishRange{
+		From: base, To: base.Add(10 * time.Minute), Tenant: tenant + 1,
+	})
+	require.NoError(t, err)
+	assert.Zero(t, sent, "another tenant has none")
+}
