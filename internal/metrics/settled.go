@@ -67,16 +67,7 @@ func NewSettledCollector(read SettledReader, logger *slog.Logger, interval time.
 // Run refreshes at once and then every refresh interval until ctx ends;
 // it returns nil then.
 func (c *SettledCollector) Run(ctx context.Context) error {
-	t := time.NewTicker(c.interval)
-	defer t.Stop()
-	for {
-		c.Refresh(ctx)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-	}
+	return refreshEvery(ctx, c.interval, c.Refresh)
 }
 
 // Refresh reads the backlog, bounded by the read timeout, and keeps it for

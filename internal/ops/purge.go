@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/uptrace/bun"
-
-	"github.com/paycallback/paycallback/internal/settledpub"
 )
 
 // DefaultReconcileWindow is added to the input topic's retention to form
@@ -61,7 +59,7 @@ type PurgeResult struct {
 // Purge clears event_json and last_error of SETTLED claims created and
 // settled before now − max(OlderThan, floor), floor being Retention +
 // ReconcileWindow, then deletes the published settled events settled
-// before now − SettledRetention (settledpub.PurgePublished). It never
+// before now − SettledRetention. It never
 // deletes a claim and never touches an ACQUIRED claim (its stored event is
 // what settles it), an unpublished settled event or any other table. It
 // refuses with ErrBelowFloor when OlderThan is below the floor or the topic keeps
@@ -91,8 +89,46 @@ func Purge(ctx context.Context, db bun.IDB, o PurgeOptions) (PurgeResult, error)
 		return res, err
 	}
 	res.SettledCutoff = now().UTC().Add(-o.SettledRetention)
-	res.SettledRows, err = settledpub.PurgePublished(ctx, db, res.SettledCutoff, purgeBatch(o), o.DryRun)
+	res.SettledRows, err = purgeSettled(ctx, db, res.SettledCutoff, o)
 	return res, err
+}
+
+// purgeSettled deletes the published settled events settled before
+// cutoff (on a dry run, counts them). An unpublished row is never deleted,
+// however old: it is an event downstream has not had yet.
+func purgeSettled(ctx context.Context, db bun.IDB, cutoff time.Time, o PurgeOptions) (int64, error) {
+	const where = `published_at IS NOT NULL AND settled_at < ?`
+	if o.DryRun {
+		var n int64
+		if err := db.NewRaw(`SELECT COUNT(*) FROM ss_settled_outbox WHERE `+where, cutoff).Scan(ctx, &n); err != nil {
+			return 0, fmt.Errorf("count purgeable settled events: %w", err)
+		}
+		return n, nil
+	}
+	return inBatches(ctx, db, "purge settled events", `DELETE FROM ss_settled_outbox WHERE `+where+` LIMIT ?`, purgeBatch(o), cutoff)
+}
+
+// inBatches runs query, whose last placeholder is the LIMIT, with args
+// and batch until it touches fewer than batch rows (each its own
+// statement, so an interrupted purge can run again), and returns the rows
+// touched.
+func inBatches(ctx context.Context, db bun.IDB, what, query string, batch int, args ...any) (int64, error) {
+	args = append(args, batch)
+	var total int64
+	for {
+		r, err := db.NewRaw(query, args...).Exec(ctx)
+		if err != nil {
+			return total, fmt.Errorf("%s after %d rows: %w", what, total, err)
+		}
+		n, err := r.RowsAffected()
+		if err != nil {
+			return total, fmt.Errorf("%s: rows affected: %w", what, err)
+		}
+		total += n
+		if n < int64(batch) {
+			return total, nil
+		}
+	}
 }
 
 // purgeClaims clears the claims of Purge settled before cutoff.
@@ -105,23 +141,9 @@ func purgeClaims(ctx context.Context, db bun.IDB, cutoff time.Time, o PurgeOptio
 		}
 		return n, nil
 	}
-	batch := purgeBatch(o)
-	var total int64
-	for {
-		r, err := db.NewRaw(`UPDATE ss_channel_idempotent SET event_json = NULL, last_error = NULL WHERE `+where+` LIMIT ?`,
-			cutoff, cutoff, batch).Exec(ctx)
-		if err != nil {
-			return total, fmt.Errorf("purge claims after %d rows: %w", total, err)
-		}
-		n, err := r.RowsAffected()
-		if err != nil {
-			return total, fmt.Errorf("purge claims: rows affected: %w", err)
-		}
-		total += n
-		if n < int64(batch) {
-			return total, nil
-		}
-	}
+	return inBatches(ctx, db, "purge claims",
+		`UPDATE ss_channel_idempotent SET event_json = NULL, last_error = NULL WHERE `+where+` LIMIT ?`,
+		purgeBatch(o), cutoff, cutoff)
 }
 
 // purgeBatch is o.BatchSize, 1000 when unset.

@@ -116,35 +116,3 @@ func Pending(ctx context.Context, db bun.IDB) (n int64, oldest time.Time, err er
 	}
 	return c, oldest, nil
 }
-
-// PurgePublished deletes the published settled events settled before
-// cutoff, at most batch rows per DELETE (each its own statement, so an
-// interrupted purge can run again), and returns how many it deleted; with
-// dryRun it counts them and deletes nothing. An unpublished row is never
-// deleted, however old: it is an event downstream has not had yet.
-func PurgePublished(ctx context.Context, db bun.IDB, cutoff time.Time, batch int, dryRun bool) (int64, error) {
-	const where = `published_at IS NOT NULL AND settled_at < ?`
-	if dryRun {
-		var n int64
-		if err := db.NewRaw(`SELECT COUNT(*) FROM ss_settled_outbox WHERE `+where, cutoff).Scan(ctx, &n); err != nil {
-			return 0, fmt.Errorf("count purgeable settled events: %w", err)
-		}
-		return n, nil
-	}
-	batch = max(batch, 1)
-	var total int64
-	for {
-		r, err := db.NewRaw(`DELETE FROM ss_settled_outbox WHERE `+where+` LIMIT ?`, cutoff, batch).Exec(ctx)
-		if err != nil {
-			return total, fmt.Errorf("purge settled events after %d rows: %w", total, err)
-		}
-		n, err := r.RowsAffected()
-		if err != nil {
-			return total, fmt.Errorf("purge settled events: rows affected: %w", err)
-		}
-		total += n
-		if n < int64(batch) {
-			return total, nil
-		}
-	}
-}
