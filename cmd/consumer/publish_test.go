@@ -142,6 +142,7 @@ func TestPublishStatusAndTrade(t *testing.T) {
 	require.NoError(t, err, errOut)
 	assert.Contains(t, out, "trade "+rep.Example+" of tenant 990001")
 	assert.Contains(t, out, ":PAYMENT_RECEIVED SETTLED POSTED")
+	assert.Contains(t, out, ", settled events 1 (")
 	assert.Contains(t, out, "dead letters 0 (scanned channel-events.dlq since ")
 	out, _, err = consumerCmd(t, vars, "trade", "--tenant", "990001", "--channel", ch, "--trade-no", tradeNo, "--json", "--since", "0")
 	require.NoError(t, err)
