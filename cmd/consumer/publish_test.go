@@ -137,6 +137,7 @@ func TestPublishStatusAndTrade(t *testing.T) {
 	assert.Contains(t, out, "group settlement-consumer on channel-events: Stable, 1 member(s), total lag 0")
 	assert.Contains(t, out, st.Members[0].Admin)
 	assert.Contains(t, out, "reported")
+	assert.Contains(t, out, "settled events not yet published: ")
 
 	out, errOut, err = consumerCmd(t, vars, "trade", "--tenant", "990001", "--channel", ch, "--trade-no", tradeNo)
 	require.NoError(t, err, errOut)

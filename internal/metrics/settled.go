@@ -11,6 +11,13 @@ import (
 	"github.com/paycallback/paycallback/internal/logging"
 )
 
+// The settled-event backlog's gauges (SettledCollector); `consumer status`
+// reads them from a member's /metrics.
+const (
+	SettledPending       = "paycb_settled_pending"
+	SettledOldestPending = "paycb_settled_oldest_pending_seconds"
+)
+
 // DefaultSettledRefreshInterval is how often SettledCollector.Run reads the
 // outbox's backlog.
 const DefaultSettledRefreshInterval = 15 * time.Second
@@ -57,9 +64,9 @@ func NewSettledCollector(read SettledReader, logger *slog.Logger, interval time.
 	return &SettledCollector{
 		read: read, log: logging.NewSuppressor(logger), now: time.Now,
 		interval: max(interval, time.Millisecond), timeout: DefaultStatementReadTimeout,
-		pending: prometheus.NewDesc("paycb_settled_pending",
+		pending: prometheus.NewDesc(SettledPending,
 			"Settled events written to the outbox and not yet published to the settled-event topic.", nil, nil),
-		oldest: prometheus.NewDesc("paycb_settled_oldest_pending_seconds",
+		oldest: prometheus.NewDesc(SettledOldestPending,
 			"Age of the oldest settled event not yet published (0 when none is), at the last refresh.", nil, nil),
 	}
 }
