@@ -137,11 +137,40 @@ func write(ctx context.Context, w Writer, rows []row) (int, error) {
 	return done, nil
 }
 
-// send writes rows (publishable, in order) as write does and marks
-// published, after each write, those the broker acknowledged.
+// layers deals rows (publishable, each trade's together in trade_seq
+// order) into writes that hold at most one event of a trade: the k-th
+// layer holds each trade's k-th row.
+func layers(rows []row) [][]row {
+	var out [][]row
+	for i := 0; i < len(rows); {
+		j := i
+		for j < len(rows) && rows[j].trade() == rows[i].trade() {
+			if k := j - i; k == len(out) {
+				out = append(out, nil)
+			}
+			out[j-i] = append(out[j-i], rows[j])
+			j++
+		}
+		i = j
+	}
+	return out
+}
+
+// send writes rows (publishable, each trade's together in trade_seq order)
+// and marks published, after each write, those the broker acknowledged. A
+// write holds at most one event of a trade (layers), and a trade's next
+// event is written only after the write of the one before succeeded: a
+// crash between a write and its marking then repeats at most that one
+// event of each trade, after which the trade continues in order, so a
+// trade's trade_seq never goes back on the topic. It stops at the first
+// write that fails.
 func send(ctx context.Context, db bun.IDB, w Writer, rows []row, now func() time.Time) (int, error) {
+	var chunked [][]row
+	for _, layer := range layers(rows) {
+		chunked = append(chunked, chunks(layer)...)
+	}
 	done := 0
-	for _, chunk := range chunks(rows) {
+	for _, chunk := range chunked {
 		acked, err := writeChunk(ctx, w, chunk)
 		// Marked with a context of its own: an acknowledged event left
 		// unmarked is published again.

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/segmentio/kafka-go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/uptrace/bun"
@@ -76,9 +77,25 @@ func (w *world) pending(t *testing.T) int64 {
 
 func now() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
 
+// recordingWriter records the keys of each write.
+type recordingWriter struct {
+	settledpub.Writer
+	writes [][]string
+}
+
+func (r *recordingWriter) WriteMessages(ctx context.Context, msgs ...kafka.Message) error {
+	keys := make([]string, len(msgs))
+	for i, m := range msgs {
+		keys[i] = string(m.Key)
+	}
+	r.writes = append(r.writes, keys)
+	return r.Writer.WriteMessages(ctx, msgs...)
+}
+
 // TestPublisherPublishesASettlementsRows: the rows the refs name, published
 // at once with the contract's key, headers and the stored bytes, each
-// trade's in trade_seq order, then marked published.
+// trade's in trade_seq order and never two of one trade in one write, then
+// marked published.
 func TestPublisherPublishesASettlementsRows(t *testing.T) {
 	w := newWorld(t)
 	var refs []settledpub.Ref
@@ -87,10 +104,19 @@ func TestPublisherPublishesASettlementsRows(t *testing.T) {
 			refs = append(refs, w.insert(t, fmt.Sprintf("T%03d", i), seq, now()))
 		}
 	}
-	p := settledpub.NewPublisher(w.db, w.writer(t), nil, 0)
+	rec := &recordingWriter{Writer: w.writer(t)}
+	p := settledpub.NewPublisher(w.db, rec, nil, 0)
 	n, err := p.Publish(context.Background(), refs)
 	require.NoError(t, err)
 	assert.Equal(t, 60, n)
+	require.Len(t, rec.writes, 3, "one write per event of a trade")
+	for _, keys := range rec.writes {
+		seen := map[string]bool{}
+		for _, k := range keys {
+			assert.False(t, seen[k], "two events of %s in one write: a crash before its marking would repeat both, out of order", k)
+			seen[k] = true
+		}
+	}
 	assert.Zero(t, w.pending(t))
 	pubs := settledpubtest.Read(t, w.db, w.k.Brokers, w.topic)
 	require.Len(t, pubs, 60)
