@@ -135,3 +135,21 @@ func Refuse(cluster *kfake.Cluster, topic string, on *atomic.Bool) {
 		return resp, nil, true
 	})
 }
+
+// RequireInOrder is RequireOrdered for at-least-once delivery: per trade,
+// trade_seq never decreases along the topic, and an event may repeat
+// (Read has checked that every copy is the same bytes). It returns how
+// many messages repeated an event.
+func RequireInOrder(tb testing.TB, pubs []Published) (repeats int) {
+	tb.Helper()
+	last := map[string]int64{}
+	for _, p := range pubs {
+		key := p.Event.MessageKey()
+		require.GreaterOrEqual(tb, p.Event.TradeSeq, last[key], "%s: trade_seq %d after %d on the topic", key, p.Event.TradeSeq, last[key])
+		if p.Event.TradeSeq == last[key] {
+			repeats++
+		}
+		last[key] = p.Event.TradeSeq
+	}
+	return repeats
+}
