@@ -42,7 +42,32 @@ type Config struct {
 
 	// Statement names the key file that signs statement events.
 	Statement Statement `yaml:"statement"`
+
+	// Settled configures the settled events published for the systems
+	// downstream (docs/contract.md, "Output: settled events").
+	Settled Settled `yaml:"settled"`
 }
+
+// SettledOff is the Settled.Topic that turns settled events off: the
+// settlement writes no outbox rows and nothing is published.
+const SettledOff = "none"
+
+// Settled configures the settled-event topic and the outbox behind it.
+type Settled struct {
+	// Topic is the settled-event topic, which the worker never creates:
+	// `run` refuses to start when it does not exist. SettledOff ("none")
+	// turns settled events off. Env PAYCB_SETTLED_TOPIC. Default:
+	// Kafka.Topic + ".settled", derived after every source has been
+	// applied.
+	Topic string `yaml:"topic"`
+	// Retention is how long a published settled event stays in the outbox,
+	// re-publishable (`consumer settled republish`), before `consumer
+	// purge` deletes it. Env PAYCB_SETTLED_RETENTION. Default 168h.
+	Retention time.Duration `yaml:"retention"`
+}
+
+// Enabled reports whether settled events are on (Topic is not SettledOff).
+func (s Settled) Enabled() bool { return s.Topic != SettledOff }
 
 // Kafka configures the consumer group, its readers and the dead-letter
 // writer.
@@ -354,11 +379,15 @@ type Worker struct {
 const MaxBatch = 65536
 
 // Finalize derives the defaults that depend on other fields: Kafka.DLQTopic
-// becomes Kafka.Topic + ".dlq" when empty. Load calls it after every source
+// becomes Kafka.Topic + ".dlq" and Settled.Topic Kafka.Topic + ".settled"
+// when empty. Load calls it after every source
 // has been applied; call it yourself when assembling a Config by hand.
 func (c *Config) Finalize() {
 	if c.Kafka.DLQTopic == "" && c.Kafka.Topic != "" {
 		c.Kafka.DLQTopic = c.Kafka.Topic + ".dlq"
+	}
+	if c.Settled.Topic == "" && c.Kafka.Topic != "" {
+		c.Settled.Topic = c.Kafka.Topic + ".settled"
 	}
 }
 
@@ -423,6 +452,12 @@ func (c Config) Validate(files FileChecks) error {
 		bad("kafka.dlq_topic", "must not be empty (call Finalize to derive it)")
 	case k.Topic:
 		bad("kafka.dlq_topic", "must differ from kafka.topic %q", k.Topic)
+	}
+	switch c.Settled.Topic {
+	case "":
+		bad("settled.topic", "must not be empty (call Finalize to derive it)")
+	case k.Topic, k.DLQTopic:
+		bad("settled.topic", "must differ from kafka.topic %q and kafka.dlq_topic %q", k.Topic, k.DLQTopic)
 	}
 	if k.MaxBytes < k.MinBytes {
 		bad("kafka.max_bytes", "must be at least kafka.min_bytes (%d), got %d", k.MinBytes, k.MaxBytes)

@@ -58,6 +58,9 @@ func TestDefault(t *testing.T) {
 	assert.Equal(t, "channel-events", c.Kafka.Topic)
 	assert.Equal(t, "settlement-consumer", c.Kafka.Group)
 	assert.Equal(t, "channel-events.dlq", c.Kafka.DLQTopic)
+	assert.Equal(t, "channel-events.settled", c.Settled.Topic)
+	assert.True(t, c.Settled.Enabled())
+	assert.Equal(t, 168*time.Hour, c.Settled.Retention)
 	assert.Equal(t, ":9464", c.Admin.Addr)
 	assert.Equal(t, "info", c.Log.Level)
 	assert.Equal(t, 2*time.Minute, c.Worker.OrphanAfter)
@@ -127,6 +130,9 @@ func TestValidate(t *testing.T) {
 		{"empty group", func(c *Config) { c.Kafka.Group = "" }, []string{"kafka.group (PAYCB_KAFKA_GROUP)"}},
 		{"dlq equals topic", func(c *Config) { c.Kafka.DLQTopic = c.Kafka.Topic }, []string{"kafka.dlq_topic (PAYCB_KAFKA_DLQ_TOPIC)", "must differ"}},
 		{"dlq empty", func(c *Config) { c.Kafka.DLQTopic = "" }, []string{"kafka.dlq_topic", "Finalize"}},
+		{"settled equals dlq", func(c *Config) { c.Settled.Topic = c.Kafka.DLQTopic }, []string{"settled.topic (PAYCB_SETTLED_TOPIC)", "must differ"}},
+		{"settled empty", func(c *Config) { c.Settled.Topic = "" }, []string{"settled.topic", "Finalize"}},
+		{"settled retention", func(c *Config) { c.Settled.Retention = time.Minute }, []string{"settled.retention (PAYCB_SETTLED_RETENTION)"}},
 		{"min bytes", func(c *Config) { c.Kafka.MinBytes = 0 }, []string{"kafka.min_bytes"}},
 		{"max below min", func(c *Config) { c.Kafka.MinBytes = 10; c.Kafka.MaxBytes = 5 }, []string{"kafka.max_bytes"}},
 		{"start offset", func(c *Config) { c.Kafka.StartOffset = "middle" }, []string{"kafka.start_offset", `"middle"`}},
@@ -227,6 +233,7 @@ wechat:
 				assert.Equal(t, []string{"env-1:9092", "env-2:9092"}, c.Kafka.Brokers)
 				assert.Equal(t, "env-topic", c.Kafka.Topic)
 				assert.Equal(t, "env-topic.dlq", c.Kafka.DLQTopic, "the DLQ follows the final topic")
+				assert.Equal(t, "env-topic.settled", c.Settled.Topic, "the settled topic follows the final topic")
 				assert.Equal(t, "env-group", c.Kafka.Group)
 				assert.Equal(t, "env:"+testPassword+"@tcp(env:3306)/paycb", c.DB.DSN.Reveal())
 				assert.Equal(t, ":2222", c.Admin.Addr)

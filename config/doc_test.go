@@ -47,6 +47,8 @@ func settingsTable() string {
 		switch s.path {
 		case "kafka.dlq_topic":
 			value = "<topic>.dlq"
+		case "settled.topic":
+			value = "<topic>.settled"
 		case "db.dsn", "wechat.apiv3_key", "kafka.sasl.password":
 			value = ""
 		}

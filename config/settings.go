@@ -182,6 +182,15 @@ var settings = []setting{
 	},
 
 	{
+		path: "settled.topic", env: "PAYCB_SETTLED_TOPIC", usage: "settled-event topic, never created by the worker; none turns settled events off (default: the input topic + \".settled\")",
+		field: func(c *Config) any { return &c.Settled.Topic },
+	},
+	{
+		path: "settled.retention", env: "PAYCB_SETTLED_RETENTION", usage: "how long a published settled event stays re-publishable before consumer purge deletes it",
+		def: "168h", min: "1h", max: "8760h", field: func(c *Config) any { return &c.Settled.Retention },
+	},
+
+	{
 		path: "log.level", env: "PAYCB_LOG_LEVEL", flag: "log-level", usage: "debug, info, warn or error",
 		def: "info", oneOf: []string{"debug", "info", "warn", "error"}, field: func(c *Config) any { return &c.Log.Level },
 	},
@@ -435,8 +444,8 @@ func splitList(v string) []string {
 }
 
 // Default returns the configuration with every documented default and no
-// secrets. Kafka.DLQTopic is left empty: Load derives it from the final
-// topic.
+// secrets. Kafka.DLQTopic and Settled.Topic are left empty: Load derives
+// them from the final topic.
 func Default() Config {
 	var c Config
 	for i := range settings {

@@ -473,7 +473,11 @@ func (d *deployment) checkKafka(cfg config.Config) []error {
 	created := d.createdTopics()
 	autoParts, _ := strconv.Atoi(k.Environment["KAFKA_NUM_PARTITIONS"])
 	autoCreate := k.Environment["KAFKA_AUTO_CREATE_TOPICS_ENABLE"] != "false"
-	for _, topic := range []string{cfg.Kafka.Topic, cfg.Kafka.DLQTopic} {
+	topics := []string{cfg.Kafka.Topic, cfg.Kafka.DLQTopic}
+	if cfg.Settled.Enabled() {
+		topics = append(topics, cfg.Settled.Topic)
+	}
+	for _, topic := range topics {
 		parts, ok := created[topic]
 		switch {
 		case ok && topic == cfg.Kafka.Topic && parts != contractPartitions:
@@ -1127,6 +1131,10 @@ func TestDeploymentCatchesMistakes(t *testing.T) {
 			d.compose.Services["consumer"].Environment["PAYCB_KAFKA_DLQ_TOPIC"] = "dead"
 			d.compose.Services["kafka"].Environment["KAFKA_NUM_PARTITIONS"] = "1"
 		}, "topic dead is neither created"},
+		{"settled topic not created", func(d *deployment) {
+			d.compose.Services["consumer"].Environment["PAYCB_SETTLED_TOPIC"] = "out"
+			d.compose.Services["kafka"].Environment["KAFKA_NUM_PARTITIONS"] = "1"
+		}, "topic out is neither created"},
 		{"too few partitions", func(d *deployment) {
 			s := d.compose.Services["kafka-init"]
 			s.Command = stringList{strings.ReplaceAll(strings.Join(s.Command, "\n"), "--partitions 12", "--partitions 3")}

@@ -58,7 +58,8 @@ func TestAlertingRules(t *testing.T) {
 }
 
 // exported returns every series name the worker exports: the families
-// metrics.New, metrics.NewStatementCollector and settlement.New register
+// metrics.New, metrics.NewStatementCollector, metrics.NewSettledCollector and
+// settlement.New register
 // (with lag and stall series set, since those vectors are empty until a
 // partition is assigned, and one tenant's statements), histograms
 // with their _bucket, _sum and _count series.
@@ -80,6 +81,11 @@ func exported(t *testing.T) map[string]bool {
 	}, nil)
 	require.NoError(t, reg.Register(stmts))
 	stmts.Refresh(context.Background())
+	settledBacklog := metrics.NewSettledCollector(func(context.Context) (int64, time.Time, error) {
+		return 0, time.Time{}, nil
+	}, nil, 0)
+	require.NoError(t, reg.Register(settledBacklog))
+	settledBacklog.Refresh(context.Background())
 	mfs, err := reg.Gather()
 	require.NoError(t, err)
 	names := map[string]bool{}

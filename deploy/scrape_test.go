@@ -91,7 +91,7 @@ func (w runningWorker) waitConsumed(t *testing.T) {
 // admin server listens.
 func runWorker(t *testing.T, partitions int32, adjust func(*config.Config)) runningWorker {
 	t.Helper()
-	cluster, brokers, err := inprocess.Start(map[string]int32{topic: partitions, topic + ".dlq": 1})
+	cluster, brokers, err := inprocess.Start(map[string]int32{topic: partitions, topic + ".dlq": 1, topic + ".settled": 1})
 	require.NoError(t, err)
 	t.Cleanup(cluster.Close)
 	dsn := sqldbtest.NewDatabase(t)

@@ -229,7 +229,7 @@ func TestBrokerLossTurnsTheWorkerUnready(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	bin := buildConsumer(ctx, t)
-	topics := map[string]int32{runTopic: 2, runDLQ: 1}
+	topics := map[string]int32{runTopic: 2, runDLQ: 1, runSettled: 1}
 	first, brokers, err := inprocess.Start(topics)
 	require.NoError(t, err)
 	defer first.Close()

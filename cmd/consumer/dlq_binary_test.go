@@ -35,7 +35,7 @@ func newBinaryWorld(t *testing.T) *binaryWorld {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	bin := buildConsumer(ctx, t)
-	cluster, brokers, err := inprocess.Start(map[string]int32{runTopic: 2, runDLQ: 1})
+	cluster, brokers, err := inprocess.Start(map[string]int32{runTopic: 2, runDLQ: 1, runTopic + ".settled": 1})
 	require.NoError(t, err)
 	t.Cleanup(cluster.Close)
 	w := &binaryWorld{t: t, bin: bin, brokers: brokers, cluster: cluster}

@@ -17,7 +17,7 @@ import (
 
 func TestDLQRedriveRefusesADeadLetterWithoutItsValue(t *testing.T) {
 	ctx := context.Background()
-	cluster, brokers, err := inprocess.Start(map[string]int32{"channel-events": 1, "channel-events.dlq": 1})
+	cluster, brokers, err := inprocess.Start(map[string]int32{"channel-events": 1, "channel-events.dlq": 1, "channel-events.settled": 1})
 	require.NoError(t, err)
 	t.Cleanup(cluster.Close)
 	_, err = (&kafka.Client{Addr: kafka.TCP(brokers...)}).AlterConfigs(ctx, &kafka.AlterConfigsRequest{

@@ -22,7 +22,7 @@ import (
 func TestOperatorCommandsOnASecuredBroker(t *testing.T) {
 	const user, password = "operator", "Pw-c0ffee-never-printed"
 	pki := kafkaconntest.MustPKI(t, true)
-	cluster, brokers, err := inprocess.Start(map[string]int32{"channel-events": 2, "channel-events.dlq": 1},
+	cluster, brokers, err := inprocess.Start(map[string]int32{"channel-events": 2, "channel-events.dlq": 1, "channel-events.settled": 1},
 		kfake.EnableSASL(), kfake.Superuser(config.SASLScramSHA512, user, password), kfake.TLS(pki.ServerTLS))
 	require.NoError(t, err)
 	t.Cleanup(cluster.Close)

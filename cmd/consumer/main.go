@@ -123,6 +123,7 @@ func commands() []command {
 		tradeCmd(),
 		publishCmd(),
 		statementCmd(),
+		settledCmd(),
 		versionCmd(),
 	}
 }

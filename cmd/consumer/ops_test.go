@@ -33,7 +33,7 @@ func opsEnv(t *testing.T) (lookup func(string) (string, bool), exec func(string,
 	t.Cleanup(func() { _ = db.Close() })
 	_, err = schema.Migrate(context.Background(), db)
 	require.NoError(t, err)
-	cluster, brokers, err := inprocess.Start(map[string]int32{"channel-events": 2, "channel-events.dlq": 1})
+	cluster, brokers, err := inprocess.Start(map[string]int32{"channel-events": 2, "channel-events.dlq": 1, "channel-events.settled": 1})
 	require.NoError(t, err)
 	t.Cleanup(cluster.Close)
 	vars := map[string]string{"PAYCB_DB_DSN": dsn, "PAYCB_KAFKA_BROKERS": brokers[0], "PAYCB_LOG_LEVEL": "warn"}

@@ -38,7 +38,7 @@ func smokeEnv(t *testing.T) map[string]string {
 	defer func() { _ = db.Close() }()
 	_, err = schema.Migrate(context.Background(), db)
 	require.NoError(t, err)
-	cluster, brokers, err := inprocess.Start(map[string]int32{"channel-events": 3, "channel-events.dlq": 1})
+	cluster, brokers, err := inprocess.Start(map[string]int32{"channel-events": 3, "channel-events.dlq": 1, "channel-events.settled": 1})
 	require.NoError(t, err)
 	t.Cleanup(cluster.Close)
 	keys := t.TempDir() + "/keys"
@@ -137,11 +137,13 @@ func TestPublishStatusAndTrade(t *testing.T) {
 	assert.Contains(t, out, "group settlement-consumer on channel-events: Stable, 1 member(s), total lag 0")
 	assert.Contains(t, out, st.Members[0].Admin)
 	assert.Contains(t, out, "reported")
+	assert.Contains(t, out, "settled events not yet published: ")
 
 	out, errOut, err = consumerCmd(t, vars, "trade", "--tenant", "990001", "--channel", ch, "--trade-no", tradeNo)
 	require.NoError(t, err, errOut)
 	assert.Contains(t, out, "trade "+rep.Example+" of tenant 990001")
 	assert.Contains(t, out, ":PAYMENT_RECEIVED SETTLED POSTED")
+	assert.Contains(t, out, ", settled events 1 (")
 	assert.Contains(t, out, "dead letters 0 (scanned channel-events.dlq since ")
 	out, _, err = consumerCmd(t, vars, "trade", "--tenant", "990001", "--channel", ch, "--trade-no", tradeNo, "--json", "--since", "0")
 	require.NoError(t, err)

@@ -35,7 +35,7 @@ type binWorld struct {
 func newBinWorld(ctx context.Context, t *testing.T) *binWorld {
 	t.Helper()
 	bin := buildConsumer(ctx, t)
-	cluster, brokers, err := inprocess.Start(map[string]int32{"channel-events": 2, "channel-events.dlq": 1})
+	cluster, brokers, err := inprocess.Start(map[string]int32{"channel-events": 2, "channel-events.dlq": 1, "channel-events.settled": 1})
 	require.NoError(t, err)
 	t.Cleanup(cluster.Close)
 	dsn := sqldbtest.NewDatabase(t)

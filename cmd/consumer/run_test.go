@@ -31,6 +31,8 @@ import (
 const (
 	runTopic = "channel-events"
 	runDLQ   = runTopic + ".dlq"
+	// runSettled is the settled-event topic run checks for.
+	runSettled = runTopic + ".settled"
 )
 
 // runWorld is what `consumer run` needs: an in-process broker (which, like
@@ -46,7 +48,7 @@ type runWorld struct {
 
 // worldOptions shape a runWorld.
 type worldOptions struct {
-	topics     map[string]int32 // default: the input and dead-letter topics
+	topics     map[string]int32 // default: the input, dead-letter and settled-event topics
 	unmigrated bool             // leave the database empty
 }
 
@@ -54,7 +56,7 @@ func newRunWorld(t *testing.T, o worldOptions) *runWorld {
 	t.Helper()
 	topics := o.topics
 	if topics == nil {
-		topics = map[string]int32{runTopic: 2, runDLQ: 1}
+		topics = map[string]int32{runTopic: 2, runDLQ: 1, runSettled: 1}
 	}
 	cluster, brokers, err := inprocess.Start(topics)
 	require.NoError(t, err)
@@ -203,17 +205,24 @@ func TestRunFailsFastBeforeJoiningTheGroup(t *testing.T) {
 		},
 		{
 			name:    "input topic missing",
-			world:   worldOptions{topics: map[string]int32{runDLQ: 1}},
+			world:   worldOptions{topics: map[string]int32{runDLQ: 1, runSettled: 1}},
 			code:    1,
 			message: []string{`start-up check failed: kafka: input topic "channel-events" does not exist; this binary never creates topics`, "PAYCB_KAFKA_TOPIC"},
 			absent:  []string{runTopic},
 		},
 		{
 			name:    "dead-letter topic missing",
-			world:   worldOptions{topics: map[string]int32{runTopic: 2}},
+			world:   worldOptions{topics: map[string]int32{runTopic: 2, runSettled: 1}},
 			code:    1,
 			message: []string{`start-up check failed: kafka: dead-letter topic "channel-events.dlq" does not exist`, "PAYCB_KAFKA_DLQ_TOPIC"},
 			absent:  []string{runDLQ},
+		},
+		{
+			name:    "settled-event topic missing",
+			world:   worldOptions{topics: map[string]int32{runTopic: 2, runDLQ: 1}},
+			code:    1,
+			message: []string{`start-up check failed: kafka: settled-event topic "channel-events.settled" does not exist; this binary never creates topics`, "PAYCB_SETTLED_TOPIC"},
+			absent:  []string{runSettled},
 		},
 		{
 			name: "mistyped input topic",
@@ -226,7 +235,7 @@ func TestRunFailsFastBeforeJoiningTheGroup(t *testing.T) {
 		},
 		{
 			name:  "fetch limit below the topic's max.message.bytes",
-			world: worldOptions{topics: map[string]int32{runDLQ: 1}},
+			world: worldOptions{topics: map[string]int32{runDLQ: 1, runSettled: 1}},
 			prepare: func(t *testing.T, w *runWorld) map[string]string {
 				t.Helper()
 				require.NoError(t, w.cluster.CreateTopic(runTopic, 2, map[string]string{"max.message.bytes": "4194304"}))

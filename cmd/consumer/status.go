@@ -98,6 +98,9 @@ func printStatus(out *printer, rep ops.StatusReport) {
 	}
 	out.flush(tw)
 	printStuck(out, rep)
+	if b := rep.Settled; b != nil {
+		out.printf("\nsettled events not yet published: %.0f, oldest %.0fs\n", b.Pending, b.OldestPendingSeconds)
+	}
 }
 
 // printStuck lists each stuck partition's message: offset, key, since

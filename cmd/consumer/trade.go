@@ -21,7 +21,8 @@ func tradeCmd() command {
 		description: `Prints everything this system holds about one trade, in time order: each
 claim (key, status, outcome, fingerprint, source topic/partition/offset,
 attempts, last error, created and settled times), the order row, each ledger
-row, each refund pre-registration, and each dead letter that names the trade:
+row, each refund pre-registration, each settled event still in the outbox
+(trade_seq, key, published or not), and each dead letter that names the trade:
 its ss_dead_letter rows, and the messages of the dead-letter topic written
 since --since whose decoded event, or failing that whose Kafka key
 (CHANNEL:TRADE_NO), names it. A channel's retry of a callback leaves no row
@@ -118,8 +119,14 @@ func printTrade(out *printer, h ops.TradeHistory) {
 	if h.Scanned != "" {
 		scanned = "scanned " + h.Scanned
 	}
-	out.printf("claims %d, order %s, ledger rows %d, refund registrations %d, dead letters %d (%s)\n",
-		len(h.Claims), order, len(h.Ledger), len(h.Registrations), len(h.DeadLetters), scanned)
+	unpublished := 0
+	for _, e := range h.SettledEvents {
+		if e.PublishedAt == nil {
+			unpublished++
+		}
+	}
+	out.printf("claims %d, order %s, ledger rows %d, refund registrations %d, settled events %d (%d not published), dead letters %d (%s)\n",
+		len(h.Claims), order, len(h.Ledger), len(h.Registrations), len(h.SettledEvents), unpublished, len(h.DeadLetters), scanned)
 	if h.Empty() {
 		out.println("nothing is held about this trade")
 		return

@@ -21,6 +21,7 @@ import (
 	"github.com/paycallback/paycallback/internal/merchantbinding"
 	"github.com/paycallback/paycallback/internal/metrics"
 	"github.com/paycallback/paycallback/internal/pipeline"
+	"github.com/paycallback/paycallback/internal/settledpub"
 	"github.com/paycallback/paycallback/internal/sqldb"
 	"github.com/paycallback/paycallback/internal/statementbook"
 	"github.com/paycallback/paycallback/internal/watchfile"
@@ -51,6 +52,16 @@ type Main struct {
 	// metrics are read from the database (a scrape reads none); zero is
 	// metrics.DefaultStatementRefreshInterval. Tests shorten it.
 	StatementMetricsRefresh time.Duration
+	// SettledSweepInterval and SettledSweepGrace are the settled-event
+	// sweeper's interval and grace (settledpub.Sweeper); zero is
+	// settledpub.DefaultSweepInterval and DefaultSweepGrace. Tests shorten
+	// them.
+	SettledSweepInterval time.Duration
+	SettledSweepGrace    time.Duration
+	// SettledMetricsRefresh is how often paycb_settled_pending and
+	// paycb_settled_oldest_pending_seconds are read from the outbox (a
+	// scrape reads nothing); zero is metrics.DefaultSettledRefreshInterval.
+	SettledMetricsRefresh time.Duration
 
 	mu     sync.Mutex
 	worker *consumer.Worker
@@ -188,6 +199,13 @@ func (m *Main) Run(ctx context.Context) error {
 	if err := reg.Register(stmtMetrics); err != nil {
 		return fmt.Errorf("register statement metrics: %w", err)
 	}
+	// The outbox's backlog, likewise on a timer.
+	settledMetrics := metrics.NewSettledCollector(func(ctx context.Context) (int64, time.Time, error) {
+		return settledpub.Pending(ctx, db)
+	}, logger, m.SettledMetricsRefresh)
+	if err := reg.Register(settledMetrics); err != nil {
+		return fmt.Errorf("register settled-event metrics: %w", err)
+	}
 	keys := channels.StaticKeys{Default: cfg.WeChat.APIv3Key.Reveal(), Tenants: map[int64][]string{}}
 	for tenant, k := range cfg.WeChat.APIv3Keys {
 		keys.Tenants[tenant] = k.Reveal() // current key first
@@ -213,11 +231,29 @@ func (m *Main) Run(ctx context.Context) error {
 		return fmt.Errorf("start settlement: %w", err)
 	}
 	settler.SetRefundsPreregistered(cfg.Worker.RefundsPreregistered)
+	settler.SetSettledEvents(cfg.Settled.Enabled())
 	dlq := deadletters.NewKafkaWriter(cfg.Kafka.Brokers, cfg.Kafka.DLQTopic, cfg.Kafka.DLQWriteTimeout,
 		deadletters.WithMaxMessageBytes(cfg.Kafka.MaxBytes), deadletters.WithLogger(logger),
 		deadletters.WithTransport(kconn.Transport()))
 	defer dlq.Close()
 	records := deadletters.NewStore(db)
+	// Settled events: the settling worker publishes a settlement's rows
+	// right after its commit, and every worker's outbox sweeper what that
+	// left behind (internal/settledpub).
+	var settledPub *settledpub.Publisher
+	var outboxSweeper *settledpub.Sweeper
+	if cfg.Settled.Enabled() {
+		grace := m.SettledSweepGrace
+		if grace <= 0 {
+			grace = settledpub.DefaultSweepGrace
+		}
+		sw := settledpub.NewKafkaWriter(cfg.Kafka.Brokers, cfg.Settled.Topic, kconn.Transport(), logger, grace/3)
+		defer sw.Close()
+		settledPub = settledpub.NewPublisher(db, sw, logger, grace)
+		outboxSweeper = &settledpub.Sweeper{
+			DB: db, Writer: sw, Logger: logger, Interval: m.SettledSweepInterval, Grace: grace,
+		}
+	}
 	pipe := &pipeline.Pipeline{
 		Decoder: channels.NewDecoder(keys, channels.Accept("PAYCB_CHANNELS", accepted...),
 			channels.VerifyStatements(stmtKeys)),
@@ -233,6 +269,7 @@ func (m *Main) Run(ctx context.Context) error {
 		MergeWait:         cfg.Worker.MergeWait,
 		DeadLetterRecords: records,
 		Merchants:         merchants,
+		Settled:           settledPub,
 		Orders: func(ctx context.Context, tenantID int64, ch channels.Channel, tradeNo string) (settlement.Order, error) {
 			return settlement.GetOrder(ctx, db, tenantID, ch, tradeNo)
 		},
@@ -296,6 +333,11 @@ func (m *Main) Run(ctx context.Context) error {
 	wg.Add(1)
 	go func() { defer wg.Done(); stmtKeys.watch(bg, logger) }()
 	wg.Go(func() { _ = stmtMetrics.Run(bg) })
+	wg.Go(func() { _ = settledMetrics.Run(bg) })
+	if settledPub != nil {
+		wg.Go(func() { _ = settledPub.Run(bg) })
+		wg.Go(func() { _ = outboxSweeper.Run(bg) })
+	}
 	if merchants != nil {
 		// A new terminal or sub-merchant needs no restart; a bad edit is
 		// logged and the last good binding stays in force.

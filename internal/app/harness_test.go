@@ -54,7 +54,7 @@ type harness struct {
 
 func newHarness(t *testing.T, partitions int32) *harness {
 	t.Helper()
-	k := kafkaopstest.Start(t, map[string]int32{testTopic: partitions, testDLQ: 1})
+	k := kafkaopstest.Start(t, map[string]int32{testTopic: partitions, testDLQ: 1, testTopic + ".settled": 1})
 	dsn := sqldbtest.NewDatabase(t)
 	db, err := sqldb.OpenMySQL(dsn)
 	require.NoError(t, err)

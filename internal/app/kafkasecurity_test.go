@@ -42,7 +42,7 @@ func securedHarness(t *testing.T, mechanism string, pki *kafkaconntest.PKI) (*ha
 		opts = append(opts, kfake.TLS(pki.ServerTLS))
 		sec.TLS = config.TLS{Enabled: true, CAFile: pki.CAFile, CertFile: pki.CertFile, KeyFile: pki.KeyFile}
 	}
-	cluster, brokers, err := inprocess.Start(map[string]int32{testTopic: 2, testDLQ: 1}, opts...)
+	cluster, brokers, err := inprocess.Start(map[string]int32{testTopic: 2, testDLQ: 1, testTopic + ".settled": 1}, opts...)
 	require.NoError(t, err)
 	t.Cleanup(cluster.Close)
 	sec.Brokers = brokers

@@ -134,7 +134,7 @@ func (p *preflight) dependencies(ctx context.Context) error {
 		client, done := p.client()
 		defer done()
 		var err error
-		meta, err = client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{p.cfg.Kafka.Topic, p.cfg.Kafka.DLQTopic}})
+		meta, err = client.Metadata(ctx, &kafka.MetadataRequest{Topics: p.topics()})
 		if err != nil {
 			return p.kafka.Explain(fmt.Errorf("connect to kafka %v: %w", p.cfg.Kafka.Brokers, err))
 		}
@@ -192,13 +192,38 @@ func (p *preflight) checkSchema(ctx context.Context) error {
 	return nil
 }
 
-// checkTopics refuses to start when the input or the dead-letter topic does
-// not exist: this binary never creates topics.
-func (p *preflight) checkTopics(meta *kafka.MetadataResponse) error {
-	for _, want := range []struct{ name, role, setting string }{
+// topicCheck is a topic run needs, what it is for and the setting naming it.
+type topicCheck struct{ name, role, setting string }
+
+// wantTopics are the topics run needs: the input, the dead-letter and,
+// unless settled events are off, the settled-event topic.
+func (p *preflight) wantTopics() []topicCheck {
+	want := []topicCheck{
 		{p.cfg.Kafka.Topic, "input", "kafka.topic (PAYCB_KAFKA_TOPIC)"},
 		{p.cfg.Kafka.DLQTopic, "dead-letter", "kafka.dlq_topic (PAYCB_KAFKA_DLQ_TOPIC)"},
-	} {
+	}
+	if p.cfg.Settled.Enabled() {
+		want = append(want, topicCheck{
+			p.cfg.Settled.Topic, "settled-event",
+			"settled.topic (PAYCB_SETTLED_TOPIC; none turns settled events off)",
+		})
+	}
+	return want
+}
+
+// topics are the names of wantTopics.
+func (p *preflight) topics() []string {
+	var names []string
+	for _, t := range p.wantTopics() {
+		names = append(names, t.name)
+	}
+	return names
+}
+
+// checkTopics refuses to start when the input, the dead-letter or the
+// settled-event topic does not exist: this binary never creates topics.
+func (p *preflight) checkTopics(meta *kafka.MetadataResponse) error {
+	for _, want := range p.wantTopics() {
 		i := slices.IndexFunc(meta.Topics, func(t kafka.Topic) bool { return t.Name == want.name })
 		var err error
 		switch {

@@ -397,11 +397,13 @@ func (h *harness) build(ctx context.Context) error {
 var e2eTopics = []string{mainTopic, RowPacedRead, RowPacedBatched, RowPacedBatched2, RowPacedPerMessage}
 
 // startBroker starts the kfake-broker process with topics (Partitions
-// each) and a one-partition dead-letter topic for each.
+// each), a one-partition dead-letter topic and a settled-event topic
+// (Partitions) for each.
 func (h *harness) startBroker(ctx context.Context, topics []string) (*proc, error) {
 	args := []string{"--port", "0"}
 	for _, t := range topics {
-		args = append(args, "--topic", fmt.Sprintf("%s:%d", t, Partitions), "--topic", t+".dlq:1")
+		args = append(args, "--topic", fmt.Sprintf("%s:%d", t, Partitions), "--topic", t+".dlq:1",
+			"--topic", fmt.Sprintf("%s.settled:%d", t, Partitions))
 	}
 	addr := &firstLine{ch: make(chan string, 1)}
 	p, err := startProc(ctx, h.log, "kfake-broker", h.work, filepath.Join(h.o.BinDir, "kfake-broker"), args, nil, addr)

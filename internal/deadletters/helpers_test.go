@@ -44,7 +44,7 @@ func mustKafka(t *testing.T, parts int32) kafkaops.Kafka {
 // same cluster and the worker's group, for tests that run the worker.
 func mustKafkaAndGroup(t *testing.T, parts int32) (kafkaops.Kafka, kafkaops.Kafka) {
 	t.Helper()
-	k := kafkaopstest.Start(t, map[string]int32{testTopic: parts, testDLQ: 1})
+	k := kafkaopstest.Start(t, map[string]int32{testTopic: parts, testDLQ: 1, testTopic + ".settled": 1})
 	o := kafkaops.Kafka{Brokers: k.Brokers, Topic: k.Name(testTopic), Group: k.Name(testGroup), DLQTopic: k.Name(testDLQ), Timeout: 10 * time.Second}
 	return kafkaops.Kafka{Brokers: o.Brokers, Topic: o.Topic, DLQTopic: o.DLQTopic, Timeout: o.Timeout}, o
 }
@@ -53,7 +53,7 @@ func mustKafkaAndGroup(t *testing.T, parts int32) (kafkaops.Kafka, kafkaops.Kafk
 // for tests that drive its retention.
 func mustCluster(t *testing.T, parts int32) (kafkaops.Kafka, *kfake.Cluster) {
 	t.Helper()
-	cluster, brokers, err := inprocess.Start(map[string]int32{testTopic: parts, testDLQ: 1})
+	cluster, brokers, err := inprocess.Start(map[string]int32{testTopic: parts, testDLQ: 1, testTopic + ".settled": 1})
 	require.NoError(t, err)
 	t.Cleanup(cluster.Close)
 	return kafkaops.Kafka{Brokers: brokers, Topic: testTopic, DLQTopic: testDLQ, Timeout: 10 * time.Second}, cluster

@@ -86,7 +86,7 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 	start := time.Now()
 	stream := Generate(StreamOptions{Seed: o.Seed, Trades: o.Trades, ReceivedAt: start})
 
-	cluster, brokers, err := inprocess.Start(map[string]int32{topic: 12, topic + ".dlq": 1})
+	cluster, brokers, err := inprocess.Start(map[string]int32{topic: 12, topic + ".dlq": 1, topic + ".settled": 1})
 	if err != nil {
 		return Summary{}, err
 	}

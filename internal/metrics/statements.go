@@ -179,10 +179,16 @@ type channelStanding struct {
 // Run refreshes the standings at once and then every refresh interval
 // until ctx ends; it returns nil then.
 func (c *StatementCollector) Run(ctx context.Context) error {
-	t := time.NewTicker(c.interval)
+	return refreshEvery(ctx, c.interval, c.Refresh)
+}
+
+// refreshEvery calls refresh at once and then every interval until ctx
+// ends; it returns nil then. The timer-driven collectors' Run.
+func refreshEvery(ctx context.Context, interval time.Duration, refresh func(context.Context)) error {
+	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
-		c.Refresh(ctx)
+		refresh(ctx)
 		select {
 		case <-ctx.Done():
 			return nil

@@ -24,7 +24,7 @@ const (
 // own on the real cluster PAYCB_TEST_KAFKA_BROKERS names.
 func mustKafka(t *testing.T, parts int32) kafkaops.Kafka {
 	t.Helper()
-	k := kafkaopstest.Start(t, map[string]int32{testTopic: parts, testDLQ: 1})
+	k := kafkaopstest.Start(t, map[string]int32{testTopic: parts, testDLQ: 1, testTopic + ".settled": 1})
 	return kafkaops.Kafka{Brokers: k.Brokers, Topic: k.Name(testTopic), Group: k.Name(testGroup), DLQTopic: k.Name(testDLQ), Timeout: 10 * time.Second}
 }
 

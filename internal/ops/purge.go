@@ -35,6 +35,11 @@ type PurgeOptions struct {
 	DryRun bool
 	// BatchSize bounds the rows one UPDATE touches. Default 1000.
 	BatchSize int
+	// SettledRetention is how long a published settled event stays in
+	// the outbox (PAYCB_SETTLED_RETENTION): older ones are deleted, never
+	// an unpublished one. Zero deletes none. The floor does not apply: a
+	// published event is on its topic and needed only for republishing.
+	SettledRetention time.Duration
 	// Now is the reference time; default time.Now.
 	Now func() time.Time
 }
@@ -44,13 +49,20 @@ type PurgeResult struct {
 	Floor  time.Duration
 	Cutoff time.Time
 	Rows   int64
+	// SettledCutoff and SettledRows: the published settled events settled
+	// before SettledCutoff, deleted (counted on a dry run); zero when
+	// SettledRetention is.
+	SettledCutoff time.Time
+	SettledRows   int64
 }
 
 // Purge clears event_json and last_error of SETTLED claims created and
 // settled before now − max(OlderThan, floor), floor being Retention +
-// ReconcileWindow. It never deletes a row and never touches an ACQUIRED
-// claim (its stored event is what settles it) or any other table. It refuses
-// with ErrBelowFloor when OlderThan is below the floor or the topic keeps
+// ReconcileWindow, then deletes the published settled events settled
+// before now − SettledRetention. It never
+// deletes a claim and never touches an ACQUIRED claim (its stored event is
+// what settles it), an unpublished settled event or any other table. It
+// refuses with ErrBelowFloor when OlderThan is below the floor or the topic keeps
 // messages forever. Rows are updated in batches, each its own statement, so
 // a purge can be interrupted and run again.
 func Purge(ctx context.Context, db bun.IDB, o PurgeOptions) (PurgeResult, error) {
@@ -71,32 +83,73 @@ func Purge(ctx context.Context, db bun.IDB, o PurgeOptions) (PurgeResult, error)
 		now = o.Now
 	}
 	res.Cutoff = now().UTC().Add(-o.OlderThan)
-	const where = `status = 'SETTLED' AND created_at < ? AND settled_at < ? AND (event_json IS NOT NULL OR last_error IS NOT NULL)`
+	rows, err := purgeClaims(ctx, db, res.Cutoff, o)
+	res.Rows = rows
+	if err != nil || o.SettledRetention <= 0 {
+		return res, err
+	}
+	res.SettledCutoff = now().UTC().Add(-o.SettledRetention)
+	res.SettledRows, err = purgeSettled(ctx, db, res.SettledCutoff, o)
+	return res, err
+}
+
+// purgeSettled deletes the published settled events settled before
+// cutoff (on a dry run, counts them). An unpublished row is never deleted,
+// however old: it is an event downstream has not had yet.
+func purgeSettled(ctx context.Context, db bun.IDB, cutoff time.Time, o PurgeOptions) (int64, error) {
+	const where = `published_at IS NOT NULL AND settled_at < ?`
 	if o.DryRun {
 		var n int64
-		if err := db.NewRaw(`SELECT COUNT(*) FROM ss_channel_idempotent WHERE `+where, res.Cutoff, res.Cutoff).Scan(ctx, &n); err != nil {
-			return res, fmt.Errorf("count purgeable claims: %w", err)
+		if err := db.NewRaw(`SELECT COUNT(*) FROM ss_settled_outbox WHERE `+where, cutoff).Scan(ctx, &n); err != nil {
+			return 0, fmt.Errorf("count purgeable settled events: %w", err)
 		}
-		res.Rows = n
-		return res, nil
+		return n, nil
 	}
-	batch := o.BatchSize
-	if batch <= 0 {
-		batch = 1000
-	}
+	return inBatches(ctx, db, "purge settled events", `DELETE FROM ss_settled_outbox WHERE `+where+` LIMIT ?`, purgeBatch(o), cutoff)
+}
+
+// inBatches runs query, whose last placeholder is the LIMIT, with args
+// and batch until it touches fewer than batch rows (each its own
+// statement, so an interrupted purge can run again), and returns the rows
+// touched.
+func inBatches(ctx context.Context, db bun.IDB, what, query string, batch int, args ...any) (int64, error) {
+	args = append(args, batch)
+	var total int64
 	for {
-		r, err := db.NewRaw(`UPDATE ss_channel_idempotent SET event_json = NULL, last_error = NULL WHERE `+where+` LIMIT ?`,
-			res.Cutoff, res.Cutoff, batch).Exec(ctx)
+		r, err := db.NewRaw(query, args...).Exec(ctx)
 		if err != nil {
-			return res, fmt.Errorf("purge claims after %d rows: %w", res.Rows, err)
+			return total, fmt.Errorf("%s after %d rows: %w", what, total, err)
 		}
 		n, err := r.RowsAffected()
 		if err != nil {
-			return res, fmt.Errorf("purge claims: rows affected: %w", err)
+			return total, fmt.Errorf("%s: rows affected: %w", what, err)
 		}
-		res.Rows += n
+		total += n
 		if n < int64(batch) {
-			return res, nil
+			return total, nil
 		}
 	}
+}
+
+// purgeClaims clears the claims of Purge settled before cutoff.
+func purgeClaims(ctx context.Context, db bun.IDB, cutoff time.Time, o PurgeOptions) (int64, error) {
+	const where = `status = 'SETTLED' AND created_at < ? AND settled_at < ? AND (event_json IS NOT NULL OR last_error IS NOT NULL)`
+	if o.DryRun {
+		var n int64
+		if err := db.NewRaw(`SELECT COUNT(*) FROM ss_channel_idempotent WHERE `+where, cutoff, cutoff).Scan(ctx, &n); err != nil {
+			return 0, fmt.Errorf("count purgeable claims: %w", err)
+		}
+		return n, nil
+	}
+	return inBatches(ctx, db, "purge claims",
+		`UPDATE ss_channel_idempotent SET event_json = NULL, last_error = NULL WHERE `+where+` LIMIT ?`,
+		purgeBatch(o), cutoff, cutoff)
+}
+
+// purgeBatch is o.BatchSize, 1000 when unset.
+func purgeBatch(o PurgeOptions) int {
+	if o.BatchSize <= 0 {
+		return 1000
+	}
+	return o.BatchSize
 }

@@ -86,3 +86,47 @@ func TestPurge(t *testing.T) {
 		})
 	}
 }
+
+// TestPurgeDeletesOldPublishedSettledEvents: purge deletes the published
+// settled events settled before PAYCB_SETTLED_RETENTION, in batches; it
+// keeps a younger published one and an unpublished one however old, and a
+// dry run counts without deleting. Zero retention deletes none.
+func TestPurgeDeletesOldPublishedSettledEvents(t *testing.T) {
+	const day = 24 * time.Hour
+	ctx := context.Background()
+	w := ledgertest.New(t)
+	var keys []string
+	for i := range 4 {
+		ev, _ := w.Settle(channelstest.PaymentEnvelope(channelstest.NewTrade(channels.Codes()[i%3], 60+i), channelstest.Delivery{}))
+		keys = append(keys, string(ev.Key))
+	}
+	// Two old and published, one old and never published, one young and published.
+	for _, k := range keys[:2] {
+		w.Exec(`UPDATE ss_settled_outbox SET settled_at = ?, published_at = ? WHERE idempotent_key = ?`, ledgertest.Ago(10*day), ledgertest.Ago(10*day), k)
+	}
+	w.Exec(`UPDATE ss_settled_outbox SET settled_at = ? WHERE idempotent_key = ?`, ledgertest.Ago(10*day), keys[2])
+	w.Exec(`UPDATE ss_settled_outbox SET published_at = ? WHERE idempotent_key = ?`, ledgertest.Ago(time.Hour), keys[3])
+	left := func() []string {
+		var got []string
+		require.NoError(t, w.DB.NewRaw(`SELECT idempotent_key FROM ss_settled_outbox ORDER BY idempotent_key`).Scan(ctx, &got))
+		return got
+	}
+	all := left()
+	opts := ops.PurgeOptions{OlderThan: 30 * day, Retention: 7 * day, BatchSize: 1}
+
+	res, err := ops.Purge(ctx, w.DB, opts)
+	require.NoError(t, err)
+	assert.Zero(t, res.SettledRows, "no retention, nothing deleted")
+
+	opts.SettledRetention, opts.DryRun = 7*day, true
+	res, err = ops.Purge(ctx, w.DB, opts)
+	require.NoError(t, err)
+	assert.Equal(t, int64(2), res.SettledRows)
+	assert.Equal(t, all, left(), "a dry run deletes nothing")
+
+	opts.DryRun = false
+	res, err = ops.Purge(ctx, w.DB, opts)
+	require.NoError(t, err)
+	assert.Equal(t, int64(2), res.SettledRows)
+	assert.ElementsMatch(t, keys[2:], left())
+}

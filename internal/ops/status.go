@@ -2,6 +2,7 @@ package ops
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -102,6 +103,17 @@ type StatusReport struct {
 	Members    []MemberStatus    `json:"members"`
 	Partitions []PartitionStatus `json:"partitions"`
 	TotalLag   int64             `json:"total_lag"`
+	// Settled is the settled-event backlog as the first member that
+	// reports it says (every member reads the same outbox); nil when none
+	// does.
+	Settled *SettledBacklog `json:"settled"`
+}
+
+// SettledBacklog is a member's paycb_settled_pending and
+// paycb_settled_oldest_pending_seconds.
+type SettledBacklog struct {
+	Pending              float64 `json:"pending"`
+	OldestPendingSeconds float64 `json:"oldest_pending_seconds"`
 }
 
 // Status reads the group's live state without joining it: the coordinator's
@@ -141,7 +153,13 @@ func Status(ctx context.Context, k kafkaops.Kafka, o StatusOptions) (StatusRepor
 			owner[p] = i
 		}
 	}
-	stalls, held := scrapeStalls(ctx, rep.Members, o)
+	stalls, held, backlogs := scrapeStalls(ctx, rep.Members, o)
+	for _, b := range backlogs {
+		if b != nil {
+			rep.Settled = b
+			break
+		}
+	}
 	for _, p := range parts {
 		ps := PartitionStatus{Partition: p, Committed: -1, Start: first[p], End: end[p]}
 		from := ps.Start
@@ -205,11 +223,12 @@ func firstPartition(m MemberStatus) int {
 
 // scrapeStalls reads each member's /metrics and consumer.PartitionsPath
 // concurrently and returns, by member index, the stall of each partition
-// it reports and the message each partition holds unfinished. It records
+// it reports, the message each partition holds unfinished and the
+// settled-event backlog it reports (nil when it reports none). It records
 // why a member's stalls are unknown in its Error and sets Reachable; a
 // member that serves no consumer.PartitionsPath (an older worker) leaves
 // only the held messages unknown.
-func scrapeStalls(ctx context.Context, members []MemberStatus, o StatusOptions) ([]map[int]float64, []map[int]consumer.HeldMessage) {
+func scrapeStalls(ctx context.Context, members []MemberStatus, o StatusOptions) ([]map[int]float64, []map[int]consumer.HeldMessage, []*SettledBacklog) {
 	timeout := o.AdminTimeout
 	if timeout <= 0 {
 		timeout = 3 * time.Second
@@ -220,6 +239,7 @@ func scrapeStalls(ctx context.Context, members []MemberStatus, o StatusOptions) 
 	}
 	out := make([]map[int]float64, len(members))
 	held := make([]map[int]consumer.HeldMessage, len(members))
+	backlogs := make([]*SettledBacklog, len(members))
 	var wg sync.WaitGroup
 	for i := range members {
 		m := &members[i]
@@ -228,18 +248,18 @@ func scrapeStalls(ctx context.Context, members []MemberStatus, o StatusOptions) 
 			continue
 		}
 		wg.Go(func() {
-			stalls, err := readStalls(ctx, client, timeout, m.Admin)
+			stalls, backlog, err := readStalls(ctx, client, timeout, m.Admin)
 			if err != nil {
 				m.Error = err.Error()
 				return
 			}
 			m.Reachable = true
-			out[i] = stalls
+			out[i], backlogs[i] = stalls, backlog
 		})
 		wg.Go(func() { held[i] = readHeld(ctx, client, timeout, m.Admin) })
 	}
 	wg.Wait()
-	return out, held
+	return out, held, backlogs
 }
 
 // readHeld reads a member's consumer.PartitionsPath and returns the message
@@ -276,28 +296,69 @@ func readHeld(ctx context.Context, client *http.Client, timeout time.Duration, a
 // maxMetricsBytes bounds how much of a member's /metrics is read.
 const maxMetricsBytes = 16 << 20
 
-func readStalls(ctx context.Context, client *http.Client, timeout time.Duration, addr string) (map[int]float64, error) {
+// readStalls reads a member's /metrics: the stall of each partition it
+// reports and its settled-event backlog (nil when it reports none).
+func readStalls(ctx context.Context, client *http.Client, timeout time.Duration, addr string) (map[int]float64, *SettledBacklog, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	url := "http://" + addr + "/metrics"
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", url, err)
+		return nil, nil, fmt.Errorf("read %s: %w", url, err)
 	}
 	req.Header.Set("Accept", "text/plain;version=0.0.4")
 	resp, err := client.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", url, err)
+		return nil, nil, fmt.Errorf("read %s: %w", url, err)
 	}
 	defer func() { _ = resp.Body.Close() }()
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("read %s: %s", url, resp.Status)
+		return nil, nil, fmt.Errorf("read %s: %s", url, resp.Status)
 	}
-	stalls, err := ParseStalls(io.LimitReader(resp.Body, maxMetricsBytes))
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxMetricsBytes))
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", url, err)
+		return nil, nil, fmt.Errorf("read %s: %w", url, err)
 	}
-	return stalls, nil
+	stalls, err := ParseStalls(bytes.NewReader(body))
+	if err != nil {
+		return nil, nil, fmt.Errorf("read %s: %w", url, err)
+	}
+	return stalls, ParseSettledBacklog(bytes.NewReader(body)), nil
+}
+
+// ParseSettledBacklog reads Prometheus' text exposition format and returns
+// the unlabelled samples of metrics.SettledPending and
+// metrics.SettledOldestPending; nil unless both are there and readable.
+func ParseSettledBacklog(r io.Reader) *SettledBacklog {
+	var b SettledBacklog
+	found := 0
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 2 {
+			continue
+		}
+		var dst *float64
+		switch f[0] {
+		case metrics.SettledPending:
+			dst = &b.Pending
+		case metrics.SettledOldestPending:
+			dst = &b.OldestPendingSeconds
+		default:
+			continue
+		}
+		v, err := strconv.ParseFloat(f[1], 64)
+		if err != nil {
+			return nil
+		}
+		*dst = v
+		found++
+	}
+	if sc.Err() != nil || found != 2 {
+		return nil
+	}
+	return &b
 }
 
 // ParseStalls reads Prometheus' text exposition format and returns the

@@ -49,6 +49,17 @@ paycb_partition_stalled_seconds{partition="x"} 1
 	require.Error(t, err, "an unterminated label set is an error")
 }
 
+func TestParseSettledBacklog(t *testing.T) {
+	text := `# TYPE paycb_settled_pending gauge
+paycb_settled_pending 42
+paycb_settled_pending_other 7
+paycb_settled_oldest_pending_seconds 12.5
+`
+	assert.Equal(t, &ops.SettledBacklog{Pending: 42, OldestPendingSeconds: 12.5}, ops.ParseSettledBacklog(strings.NewReader(text)))
+	assert.Nil(t, ops.ParseSettledBacklog(strings.NewReader("paycb_settled_pending 42\n")), "one of the two missing (settled events off, or not read yet)")
+	assert.Nil(t, ops.ParseSettledBacklog(strings.NewReader("paycb_settled_pending lots\npaycb_settled_oldest_pending_seconds 1\n")))
+}
+
 // startMain starts the worker through app.Main and stops it at cleanup.
 func startMain(t *testing.T, cfg config.Config) (*app.Main, func()) {
 	t.Helper()
@@ -111,6 +122,8 @@ func TestStatusWhileTheWorkerRuns(t *testing.T) {
 	}
 	assert.Equal(t, int64(len(stream.Messages)), total)
 	assert.Zero(t, rep.TotalLag)
+	require.NotNil(t, rep.Settled, "the member reports the settled-event backlog")
+	assert.GreaterOrEqual(t, rep.Settled.Pending, 0.0)
 
 	stop()
 	eventually(t, 20*time.Second, "the group to be empty", func() bool {
@@ -260,6 +273,7 @@ func TestStatusOfAnUnreachableMember(t *testing.T) {
 		assert.Equal(t, m.ID, p.Member)
 		assert.Nil(t, p.StalledSeconds, "partition %d: its owner cannot be asked", p.Partition)
 	}
+	assert.Nil(t, rep.Settled, "no member to ask")
 }
 
 // TestStatusOfAMissingTopic refuses rather than creating the topic.

@@ -96,11 +96,22 @@ type TradeRegistration struct {
 // (deadletters.TradeLetter).
 type TradeDeadLetter = deadletters.TradeLetter
 
+// TradeSettledEvent is one of the trade's settled events
+// (ss_settled_outbox), without its value.
+type TradeSettledEvent struct {
+	TradeSeq    int64      `bun:"trade_seq" json:"trade_seq"`
+	Key         string     `bun:"idempotent_key" json:"idempotent_key"`
+	EventType   string     `bun:"event_type" json:"event_type"`
+	Source      string     `bun:"source" json:"source"`
+	SettledAt   time.Time  `bun:"settled_at" json:"settled_at"`
+	PublishedAt *time.Time `bun:"published_at" json:"published_at"`
+}
+
 // TradeEvent is one line of a trade's timeline.
 type TradeEvent struct {
 	At time.Time `json:"at"`
 	// What is "claim", "order", "ledger", "registration", "cancel" (a
-	// Shouqianba cancel's effect) or "dead_letter".
+	// Shouqianba cancel's effect), "settled_event" or "dead_letter".
 	What string `json:"what"`
 	// Summary is one line that says everything held about the entry.
 	Summary string `json:"summary"`
@@ -116,6 +127,9 @@ type TradeHistory struct {
 	Ledger        []TradeLedgerRow    `json:"ledger"`
 	Registrations []TradeRegistration `json:"registrations"`
 	DeadLetters   []TradeDeadLetter   `json:"dead_letters"`
+	// SettledEvents are the trade's settled events still in the outbox,
+	// in trade_seq order, each with when it was published (null: not yet).
+	SettledEvents []TradeSettledEvent `json:"settled_events"`
 	// Scanned names the dead-letter topic scan: the topic and from when;
 	// empty when no topic was scanned.
 	Scanned string `json:"scanned,omitempty"`
@@ -199,6 +213,7 @@ func Trade(ctx context.Context, db bun.IDB, q deadletters.TradeQuery) (TradeHist
 	h := TradeHistory{
 		TenantID: q.TenantID, Channel: q.Channel, TradeNo: q.TradeNo,
 		Claims: []TradeClaim{}, Ledger: []TradeLedgerRow{}, Registrations: []TradeRegistration{}, DeadLetters: []TradeDeadLetter{},
+		SettledEvents: []TradeSettledEvent{},
 	}
 	if err := validateTrade(q); err != nil {
 		return h, err
@@ -237,6 +252,12 @@ func Trade(ctx context.Context, db bun.IDB, q deadletters.TradeQuery) (TradeHist
 		Where("tenant_id = ?", q.TenantID).Where("channel_code = ?", ch).Where("channel_trade_no = ?", no).
 		OrderExpr("created_at, id").Scan(ctx, &h.Registrations); err != nil {
 		return h, fmt.Errorf("read refund registrations of %s:%s: %w", ch, no, err)
+	}
+	if err := db.NewSelect().TableExpr("ss_settled_outbox").
+		Column("trade_seq", "idempotent_key", "event_type", "source", "settled_at", "published_at").
+		Where("tenant_id = ?", q.TenantID).Where("channel_code = ?", ch).Where("channel_trade_no = ?", no).
+		OrderExpr("trade_seq").Scan(ctx, &h.SettledEvents); err != nil {
+		return h, fmt.Errorf("read settled events of %s:%s: %w", ch, no, err)
 	}
 	letters, err := deadletters.ForTrade(ctx, db, q)
 	if err != nil {
@@ -292,10 +313,16 @@ func (h *TradeHistory) normalise() {
 		d.At = d.At.UTC()
 		utc(d.ClosedAt)
 	}
+	for i := range h.SettledEvents {
+		e := &h.SettledEvents[i]
+		e.SettledAt = e.SettledAt.UTC()
+		utc(e.PublishedAt)
+	}
 }
 
 // timeline lists every entry in time order; entries at the same instant
-// keep the order registration, claim, order, ledger, dead letter.
+// keep the order registration, claim, order, ledger (and cancel, settled
+// event), dead letter.
 func (h TradeHistory) timeline() []TradeEvent {
 	type entry struct {
 		TradeEvent
@@ -341,6 +368,13 @@ func (h TradeHistory) timeline() []TradeEvent {
 				add(at, "cancel", 3, "%s (%s %s)", c.Effect, c.Status, orDash(c.Outcome))
 			}
 		}
+	}
+	for _, e := range h.SettledEvents {
+		published := "not published yet"
+		if e.PublishedAt != nil {
+			published = "published " + stamp(*e.PublishedAt)
+		}
+		add(e.SettledAt, "settled_event", 3, "settled event %d: %s %s (%s), %s", e.TradeSeq, e.Key, e.EventType, e.Source, published)
 	}
 	for _, d := range h.DeadLetters {
 		s := fmt.Sprintf("%s from %s", d.Kind, d.Source)

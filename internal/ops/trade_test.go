@@ -88,10 +88,10 @@ func TestTradeHistoryThroughTheWorker(t *testing.T) {
 	require.NoError(t, err)
 
 	assert.Equal(t, []string{
-		"claim", "order", "ledger", "ledger", // the payment (its retry adds nothing)
+		"claim", "order", "ledger", "ledger", "settled_event", // the payment (its retry adds nothing)
 		"registration",
-		"claim", "ledger", "ledger", // refund 1
-		"claim", "ledger", "ledger", // refund 2
+		"claim", "ledger", "ledger", "settled_event", // refund 1
+		"claim", "ledger", "ledger", "settled_event", // refund 2
 		"dead_letter", "dead_letter", // the conflict, the undecryptable copy
 	}, whats(h), "timeline:\n%s", timelineText(h))
 	for i := 1; i < len(h.Timeline); i++ {
@@ -117,6 +117,16 @@ func TestTradeHistoryThroughTheWorker(t *testing.T) {
 	assert.Len(t, h.Ledger, 6)
 	require.Len(t, h.Registrations, 1)
 	assert.Equal(t, "SUCCEEDED", h.Registrations[0].Status)
+
+	require.Len(t, h.SettledEvents, 3)
+	for i, e := range h.SettledEvents {
+		assert.Equal(t, int64(i+1), e.TradeSeq)
+		assert.Equal(t, h.Claims[i].Key, e.Key)
+	}
+	require.Eventually(t, func() bool {
+		again, err := ops.Trade(ctx, db, deadletters.TradeQuery{TenantID: tr.TenantID, Channel: tr.Channel, TradeNo: tr.TradeNo})
+		return err == nil && again.SettledEvents[2].PublishedAt != nil
+	}, 30*time.Second, 20*time.Millisecond, "the worker publishes the settled events")
 
 	require.Len(t, h.DeadLetters, 2)
 	conflict, undecryptable := h.DeadLetters[0], h.DeadLetters[1]
@@ -160,8 +170,8 @@ func timelineText(h ops.TradeHistory) string {
 
 // TestTradeFromTheDatabase reads a trade on both dialects without a
 // broker: claims by key range (a trade whose number extends this one's is
-// not included), the order, ledger, registration and a closed
-// ss_dead_letter row.
+// not included), the order, ledger, registration, settled events and a
+// closed ss_dead_letter row.
 func TestTradeFromTheDatabase(t *testing.T) {
 	sqldbtest.Dialects(t, func(t *testing.T, db *bun.DB) { //nolint:thelper // a test body run once per dialect
 		ctx := context.Background()
@@ -205,8 +215,11 @@ func TestTradeFromTheDatabase(t *testing.T) {
 
 		h, err := ops.Trade(ctx, db, deadletters.TradeQuery{TenantID: tr.TenantID, Channel: tr.Channel, TradeNo: tr.TradeNo})
 		require.NoError(t, err)
-		assert.Equal(t, []string{"claim", "order", "ledger", "ledger", "registration", "claim", "ledger", "ledger", "dead_letter"}, whats(h),
-			"timeline:\n%s", timelineText(h))
+		assert.Equal(t, []string{
+			"claim", "order", "ledger", "ledger", "settled_event", "registration", "claim", "ledger", "ledger", "settled_event", "dead_letter",
+		}, whats(h), "timeline:\n%s", timelineText(h))
+		require.Len(t, h.SettledEvents, 2, "a trade whose number extends this one's is left out")
+		assert.Nil(t, h.SettledEvents[1].PublishedAt)
 		require.Len(t, h.Claims, 2)
 		assert.Equal(t, "ALIPAY:"+tr.TradeNo+":REFUND_SUCCEEDED:rf_%1", h.Claims[1].Key)
 		require.Len(t, h.DeadLetters, 1)

@@ -13,6 +13,7 @@ import (
 	"github.com/paycallback/paycallback/internal/deadletters"
 	"github.com/paycallback/paycallback/internal/merchantbinding"
 	"github.com/paycallback/paycallback/internal/metrics"
+	"github.com/paycallback/paycallback/internal/settledpub"
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/idempotent"
 	"github.com/paycallback/paycallback/pkg/settlement"
@@ -36,6 +37,14 @@ type Settler interface {
 	SettleMerged(ctx context.Context, evs []channels.Event) ([]settlement.Result, error)
 	SettleStored(ctx context.Context, rec idempotent.Record) (settlement.Result, error)
 	ApplyRefundStatus(ctx context.Context, tenantID int64, channel channels.Channel, tradeNo, refundNo string, status channels.RefundStatus) error
+}
+
+// SettledNotifier is told of the settled events a committed settlement
+// wrote, to publish them; *settledpub.Publisher is the implementation. Notify
+// never blocks and never fails: what it does not publish, the outbox
+// sweeper does.
+type SettledNotifier interface {
+	Notify(refs []settledpub.Ref)
 }
 
 // Decoder turns a Kafka message into a canonical event; *channels.Decoder
@@ -94,6 +103,11 @@ type Pipeline struct {
 	// differing field from it. Nil: such a conflict says only that the
 	// stored event was purged.
 	Orders func(ctx context.Context, tenantID int64, ch channels.Channel, tradeNo string) (settlement.Order, error)
+
+	// Settled, when set, hears of the settled events of each settlement
+	// right after its commit (see notifySettled), to publish them at once;
+	// it must never block. Nil: the outbox sweeper publishes them.
+	Settled SettledNotifier
 
 	Metrics *metrics.Metrics
 	Logger  *slog.Logger

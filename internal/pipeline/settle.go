@@ -8,6 +8,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/paycallback/paycallback/internal/metrics"
+	"github.com/paycallback/paycallback/internal/settledpub"
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/idempotent"
 	"github.com/paycallback/paycallback/pkg/settlement"
@@ -78,6 +79,9 @@ func (p *Pipeline) afterSettle(ctx context.Context, msg kafka.Message, ev channe
 		return nil
 	}
 	p.Metrics.Settled(metrics.SettleOutcome(r.Outcome))
+	if r.Outcome == idempotent.OutcomePosted {
+		p.notifySettled(ev)
+	}
 	if !ev.ReceivedAt.IsZero() && !r.SettledAt.IsZero() {
 		p.Metrics.ObserveSettleDuration(r.SettledAt.Sub(ev.ReceivedAt))
 	}
@@ -130,4 +134,23 @@ func (p *Pipeline) recordFailure(ctx context.Context, ev channels.Event, cause e
 	if err := p.Claims.RecordFailure(ctx, ev.TenantID, ev.Key, cause); err != nil {
 		p.Logger.Debug("could not record settle failure", "key", string(ev.Key), "error", err.Error())
 	}
+}
+
+// notifySettled tells p.Settled of the settled events that ev's settlement,
+// POSTED, wrote: ev's own and, for a payment of a channel with cancels, the
+// event of a cancel whose reversal it may have posted (a ref without a row
+// publishes nothing).
+func (p *Pipeline) notifySettled(ev channels.Event) {
+	if p.Settled == nil {
+		return
+	}
+	ref := settledpub.Ref{TenantID: ev.TenantID, Channel: string(ev.Channel), TradeNo: ev.TradeNo, Key: string(ev.Key)}
+	refs := []settledpub.Ref{ref}
+	if ev.Type == idempotent.PaymentReceived && ev.Channel.HasCancel() {
+		if k, err := channels.CancelKey(ev.Channel, ev.TradeNo); err == nil {
+			ref.Key = string(k)
+			refs = append(refs, ref)
+		}
+	}
+	p.Settled.Notify(refs)
 }

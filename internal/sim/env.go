@@ -20,7 +20,7 @@ import (
 // Workers log at debug level to stderr when PAYCB_TEST_LOG is set.
 func NewEnv(tb testing.TB, partitions int) Env {
 	tb.Helper()
-	cluster, brokers, err := inprocess.Start(map[string]int32{Topic: int32(partitions), DLQ: 1})
+	cluster, brokers, err := inprocess.Start(map[string]int32{Topic: int32(partitions), DLQ: 1, Topic + ".settled": 1})
 	require.NoError(tb, err)
 	tb.Cleanup(cluster.Close)
 	dsn := sqldbtest.NewDatabase(tb)

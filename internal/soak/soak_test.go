@@ -21,11 +21,14 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/stretchr/testify/require"
+	"github.com/uptrace/bun"
 
 	"github.com/paycallback/paycallback/internal/demo"
 	"github.com/paycallback/paycallback/internal/invariant"
 	"github.com/paycallback/paycallback/internal/kafkaops"
 	"github.com/paycallback/paycallback/internal/kafkaops/kafkaopstest"
+	"github.com/paycallback/paycallback/internal/settledpub"
+	"github.com/paycallback/paycallback/internal/settledpub/settledpubtest"
 	"github.com/paycallback/paycallback/internal/sqldb"
 	"github.com/paycallback/paycallback/internal/sqldb/sqldbtest"
 	"github.com/paycallback/paycallback/pkg/channels"
@@ -52,13 +55,13 @@ const (
 func startBroker(ctx context.Context, t *testing.T, dir string) (brokers []string, topic, group, dlq string) {
 	t.Helper()
 	if kafkaopstest.ExternalBrokers() != nil {
-		k := kafkaopstest.Start(t, map[string]int32{baseTopic: 8, baseDLQ: 1})
+		k := kafkaopstest.Start(t, map[string]int32{baseTopic: 8, baseDLQ: 1, baseTopic + ".settled": 1})
 		return k.Brokers, k.Name(baseTopic), k.Name(baseGroup), k.Name(baseDLQ)
 	}
 	broker := filepath.Join(dir, "kfake-broker")
 	out, err := exec.CommandContext(ctx, "go", "build", "-o", broker, "github.com/paycallback/paycallback/cmd/kfake-broker").CombinedOutput()
 	require.NoError(t, err, "build kfake-broker: %s", out)
-	bk := exec.CommandContext(ctx, broker, "--topic", baseTopic+":8", "--topic", baseDLQ+":1")
+	bk := exec.CommandContext(ctx, broker, "--topic", baseTopic+":8", "--topic", baseDLQ+":1", "--topic", baseTopic+".settled:1")
 	stdout, err := bk.StdoutPipe()
 	require.NoError(t, err)
 	bk.Stderr = os.Stderr
@@ -221,6 +224,37 @@ func TestKillNineSoak(t *testing.T) {
 		rep.Messages, rep.Events, kills, restarted, swept, rep.Lost, rep.Doubled, len(rep.Violations))
 	require.NoError(t, rep.Err())
 	require.GreaterOrEqual(t, kills, *killsFlag, "the stream ran out before every kill: use more events")
+	checkSettledEvents(ctx, t, db, brokers, topic+".settled")
+}
+
+// checkSettledEvents publishes what the kills left unpublished (and the
+// orphans swept after) as a restarted worker's sweeper would, then holds
+// the settled-event topic to the contract: every claim settled POSTED has
+// its event there, every copy of an event is its outbox row's bytes, and
+// per trade trade_seq never decreases.
+func checkSettledEvents(ctx context.Context, t *testing.T, db *bun.DB, brokers []string, topic string) {
+	t.Helper()
+	w := settledpub.NewKafkaWriter(brokers, topic, nil, nil, 0)
+	defer func() { _ = w.Close() }()
+	sw := &settledpub.Sweeper{DB: db, Writer: w, Grace: time.Nanosecond}
+	require.Eventually(t, func() bool {
+		_, _, err := sw.Sweep(ctx)
+		n, _, perr := settledpub.Pending(ctx, db)
+		return err == nil && perr == nil && n == 0
+	}, 2*time.Minute, 10*time.Millisecond, "the sweeper publishes what the kills left")
+	pubs := settledpubtest.Read(t, db, brokers, topic)
+	repeats := settledpubtest.RequireInOrder(t, pubs)
+	var posted []string
+	require.NoError(t, db.NewRaw(`SELECT CONCAT(tenant_id, ':', idempotent_key) FROM ss_channel_idempotent WHERE settle_outcome = 'POSTED'`).Scan(ctx, &posted))
+	on := map[string]bool{}
+	for _, p := range pubs {
+		on[p.Event.EventID] = true
+	}
+	for _, id := range posted {
+		require.True(t, on[id], "%s settled POSTED without its event on the topic", id)
+	}
+	fmt.Printf("soak: %d settled events on the topic, %d repeated (at least once), one for each of %d POSTED claims\n",
+		len(pubs), repeats, len(posted))
 }
 
 // thinDuplicates drops channel retries (copies of an event already in the

@@ -102,7 +102,7 @@ func newWorld(ctx context.Context, t *testing.T) *world {
 	bin := filepath.Join(dir, "consumer")
 	out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/paycallback/paycallback/cmd/consumer").CombinedOutput()
 	require.NoError(t, err, "build the consumer: %s", out)
-	cluster, brokers, err := inprocess.Start(map[string]int32{topic: 4, dlq: 1})
+	cluster, brokers, err := inprocess.Start(map[string]int32{topic: 4, dlq: 1, topic + ".settled": 1})
 	require.NoError(t, err)
 	t.Cleanup(cluster.Close)
 	w := &world{t: t, ctx: ctx, bin: bin, dir: dir, brokers: brokers, dsn: sqldbtest.NewDatabase(t)}

@@ -430,11 +430,13 @@ func (s *Service) settleBatchTx(ctx context.Context, evs []channels.Event, sourc
 					view.RefundedAmount -= sts[i].reversal
 					view.Status = DeriveStatus(view.Amount, view.PaidAmount, view.RefundedAmount)
 				}
-				row, err := outboxEvent(orders[t], view, claimOf(ev, sts[i].amount, sts[i].source), now)
-				if err != nil {
-					return err
+				if !s.noSettled {
+					row, err := outboxEvent(orders[t], view, claimOf(ev, sts[i].amount, sts[i].source), now)
+					if err != nil {
+						return err
+					}
+					outbox = append(outbox, row)
 				}
-				outbox = append(outbox, row)
 			}
 			if sts[i].reversal > 0 {
 				// The payment of a cancelled trade: its reversal, under the
@@ -463,11 +465,13 @@ func (s *Service) settleBatchTx(ctx context.Context, evs []channels.Event, sourc
 				if c.source == "" {
 					c.source = settled.SourceCallback
 				}
-				row, err := outboxEvent(orders[t], next, c, now)
-				if err != nil {
-					return err
+				if !s.noSettled {
+					row, err := outboxEvent(orders[t], next, c, now)
+					if err != nil {
+						return err
+					}
+					outbox = append(outbox, row)
 				}
-				outbox = append(outbox, row)
 				if j := sts[i].cancelIndex; j >= 0 {
 					f := fence[keys[j]]
 					f.Outcome = idempotent.OutcomePosted

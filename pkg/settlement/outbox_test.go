@@ -381,3 +381,34 @@ func TestSettledEventOfAnAlreadyPostedClaim(t *testing.T) {
 		assert.Len(t, checkSettledEvents(t, db, tr.TenantID), 2)
 	})
 }
+
+// TestSettledEventsOff: with settled events off (PAYCB_SETTLED_TOPIC=none)
+// neither a single settlement nor a batch writes an outbox row or advances
+// a trade's counter, so a trade's first event once they are on again is
+// trade_seq 1.
+func TestSettledEventsOff(t *testing.T) {
+	sqldbtest.Dialects(t, func(t *testing.T, db *bun.DB) { //nolint:thelper // a test body run once per dialect
+		ctx := context.Background()
+		h := newHarness(t, db)
+		h.svc.SetSettledEvents(false)
+		const tenant = 1001
+		wx := channelstest.NewTrade(channels.WeChat, 7601)
+		h.deliver(t, channelstest.PaymentEnvelope(wx, channelstest.Delivery{}), 1)
+		var vals [][]byte
+		for i := range 4 {
+			vals = append(vals, channelstest.PaymentEnvelope(channelstest.NewTrade(channels.Codes()[i%3], 7610+i), channelstest.Delivery{}))
+		}
+		h.deliverBatch(t, vals, 10)
+		n, err := db.NewSelect().Table("ss_settled_outbox").Count(ctx)
+		require.NoError(t, err)
+		assert.Zero(t, n, "no outbox row while settled events are off")
+		assert.Zero(t, order(t, db, wx).SettledSeq, "the counter stays")
+		mustCheck(t, db)
+
+		h.svc.SetSettledEvents(true)
+		h.deliver(t, channelstest.RefundEnvelope(wx, refundAt(wx, "R1", 100, 0, 1), channelstest.Delivery{}), 20)
+		evs := settledEvents(t, db, tenant)
+		require.Len(t, evs, 1)
+		assert.Equal(t, int64(1), evs[0].TradeSeq)
+	})
+}

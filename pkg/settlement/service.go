@@ -30,7 +30,18 @@ type Service struct {
 	// preregistered: every refund is expected to have been registered
 	// before its callback (PAYCB_REFUNDS_PREREGISTERED).
 	preregistered bool
+	// noSettled: settled events are off (PAYCB_SETTLED_TOPIC=none), so no
+	// outbox row is written and no trade's counter advances.
+	noSettled bool
 }
+
+// SetSettledEvents says whether settlements write their settled events to
+// the outbox (ss_settled_outbox), the default. Off (PAYCB_SETTLED_TOPIC=none),
+// nothing is written and the trades' counters (settled_seq) stay where they
+// are, so events written after turning them on again continue each trade's
+// trade_seq without a gap. Call it before the Service settles anything: it
+// is not synchronised.
+func (s *Service) SetSettledEvents(on bool) { s.noSettled = !on }
 
 // SetRefundsPreregistered says whether every refund is expected to have
 // been registered (RegisterRefund) before the channel reports it
@@ -375,6 +386,9 @@ func (s *Service) settleAlreadyPosted(ctx context.Context, ev channels.Event, sr
 // holds it already: the amount is the postings', the order fields the
 // row's.
 func (s *Service) writeMissingEvent(ctx context.Context, tx bun.Tx, ev channels.Event, src settled.Source) error {
+	if s.noSettled {
+		return nil
+	}
 	ord, err := selectOrder(ctx, tx, ev.TenantID, ev.Channel, ev.TradeNo, !s.sqlite)
 	if err != nil {
 		return fmt.Errorf("settle already-posted %s: %w", ev.Key, err)

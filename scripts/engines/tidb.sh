@@ -215,8 +215,14 @@ suite() {
 	TEST_MYSQL_DSN=$bypass go test -race -count=1 -timeout 10m -run '^TestLedgerBypass$' ./pkg/settlement/
 	go test -race -count=1 -timeout 10m -run '^(TestMigrateIsIdempotent|TestCheckComparesAppliedWithEmbeddedMigrations|TestConcurrentMigrate|TestMigrate.*Lock|TestMigrationLock.*)$' ./schema/
 	go test -race -count=1 -timeout 20m \
-		-run '^(TestMixedStreamIsSettledExactlyOnce|TestRestartAfterDyingBetweenClaimAndSettle|TestTwoWorkersJoiningAndLeavingSettleEveryEventOnce|TestDuplicateOfAnInFlightClaimHoldsOnlyTheOffset|TestMessagesThatCanNeverSucceedAreDeadLetteredAndThePartitionMovesOn|TestSweeperSettlesAnOrphanWhoseMessageNeverComesBack|TestSweeperDeadLettersAnOrphanThatSettlesAsOverRefund|TestConcurrentCumulativeRefundsOfOneTradeFromTwoPartitions)$' \
+		-run '^(TestMixedStreamIsSettledExactlyOnce|TestRestartAfterDyingBetweenClaimAndSettle|TestTwoWorkersJoiningAndLeavingSettleEveryEventOnce|TestDuplicateOfAnInFlightClaimHoldsOnlyTheOffset|TestMessagesThatCanNeverSucceedAreDeadLetteredAndThePartitionMovesOn|TestSweeperSettlesAnOrphanWhoseMessageNeverComesBack|TestSweeperDeadLettersAnOrphanThatSettlesAsOverRefund|TestConcurrentCumulativeRefundsOfOneTradeFromTwoPartitions|TestSettledEventsPublishedRightAfterCommit|TestSettledTopicRefused|TestSettledEventsOff)$' \
 		./internal/app/
+	# Settled events: published after the commit in trade order, the
+	# sweeper's lease under many sweepers at once (conditional UPDATEs that
+	# wait in pessimistic mode and conflict at COMMIT in optimistic mode).
+	go test -race -count=1 -timeout 20m \
+		-run '^(TestPublisherPublishesASettlementsRows|TestPublisherKeepsTradeOrder|TestBrokerRefusingTheTopic|TestConcurrentSweepers|TestRepublish)$' \
+		./internal/settledpub/
 	# The merge of several partitions' batches into one transaction: its
 	# statements, its lookup of every key, a poisoned event, crashes at
 	# each step, and the offsets property with merging on.
@@ -224,7 +230,7 @@ suite() {
 		-run '^(TestMergedRoundSettlesManyPartitionsInOneTransaction|TestMergedRoundLooksUpEveryKeyWhenOneBatchDoes|TestPoisonedEventInAMergedRoundHoldsOnlyItsPartition|TestCrashInAMergedRoundLeavesOrphansTheSweeperSettlesOnce|TestOffsetsNeverPassAnUnsettledMessage)$' \
 		./internal/pipeline/ ./internal/consumer/
 	go test -race -count=1 -timeout 20m \
-		-run '^(TestReplayThroughTheWorker|TestOrphans|TestReconcile|TestReconcileNamesTheAlteredRow)$' ./internal/ops/
+		-run '^(TestReplayThroughTheWorker|TestOrphans|TestReconcile|TestReconcileNamesTheAlteredRow|TestPurgeDeletesOldPublishedSettledEvents)$' ./internal/ops/
 	go test -race -count=1 -timeout 20m \
 		-run '^(TestDeadLettersThroughTheWorker|TestStore|TestRedriveLinks|TestRedriveThatFailsAgainSupersedesItsOriginal|TestDeadLetterTheTopicLostIsListedAndClosable)$' ./internal/deadletters/
 	# kill -9 restarts of the real binary, short size: the soak reaches an

@@ -1,0 +1,118 @@
+package settledpub
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	"github.com/uptrace/bun"
+
+	"github.com/paycallback/paycallback/pkg/settled"
+)
+
+// Ref names one settled event a settlement wrote: its trade and the
+// idempotency key of its claim.
+type Ref struct {
+	TenantID int64
+	Channel  string
+	TradeNo  string
+	Key      string
+}
+
+// trade is a trade's identity, the message key's parts.
+type trade struct {
+	tenant  int64
+	channel string
+	tradeNo string
+}
+
+// row is one unpublished ss_settled_outbox row, as the publishers read it.
+type row struct {
+	ID        int64     `bun:"id"`
+	TenantID  int64     `bun:"tenant_id"`
+	Key       string    `bun:"idempotent_key"`
+	Channel   string    `bun:"channel_code"`
+	TradeNo   string    `bun:"channel_trade_no"`
+	TradeSeq  int64     `bun:"trade_seq"`
+	Value     []byte    `bun:"value"`
+	SettledAt time.Time `bun:"settled_at"`
+}
+
+func (r row) trade() trade { return trade{r.TenantID, r.Channel, r.TradeNo} }
+
+// message is the row's Kafka message: the trade as the key, the stored
+// value as it is, the event id and content type as headers.
+func (r row) message() kafka.Message {
+	return kafka.Message{
+		Key:   []byte(settled.MessageKey(r.TenantID, r.Channel, r.TradeNo)),
+		Value: r.Value,
+		Headers: []kafka.Header{
+			{Key: settled.HeaderEventID, Value: []byte(settled.EventID(r.TenantID, r.Key))},
+			{Key: settled.HeaderContentType, Value: []byte(settled.ContentType)},
+		},
+	}
+}
+
+const outboxTable = "ss_settled_outbox"
+
+// pendingOf reads every unpublished row of trades, trade by trade in
+// trade_seq order (uk_settled_trade_seq).
+func pendingOf(ctx context.Context, db bun.IDB, trades []trade) ([]row, error) {
+	if len(trades) == 0 {
+		return nil, nil
+	}
+	var rows []row
+	err := db.NewSelect().Table(outboxTable).
+		Column("id", "tenant_id", "idempotent_key", "channel_code", "channel_trade_no", "trade_seq", "value", "settled_at").
+		Where("published_at IS NULL").
+		WhereGroup(" AND ", func(q *bun.SelectQuery) *bun.SelectQuery {
+			for _, t := range trades {
+				q = q.WhereOr("(tenant_id = ? AND channel_code = ? AND channel_trade_no = ?)", t.tenant, t.channel, t.tradeNo)
+			}
+			return q
+		}).
+		OrderExpr("tenant_id, channel_code, channel_trade_no, trade_seq").
+		Scan(ctx, &rows)
+	if err != nil {
+		return nil, fmt.Errorf("read the unpublished settled events of %d trades: %w", len(trades), err)
+	}
+	return rows, nil
+}
+
+// markPublished sets published_at on the rows ids that are not published
+// yet, and clears their lease.
+func markPublished(ctx context.Context, db bun.IDB, ids []int64, at time.Time) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	_, err := db.NewUpdate().Table(outboxTable).
+		Set("published_at = ?", at).Set("lease_owner = NULL").Set("lease_until = NULL").
+		Where("id IN (?)", bun.List(ids)).Where("published_at IS NULL").Exec(ctx)
+	if err != nil {
+		return fmt.Errorf("mark %d settled events published: %w", len(ids), err)
+	}
+	return nil
+}
+
+// Pending is how many settled events are written and not yet published,
+// and when the oldest of them was settled (zero when none is); both read
+// through idx_settled_pending.
+func Pending(ctx context.Context, db bun.IDB) (n int64, oldest time.Time, err error) {
+	q := func() *bun.SelectQuery { return db.NewSelect().Table(outboxTable).Where("published_at IS NULL") }
+	c, err := q().Count(ctx)
+	if err != nil {
+		return 0, time.Time{}, fmt.Errorf("count the unpublished settled events: %w", err)
+	}
+	if c == 0 {
+		return 0, time.Time{}, nil
+	}
+	var at []time.Time
+	if err := q().Column("settled_at").OrderExpr("settled_at").Limit(1).Scan(ctx, &at); err != nil {
+		return 0, time.Time{}, fmt.Errorf("read the oldest unpublished settled event: %w", err)
+	}
+	if len(at) > 0 {
+		oldest = at[0].UTC()
+	}
+	return c, oldest, nil
+}
