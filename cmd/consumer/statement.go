@@ -52,7 +52,8 @@ larger than 256 MiB, more than 256 MiB uncompressed, a line over 64 KiB,
 more than 300,000 lines, more than 1,000 blank lines in a row, or a
 gzip stream or zip entry grown more than 100 times once past 8 MiB is no
 statement, and is refused as soon as it shows it (docs/statements.md,
-"Limits"). A refusal takes under 64 MiB; a bill takes about 2 KiB a line.
+"Limits"). What is refused early takes under 64 MiB; a bill about 2 KiB a
+line (docs/operations.md).
 
 A WeChat or Alipay bill is the bill of one Beijing-time day: WeChat's file
 states no day, so --date (the bill_date it was downloaded for) is
