@@ -56,9 +56,30 @@ func buildConsumer(ctx context.Context, t *testing.T) string {
 	return bin
 }
 
+// migratedDatabase returns the DSN of a database of the test's own with
+// the schema migrated.
+func migratedDatabase(ctx context.Context, t *testing.T) string {
+	t.Helper()
+	dsn := sqldbtest.NewDatabase(t)
+	db, err := sqldb.OpenMySQL(dsn)
+	require.NoError(t, err)
+	_, err = schema.Migrate(ctx, db)
+	require.NoError(t, err)
+	require.NoError(t, db.Close())
+	return dsn
+}
+
 // runBinary runs `bin args…` with env to its end: its standard output
 // and error, and its exit status (a failure to run it fails the test).
 func runBinary(ctx context.Context, t *testing.T, bin string, env []string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	stdout, stderr, state := runChild(ctx, t, bin, env, args...)
+	return stdout, stderr, state.ExitCode()
+}
+
+// runChild is runBinary returning the child's state (its exit status and
+// its resource usage) rather than its exit status.
+func runChild(ctx context.Context, t *testing.T, bin string, env []string, args ...string) (stdout, stderr string, state *os.ProcessState) {
 	t.Helper()
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = env
@@ -66,14 +87,10 @@ func runBinary(ctx context.Context, t *testing.T, bin string, env []string, args
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err := cmd.Run()
 	var exit *exec.ExitError
-	switch {
-	case err == nil:
-	case errors.As(err, &exit):
-		code = exit.ExitCode()
-	default:
+	if err != nil && !errors.As(err, &exit) {
 		require.NoError(t, err, "consumer %s", strings.Join(args, " "))
 	}
-	return out.String(), errOut.String(), code
+	return out.String(), errOut.String(), cmd.ProcessState
 }
 
 // startConsumerRun starts `bin run` with env; the function it returns
@@ -238,12 +255,7 @@ func TestBrokerLossTurnsTheWorkerUnready(t *testing.T) {
 	portN, err := strconv.Atoi(port)
 	require.NoError(t, err)
 
-	dsn := sqldbtest.NewDatabase(t)
-	db, err := sqldb.OpenMySQL(dsn)
-	require.NoError(t, err)
-	_, err = schema.Migrate(ctx, db)
-	require.NoError(t, err)
-	require.NoError(t, db.Close())
+	dsn := migratedDatabase(ctx, t)
 
 	// The group's timings are the defaults: the 15 s bound is theirs.
 	env := append(os.Environ(), "PAYCB_DB_DSN="+dsn, "PAYCB_KAFKA_BROKERS="+brokers[0],

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,10 +15,6 @@ import (
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/statements"
 )
-
-// maxStatementBytes bounds the file statement import reads: a day's bill
-// of a busy merchant is megabytes; a gigabyte is a mistake.
-const maxStatementBytes = 1 << 30
 
 func statementCmd() command {
 	return command{
@@ -52,6 +47,14 @@ one statement per Beijing-time day:
 A file whose rows disagree with its own summary or footer, an unknown
 layout, or a hash that differs is refused with the reason.
 
+Limits: F is read as a stream, a line at a time, never whole; a file
+larger than 256 MiB, more than 256 MiB uncompressed, a line over 64 KiB,
+more than 300,000 lines, more than 1,000 blank lines in a row, or a
+gzip stream or zip entry grown more than 100 times once past 8 MiB is no
+statement, and is refused as soon as it shows it (docs/statements.md,
+"Limits"). What is refused early takes under 64 MiB; a bill about 2 KiB a
+line (docs/operations.md).
+
 A WeChat or Alipay bill is the bill of one Beijing-time day: WeChat's file
 states no day, so --date (the bill_date it was downloaded for) is
 required; Alipay's states its window, which --date, when given, must be.
@@ -80,7 +83,7 @@ every sub-merchant, and is refused unless all of them are the tenant's.
 Without the variable, import refuses.`,
 		exits: []exitStatus{
 			{exitUsage, "a usage or configuration error: a flag missing or invalid, no DSN, a bad PAYCB_TENANT_MERCHANTS_FILE"},
-			{exitRefused, "refused: the file is not a statement of the channel's layout, disagrees with its own summary, or its hash differs; " +
+			{exitRefused, "refused: the file is not a statement of the channel's layout, passes a limit, disagrees with its own summary, or its hash differs; " +
 				"a row is dated outside the bill's day, or the file states another day than --date; a row repeats another; " +
 				"it names a merchant not bound to --tenant in PAYCB_TENANT_MERCHANTS_FILE, or that variable is not set"},
 		},
@@ -107,15 +110,16 @@ func statementImportCommand(fs *flag.FlagSet) runFunc {
 		if err := checkImportDate(ch, *date); err != nil {
 			return err
 		}
-		data, err := readStatementFile(*file)
+		f, size, err := openStatementFile(*file)
 		if err != nil {
 			return err
 		}
+		defer func() { _ = f.Close() }()
 		binding, err := merchantBinding(env, "statement import")
 		if err != nil {
 			return err
 		}
-		st, err := statements.Parse(ch, data, *sha)
+		st, err := statements.ParseReader(ch, f, size, *sha)
 		if err != nil {
 			if errors.Is(err, statements.ErrFormat) || errors.Is(err, statements.ErrMismatch) || errors.Is(err, statements.ErrHash) {
 				return &exitError{code: exitRefused, err: fmt.Errorf("statement import refused %s: %w", *file, err)}
@@ -207,21 +211,25 @@ func statementTarget(verb, channel string, tenant int64, name, value string) (ch
 	return ch, nil
 }
 
-// readStatementFile reads the named file, at most maxStatementBytes.
-func readStatementFile(name string) ([]byte, error) {
+// openStatementFile opens the named file for the parser to stream from,
+// and returns its size; a file larger than statements.MaxTextBytes (more
+// than any bill, compressed or not, can be) is refused before it is read.
+func openStatementFile(name string) (*os.File, int64, error) {
 	f, err := os.Open(filepath.Clean(name)) //nolint:gosec // the operator names the file to import
 	if err != nil {
-		return nil, fmt.Errorf("statement import: %w", err)
+		return nil, 0, fmt.Errorf("statement import: %w", err)
 	}
-	defer func() { _ = f.Close() }()
-	data, err := io.ReadAll(io.LimitReader(f, maxStatementBytes+1))
+	fi, err := f.Stat()
 	if err != nil {
-		return nil, fmt.Errorf("statement import: read %s: %w", name, err)
+		_ = f.Close()
+		return nil, 0, fmt.Errorf("statement import: %w", err)
 	}
-	if len(data) > maxStatementBytes {
-		return nil, &exitError{code: exitRefused, err: fmt.Errorf("statement import refused %s: larger than %d bytes", name, maxStatementBytes)}
+	if !fi.Mode().IsRegular() || fi.Size() > statements.MaxTextBytes {
+		_ = f.Close()
+		return nil, 0, &exitError{code: exitRefused, err: fmt.Errorf("statement import refused %s: not a regular file of at most %d bytes: %w",
+			name, statements.MaxTextBytes, statements.ErrLimit)}
 	}
-	return data, nil
+	return f, fi.Size(), nil
 }
 
 func isHexSHA1(s string) bool {

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"testing"
 	"time"
 
@@ -93,7 +94,11 @@ func fakeStatement(lines []statements.Line) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-func fakeParse(data []byte, wantSHA1 string) (statements.Statement, error) {
+func fakeParse(r io.ReaderAt, size int64, wantSHA1 string) (statements.Statement, error) {
+	data, err := io.ReadAll(io.NewSectionReader(r, 0, size))
+	if err != nil {
+		return statements.Statement{}, fmt.Errorf("fakepay: %w", err)
+	}
 	sum := sha1.Sum(data) //nolint:gosec // see the import
 	st := statements.Statement{Channel: fakePay, Format: "fakepay-lines", SHA1: hex.EncodeToString(sum[:])}
 	sc := bufio.NewScanner(bytes.NewReader(data))

@@ -3,6 +3,7 @@ package statements
 import (
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 
 	"github.com/paycallback/paycallback/pkg/channels"
@@ -21,9 +22,12 @@ var ErrNoParser = errors.New("no statement parser for the channel")
 // without one: a channel added to the registry without a parser fails the
 // build's tests, and at run time Parse refuses it by name (ErrNoParser).
 type Parser struct {
-	// Parse parses one file and checks it against wantSHA1 when not empty
-	// (see the function Parse).
-	Parse func(data []byte, wantSHA1 string) (Statement, error)
+	// Parse parses one file of size bytes, read through r, and checks it
+	// against wantSHA1 when not empty (see the function Parse). It reads
+	// the file as a stream within the limits of ReadLines and LimitRatio
+	// (an Alipay zip's directory is read at its end: hence a ReaderAt),
+	// never whole.
+	Parse func(r io.ReaderAt, size int64, wantSHA1 string) (Statement, error)
 	// Refunds is how the statement reports refunds.
 	Refunds RefundLines
 	// PaymentSettled, when set, says whether a payment line's status is

@@ -1,8 +1,10 @@
 package statements
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"time"
@@ -165,11 +167,20 @@ var ErrHash = errors.New("statement hash mismatch")
 // without a parser (one not in this package's list) is an error naming
 // it, never an empty statement.
 func Parse(ch channels.Channel, data []byte, wantSHA1 string) (Statement, error) {
+	return ParseReader(ch, bytes.NewReader(data), int64(len(data)), wantSHA1)
+}
+
+// ParseReader is Parse of the size bytes r reads (an *os.File and its
+// size): the file is read as a stream, never whole, and a file beyond the
+// limits (MaxLines, MaxTextBytes, MaxBlankRun, MaxCompressionRatio,
+// MaxLineBytes) is refused as soon as the limit is passed, with an error
+// wrapping ErrLimit and ErrFormat.
+func ParseReader(ch channels.Channel, r io.ReaderAt, size int64, wantSHA1 string) (Statement, error) {
 	p, ok := ParserOf(ch)
 	if !ok {
 		return Statement{}, fmt.Errorf("parse statement: unknown channel %q: %w", ch, ErrNoParser)
 	}
-	return p.Parse(data, wantSHA1)
+	return p.Parse(r, size, wantSHA1)
 }
 
 // CheckSHA1 returns st, err, or when err is nil and wantSHA1 is not empty

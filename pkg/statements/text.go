@@ -12,23 +12,13 @@ import (
 // refused before it is split into cells.
 const MaxLineBytes = 64 << 10
 
-// EachLine calls fn with each line of text and its 1-based number, LF or
-// CRLF removed, in order, one at a time (text is never split into a slice
-// of lines, so a run of empty lines costs no memory). A line longer than
-// MaxLineBytes is refused, before fn sees it, with an error wrapping
-// ErrFormat that names its number. It returns fn's first error.
+// EachLine is ReadLines over text: fn sees each line of text and its
+// 1-based number, LF or CRLF removed, in order, one at a time, within the
+// same limits (a line longer than MaxLineBytes is refused, before fn sees
+// it, with an error wrapping ErrFormat that names its number). It returns
+// fn's first error.
 func EachLine(text string, fn func(lineNo int, line string) error) error {
-	for lineNo := 1; text != ""; lineNo++ {
-		line, rest, _ := strings.Cut(text, "\n")
-		text = rest
-		if len(line) > MaxLineBytes {
-			return fmt.Errorf("line %d: longer than %d bytes: %w", lineNo, MaxLineBytes, ErrFormat)
-		}
-		if err := fn(lineNo, strings.TrimSuffix(line, "\r")); err != nil {
-			return err
-		}
-	}
-	return nil
+	return ReadLines(strings.NewReader(text), fn)
 }
 
 // CheckIdentifiers returns an error wrapping ErrFormat, naming the line

@@ -29,7 +29,7 @@ func TestEachLine(t *testing.T) {
 	seen := 0
 	err = statements.EachLine(long, func(int, string) error { seen++; return nil })
 	require.ErrorIs(t, err, statements.ErrFormat)
-	require.EqualError(t, err, "line 2: longer than 65536 bytes: "+statements.ErrFormat.Error())
+	require.EqualError(t, err, "line 2: longer than 65536 bytes: "+statements.ErrLimit.Error()+": "+statements.ErrFormat.Error())
 	assert.Equal(t, 1, seen, "the long line is refused before it is seen")
 }
 

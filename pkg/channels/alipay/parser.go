@@ -1,7 +1,7 @@
 package alipay
 
 import (
-	"bytes"
+	"io"
 
 	"github.com/paycallback/paycallback/pkg/statements"
 )
@@ -10,8 +10,8 @@ import (
 // knows it; package allchannels registers it.
 func StatementParser() statements.Parser {
 	return statements.Parser{
-		Parse: func(data []byte, wantSHA1 string) (statements.Statement, error) {
-			st, err := ParseStatement(bytes.NewReader(data), int64(len(data)))
+		Parse: func(r io.ReaderAt, size int64, wantSHA1 string) (statements.Statement, error) {
+			st, err := ParseStatement(r, size)
 			return statements.CheckSHA1(st, err, wantSHA1)
 		},
 		Refunds:           statements.RefundLinesRunning,

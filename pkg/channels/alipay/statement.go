@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"regexp"
 	"slices"
 	"strconv"
@@ -16,6 +17,7 @@ import (
 	"unicode/utf8"
 
 	"golang.org/x/text/encoding/simplifiedchinese"
+	"golang.org/x/text/transform"
 
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/statements"
@@ -25,9 +27,10 @@ import (
 const StatementFormat = "alipay-trade"
 
 // AlipayMaxEntrySize is the largest uncompressed 业务明细 entry, in bytes,
-// that ParseStatement reads; a larger one is refused with ErrFormat rather
-// than read into memory.
-const AlipayMaxEntrySize = 512 << 20
+// that ParseStatement opens, as the entry's header states it; a larger one
+// is refused with ErrFormat before it is read. The entry is read as a
+// stream, within statements.MaxTextBytes whatever its header says.
+const AlipayMaxEntrySize = statements.MaxTextBytes
 
 // The 业务明细 columns the parser reads. Header names are compared after
 // turning half-width parentheses into the full-width ones Alipay writes.
@@ -83,7 +86,10 @@ var (
 // is read (never …业务明细(汇总).csv); its content is GBK and is decoded to
 // UTF-8. Statement.SHA1 is the hex SHA-1 of that entry's uncompressed raw
 // (GBK) bytes, not of the zip and not of the decoded text; Line.LineNo
-// counts lines of that entry (LF or CRLF).
+// counts lines of that entry (LF or CRLF). The entry is read as a stream,
+// a line at a time, never whole, within statements.ReadLines' and
+// statements.LimitRatio's limits (a limit passed wraps statements.ErrLimit
+// and ErrFormat, naming the entry).
 //
 // Lines starting with # are comments: 起始日期/终止日期 give From and To
 // (Beijing time, returned in UTC); the detail rows lie between the lines
@@ -121,21 +127,7 @@ func ParseStatement(r io.ReaderAt, size int64) (statements.Statement, error) {
 	if err != nil {
 		return statements.Statement{}, err
 	}
-	raw, err := alipayReadEntry(entry)
-	if err != nil {
-		return statements.Statement{}, err
-	}
-	text, err := simplifiedchinese.GB18030.NewDecoder().Bytes(raw)
-	if err != nil {
-		return statements.Statement{}, fmt.Errorf("alipay bill: decode GBK: %w: %w", statements.ErrFormat, err)
-	}
-	st, err := parseAlipayDetail(string(text))
-	if err != nil {
-		return statements.Statement{}, err
-	}
-	sum := sha1.Sum(raw) //nolint:gosec // see the import
-	st.SHA1 = hex.EncodeToString(sum[:])
-	return st, nil
+	return parseAlipayEntry(entry)
 }
 
 // alipayEntryNames returns the names an entry may go by: the GBK decoding
@@ -221,26 +213,41 @@ func alipayUnsafeName(name string) string {
 	return ""
 }
 
-// alipayReadEntry reads an entry whole, at most AlipayMaxEntrySize bytes;
-// reading to the end makes archive/zip check the CRC.
-func alipayReadEntry(f *zip.File) ([]byte, error) {
+// parseAlipayEntry parses the detail entry f as a stream: its raw (GBK)
+// bytes go through the SHA-1 and the GB18030 decoder line by line, within
+// statements.LimitRatio's and ReadLines' limits; an entry whose header
+// states more than AlipayMaxEntrySize is refused before it is opened.
+// Reading to the end makes archive/zip check the CRC.
+func parseAlipayEntry(f *zip.File) (statements.Statement, error) {
+	shown := f.Name
+	if names := alipayEntryNames(f); len(names) > 0 {
+		shown = names[0]
+	}
+	name := fmt.Sprintf("detail entry %.64q", shown)
 	if f.UncompressedSize64 > AlipayMaxEntrySize {
-		return nil, fmt.Errorf("alipay bill: detail entry of %d bytes exceeds %d: %w",
-			f.UncompressedSize64, AlipayMaxEntrySize, statements.ErrFormat)
+		return statements.Statement{}, fmt.Errorf("alipay bill: %s of %d bytes exceeds %d: %w: %w",
+			name, f.UncompressedSize64, AlipayMaxEntrySize, statements.ErrLimit, statements.ErrFormat)
 	}
 	rc, err := f.Open()
 	if err != nil {
-		return nil, fmt.Errorf("alipay bill: open detail entry: %w: %w", statements.ErrFormat, err)
+		return statements.Statement{}, fmt.Errorf("alipay bill: open %s: %w: %w", name, statements.ErrFormat, err)
 	}
-	defer rc.Close()
-	raw, err := io.ReadAll(io.LimitReader(rc, AlipayMaxEntrySize+1))
-	if err != nil {
-		return nil, fmt.Errorf("alipay bill: read detail entry: %w: %w", statements.ErrFormat, err)
+	defer func() { _ = rc.Close() }()
+	compressed := int64(min(f.CompressedSize64, uint64(math.MaxInt64))) //nolint:gosec // bounded just above
+	raw := statements.LimitRatio(rc, "the entry", func() int64 { return compressed })
+	h := sha1.New() //nolint:gosec // see the import
+	text := transform.NewReader(io.TeeReader(raw, h), simplifiedchinese.GB18030.NewDecoder())
+	st, err := parseAlipayDetail(text)
+	switch {
+	case errors.Is(err, statements.ErrLimit):
+		return statements.Statement{}, fmt.Errorf("alipay bill: %s: %w", name, err)
+	case err != nil && !errors.Is(err, statements.ErrFormat) && !errors.Is(err, statements.ErrMismatch):
+		return statements.Statement{}, fmt.Errorf("alipay bill: read %s: %w: %w", name, statements.ErrFormat, err)
+	case err != nil:
+		return statements.Statement{}, err
 	}
-	if len(raw) > AlipayMaxEntrySize {
-		return nil, fmt.Errorf("alipay bill: detail entry exceeds %d bytes: %w", AlipayMaxEntrySize, statements.ErrFormat)
-	}
-	return raw, nil
+	st.SHA1 = hex.EncodeToString(h.Sum(nil))
+	return st, nil
 }
 
 // alipayColumns maps the required and optional columns to their index.
@@ -315,8 +322,9 @@ type alipayFooter struct {
 	settled int64 // as written: negative for refunds
 }
 
-// parseAlipayDetail parses the decoded text of a 业务明细 entry.
-func parseAlipayDetail(text string) (statements.Statement, error) {
+// parseAlipayDetail parses the decoded text of a 业务明细 entry, line by
+// line.
+func parseAlipayDetail(text io.Reader) (statements.Statement, error) {
 	st := statements.Statement{Channel: Code, Format: StatementFormat}
 	const (
 		before = iota // comments before the start marker
@@ -328,7 +336,7 @@ func parseAlipayDetail(text string) (statements.Statement, error) {
 	var cols alipayColumns
 	var paid, refunded *alipayFooter
 	haveWindow := false
-	err := statements.EachLine(text, func(lineNo int, line string) error {
+	err := statements.ReadLines(text, func(lineNo int, line string) error {
 		if strings.TrimSpace(line) == "" {
 			return nil
 		}
@@ -390,7 +398,7 @@ func parseAlipayDetail(text string) (statements.Statement, error) {
 				return err
 			}
 			l.MerchantID = st.Account
-			st.Lines = append(st.Lines, l)
+			st.Lines = append(st.Lines, l.Detached())
 		case after:
 			return fmt.Errorf("alipay bill line %d: data after the %s marker: %w", lineNo, alipayListEnd, statements.ErrFormat)
 		}

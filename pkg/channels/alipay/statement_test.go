@@ -471,3 +471,27 @@ func TestParseAlipayRefusesUnsafeZips(t *testing.T) {
 	require.ErrorIs(t, err, statements.ErrFormat)
 	assert.EqualError(t, err, fmt.Sprintf("alipay bill: 100000 entries in the zip, more than the %d a bill has: %s", AlipayMaxEntries, statements.ErrFormat))
 }
+
+// TestParseAlipayRefusesAnEntryThatGrowsTooMuch: a detail entry whose
+// rows repeat, so that it inflates more than MaxCompressionRatio times, is
+// refused naming the entry, the line and the ratio once RatioFromBytes
+// have come out, not read to its end.
+func TestParseAlipayRefusesAnEntryThatGrowsTooMuch(t *testing.T) {
+	const copies = 60_000 // about 12 MiB of rows
+	zipped := alipayVariantZip(t, func(text string) string {
+		head, rest, ok := strings.Cut(text, "业务明细列表----------------------------------------\r\n")
+		require.True(t, ok)
+		header, rest, _ := strings.Cut(rest, "\r\n")
+		row, _, _ := strings.Cut(rest, "\r\n")
+		return head + "业务明细列表----------------------------------------\r\n" + header + "\r\n" +
+			strings.Repeat(row+"\r\n", copies) + rest
+	})
+	require.Less(t, len(zipped), (12<<20)/statements.MaxCompressionRatio, "precondition: the zip is a bomb")
+	_, err := parseAlipayBytes(zipped)
+	require.ErrorIs(t, err, statements.ErrLimit)
+	require.ErrorIs(t, err, statements.ErrFormat)
+	require.ErrorContains(t, err, `alipay bill: detail entry "20880000000000000156_20240315_业务明细.csv": line `)
+	require.ErrorContains(t, err, ": the entry: ")
+	require.ErrorContains(t, err, "more than 100 times")
+	require.NotContains(t, err.Error(), fmt.Sprintf("line %d:", copies+5), "refused before the end")
+}

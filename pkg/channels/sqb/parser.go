@@ -1,7 +1,7 @@
 package sqb
 
 import (
-	"bytes"
+	"io"
 
 	"github.com/paycallback/paycallback/pkg/statements"
 )
@@ -10,8 +10,8 @@ import (
 // knows it; package allchannels registers it.
 func StatementParser() statements.Parser {
 	return statements.Parser{
-		Parse: func(data []byte, wantSHA1 string) (statements.Statement, error) {
-			st, err := ParseStatement(bytes.NewReader(data))
+		Parse: func(r io.ReaderAt, size int64, wantSHA1 string) (statements.Statement, error) {
+			st, err := ParseStatement(io.NewSectionReader(r, 0, size))
 			return statements.CheckSHA1(st, err, wantSHA1)
 		},
 		Refunds:        statements.RefundLinesPerOrder,

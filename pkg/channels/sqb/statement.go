@@ -2,6 +2,7 @@ package sqb
 
 import (
 	"crypto/sha1" //nolint:gosec // the channels' statement hashes are SHA-1; this is an integrity check, not a signature
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -119,34 +120,34 @@ type sqbQueryData struct {
 // neither a payment received nor a refund: the cancel does not say whether
 // the payment had gone through, and either way the trade nets to zero; a
 // failed or unfinished order moved no money the merchant keeps. Refunds and
-// SettledRefunds stay zero. SHA1 is over the bytes read.
+// SettledRefunds stay zero. SHA1 is over the bytes read, taken as they
+// go by: r is read a line at a time, never whole, within
+// statements.ReadLines' limits, and of a line only the hash is kept to
+// tell a response saved twice.
 //
 // Errors: a read error is returned wrapped; anything else (malformed JSON,
 // a failing result_code, a missing or malformed field, a duplicate sn)
 // wraps ErrFormat, and its message names the line number and the field or
 // the byte column.
 func ParseStatement(r io.Reader) (statements.Statement, error) {
-	data, err := io.ReadAll(r)
-	if err != nil {
-		return statements.Statement{}, fmt.Errorf("read sqb query responses: %w", err)
-	}
-	sum := sha1.Sum(data) //nolint:gosec // see the import
-	st := statements.Statement{
-		Channel: Code,
-		Format:  FormatQuery,
-		SHA1:    hex.EncodeToString(sum[:]),
-	}
-	// seen maps an sn to the line that first had it and that line's bytes.
+	h := sha1.New() //nolint:gosec // see the import
+	st := statements.Statement{Channel: Code, Format: FormatQuery}
+	// seen maps an sn to the line that first had it and the hash of that
+	// line's bytes (a line may be 64 KiB: its hash is what is kept).
 	type seenLine struct {
 		lineNo int
-		raw    string
+		raw    [sha256.Size]byte
 	}
 	seen := make(map[string]seenLine)
-	err = statements.EachLine(strings.TrimPrefix(string(data), "\ufeff"), func(lineNo int, raw string) error {
-		if strings.TrimSpace(raw) == "" {
+	err := statements.ReadLines(io.TeeReader(r, h), func(lineNo int, text string) error {
+		if lineNo == 1 {
+			text = strings.TrimPrefix(text, "\ufeff")
+		}
+		if strings.TrimSpace(text) == "" {
 			return nil
 		}
-		line, err := parseSQBLine(lineNo, []byte(raw))
+		raw := sha256.Sum256([]byte(text))
+		line, err := parseSQBLine(lineNo, []byte(text))
 		if err != nil {
 			return err
 		}
@@ -161,12 +162,16 @@ func ParseStatement(r io.Reader) (statements.Statement, error) {
 		if err := addTotals(&st.Totals, line); err != nil {
 			return fmt.Errorf("sqb query line %d: %w", lineNo, err)
 		}
-		st.Lines = append(st.Lines, line)
+		st.Lines = append(st.Lines, line.Detached())
 		return nil
 	})
+	if err != nil && !errors.Is(err, statements.ErrFormat) {
+		return statements.Statement{}, fmt.Errorf("read sqb query responses: %w", err)
+	}
 	if err != nil {
 		return statements.Statement{}, err
 	}
+	st.SHA1 = hex.EncodeToString(h.Sum(nil))
 	return st, nil
 }
 

@@ -1,7 +1,7 @@
 package wechat
 
 import (
-	"bytes"
+	"io"
 
 	"github.com/paycallback/paycallback/pkg/statements"
 )
@@ -10,8 +10,8 @@ import (
 // knows it; package allchannels registers it.
 func StatementParser() statements.Parser {
 	return statements.Parser{
-		Parse: func(data []byte, wantSHA1 string) (statements.Statement, error) {
-			return ParseStatement(bytes.NewReader(data), wantSHA1)
+		Parse: func(r io.ReaderAt, size int64, wantSHA1 string) (statements.Statement, error) {
+			return ParseStatement(io.NewSectionReader(r, 0, size), wantSHA1)
 		},
 		Refunds:        statements.RefundLinesByNumber,
 		PaymentSettled: func(status string) bool { return status == "SUCCESS" },

@@ -2,7 +2,6 @@ package wechat
 
 import (
 	"bufio"
-	"bytes"
 	"compress/flate"
 	"compress/gzip"
 	"crypto/sha1" //nolint:gosec // WeChat states the bill's hash as SHA-1; this checks integrity, not authenticity.
@@ -30,10 +29,6 @@ const (
 	FormatAllLegacy = "wechat-tradebill-all-legacy"
 )
 
-// MaxWeChatBytes is the largest uncompressed WeChat trade bill ParseStatement
-// reads; a larger one is refused with ErrFormat rather than held in memory.
-const MaxWeChatBytes = 1 << 30
-
 // wechatSummaryFirst is the first cell of the summary header line.
 const wechatSummaryFirst = "总交易单数"
 
@@ -55,27 +50,50 @@ const wechatTimeLayout = "2006-01-02 15:04:05"
 //
 // Rows with 交易状态 SUCCESS or REVOKED become KindPayment lines, REFUND
 // KindRefund lines (Status is then 退款状态, a snapshot at bill time).
-// Statement.SHA1 is the hex SHA-1 of the uncompressed bytes; when wantSHA1
-// is not empty it must match (hex, either case) before anything is parsed.
+// Statement.SHA1 is the hex SHA-1 of the uncompressed bytes, taken as they
+// are read; when wantSHA1 is not empty it must match (hex, either case),
+// and a file that differs is refused for that before anything else it
+// holds (but a limit passed).
+//
+// The file is read as a stream, a line at a time, never whole: the text
+// within statements.ReadLines' limits, a gzip stream within
+// statements.LimitRatio's.
 //
 // Errors: ErrHash for a hash mismatch; ErrFormat for anything that is not
 // such a bill (unknown header, with the missing and unexpected columns; a
 // malformed cell, naming the line and column; an ID in scientific
-// notation; no summary; a corrupt gzip stream; more than MaxWeChatBytes);
+// notation; no summary; a corrupt gzip stream; a limit passed, which also
+// wraps statements.ErrLimit);
 // ErrMismatch when the rows disagree with the summary, naming each figure
 // and the difference. Errors reading r are returned wrapped, with none of
 // these. The returned Statement is the zero value whenever err is not nil.
 func ParseStatement(r io.Reader, wantSHA1 string) (statements.Statement, error) {
-	data, err := readWeChat(r)
+	src := &wechatSource{r: r}
+	body, closeBody, err := openWeChat(src)
 	if err != nil {
 		return statements.Statement{}, err
 	}
-	sum := sha1.Sum(data) //nolint:gosec // see the import.
-	got := hex.EncodeToString(sum[:])
+	defer closeBody()
+	h := sha1.New() //nolint:gosec // see the import.
+	text := io.TeeReader(body, h)
+	st, err := parseWeChatText(text)
+	if err != nil && !errors.Is(err, statements.ErrFormat) && !errors.Is(err, statements.ErrMismatch) {
+		return statements.Statement{}, wechatReadErr(src, "read wechat trade bill", err)
+	}
+	if err != nil && (wantSHA1 == "" || errors.Is(err, statements.ErrLimit)) {
+		return statements.Statement{}, err
+	}
+	if err != nil {
+		// The hash says first whether this is the file asked for: the
+		// rest of it, within the limits, goes through the hash.
+		if _, derr := io.Copy(io.Discard, io.LimitReader(text, statements.MaxTextBytes)); derr != nil {
+			return statements.Statement{}, err
+		}
+	}
+	got := hex.EncodeToString(h.Sum(nil))
 	if wantSHA1 != "" && !strings.EqualFold(got, strings.TrimSpace(wantSHA1)) {
 		return statements.Statement{}, fmt.Errorf("wechat trade bill: sha1 is %s, want %s: %w", got, wantSHA1, statements.ErrHash)
 	}
-	st, err := parseWeChatText(data)
 	if err != nil {
 		return statements.Statement{}, err
 	}
@@ -98,32 +116,24 @@ func (s *wechatSource) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// readWeChat returns the uncompressed bytes of r, gunzipping when r starts
-// with the gzip magic bytes.
-func readWeChat(r io.Reader) ([]byte, error) {
-	src := &wechatSource{r: r}
+// openWeChat returns the uncompressed text of src, gunzipping when src
+// starts with the gzip magic bytes, within statements.LimitRatio's limits,
+// and the function that closes it.
+func openWeChat(src *wechatSource) (io.Reader, func(), error) {
 	br := bufio.NewReader(src)
 	magic, err := br.Peek(2)
 	if err != nil && src.err != nil {
-		return nil, fmt.Errorf("read wechat trade bill: %w", src.err)
+		return nil, nil, fmt.Errorf("read wechat trade bill: %w", src.err)
 	}
-	var body io.Reader = br
-	if len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
-		zr, err := gzip.NewReader(br)
-		if err != nil {
-			return nil, wechatReadErr(src, "gunzip wechat trade bill", err)
-		}
-		defer func() { _ = zr.Close() }()
-		body = zr
+	if len(magic) < 2 || magic[0] != 0x1f || magic[1] != 0x8b {
+		return br, func() {}, nil
 	}
-	data, err := io.ReadAll(io.LimitReader(body, MaxWeChatBytes+1))
+	in, taken := statements.CountingReader(br)
+	zr, err := gzip.NewReader(in)
 	if err != nil {
-		return nil, wechatReadErr(src, "read wechat trade bill", err)
+		return nil, nil, wechatReadErr(src, "gunzip wechat trade bill", err)
 	}
-	if len(data) > MaxWeChatBytes {
-		return nil, fmt.Errorf("read wechat trade bill: more than %d bytes uncompressed: %w", MaxWeChatBytes, statements.ErrFormat)
-	}
-	return data, nil
+	return statements.LimitRatio(zr, "gzip stream", taken), func() { _ = zr.Close() }, nil
 }
 
 // wechatReadErr wraps a read failure: the source's own error as it is, a
@@ -243,13 +253,16 @@ type wechatParser struct {
 	sums   statements.Totals
 }
 
-func parseWeChatText(data []byte) (statements.Statement, error) {
-	data = bytes.TrimPrefix(data, []byte("\uFEFF"))
+// parseWeChatText parses the uncompressed text r reads, line by line.
+func parseWeChatText(r io.Reader) (statements.Statement, error) {
 	p := &wechatParser{}
 	var summaryHeader []string
 	summaryHeaderLine, summaryLine := 0, 0
 	var summaryValues []string
-	err := statements.EachLine(string(data), func(lineNo int, l string) error {
+	err := statements.ReadLines(r, func(lineNo int, l string) error {
+		if lineNo == 1 {
+			l = strings.TrimPrefix(l, "\uFEFF")
+		}
 		if strings.TrimSpace(l) == "" {
 			return nil
 		}
@@ -422,7 +435,7 @@ func (p *wechatParser) readRow(lineNo int, line string) error {
 	if err := p.add(lineNo, ln); err != nil {
 		return err
 	}
-	p.lines = append(p.lines, ln)
+	p.lines = append(p.lines, ln.Detached())
 	return nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -653,4 +654,29 @@ func FuzzParseWeChat(f *testing.F) {
 		require.Equal(t, st.Totals.Refunds, ref)
 		require.Equal(t, st.Totals.FeeMicroYuan, fee)
 	})
+}
+
+// TestParseWeChatRefusesAGzipThatGrowsTooMuch: a gzip whose rows repeat,
+// so that it inflates more than MaxCompressionRatio times, is refused
+// naming the line and the ratio once RatioFromBytes have come out, not
+// read to its end; a run of blank lines is refused at the one past
+// MaxBlankRun, however many follow.
+func TestParseWeChatRefusesAGzipThatGrowsTooMuch(t *testing.T) {
+	const copies = 50_000 // about 12 MiB of rows
+	header, rest, _ := strings.Cut(string(mustReadWeChatFixture(t, wechatFixture)), "\n")
+	row, _, _ := strings.Cut(rest, "\n")
+	gz := gzipBytes(t, []byte(header+"\n"+strings.Repeat(row+"\n", copies)))
+	require.Less(t, len(gz), (12<<20)/statements.MaxCompressionRatio, "precondition: the gzip is a bomb")
+	_, err := ParseStatement(bytes.NewReader(gz), "")
+	require.ErrorIs(t, err, statements.ErrLimit)
+	require.ErrorIs(t, err, statements.ErrFormat)
+	require.ErrorContains(t, err, "wechat trade bill: line ")
+	require.ErrorContains(t, err, ": gzip stream: ")
+	require.ErrorContains(t, err, "more than 100 times")
+	require.NotContains(t, err.Error(), fmt.Sprintf("line %d:", copies+1), "refused before the end")
+
+	_, err = ParseStatement(bytes.NewReader(gzipBytes(t, []byte(header+"\n"+strings.Repeat("\r\n", 1<<20)))), "")
+	require.ErrorIs(t, err, statements.ErrLimit)
+	require.EqualError(t, err, "wechat trade bill: line 1002: more than 1000 blank lines in a row: "+
+		statements.ErrLimit.Error()+": "+statements.ErrFormat.Error())
 }
