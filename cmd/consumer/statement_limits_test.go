@@ -11,9 +11,10 @@ import (
 	"context"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -32,8 +33,9 @@ const refusalCeiling = 64 << 20
 // a child process, on files that are not statements but grow without
 // bound when read whole: each is refused with exit 4 in one short line
 // naming the file and the limit, at a peak RSS (the child's own, from
-// wait4) under refusalCeiling; and a real bill still imports. The bombs
-// are written to disk by streaming, never held: a gzip of 256 MiB of
+// wait4 in the small launcher testdata/peakrss) under refusalCeiling;
+// and a real bill still imports. The bombs are written to disk by
+// streaming, never held: a gzip of 256 MiB of
 // newlines, a 100 MiB line of commas, an Alipay zip whose detail entry is
 // the real one with 256 MiB of blank lines inside it, a gzip of 1 GiB of
 // zeros, and a gzip of the WeChat header and one row repeated to 512 MiB
@@ -42,7 +44,7 @@ const refusalCeiling = 64 << 20
 func TestStatementImportRefusesBombsInBoundedMemory(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	bin := buildConsumer(ctx, t)
+	bin, launcher := buildConsumer(ctx, t), buildPeakRSS(ctx, t)
 	dsn := migratedDatabase(ctx, t)
 	env := []string{"PAYCB_DB_DSN=" + dsn, "PAYCB_LOG_LEVEL=warn", "PAYCB_TENANT_MERCHANTS_FILE=" + writeMerchants(t, testMerchants)}
 
@@ -94,7 +96,7 @@ func TestStatementImportRefusesBombsInBoundedMemory(t *testing.T) {
 			path := filepath.Join(t.TempDir(), tc.name)
 			writeFile(t, path, tc.write)
 			start := time.Now()
-			stdout, stderr, code, rss := runMeasured(ctx, t, bin, env, "statement", "import", "--channel", tc.channel,
+			stdout, stderr, code, rss := runMeasured(ctx, t, launcher, bin, env, "statement", "import", "--channel", tc.channel,
 				"--tenant", "1001", "--date", "2024-03-15", "--file", path)
 			t.Logf("%s: exit %d in %v, peak RSS %d MiB: %s", tc.name, code, time.Since(start).Round(time.Millisecond), rss>>20, stderr)
 			assert.Equal(t, exitRefused, code, stdout+stderr)
@@ -113,7 +115,7 @@ func TestStatementImportRefusesBombsInBoundedMemory(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, f.Truncate(statements.MaxTextBytes+1), "a sparse file: nothing written")
 		require.NoError(t, f.Close())
-		_, stderr, code, rss := runMeasured(ctx, t, bin, env, "statement", "import", "--channel", "WECHAT",
+		_, stderr, code, rss := runMeasured(ctx, t, launcher, bin, env, "statement", "import", "--channel", "WECHAT",
 			"--tenant", "1001", "--date", "2024-03-15", "--file", path)
 		assert.Equal(t, exitRefused, code, stderr)
 		assert.Equal(t, "consumer: statement import refused "+path+": not a regular file of at most 268435456 bytes: "+
@@ -122,7 +124,7 @@ func TestStatementImportRefusesBombsInBoundedMemory(t *testing.T) {
 	})
 
 	t.Run("a real bill", func(t *testing.T) {
-		stdout, stderr, code, rss := runMeasured(ctx, t, bin, env, "statement", "import", "--channel", "WECHAT",
+		stdout, stderr, code, rss := runMeasured(ctx, t, launcher, bin, env, "statement", "import", "--channel", "WECHAT",
 			"--tenant", "1001", "--date", "2024-03-15", "--file", fixture("wechat", "wechat_tradebill_ALL_2024-03-15.csv.gz"),
 			"--sha1", "c2baf4b6b2671093d900aa83c375339a410ccae3")
 		require.Zero(t, code, stdout+stderr)
@@ -132,13 +134,28 @@ func TestStatementImportRefusesBombsInBoundedMemory(t *testing.T) {
 }
 
 // runMeasured is runBinary that also returns the child's peak RSS in
-// bytes: its own, as wait4 reports it (ru_maxrss, in KiB on Linux).
-func runMeasured(ctx context.Context, t *testing.T, bin string, env []string, args ...string) (stdout, stderr string, code int, rss int64) {
+// bytes, as wait4 reports it, measured by the small launcher in
+// testdata/peakrss: this test process is large and starts children with
+// vfork, so the ru_maxrss of a child it starts itself holds the test's
+// own peak too.
+func runMeasured(ctx context.Context, t *testing.T, launcher, bin string, env []string, args ...string) (stdout, stderr string, code int, rss int64) {
 	t.Helper()
-	stdout, stderr, state := runChild(ctx, t, bin, env, args...)
-	usage, ok := state.SysUsage().(*syscall.Rusage)
-	require.True(t, ok, "rusage of the child")
-	return stdout, stderr, state.ExitCode(), usage.Maxrss << 10
+	out := filepath.Join(t.TempDir(), "peakrss")
+	stdout, stderr, code = runBinary(ctx, t, launcher, append(env, "PEAKRSS_OUT="+out), append([]string{bin}, args...)...)
+	raw, err := os.ReadFile(out) //nolint:gosec // the test's own directory
+	require.NoError(t, err, "the launcher's measure: %s", stderr)
+	rss, err = strconv.ParseInt(string(raw), 10, 64)
+	require.NoError(t, err)
+	return stdout, stderr, code, rss
+}
+
+// buildPeakRSS builds the launcher in testdata/peakrss.
+func buildPeakRSS(ctx context.Context, t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "peakrss")
+	out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "./testdata/peakrss").CombinedOutput()
+	require.NoError(t, err, "build the peak RSS launcher: %s", out)
+	return bin
 }
 
 // writeFile writes path with write, through a buffer.
