@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -115,7 +116,7 @@ func (r *MerchantlessRedrive) Once(ctx context.Context) (int, error) {
 			}
 			done, err := r.redrive(ctx, trades, rec)
 			if err != nil {
-				first = cmpErr(first, fmt.Errorf("redrive dead letter %d: %w", rec.RowID, err))
+				first = cmp.Or(first, fmt.Errorf("redrive dead letter %d: %w", rec.RowID, err))
 			}
 			if done {
 				settled++
@@ -125,14 +126,6 @@ func (r *MerchantlessRedrive) Once(ctx context.Context) (int, error) {
 			return settled, first
 		}
 	}
-}
-
-// cmpErr keeps the first error.
-func cmpErr(first, err error) error {
-	if first != nil {
-		return first
-	}
-	return err
 }
 
 // redrive hands rec's message back to the pipeline when its trade's
