@@ -116,9 +116,9 @@ func (env Envelope) Validate() error {
 	if len(env.Body) > MaxEnvelopeBytes {
 		return errorf(KindMalformed, "envelope body is %d bytes, at most %d", len(env.Body), MaxEnvelopeBytes)
 	}
-	if !mediaTypeIs(env.ContentType, ch.ContentType()) && !env.FromStatement() {
-		return errorf(KindMalformed, "content_type %s does not fit channel %s, want %s (or %s for an event rebuilt from a statement)",
-			quote(env.ContentType), ch, ch.ContentType(), ContentTypeStatement)
+	if !mediaTypeIs(env.ContentType, ch.ContentType()) && !env.FromStatement() && !env.FromQuery() {
+		return errorf(KindMalformed, "content_type %s does not fit channel %s, want %s (or %s for an event rebuilt from a statement, %s for a query answer)",
+			quote(env.ContentType), ch, ch.ContentType(), ContentTypeStatement, ContentTypeQuery)
 	}
 	return nil
 }
@@ -127,6 +127,15 @@ func (env Envelope) Validate() error {
 // a channel statement (content type ContentTypeStatement) rather than a
 // callback.
 func (env Envelope) FromStatement() bool { return mediaTypeIs(env.ContentType, ContentTypeStatement) }
+
+// FromQuery reports whether the envelope carries a channel's answer to an
+// active query (content type ContentTypeQuery) rather than a callback.
+func (env Envelope) FromQuery() bool { return mediaTypeIs(env.ContentType, ContentTypeQuery) }
+
+// SignedByUs reports whether the envelope is one the project publishes
+// itself (a statement event or a query answer), which must carry a valid
+// x-paycb-statement-signature before anything else is read.
+func (env Envelope) SignedByUs() bool { return env.FromStatement() || env.FromQuery() }
 
 // mediaTypeIs reports whether contentType names want, ignoring case and any
 // parameters ("application/json; charset=utf-8").

@@ -20,12 +20,15 @@ func VerifyStatements(v StatementVerifier) DecoderOption {
 }
 
 // DecodeMessage decodes one Kafka message as the worker must: like Decode,
-// except that an envelope of content type ContentTypeStatement must first
+// except that an envelope the project signs itself (content type
+// ContentTypeStatement or ContentTypeQuery, Envelope.SignedByUs) must first
 // carry a valid signature (the decoder's StatementVerifier accepts value and
 // signature, the message's x-paycb-statement-signature header), checked
-// before its body is read. A statement event without one fails with
-// KindUnauthenticated, keeping its tenant and channel; so does every
-// statement event when the decoder has no verifier. Callbacks of the
+// before its body is read. Such a message without one fails with
+// KindUnauthenticated, keeping its tenant and channel; so does every such
+// message when the decoder has no verifier. A query answer is then verified
+// with the channel's own keys before it is read; until the decoder holds
+// them, every query answer is KindUnauthenticated. Callbacks of the
 // channels (the other content types) are decoded as by Decode, whatever
 // signature says.
 func (d *Decoder) DecodeMessage(value []byte, signature string) (Result, error) {
@@ -33,12 +36,16 @@ func (d *Decoder) DecodeMessage(value []byte, signature string) (Result, error) 
 	if err != nil {
 		return partial(env), err
 	}
-	if env.FromStatement() {
+	if env.SignedByUs() {
+		what := "statement event"
+		if env.FromQuery() {
+			what = "query answer"
+		}
 		if d.statements == nil {
-			return partial(env), errorf(KindUnauthenticated, "statement event: no statement key is configured to verify its signature")
+			return partial(env), errorf(KindUnauthenticated, "%s: no statement key is configured to verify its signature", what)
 		}
 		if err := d.statements.Verify(value, signature); err != nil {
-			return partial(env), &Error{Kind: KindUnauthenticated, Err: fmt.Errorf("statement event: %w", err)}
+			return partial(env), &Error{Kind: KindUnauthenticated, Err: fmt.Errorf("%s: %w", what, err)}
 		}
 	}
 	return d.decode(env)
