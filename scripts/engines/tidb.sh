@@ -229,6 +229,10 @@ suite() {
 	go test -race -count=1 -timeout 20m \
 		-run '^(TestMergedRoundSettlesManyPartitionsInOneTransaction|TestMergedRoundLooksUpEveryKeyWhenOneBatchDoes|TestPoisonedEventInAMergedRoundHoldsOnlyItsPartition|TestCrashInAMergedRoundLeavesOrphansTheSweeperSettlesOnce|TestOffsetsNeverPassAnUnsettledMessage)$' \
 		./internal/pipeline/ ./internal/consumer/
+	# The queriers' shared per-merchant budget: many takers on two pools
+	# (row lock in pessimistic mode, write conflicts at COMMIT in
+	# optimistic mode, run again).
+	go test -race -count=1 -timeout 10m -run '^(TestTakeSpendsTheBurstThenWaits|TestThrottledBacksOffEveryQuerier|TestQueriersTogetherNeverExceedTheBudget)$' ./internal/querybudget/
 	go test -race -count=1 -timeout 20m \
 		-run '^(TestReplayThroughTheWorker|TestOrphans|TestReconcile|TestReconcileNamesTheAlteredRow|TestPurgeDeletesOldPublishedSettledEvents)$' ./internal/ops/
 	go test -race -count=1 -timeout 20m \
