@@ -13,11 +13,10 @@ import (
 type Status string
 
 // The registration statuses a plan can set. The empty Status leaves the
-// registration as it is.
+// registration as it is. SUCCEEDED is not among them: only the worker's
+// settlement of the event, through the claim, makes a registration
+// succeed.
 const (
-	// Succeeded: the channel proved the payment or refund; the worker
-	// settles it through the claim (the querier only publishes the answer).
-	Succeeded Status = "SUCCEEDED"
 	// Closed: the channel says it ended without money moving.
 	Closed Status = "CLOSED"
 	// Expired: the channel never knew it, and it is past its time.
@@ -51,6 +50,11 @@ type Policy struct {
 	// ThrottledWait is how long a registration waits after its merchant was
 	// rate-limited (WeChat's refund query: "wait one minute").
 	ThrottledWait time.Duration
+	// SettledRecheck is how long after publishing an answer that proves
+	// the payment or refund the registration is asked about again, should
+	// the worker not have settled it by then (a registration it settled is
+	// never leased again).
+	SettledRecheck time.Duration
 	// SlowEvery is the interval for answers an operator must look at:
 	// uncertain (PAYERROR, ABNORMAL, *_ERROR) and refused (bad credentials,
 	// a bad signature): asking goes on, slowly, so a fix or a final answer
@@ -79,14 +83,15 @@ func DefaultPolicy() Policy {
 			2 * time.Minute, 3 * time.Minute, 4 * time.Minute, 5 * time.Minute,
 			10 * time.Minute, 20 * time.Minute, 40 * time.Minute, 70 * time.Minute,
 		},
-		RefundRepeat:  30 * time.Minute,
-		RetryMin:      5 * time.Second,
-		RetryMax:      5 * time.Minute,
-		ThrottledWait: time.Minute,
-		SlowEvery:     30 * time.Minute,
-		ExpiryGrace:   5 * time.Minute,
-		NotFoundFor:   24 * time.Hour,
-		Horizon:       30 * 24 * time.Hour,
+		RefundRepeat:   30 * time.Minute,
+		RetryMin:       5 * time.Second,
+		RetryMax:       5 * time.Minute,
+		ThrottledWait:  time.Minute,
+		SettledRecheck: 10 * time.Minute,
+		SlowEvery:      30 * time.Minute,
+		ExpiryGrace:    5 * time.Minute,
+		NotFoundFor:    24 * time.Hour,
+		Horizon:        30 * 24 * time.Hour,
 	}
 }
 
@@ -97,7 +102,7 @@ func (p Policy) Validate() error {
 	for name, d := range map[string]time.Duration{
 		"first wait": p.FirstWait, "payment repeat": p.PaymentRepeat, "refund repeat": p.RefundRepeat,
 		"retry min": p.RetryMin, "retry max": p.RetryMax, "throttled wait": p.ThrottledWait,
-		"slow interval": p.SlowEvery, "not-found time": p.NotFoundFor, "horizon": p.Horizon,
+		"slow interval": p.SlowEvery, "settled recheck": p.SettledRecheck, "not-found time": p.NotFoundFor, "horizon": p.Horizon,
 	} {
 		if d <= 0 {
 			return fmt.Errorf("query policy: %s %s is not positive", name, d)
@@ -161,7 +166,9 @@ var ErrUnknownOutcome = errors.New("query plan: unknown answer outcome")
 func (p Policy) First(r Registration) time.Time { return r.CreatedAt.Add(p.FirstWait) }
 
 // After decides what follows an answer with outcome o received at now.
-// Final outcomes stop the asking and set the registration's status;
+// A settled answer is asked again after SettledRecheck (the worker's
+// settlement, not the querier, ends a registration that succeeded); a
+// closed one stops the asking and closes the registration;
 // pending and not-found answers follow the schedule until the
 // registration is past its time; throttled, retry, uncertain and refused
 // answers wait as their fields say. Past the Horizon nothing is asked any
@@ -169,7 +176,10 @@ func (p Policy) First(r Registration) time.Time { return r.CreatedAt.Add(p.First
 // as uncertain and returned with ErrUnknownOutcome.
 func (p Policy) After(r Registration, o channels.QueryOutcome, now time.Time) (Decision, error) {
 	if o == channels.QuerySettled {
-		return Decision{Stop: true, Status: Succeeded, Reason: "the channel proved it; the answer is published for the worker to settle"}, nil
+		return Decision{
+			Next:   now.Add(p.SettledRecheck),
+			Reason: "the answer proves it and is published; the worker settles it through the claim, else it is asked again",
+		}, nil
 	}
 	if o == channels.QueryClosed {
 		return Decision{Stop: true, Status: Closed, Reason: "the channel says it ended without money moving"}, nil

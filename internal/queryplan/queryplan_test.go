@@ -81,18 +81,22 @@ func TestDefaultScheduleFollowsTheChannelsGuidance(t *testing.T) {
 	assert.True(t, last.Alert)
 }
 
-// TestFinalAnswersStop: settled and closed stop at once whatever the age;
+// TestFinalAnswersStop: closed stops at once whatever the age; settled
+// sets no status (settlement does) and looks again after SettledRecheck;
 // not found stops as Expired only past its time.
 func TestFinalAnswersStop(t *testing.T) {
 	p := queryplan.DefaultPolicy()
 	r := payment(10 * time.Minute)
-	for o, want := range map[channels.QueryOutcome]queryplan.Status{channels.QuerySettled: queryplan.Succeeded, channels.QueryClosed: queryplan.Closed} {
-		for _, at := range []time.Time{p.First(r), created.Add(40 * 24 * time.Hour)} {
-			d, err := p.After(r, o, at)
-			require.NoError(t, err)
-			assert.True(t, d.Stop)
-			assert.Equal(t, want, d.Status, "%s at %s", o, at)
-		}
+	for _, at := range []time.Time{p.First(r), created.Add(40 * 24 * time.Hour)} {
+		d, err := p.After(r, channels.QueryClosed, at)
+		require.NoError(t, err)
+		assert.True(t, d.Stop)
+		assert.Equal(t, queryplan.Closed, d.Status, "closed at %s", at)
+		d, err = p.After(r, channels.QuerySettled, at)
+		require.NoError(t, err)
+		assert.False(t, d.Stop)
+		assert.Empty(t, d.Status, "the querier never makes a registration succeed")
+		assert.Equal(t, at.Add(p.SettledRecheck), d.Next)
 	}
 	young, err := p.After(r, channels.QueryNotFound, created.Add(2*time.Minute))
 	require.NoError(t, err)
@@ -135,9 +139,9 @@ func TestTransientFailuresBackOffWithinTheSchedule(t *testing.T) {
 }
 
 // TestEveryOutcomeOnRandomSchedules: whatever the answers, the plan asks
-// later each time, stops within the horizon, sets Succeeded only for a
-// settled answer and Closed only for a closed one, and stops with no
-// status only with an alert.
+// later each time, stops within the horizon, sets Closed only for a closed
+// answer and Expired only for a not-found one, and stops with no status
+// only with an alert.
 func TestEveryOutcomeOnRandomSchedules(t *testing.T) {
 	p := queryplan.DefaultPolicy()
 	outcomes := []channels.QueryOutcome{
@@ -156,16 +160,14 @@ func TestEveryOutcomeOnRandomSchedules(t *testing.T) {
 		var last channels.QueryOutcome
 		times, d := asks(t, p, r, func(int) channels.QueryOutcome {
 			if rng.IntN(50) == 0 {
-				last = outcomes[6+rng.IntN(2)]
+				last = channels.QueryClosed
 			} else {
-				last = outcomes[rng.IntN(6)]
+				last = outcomes[rng.IntN(7)]
 			}
 			return last
 		})
 		assert.LessOrEqual(t, times[len(times)-1], p.Horizon, "run %d asked past the horizon", run)
 		switch d.Status {
-		case queryplan.Succeeded:
-			assert.Equal(t, channels.QuerySettled, last)
 		case queryplan.Closed:
 			assert.Equal(t, channels.QueryClosed, last)
 		case queryplan.Expired:
