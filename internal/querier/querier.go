@@ -72,9 +72,10 @@ type Reader interface {
 }
 
 // Publisher publishes an answer to the input topic, signed, for the
-// worker to verify and settle.
+// worker to verify and settle; answer is the querier's own reading of it
+// (the worker reads it again).
 type Publisher interface {
-	Publish(ctx context.Context, target channels.QueryTarget, askedAt time.Time, resp channels.QueryResponse) error
+	Publish(ctx context.Context, target channels.QueryTarget, askedAt time.Time, resp channels.QueryResponse, answer channels.QueryAnswer) error
 }
 
 // Budget is the merchants' shared query budget (*querybudget.Store).
@@ -205,7 +206,7 @@ func (q *Querier) handle(ctx context.Context, it Item) error {
 		}
 	}
 	if answer.Outcome == channels.QuerySettled {
-		if err := q.pub.Publish(ctx, t, askedAt, resp); err != nil {
+		if err := q.pub.Publish(ctx, t, askedAt, resp, answer); err != nil {
 			return fmt.Errorf("publish the answer: %w", err)
 		}
 		rec.Published = true

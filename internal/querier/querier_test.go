@@ -149,7 +149,7 @@ type memPublisher struct {
 	fail      error
 }
 
-func (p *memPublisher) Publish(_ context.Context, t channels.QueryTarget, _ time.Time, _ channels.QueryResponse) error {
+func (p *memPublisher) Publish(_ context.Context, t channels.QueryTarget, _ time.Time, _ channels.QueryResponse, _ channels.QueryAnswer) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.fail != nil {
