@@ -375,3 +375,55 @@ func TestBareHTTPStatus(t *testing.T) {
 		})
 	}
 }
+
+// TestChannelStates: a step's State writes the channel's own state:
+// USERPAYING for ever is pending every time, WeChat REFUND (转入退款) is a
+// paid order, Alipay TRADE_FINISHED is paid.
+func TestChannelStates(t *testing.T) {
+	s := fakechannel.MustWeChat(t, fakechannel.Options{})
+	tr := sample.NewTrade(wechat.Code, 1)
+	s.Script(tr, fakechannel.Step{Answer: fakechannel.Pending, State: "USERPAYING"})
+	target := fakes[0].target(tr, channels.QueryPayment, "")
+	target.TradeNo = ""
+	for range 3 {
+		ans, err := ask(t, fakes[0], s, target, true)
+		require.NoError(t, err)
+		require.Equal(t, channels.QueryPending, ans.Outcome)
+		require.Equal(t, "USERPAYING", ans.RawState)
+	}
+	s.Script(tr, fakechannel.Step{State: "REFUND"})
+	ans, err := ask(t, fakes[0], s, target, true)
+	require.NoError(t, err)
+	require.Equal(t, channels.QuerySettled, ans.Outcome)
+	require.Equal(t, "REFUND", ans.RawState)
+
+	a := fakechannel.MustAlipay(t, fakechannel.Options{})
+	atr := sample.NewTrade(alipay.Code, 1)
+	a.Script(atr, fakechannel.Step{State: alipay.TradeFinished})
+	ans, err = ask(t, fakes[1], a, fakes[1].target(atr, channels.QueryPayment, ""), true)
+	require.NoError(t, err)
+	require.Equal(t, channels.QuerySettled, ans.Outcome)
+	require.Equal(t, alipay.TradeFinished, ans.RawState)
+}
+
+// TestAlipayUnknownApp: a request for an application the gateway does not
+// know is refused in error_response, signed, and read as refused.
+func TestAlipayUnknownApp(t *testing.T) {
+	a := fakechannel.MustAlipay(t, fakechannel.Options{})
+	k := a.Keys()
+	tr := sample.NewTrade(alipay.Code, 1)
+	a.Script(tr)
+	target := fakes[1].target(tr, channels.QueryPayment, "")
+	creds := k.AlipayCredentials(tenant, k.Merchant)
+	creds.AppID = "2021999999999999"
+	req, err := alipay.BuildQueryRequest(target, creds, a.GatewayURL(), time.Now(), "")
+	require.NoError(t, err)
+	resp, err := send(context.Background(), a.Client(), req)
+	require.NoError(t, err)
+	require.Contains(t, string(resp.Body), `"error_response"`)
+	require.Contains(t, string(resp.Body), "isv.invalid-app-id")
+	ans, err := alipay.ReadAnswer(target, resp, k.AlipayPublicKey())
+	require.NoError(t, err)
+	require.Equal(t, channels.QueryRefused, ans.Outcome)
+	require.False(t, a.Requests()[0].SignatureOK)
+}
