@@ -218,6 +218,8 @@ func TestAnswersReadBack(t *testing.T) {
 					}
 					ans, err := ask(t, cf, s, target, true)
 					require.NoError(t, err, "%s %s", answer, kind)
+					reqs := s.Requests()
+					require.Equal(t, answer, reqs[len(reqs)-1].Step.Answer, "the step answered is recorded")
 					require.Equal(t, byChannel[cf.name][i], ans.Outcome, "%s %s: %s", answer, kind, ans.Detail)
 					if ans.Outcome == channels.QuerySettled {
 						require.NotEmpty(t, ans.Events)

@@ -62,7 +62,7 @@ func (w *WeChat) handle(r *http.Request, body []byte, rec *Request) reply {
 	path := r.URL.Path
 	if no, ok := strings.CutPrefix(path, "/v3/refund/domestic/refunds/"); ok && !strings.Contains(no, "/") {
 		rec.Asked = "refund:" + no
-		return w.refund(no)
+		return w.refund(no, rec)
 	}
 	var tradeNo, orderNo string
 	if no, ok := strings.CutPrefix(path, "/v3/pay/transactions/id/"); ok && !strings.Contains(no, "/") {
@@ -84,8 +84,9 @@ func (w *WeChat) handle(r *http.Request, body []byte, rec *Request) reply {
 	return w.answer(st, false, func(state string) []byte { return wechat.SamplePaymentAnswer(t, state) })
 }
 
-func (w *WeChat) refund(no string) reply {
+func (w *WeChat) refund(no string, rec *Request) reply {
 	t, r, st, ok := w.takeRefund("", "", no)
+	rec.Step = st
 	if !ok {
 		return w.errorReply(Step{}, http.StatusNotFound, wechat.ResourceNotExists, "退款单不存在")
 	}
