@@ -1,12 +1,15 @@
 package querycreds_test
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -213,4 +216,54 @@ func TestConcurrentLookup(t *testing.T) {
 	}
 	close(stop)
 	wg.Wait()
+}
+
+// TestWatch: Watch takes a rotated key within its interval, logs the
+// reload and a refused list by path, never their contents, and stops with
+// its context.
+func TestWatch(t *testing.T) {
+	dir, list := setup(t)
+	path := filepath.Join(dir, "credentials.yaml")
+	f, err := querycreds.Open(path)
+	require.NoError(t, err)
+	var logs syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f.Watch(ctx, 5*time.Millisecond, slog.New(slog.NewTextHandler(&logs, nil)))
+	}()
+	sqbKeyFile := strings.TrimSuffix(strings.SplitN(list, "terminal_key_file: ", 2)[1], "}\n")
+	write(t, sqbKeyFile, secret+"\n")
+	require.Eventually(t, func() bool {
+		c, _ := f.Lookup(1001, sqb.Code, fakechannel.SQBTerminalSN)
+		return c.(sqb.Credentials).TerminalKey == secret
+	}, 10*time.Second, 5*time.Millisecond)
+	write(t, path, list+"- {tenant_id: 1001, channel: SQB, merchant_id: x, terminal_key_file: "+sqbKeyFile+", terminal_key: "+secret+"}\n")
+	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "query credentials refused") }, 10*time.Second, 5*time.Millisecond)
+	cancel()
+	<-done
+	out := logs.String()
+	require.Contains(t, out, "query credentials reloaded")
+	require.Contains(t, out, path)
+	require.NotContains(t, out, secret)
+}
+
+// syncBuffer is a bytes.Buffer safe for the watcher's and the test's
+// goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
