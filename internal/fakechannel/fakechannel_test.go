@@ -354,7 +354,7 @@ func TestDelayOutlastsClient(t *testing.T) {
 			s.Script(tr, fakechannel.Step{Delay: time.Minute})
 			req, err := cf.build(s.Keys(), cf.target(tr, channels.QueryPayment, ""), base(s), true)
 			require.NoError(t, err)
-			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			defer cancel()
 			_, err = send(ctx, s.Client(), req)
 			require.Error(t, err)

@@ -284,7 +284,7 @@ func TestBodyCap(t *testing.T) {
 // transport error that Timeout recognises; the fake saw the request.
 func TestTimeout(t *testing.T) {
 	f := startFakes(t)
-	c := f.client(t, queryclient.Config{Timeout: 300 * time.Millisecond}, nil)
+	c := f.client(t, queryclient.Config{Timeout: time.Second}, nil)
 	tr := sample.NewTrade(alipay.Code, 7)
 	f.alipay.Script(tr, fakechannel.Step{Delay: time.Minute})
 	_, err := c.Query(context.Background(), target(alipay.Code, tr))
