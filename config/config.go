@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"maps"
 	"net"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -46,6 +47,64 @@ type Config struct {
 	// Settled configures the settled events published for the systems
 	// downstream (docs/contract.md, "Output: settled events").
 	Settled Settled `yaml:"settled"`
+
+	// Query configures the active query's side of the channels' APIs
+	// (consumer query; docs/queries.md).
+	Query Query `yaml:"query"`
+}
+
+// Query configures what the querier (consumer query) needs to ask the
+// channels: their API base URLs, the CA bundle trusted for them and the
+// path of the credentials file. Only the path is held here: the file holds
+// keys that can move money out, and only consumer query reads it; the
+// worker (consumer run) never does, and nothing here reads it at load.
+type Query struct {
+	// CredentialsFile is the path of the querier's API credentials per
+	// merchant (YAML list; internal/querycreds). Env
+	// PAYCB_QUERY_CREDENTIALS_FILE. No default: consumer query refuses.
+	CredentialsFile string `yaml:"credentials_file"`
+	// WeChatURL is WeChat Pay's API base URL, https://host[:port] and
+	// nothing else (the request signature covers the path). Env
+	// PAYCB_QUERY_WECHAT_URL. Default https://api.mch.weixin.qq.com.
+	WeChatURL string `yaml:"wechat_url"`
+	// AlipayURL is Alipay's gateway URL. Env PAYCB_QUERY_ALIPAY_URL.
+	// Default https://openapi.alipay.com/gateway.do.
+	AlipayURL string `yaml:"alipay_url"`
+	// SQBURL is Shouqianba's API base URL (the query path is added). Env
+	// PAYCB_QUERY_SQB_URL. Default https://api.shouqianba.com (the host
+	// Shouqianba's documentation names; UNCONFIRMED as current).
+	SQBURL string `yaml:"sqb_url"`
+	// TLSCAFile is a CA bundle (PEM) trusted for the channels' APIs
+	// besides the system roots. Env PAYCB_QUERY_TLS_CA_FILE. No default.
+	TLSCAFile string `yaml:"tls_ca_file"`
+}
+
+// BaseURLs are the channels' API base URLs by channel code.
+func (q Query) BaseURLs() map[channels.Channel]string {
+	return map[channels.Channel]string{channels.WeChat: q.WeChatURL, channels.Alipay: q.AlipayURL, channels.SQB: q.SQBURL}
+}
+
+// checkQueryURL says what is wrong with a channel's API base URL, ""
+// when nothing is: every one must be https (Shouqianba's answers are
+// authenticated by TLS alone, and no channel's request should cross a
+// network in the clear), name a host, and carry no user info or fragment;
+// WeChat's is scheme and host only (its signature covers the path), and
+// Shouqianba's has no query (the query path is appended).
+func checkQueryURL(ch channels.Channel, raw string) string {
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil:
+		return "does not parse as a URL"
+	case u.Scheme != "https" || u.Host == "":
+		return "must be an https URL of a host"
+	case u.User != nil || u.Fragment != "":
+		return "must carry no user info or fragment"
+	case ch == channels.WeChat && ((u.Path != "" && u.Path != "/") || u.RawQuery != ""):
+		return "must be https://host[:port] and nothing else: the request signature covers the path"
+	case ch == channels.SQB && u.RawQuery != "":
+		return "must carry no query: the query path is appended"
+	}
+	return ""
 }
 
 // SettledOff is the Settled.Topic that turns settled events off: the
@@ -546,6 +605,14 @@ func (c Config) Validate(files FileChecks) error {
 	if w.TenantMerchantsFile != "" && files.MerchantBinding != nil {
 		if err := files.MerchantBinding(w.TenantMerchantsFile); err != nil {
 			bad("worker.tenant_merchants_file", "%v", err)
+		}
+	}
+
+	for path, ch := range map[string]channels.Channel{
+		"query.wechat_url": channels.WeChat, "query.alipay_url": channels.Alipay, "query.sqb_url": channels.SQB,
+	} {
+		if msg := checkQueryURL(ch, c.Query.BaseURLs()[ch]); msg != "" {
+			bad(path, "%s", msg)
 		}
 	}
 

@@ -10,6 +10,9 @@ import (
 	"time"
 
 	"github.com/paycallback/paycallback/pkg/channels"
+	"github.com/paycallback/paycallback/pkg/channels/alipay"
+	"github.com/paycallback/paycallback/pkg/channels/sqb"
+	"github.com/paycallback/paycallback/pkg/channels/wechat"
 )
 
 // setting is one configuration value. The settings table below is the one
@@ -188,6 +191,28 @@ var settings = []setting{
 	{
 		path: "settled.retention", env: "PAYCB_SETTLED_RETENTION", usage: "how long a published settled event stays re-publishable before consumer purge deletes it",
 		def: "168h", min: "1h", max: "8760h", field: func(c *Config) any { return &c.Settled.Retention },
+	},
+
+	{
+		path: "query.credentials_file", env: "PAYCB_QUERY_CREDENTIALS_FILE",
+		usage: "the querier's API credentials per merchant (YAML list; keys can move money out); read by consumer query only, never by run",
+		field: func(c *Config) any { return &c.Query.CredentialsFile },
+	},
+	{
+		path: "query.wechat_url", env: "PAYCB_QUERY_WECHAT_URL", usage: "WeChat Pay API base URL, https://host[:port] only",
+		def: wechat.QueryBaseURL, field: func(c *Config) any { return &c.Query.WeChatURL },
+	},
+	{
+		path: "query.alipay_url", env: "PAYCB_QUERY_ALIPAY_URL", usage: "Alipay gateway URL (https)",
+		def: alipay.DefaultGatewayURL, field: func(c *Config) any { return &c.Query.AlipayURL },
+	},
+	{
+		path: "query.sqb_url", env: "PAYCB_QUERY_SQB_URL", usage: "Shouqianba API base URL (https; the host its documentation names, UNCONFIRMED as current)",
+		def: sqb.DefaultQueryBaseURL, field: func(c *Config) any { return &c.Query.SQBURL },
+	},
+	{
+		path: "query.tls_ca_file", env: "PAYCB_QUERY_TLS_CA_FILE", usage: "CA bundle (PEM) trusted for the channels' APIs besides the system roots",
+		field: func(c *Config) any { return &c.Query.TLSCAFile },
 	},
 
 	{

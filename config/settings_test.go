@@ -370,3 +370,48 @@ func TestLogValueDurationsAreStrings(t *testing.T) {
 	assert.Contains(t, js.String(), `"batch_max":256`)
 	assert.True(t, slices.ContainsFunc(strings.Fields(c.String()), func(f string) bool { return f == "worker.channels=WECHAT,ALIPAY,SQB" }))
 }
+
+// TestQuerySettings: the channels' API base URLs default to the production
+// hosts, the environment sets them and the CA and credentials files; a
+// base URL that is not https, or a WeChat URL with a path, is refused; the
+// credentials file is not read at load.
+func TestQuerySettings(t *testing.T) {
+	c, err := Load(nil, envMap(nil))
+	require.NoError(t, err)
+	assert.Equal(t, Query{
+		WeChatURL: "https://api.mch.weixin.qq.com", AlipayURL: "https://openapi.alipay.com/gateway.do", SQBURL: "https://api.shouqianba.com",
+	}, c.Query)
+	require.NoError(t, c.Validate(FileChecks{}))
+
+	c, err = Load(nil, envMap(map[string]string{
+		"PAYCB_QUERY_CREDENTIALS_FILE": "/nonexistent/credentials.yaml",
+		"PAYCB_QUERY_WECHAT_URL":       "https://127.0.0.1:8443",
+		"PAYCB_QUERY_ALIPAY_URL":       "https://127.0.0.1:8444/gateway.do",
+		"PAYCB_QUERY_SQB_URL":          "https://127.0.0.1:8445/",
+		"PAYCB_QUERY_TLS_CA_FILE":      "/ca.pem",
+	}))
+	require.NoError(t, err, "the credentials file is the querier's to read")
+	require.NoError(t, c.Validate(FileChecks{}))
+	assert.Equal(t, "/nonexistent/credentials.yaml", c.Query.CredentialsFile)
+	assert.Equal(t, "https://127.0.0.1:8444/gateway.do", c.Query.AlipayURL)
+	assert.Contains(t, c.String(), "query.credentials_file=/nonexistent/credentials.yaml")
+
+	for name, env := range map[string]map[string]string{
+		"plain http":  {"PAYCB_QUERY_ALIPAY_URL": "http://openapi.alipay.com/gateway.do"},
+		"wechat path": {"PAYCB_QUERY_WECHAT_URL": "https://api.mch.weixin.qq.com/v3"},
+		"sqb query":   {"PAYCB_QUERY_SQB_URL": "https://api.shouqianba.com/?x=1"},
+		"user info":   {"PAYCB_QUERY_SQB_URL": "https://user:pw@api.shouqianba.com"},
+		"no host":     {"PAYCB_QUERY_WECHAT_URL": "https://"},
+		"not a URL":   {"PAYCB_QUERY_WECHAT_URL": "::"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c, err := Load(nil, envMap(env))
+			if err == nil {
+				err = c.Validate(FileChecks{})
+			}
+			require.ErrorIs(t, err, ErrInvalid)
+			assert.Contains(t, err.Error(), "PAYCB_QUERY_")
+			assert.NotContains(t, err.Error(), "pw@")
+		})
+	}
+}

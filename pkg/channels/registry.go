@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/paycallback/paycallback/pkg/eventkey"
 	"github.com/paycallback/paycallback/pkg/internal/registry"
@@ -120,6 +121,13 @@ type Spec struct {
 	// messages that send an operator there (empty: the channel has none
 	// that the worker names).
 	OrderQuery string
+	// ParseQueryCredentials reads one PAYCB_QUERY_CREDENTIALS_FILE entry
+	// of the channel (its own fields and key files); BuildQuery builds and
+	// signs the request asking about target with such credentials, for
+	// the API at baseURL, at now with nonce (docs/queries.md). Both or
+	// neither: a channel without them cannot be queried.
+	ParseQueryCredentials func(entry QueryCredentialsEntry) (QueryCredentials, error)
+	BuildQuery            func(target QueryTarget, creds QueryCredentials, baseURL string, now time.Time, nonce string) (QueryRequest, error)
 }
 
 // ResourceView is the encrypted resource of a callback as an operator sees
@@ -179,6 +187,9 @@ func (s Spec) Validate() error {
 	}
 	if s.Decode == nil {
 		problems = append(problems, "no decoder")
+	}
+	if (s.BuildQuery == nil) != (s.ParseQueryCredentials == nil) {
+		problems = append(problems, "a query builder without a credentials parser, or the other way round")
 	}
 	if len(problems) > 0 {
 		return fmt.Errorf("channel spec %s: %s", s.Code, strings.Join(problems, "; "))

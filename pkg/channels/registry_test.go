@@ -85,6 +85,14 @@ func TestSpecValidate(t *testing.T) {
 		"no merchant field":  func(s *channels.Spec) { s.MerchantField = "" },
 		"no fingerprint":     func(s *channels.Spec) { s.FingerprintFields = nil },
 		"no decoder":         func(s *channels.Spec) { s.Decode = nil },
+		"query builder alone": func(s *channels.Spec) {
+			s.BuildQuery = func(channels.QueryTarget, channels.QueryCredentials, string, time.Time, string) (channels.QueryRequest, error) {
+				return channels.QueryRequest{}, nil
+			}
+		},
+		"credentials parser alone": func(s *channels.Spec) {
+			s.ParseQueryCredentials = func(channels.QueryCredentialsEntry) (channels.QueryCredentials, error) { return nil, nil }
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			s := ok

@@ -71,6 +71,12 @@ func (c Credentials) Validate() error {
 	return nil
 }
 
+// QueryTenantID is c.TenantID (channels.QueryCredentials).
+func (c Credentials) QueryTenantID() int64 { return c.TenantID }
+
+// QueryMerchantID is c.MerchantID (channels.QueryCredentials).
+func (c Credentials) QueryMerchantID() string { return c.MerchantID }
+
 // String describes c without its key.
 func (c Credentials) String() string {
 	return fmt.Sprintf("alipay credentials tenant %d merchant %s app %s key file %s", c.TenantID, c.MerchantID, c.AppID, c.PrivateKeyFile)

@@ -102,6 +102,13 @@ func (c Credentials) Validate() error {
 	return nil
 }
 
+// QueryTenantID is c.TenantID (channels.QueryCredentials).
+func (c Credentials) QueryTenantID() int64 { return c.TenantID }
+
+// QueryMerchantID is c.MerchantID, the terminal_sn
+// (channels.QueryCredentials).
+func (c Credentials) QueryMerchantID() string { return c.MerchantID }
+
 // String shows the tenant, terminal and key file, and whether a key is
 // set, never the key.
 func (c Credentials) String() string {

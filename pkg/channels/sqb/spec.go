@@ -1,6 +1,11 @@
 package sqb
 
-import "github.com/paycallback/paycallback/pkg/channels"
+import (
+	"fmt"
+	"time"
+
+	"github.com/paycallback/paycallback/pkg/channels"
+)
 
 // Code is the channel's code: of envelopes, keys, order rows, accounts and
 // metric labels.
@@ -21,5 +26,40 @@ func Spec() channels.Spec {
 		RefundMayNameNoMerchant: true,
 		RefundQuery:             "/upay/v2/query of the order",
 		OrderQuery:              "/upay/v2/query",
+
+		ParseQueryCredentials: parseQueryCredentials,
+		BuildQuery:            buildQuery,
 	}
+}
+
+// parseQueryCredentials reads an SQB entry of
+// PAYCB_QUERY_CREDENTIALS_FILE: merchant_id is the terminal_sn,
+// terminal_key_file holds the key alone.
+func parseQueryCredentials(e channels.QueryCredentialsEntry) (channels.QueryCredentials, error) {
+	if err := e.CheckFields([]string{"terminal_key_file"}); err != nil {
+		return nil, err
+	}
+	data, err := e.File("terminal_key_file")
+	if err != nil {
+		return nil, err
+	}
+	key, err := ParseTerminalKey(data)
+	if err != nil {
+		return nil, fmt.Errorf("sqb credentials of terminal %s: %w", channels.Quote(e.MerchantID), err)
+	}
+	c := Credentials{TenantID: e.TenantID, MerchantID: e.MerchantID, TerminalKeyFile: e.Fields["terminal_key_file"], TerminalKey: key}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// buildQuery is BuildQueryRequest for credentials parseQueryCredentials
+// read.
+func buildQuery(target channels.QueryTarget, creds channels.QueryCredentials, baseURL string, now time.Time, nonce string) (channels.QueryRequest, error) {
+	c, ok := creds.(Credentials)
+	if !ok {
+		return channels.QueryRequest{}, fmt.Errorf("sqb query: credentials are %T, not sqb's", creds)
+	}
+	return BuildQueryRequest(target, c, baseURL, now, nonce)
 }

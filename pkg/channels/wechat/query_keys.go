@@ -6,6 +6,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"log/slog"
 )
 
 // The keys of the active query (docs/queries.md): the merchant's API
@@ -32,6 +33,27 @@ type Credentials struct {
 	// PrivateKey is the merchant API private key.
 	PrivateKey *rsa.PrivateKey
 }
+
+// QueryTenantID is c.TenantID (channels.QueryCredentials).
+func (c Credentials) QueryTenantID() int64 { return c.TenantID }
+
+// QueryMerchantID is c.MerchantID (channels.QueryCredentials).
+func (c Credentials) QueryMerchantID() string { return c.MerchantID }
+
+// String describes c without its key.
+func (c Credentials) String() string {
+	key := "none"
+	if c.PrivateKey != nil {
+		key = "******"
+	}
+	return fmt.Sprintf("wechat credentials tenant %d merchant %s serial %s key %s", c.TenantID, c.MerchantID, c.SerialNo, key)
+}
+
+// GoString is String: %#v never prints the key either.
+func (c Credentials) GoString() string { return c.String() }
+
+// LogValue logs c without its key.
+func (c Credentials) LogValue() slog.Value { return slog.StringValue(c.String()) }
 
 // NewCredentials builds Credentials from the entry's fields and the PEM
 // bytes of its private_key_file (ParsePrivateKey). It fails when the

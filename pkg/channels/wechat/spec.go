@@ -1,6 +1,11 @@
 package wechat
 
-import "github.com/paycallback/paycallback/pkg/channels"
+import (
+	"fmt"
+	"time"
+
+	"github.com/paycallback/paycallback/pkg/channels"
+)
 
 // Code is the channel's code: of envelopes, keys, order rows, accounts and
 // metric labels.
@@ -20,5 +25,31 @@ func Spec() channels.Spec {
 		NeedsAPIv3Key: true,
 		ViewResource:  viewWeChatResource,
 		RefundQuery:   "WeChat GET /v3/refund/domestic/refunds/{out_refund_no}",
+
+		ParseQueryCredentials: parseQueryCredentials,
+		BuildQuery:            buildQuery,
 	}
+}
+
+// parseQueryCredentials reads a WECHAT entry of
+// PAYCB_QUERY_CREDENTIALS_FILE: serial_no and private_key_file.
+func parseQueryCredentials(e channels.QueryCredentialsEntry) (channels.QueryCredentials, error) {
+	if err := e.CheckFields([]string{"serial_no", "private_key_file"}); err != nil {
+		return nil, err
+	}
+	pem, err := e.File("private_key_file")
+	if err != nil {
+		return nil, err
+	}
+	return NewCredentials(e.TenantID, e.MerchantID, e.Fields["serial_no"], pem)
+}
+
+// buildQuery is NewQueryRequest for credentials parseQueryCredentials
+// read.
+func buildQuery(target channels.QueryTarget, creds channels.QueryCredentials, baseURL string, now time.Time, nonce string) (channels.QueryRequest, error) {
+	c, ok := creds.(Credentials)
+	if !ok {
+		return channels.QueryRequest{}, fmt.Errorf("wechat query: credentials are %T, not wechat's", creds)
+	}
+	return NewQueryRequest(target, c, baseURL, now, nonce)
 }
