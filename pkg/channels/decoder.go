@@ -20,6 +20,9 @@ type Decoder struct {
 	// statements verifies statement events' signatures (DecodeMessage);
 	// nil refuses every statement event.
 	statements StatementVerifier
+	// queryKeys gives the channels' public keys query answers are
+	// verified with (VerifyQueryAnswers); nil holds none.
+	queryKeys QueryKeySource
 }
 
 // DecoderOption configures a Decoder; see Accept.
@@ -139,10 +142,8 @@ func (d *Decoder) decode(env Envelope) (Result, error) {
 	switch spec, ok := current().lookup(Channel(env.Channel)); {
 	case env.FromStatement():
 		res, err = decodeStatement(env)
-	case env.FromQuery():
-		// Verifying a channel's answer needs the channels' public keys;
-		// until the decoder holds them, no answer is taken on trust.
-		err = errorf(KindUnauthenticated, "query answer: this worker does not verify query answers yet")
+	case env.FromQuery() && ok:
+		res, err = d.decodeQuery(env, spec)
 	case ok:
 		res, err = spec.Decode(env, d.keys)
 	default: // Validate lets no other channel through

@@ -19,5 +19,8 @@ func Spec() channels.Spec {
 		},
 		Decode:      func(env channels.Envelope, _ channels.KeyProvider) (channels.Result, error) { return decodeAlipay(env) },
 		RefundQuery: "alipay.trade.fastpay.refund.query for each refund request number of the trade",
+
+		ReadQueryAnswer: specReadAnswer,
+		ParsePublicKey:  specParsePublicKey,
 	}
 }

@@ -21,5 +21,7 @@ func Spec() channels.Spec {
 		RefundMayNameNoMerchant: true,
 		RefundQuery:             "/upay/v2/query of the order",
 		OrderQuery:              "/upay/v2/query",
+
+		ReadQueryAnswer: specReadAnswer,
 	}
 }

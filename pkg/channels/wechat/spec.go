@@ -20,5 +20,9 @@ func Spec() channels.Spec {
 		NeedsAPIv3Key: true,
 		ViewResource:  viewWeChatResource,
 		RefundQuery:   "WeChat GET /v3/refund/domestic/refunds/{out_refund_no}",
+
+		ReadQueryAnswer:    specReadAnswer,
+		QueryAnswerHeaders: AnswerHeaders,
+		ParsePublicKey:     specParsePublicKey,
 	}
 }
