@@ -17,6 +17,7 @@ import (
 	"github.com/paycallback/paycallback/internal/merchantbinding"
 	"github.com/paycallback/paycallback/internal/statementauth"
 	"github.com/paycallback/paycallback/pkg/channels"
+	"github.com/paycallback/paycallback/pkg/channels/alipay"
 	"github.com/paycallback/paycallback/pkg/channels/channelstest"
 	"github.com/paycallback/paycallback/pkg/channels/querytest"
 	"github.com/paycallback/paycallback/pkg/channels/sqb"
@@ -434,4 +435,69 @@ func TestQueryAnswersAreBoundToTheirTenant(t *testing.T) {
 	assert.Equal(t, "SETTLED", string(e.claim(t, e.decode(t, channelstest.PaymentEnvelope(own, channelstest.Delivery{}))).Status))
 	e.requireUnclaimed(t, 2002, e.decode(t, channelstest.PaymentEnvelope(foreign, channelstest.Delivery{})).Key)
 	e.requireUnclaimed(t, 2002, e.decode(t, channelstest.PaymentEnvelope(otherApp, channelstest.Delivery{})).Key)
+}
+
+// alipayRefundAnswer is Alipay's answer to the refund query about r of tr,
+// signed with the kit's trusted key, received at at.
+func alipayRefundAnswer(t *testing.T, tr channelstest.Trade, r channelstest.Refund, at time.Time) querytest.Answer {
+	t.Helper()
+	kit := querytest.New(t)
+	body, err := alipay.SampleRefundQueryAnswer(tr, r, kit.Trusted)
+	require.NoError(t, err)
+	return querytest.Answer{
+		Target: channels.QueryTarget{
+			TenantID: tr.TenantID, Channel: channels.Alipay, Kind: channels.QueryRefund, MerchantID: querytest.AlipayMerchant,
+			TradeNo: tr.TradeNo, MerchantOrderNo: tr.MerchantOrderNo, RefundNo: r.No,
+		},
+		Body: body, ReceivedAt: at,
+	}
+}
+
+// TestAlipayRefundAnswers: Alipay's refund query names this refund's
+// amount, its callback the trade's cumulative. A full refund's answer is
+// the callback's event (the cumulative is the total): answer and callback
+// settle once in either order, the trade refunded in full. A partial
+// refund's answer proves no event (docs/queries.md says why): it is
+// ignored and claims nothing, and the callbacks alone settle the trade.
+func TestAlipayRefundAnswers(t *testing.T) {
+	at := channelstest.BaseTime.Add(3 * time.Hour)
+	for _, answerFirst := range []bool{true, false} {
+		t.Run(map[bool]string{true: "full refund, answer first", false: "full refund, callback first"}[answerFirst], func(t *testing.T) {
+			e := newQueryEnv(t)
+			tr := channelstest.NewTrade(channels.Alipay, 881)
+			r := channelstest.Refund{No: "RF881", Amount: tr.Total, Cumulative: tr.Total}
+			pay := callback(alipay.SamplePayment(tr, channelstest.Delivery{}), 0)
+			refundCB := callback(alipay.SampleRefund(tr, r, channelstest.Delivery{}), 1)
+			ans := e.answer(t, alipayRefundAnswer(t, tr, r, at), 0, true)
+			e.handleAll(t, true, pay)
+			if answerFirst {
+				e.handleAll(t, true, ans, refundCB)
+			} else {
+				e.handleAll(t, true, refundCB, ans)
+			}
+			ev := e.decode(t, refundCB.Value)
+			assert.Equal(t, "SETTLED", string(e.claim(t, ev).Status))
+			assert.Equal(t, 2, e.postings(t, tr.TenantID, ev.Key), "posted once")
+			o, err := settlement.GetOrder(context.Background(), e.db, tr.TenantID, channels.Alipay, tr.TradeNo)
+			require.NoError(t, err)
+			assert.Equal(t, tr.Total, o.RefundedAmount)
+			assert.InDelta(t, 1, sumCounter(t, e.pipelineEnv, "paycb_events_total", "outcome", "duplicate"), 0)
+			assert.Empty(t, e.dl.letters())
+		})
+	}
+	t.Run("partial refund", func(t *testing.T) {
+		e := newQueryEnv(t)
+		tr := channelstest.NewTrade(channels.Alipay, 882)
+		r1 := channelstest.Refund{No: "RF882a", Amount: 500, Cumulative: 500}
+		r2 := channelstest.Refund{No: "RF882b", Amount: 300, Cumulative: 800, At: channelstest.BaseTime.Add(2 * time.Hour)}
+		e.handleAll(t, true, callback(alipay.SamplePayment(tr, channelstest.Delivery{}), 0))
+		e.handleAll(t, true, e.answer(t, alipayRefundAnswer(t, tr, r2, at), 0, true))
+		cb2 := callback(alipay.SampleRefund(tr, r2, channelstest.Delivery{}), 1)
+		e.requireUnclaimed(t, tr.TenantID, e.decode(t, cb2.Value).Key)
+		assert.InDelta(t, 1, sumCounter(t, e.pipelineEnv, "paycb_events_total", "outcome", "ignored"), 0)
+		e.handleAll(t, true, cb2, callback(alipay.SampleRefund(tr, r1, channelstest.Delivery{}), 2))
+		o, err := settlement.GetOrder(context.Background(), e.db, tr.TenantID, channels.Alipay, tr.TradeNo)
+		require.NoError(t, err)
+		assert.Equal(t, int64(800), o.RefundedAmount, "the callbacks' cumulative, whatever the answer said")
+	})
 }

@@ -247,7 +247,7 @@ suite() {
 	# Merged rounds of several partitions' batches: statements, the lookup
 	# of every key, a poisoned event, crashes at each step, the offsets
 	# property with merging on.
-	gotest 'TestMergedRoundSettlesManyPartitionsInOneTransaction|TestMergedRoundLooksUpEveryKeyWhenOneBatchDoes|TestPoisonedEventInAMergedRoundHoldsOnlyItsPartition|TestCrashInAMergedRoundLeavesOrphansTheSweeperSettlesOnce|TestOffsetsNeverPassAnUnsettledMessage' '' ./internal/pipeline/ ./internal/consumer/
+	gotest 'TestMergedRoundSettlesManyPartitionsInOneTransaction|TestMergedRoundLooksUpEveryKeyWhenOneBatchDoes|TestPoisonedEventInAMergedRoundHoldsOnlyItsPartition|TestCrashInAMergedRoundLeavesOrphansTheSweeperSettlesOnce|TestOffsetsNeverPassAnUnsettledMessage|TestQueryAnswerAndCallbackSettleOnce|TestUnauthenticatedAnswersClaimNothing|TestQueryAnswerProvingTwoEvents|TestTwoEventAnswerIsDoneOnlyWhenBothAre|TestAnswerAndCallbackRace|TestAlipayRefundAnswers' '' ./internal/pipeline/ ./internal/consumer/
 	# Replay and dead letters through the operator commands, orphans.
 	gotest 'TestReplayThroughTheWorker|TestReplayPlanAndApply|TestOrphans|TestPurgeDeletesOldPublishedSettledEvents' '' ./internal/ops/
 	gotest 'TestDeadLettersThroughTheWorker|TestStore|TestRedriveLinks|TestRedriveThatFailsAgainSupersedesItsOriginal|TestDeadLetterTheTopicLostIsListedAndClosable' '' ./internal/deadletters/
