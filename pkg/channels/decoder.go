@@ -101,9 +101,10 @@ func (d *Decoder) accepts(ch Channel) error {
 // from a statement: it must be of the envelope's tenant and channel, a
 // payment or a WeChat refund, and carry the key and fingerprint its fields
 // build (see NewStatementEvent); it then decodes to that event. Decode
-// does not authenticate a statement event: the worker decodes with
-// DecodeMessage, which does; Decode reads back what was judged already
-// (operator tools, tests).
+// does not authenticate a statement event or a query answer's statement
+// signature (a query answer's channel signature it does check, with the
+// keys of VerifyQueryAnswers): the worker decodes with DecodeMessage, which
+// does; Decode reads back what was judged already (operator tools, tests).
 //
 // Every error is a *Error whose Kind is one of KindMalformed,
 // KindUnknownChannel, KindDecryptFailed, KindNoKey, KindInvalidAmount and
