@@ -432,6 +432,16 @@ type Worker struct {
 	// (FileChecks.MerchantBinding). Env
 	// PAYCB_TENANT_MERCHANTS_FILE. No default.
 	TenantMerchantsFile string `yaml:"tenant_merchants_file"`
+	// ChannelPublicKeysFile is the channels' public keys the worker
+	// verifies query answers with (internal/channelkeys): a YAML list of
+	// {channel: WECHAT, merchant_id, key_id, public_key_file} and
+	// {channel: ALIPAY, app_id, public_key_file}, relative key files
+	// relative to the YAML; the worker re-reads it, and the key files,
+	// when they change. Validate checks it
+	// (FileChecks.ChannelPublicKeys). Env PAYCB_CHANNEL_PUBLIC_KEYS_FILE.
+	// No default: every WeChat and Alipay query answer is dead-lettered
+	// unauthenticated.
+	ChannelPublicKeysFile string `yaml:"channel_public_keys_file"`
 }
 
 // MaxBatch is the largest accepted Worker.BatchMax.
@@ -468,6 +478,8 @@ type FileChecks struct {
 	StatementKeys func(path string) error
 	// MerchantBinding checks Worker.TenantMerchantsFile.
 	MerchantBinding func(path string) error
+	// ChannelPublicKeys checks Worker.ChannelPublicKeysFile.
+	ChannelPublicKeys func(path string) error
 }
 
 // Validate checks every field that does not depend on the command, and
@@ -605,6 +617,11 @@ func (c Config) Validate(files FileChecks) error {
 	if w.TenantMerchantsFile != "" && files.MerchantBinding != nil {
 		if err := files.MerchantBinding(w.TenantMerchantsFile); err != nil {
 			bad("worker.tenant_merchants_file", "%v", err)
+		}
+	}
+	if w.ChannelPublicKeysFile != "" && files.ChannelPublicKeys != nil {
+		if err := files.ChannelPublicKeys(w.ChannelPublicKeysFile); err != nil {
+			bad("worker.channel_public_keys_file", "%v", err)
 		}
 	}
 

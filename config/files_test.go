@@ -6,6 +6,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/paycallback/paycallback/internal/channelkeys"
 	"github.com/paycallback/paycallback/internal/merchantbinding"
 	"github.com/paycallback/paycallback/internal/statementauth"
 )
@@ -21,6 +22,30 @@ var files = FileChecks{
 		_, err := merchantbinding.Load(path)
 		return err
 	},
+	ChannelPublicKeys: func(path string) error {
+		_, err := channelkeys.Load(path)
+		return err
+	},
+}
+
+// TestChannelPublicKeysFileSetting: PAYCB_CHANNEL_PUBLIC_KEYS_FILE names
+// the keys file, which Validate reads through its check: an unknown field
+// is ErrInvalid (exit 2), naming the setting.
+func TestChannelPublicKeysFileSetting(t *testing.T) {
+	dir := t.TempDir()
+	good := writeFile(t, dir, "good.yaml", "[]\n")
+	bad := writeFile(t, dir, "bad.yaml", "- {channel: ALIPAY, app_id: \"2021\", public_key_file: k.pem, serial: X}\n")
+	c, err := Load(nil, envMap(map[string]string{"PAYCB_CHANNEL_PUBLIC_KEYS_FILE": good}))
+	require.NoError(t, err)
+	require.NoError(t, c.Validate(files))
+	assert.Equal(t, good, c.Worker.ChannelPublicKeysFile)
+
+	c, err = Load(nil, envMap(map[string]string{"PAYCB_CHANNEL_PUBLIC_KEYS_FILE": bad}))
+	require.NoError(t, err)
+	err = c.Validate(files)
+	require.ErrorIs(t, err, ErrInvalid)
+	assert.Contains(t, err.Error(), "worker.channel_public_keys_file (PAYCB_CHANNEL_PUBLIC_KEYS_FILE)")
+	assert.Contains(t, err.Error(), "field serial not found")
 }
 
 func TestTenantMerchantsFileSetting(t *testing.T) {

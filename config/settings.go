@@ -281,6 +281,11 @@ var settings = []setting{
 		usage: "merchant binding, lines TENANT_ID CHANNEL MERCHANT_ID (or TENANT_ID ALIPAY app_id APP_ID); re-read when it changes; empty: callbacks unchecked, statement import refused",
 		field: func(c *Config) any { return &c.Worker.TenantMerchantsFile },
 	},
+	{
+		path: "worker.channel_public_keys_file", env: "PAYCB_CHANNEL_PUBLIC_KEYS_FILE",
+		usage: "the channels' public keys query answers are verified with (YAML list); re-read, with its key files, when they change; empty: every WeChat and Alipay query answer is unauthenticated",
+		field: func(c *Config) any { return &c.Worker.ChannelPublicKeysFile },
+	},
 }
 
 var settingByPath = func() map[string]*setting {

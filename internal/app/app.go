@@ -16,6 +16,7 @@ import (
 
 	"github.com/paycallback/paycallback/config"
 	"github.com/paycallback/paycallback/internal/admin"
+	"github.com/paycallback/paycallback/internal/channelkeys"
 	"github.com/paycallback/paycallback/internal/consumer"
 	"github.com/paycallback/paycallback/internal/kafkaconn"
 	"github.com/paycallback/paycallback/internal/merchantbinding"
@@ -225,6 +226,10 @@ func (m *Main) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	queryKeys, err := loadChannelKeys(cfg, logger)
+	if err != nil {
+		return err
+	}
 	claims := idempotent.NewStore(db)
 	settler, err := settlement.New(db, claims, logger, reg)
 	if err != nil {
@@ -256,7 +261,7 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	pipe := &pipeline.Pipeline{
 		Decoder: channels.NewDecoder(keys, channels.Accept("PAYCB_CHANNELS", accepted...),
-			channels.VerifyStatements(stmtKeys)),
+			channels.VerifyStatements(stmtKeys), queryKeys.option()),
 		Claims:       claims,
 		Settler:      settler,
 		DeadLetterer: dlq,
@@ -332,6 +337,7 @@ func (m *Main) Run(ctx context.Context) error {
 	go func() { defer wg.Done(); _ = sweeper.Run(bg) }()
 	wg.Add(1)
 	go func() { defer wg.Done(); stmtKeys.watch(bg, logger) }()
+	wg.Go(func() { queryKeys.watch(bg, logger) })
 	wg.Go(func() { _ = stmtMetrics.Run(bg) })
 	wg.Go(func() { _ = settledMetrics.Run(bg) })
 	if settledPub != nil {
@@ -352,6 +358,47 @@ func (m *Main) Run(ctx context.Context) error {
 	runErr = errors.Join(runErr, stopAdmin())
 	logger.Info("worker stopped")
 	return runErr
+}
+
+// channelKeys are the channels' public keys of
+// PAYCB_CHANNEL_PUBLIC_KEYS_FILE as last read good, or none.
+type channelKeys struct {
+	file *channelkeys.File // nil: not configured
+}
+
+// loadChannelKeys reads the channels' public keys when a file is
+// configured; a bad file is a configuration error.
+func loadChannelKeys(cfg config.Config, logger *slog.Logger) (*channelKeys, error) {
+	path := cfg.Worker.ChannelPublicKeysFile
+	if path == "" {
+		logger.Warn("no channel public keys (PAYCB_CHANNEL_PUBLIC_KEYS_FILE): every WeChat and Alipay query answer is dead-lettered unauthenticated")
+		return &channelKeys{}, nil
+	}
+	f, err := channelkeys.Load(path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: worker.channel_public_keys_file (PAYCB_CHANNEL_PUBLIC_KEYS_FILE): %w", config.ErrInvalid, err)
+	}
+	logger.Info("query answers are verified with the channels' public keys", "file", path, "keys", f.Current().Len())
+	return &channelKeys{file: f}, nil
+}
+
+// option is the decoder's option: the file's keys, or none.
+func (k *channelKeys) option() channels.DecoderOption {
+	if k.file == nil {
+		return channels.VerifyQueryAnswers(nil)
+	}
+	return channels.VerifyQueryAnswers(k.file)
+}
+
+// watch re-reads the file and its key files until ctx ends; a change
+// refused keeps the last good keys.
+func (k *channelKeys) watch(ctx context.Context, logger *slog.Logger) {
+	if k.file == nil {
+		return
+	}
+	k.file.Watch(ctx, 0, logger, func(ks channels.ChannelPublicKeys) {
+		logger.Info("channel public keys in force", "file", k.file.Path(), "keys", ks.Len())
+	})
 }
 
 // loadMerchants reads the merchant binding when one is configured, and

@@ -15,12 +15,12 @@ import (
 // transaction, and a merged transaction that fails hands each batch its
 // own unsettled events, which it settles alone, as a batch not merged
 // would.
-func (p *Pipeline) claimAndSettle(ctx context.Context, leaders []moneyItem, states []MessageState) (results []idempotent.Result, fresh []int, outcomes []settleOutcome, err error) {
+func (p *Pipeline) claimAndSettle(ctx context.Context, leaders []moneyItem) (results []idempotent.Result, fresh []int, outcomes []settleOutcome, err error) {
 	m := p.merger()
 	if m == nil || len(leaders) >= mergeBelow {
-		return p.claimAndSettleAlone(ctx, leaders, states, nil)
+		return p.claimAndSettleAlone(ctx, leaders, nil)
 	}
-	return p.claimAndSettleMerged(ctx, m, leaders, states)
+	return p.claimAndSettleMerged(ctx, m, leaders)
 }
 
 // claimAndSettleAlone is claimAndSettle for one batch on its own: acquire,
@@ -29,15 +29,15 @@ func (p *Pipeline) claimAndSettle(ctx context.Context, leaders []moneyItem, stat
 // in a merger's round gives the round back there, so that no other
 // partition waits while this one's settlement waits for a row lock, a lock
 // timeout or the statement timeout.
-func (p *Pipeline) claimAndSettleAlone(ctx context.Context, leaders []moneyItem, states []MessageState, claimed func()) ([]idempotent.Result, []int, []settleOutcome, error) {
-	results, err := p.acquire(ctx, leaders, states)
+func (p *Pipeline) claimAndSettleAlone(ctx context.Context, leaders []moneyItem, claimed func()) ([]idempotent.Result, []int, []settleOutcome, error) {
+	results, err := p.acquire(ctx, leaders)
 	if claimed != nil {
 		claimed()
 	}
 	if err != nil {
 		return nil, nil, nil, failed(metrics.StageAcquire, err)
 	}
-	fresh := markAcquired(results, leaders, states)
+	fresh := markAcquired(results, leaders)
 	if len(fresh) == 0 {
 		return results, nil, nil, nil
 	}
@@ -50,11 +50,11 @@ func (p *Pipeline) claimAndSettleAlone(ctx context.Context, leaders []moneyItem,
 // markAcquired records, on each leader whose claim this batch made
 // (results[j] Acquired), that its message made it, and returns those
 // leaders.
-func markAcquired(results []idempotent.Result, leaders []moneyItem, states []MessageState) []int {
+func markAcquired(results []idempotent.Result, leaders []moneyItem) []int {
 	var fresh []int
 	for j, r := range results {
 		if r.Kind == idempotent.Acquired {
-			states[leaders[j].i].acquired = true
+			leaders[j].st.acquired = true
 			fresh = append(fresh, j)
 		}
 	}
@@ -70,13 +70,13 @@ func markAcquired(results []idempotent.Result, leaders []moneyItem, states []Mes
 // but a key an earlier attempt found claimed (a held message looked at
 // again) is looked up: one round trip where the refused insert and its
 // read would be two (lookupFirst).
-func (p *Pipeline) acquire(ctx context.Context, leaders []moneyItem, states []MessageState) ([]idempotent.Result, error) {
-	look := lookupFirst(leaders, states)
+func (p *Pipeline) acquire(ctx context.Context, leaders []moneyItem) ([]idempotent.Result, error) {
+	look := lookupFirst(leaders)
 	results, inserted, err := p.claimAll(ctx, leaders, look)
 	if err != nil {
 		// The insert may have committed without an answer.
 		for _, j := range inserted {
-			states[leaders[j].i].acquireUnknown = true
+			leaders[j].st.acquireUnknown = true
 		}
 		return nil, err
 	}
@@ -86,8 +86,8 @@ func (p *Pipeline) acquire(ctx context.Context, leaders []moneyItem, states []Me
 // lookupFirst is acquire's rule: the keys of leaders are looked up before
 // they are inserted when there are several, or when an earlier attempt
 // found the one key claimed.
-func lookupFirst(leaders []moneyItem, states []MessageState) bool {
-	return len(leaders) > 1 || (len(leaders) == 1 && states[leaders[0].i].claimSeen)
+func lookupFirst(leaders []moneyItem) bool {
+	return len(leaders) > 1 || (len(leaders) == 1 && leaders[0].st.claimSeen)
 }
 
 // claimAll claims items, each of a distinct key: when lookup is set they

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/segmentio/kafka-go"
 
@@ -43,7 +44,27 @@ func (p *Pipeline) ignore(ctx context.Context, res channels.Result) error {
 			return failed(metrics.StageRefundUpdate, err)
 		}
 	}
+	if q := res.Query; q != nil && q.Answer.Outcome == channels.QueryClosed && p.QueryClosed != nil {
+		sctx, cancel := p.statementContext(ctx)
+		err := p.QueryClosed.QueryClosed(sctx, *q)
+		cancel()
+		if err != nil {
+			return failed(metrics.StageRefundUpdate, fmt.Errorf("close the registration query answer %s: %w", q.Answer.RawState, err))
+		}
+	}
 	p.Logger.Debug("ignored event", "tenant", ev.TenantID, "channel", string(ev.Channel), "reason", res.IgnoreReason)
 	p.Metrics.Event(string(ev.Channel), string(ev.Type), metrics.OutcomeIgnored)
 	return nil
+}
+
+// QueryCloser is told of each authenticated query answer that says its
+// order ended unpaid or its refund failed (channels.QueryClosed), once the
+// answer passed the merchant check and before the message is done: the
+// registration the query was sent for is closed there, and no query is
+// sent for it again. It must be idempotent (a redelivered answer is told
+// again) and an error retries the message. The registrations are not the
+// worker's yet: Pipeline.QueryClosed is nil, and a closed answer is only
+// counted ignored.
+type QueryCloser interface {
+	QueryClosed(ctx context.Context, q channels.QueryAnswered) error
 }

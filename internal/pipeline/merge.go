@@ -211,14 +211,14 @@ func (p *Pipeline) merger() *merger {
 // are made, before its settlement; otherwise the round's claims
 // and merged transaction (runRound) give it its claim results, and it
 // settles alone what the merged transaction left.
-func (p *Pipeline) claimAndSettleMerged(ctx context.Context, m *merger, leaders []moneyItem, states []MessageState) ([]idempotent.Result, []int, []settleOutcome, error) {
+func (p *Pipeline) claimAndSettleMerged(ctx context.Context, m *merger, leaders []moneyItem) ([]idempotent.Result, []int, []settleOutcome, error) {
 	limit, err := p.Claims.MaxStatementBytes(ctx)
 	if err != nil {
 		return nil, nil, nil, failed(metrics.StageAcquire, err)
 	}
 	req := &mergeRequest{
 		leaders: leaders,
-		lookup:  lookupFirst(leaders, states),
+		lookup:  lookupFirst(leaders),
 		limit:   limit,
 	}
 	for _, it := range leaders {
@@ -234,7 +234,7 @@ func (p *Pipeline) claimAndSettleMerged(ctx context.Context, m *merger, leaders 
 		// an order row another transaction holds (and then settle its
 		// events one by one); every other partition's batch would queue
 		// behind that wait.
-		return p.claimAndSettleAlone(ctx, leaders, states, func() { m.finish(round) })
+		return p.claimAndSettleAlone(ctx, leaders, func() { m.finish(round) })
 	}
 	if round != nil {
 		p.runRound(ctx, round)
@@ -243,7 +243,7 @@ func (p *Pipeline) claimAndSettleMerged(ctx context.Context, m *merger, leaders 
 	if req.acquireErr != nil {
 		// The insert may have committed without an answer.
 		for _, j := range req.inserted {
-			states[leaders[j].i].acquireUnknown = true
+			leaders[j].st.acquireUnknown = true
 		}
 		// The round's claims failed as a whole (a deadlock, a lock wait
 		// timeout or a certification failure on one batch's row fails the
@@ -251,9 +251,9 @@ func (p *Pipeline) claimAndSettleMerged(ctx context.Context, m *merger, leaders 
 		// is over, as a failed merged transaction hands each its events
 		// back. Only the batch whose own claims fail again pays an attempt.
 		p.Logger.Debug("merged claims failed; each batch claims its own", "events", len(leaders), "error", req.acquireErr)
-		return p.claimAndSettleAlone(ctx, leaders, states, nil)
+		return p.claimAndSettleAlone(ctx, leaders, nil)
 	}
-	markAcquired(req.results, leaders, states)
+	markAcquired(req.results, leaders)
 	if req.faultErr != nil {
 		return nil, nil, nil, req.faultErr
 	}

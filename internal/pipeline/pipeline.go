@@ -109,6 +109,10 @@ type Pipeline struct {
 	// it must never block. Nil: the outbox sweeper publishes them.
 	Settled SettledNotifier
 
+	// QueryClosed, when set, closes the registration a closed query answer
+	// answers (see QueryCloser); nil: such an answer is only ignored.
+	QueryClosed QueryCloser
+
 	Metrics *metrics.Metrics
 	Logger  *slog.Logger
 	// StatementTimeout bounds each database step of a batch (zero: no
@@ -158,11 +162,49 @@ type MessageState struct {
 	// merchantHeldAt: when the message, a refund that names no merchant,
 	// was first held for its trade's payment (checkMerchantless).
 	merchantHeldAt time.Time
+	// more are the states of the further events of a message that proves
+	// several (a query answer: channels.Result.More), each claimed on its
+	// own key and judged as a message of that one event would be; the
+	// fields above are then the first event's.
+	more []MessageState
 }
 
-// Done reports whether the message reached a durable outcome: the offset
-// after it may be committed once every message before it is done too.
-func (st *MessageState) Done() bool { return st.done }
+// Done reports whether the message reached a durable outcome (each of its
+// events, for a message that proves several): the offset after it may be
+// committed once every message before it is done too.
+func (st *MessageState) Done() bool {
+	if !st.done {
+		return false
+	}
+	for i := range st.more {
+		if !st.more[i].done {
+			return false
+		}
+	}
+	return true
+}
+
+// finish marks the message done whole: dead-lettered or ignored, none of
+// its events is claimed.
+func (st *MessageState) finish() {
+	st.done = true
+	for i := range st.more {
+		st.more[i].done = true
+	}
+}
+
+// eventState is the state of the message's event k of n (0 is the first,
+// channels.Result.Event; the others are Result.More), the same n on every
+// attempt: decoding is deterministic.
+func (st *MessageState) eventState(k, n int) *MessageState {
+	if k == 0 {
+		return st
+	}
+	if len(st.more) != n-1 {
+		st.more = make([]MessageState, n-1)
+	}
+	return &st.more[k-1]
+}
 
 // stageError tags an error with the pipeline stage that failed, for
 // paycb_processing_errors_total.
@@ -217,25 +259,26 @@ func (p *Pipeline) Handle(ctx context.Context, msgs []kafka.Message, states []Me
 		if len(run) == 0 {
 			return nil
 		}
-		if err := p.handleMoney(ctx, msgs, states, run); err != nil {
+		if err := p.handleMoney(ctx, msgs, run); err != nil {
 			errs.add(err)
 		}
 		run, runBytes = run[:0], 0
 		return errs.failed
 	}
-	for i, msg := range msgs {
-		if states[i].done {
+	for i := range states[:len(msgs)] {
+		msg, ms := msgs[i], &states[i]
+		if ms.Done() {
 			continue
 		}
-		res, err := p.decode(msg, &states[i])
+		res, err := p.decode(msg, ms)
 		if err != nil {
 			if err := p.deadLetterUndecodable(ctx, msg, res, err); err != nil {
 				return err
 			}
-			states[i].done = true
+			ms.finish()
 			continue
 		}
-		reason, err := p.merchantCheck(ctx, res, &states[i])
+		reason, err := p.merchantCheck(ctx, res, ms)
 		if err != nil {
 			if !errors.Is(err, ErrClaimInFlight) {
 				return failed(metrics.StageAcquire, err)
@@ -243,13 +286,14 @@ func (p *Pipeline) Handle(ctx context.Context, msgs []kafka.Message, states []Me
 			errs.add(err) // held for its trade's payment
 			continue
 		}
-		res.Event.BoundMerchant = p.boundMerchant(res)
+		bound := p.boundMerchant(res)
+		res.Event.BoundMerchant = bound
 		if reason != "" {
 			// Nothing of it is claimed, as for an undecodable message.
 			if err := p.deadLetterTenantMismatch(ctx, msg, res, reason); err != nil {
 				return err
 			}
-			states[i].done = true
+			ms.finish()
 			continue
 		}
 		if res.Ignored {
@@ -261,7 +305,7 @@ func (p *Pipeline) Handle(ctx context.Context, msgs []kafka.Message, states []Me
 			if err := p.ignore(ctx, res); err != nil {
 				return err
 			}
-			states[i].done = true
+			ms.finish()
 			continue
 		}
 		if maxBytes == 0 {
@@ -269,21 +313,32 @@ func (p *Pipeline) Handle(ctx context.Context, msgs []kafka.Message, states []Me
 				return failed(metrics.StageAcquire, err)
 			}
 		}
-		// A run is bounded in bytes too, so that none of its statements
-		// exceeds what the server accepts: an over-large batch is settled
-		// as several runs, in order.
-		size := statementBytes(res.Event)
-		if len(run) > 0 && runBytes+size > maxBytes {
-			if err := settleRun(); err != nil {
-				return err
+		// Each event the message proves (one, but for a query answer that
+		// proves several) is claimed on its own key, as a message of that
+		// event alone would be; the message is done when all are.
+		evs := append([]channels.Event{res.Event}, res.More...)
+		for k, ev := range evs {
+			st := ms.eventState(k, len(evs))
+			if st.done {
+				continue
 			}
+			ev.BoundMerchant = bound
+			// A run is bounded in bytes too, so that none of its statements
+			// exceeds what the server accepts: an over-large batch is
+			// settled as several runs, in order.
+			size := statementBytes(ev)
+			if len(run) > 0 && runBytes+size > maxBytes {
+				if err := settleRun(); err != nil {
+					return err
+				}
+			}
+			runBytes += size
+			run = append(run, moneyItem{
+				i: i, st: st, ev: ev,
+				src: idempotent.Source{Topic: msg.Topic, Partition: msg.Partition, Offset: msg.Offset},
+				key: idempotent.TenantKey{TenantID: ev.TenantID, Key: ev.Key},
+			})
 		}
-		runBytes += size
-		run = append(run, moneyItem{
-			i: i, ev: res.Event,
-			src: idempotent.Source{Topic: msg.Topic, Partition: msg.Partition, Offset: msg.Offset},
-			key: idempotent.TenantKey{TenantID: res.Event.TenantID, Key: res.Event.Key},
-		})
 	}
 	if err := settleRun(); err != nil {
 		return err
@@ -303,7 +358,8 @@ func statementBytes(ev channels.Event) int {
 
 // moneyItem is one decoded money event of a batch.
 type moneyItem struct {
-	i   int // index in the batch
+	i   int           // index in the batch
+	st  *MessageState // the state of this event of message i
 	ev  channels.Event
 	src idempotent.Source
 	key idempotent.TenantKey
@@ -331,7 +387,7 @@ func sameTrade(run []moneyItem, ev channels.Event) bool {
 // finished (an ACQUIRED one settled through the fence, a pending
 // over-refund dead letter written) by the first message whose fingerprint
 // matches it, whichever position that message has.
-func (p *Pipeline) handleMoney(ctx context.Context, msgs []kafka.Message, states []MessageState, money []moneyItem) error {
+func (p *Pipeline) handleMoney(ctx context.Context, msgs []kafka.Message, money []moneyItem) error {
 	leader := map[idempotent.TenantKey]int{} // key -> index in leaders
 	var leaders []moneyItem
 	for _, it := range money {
@@ -343,7 +399,7 @@ func (p *Pipeline) handleMoney(ctx context.Context, msgs []kafka.Message, states
 	}
 	// The claims, and the settlement of those this batch made: together,
 	// possibly with other partitions' batches (claimAndSettle).
-	results, fresh, outcomes, err := p.claimAndSettle(ctx, leaders, states)
+	results, fresh, outcomes, err := p.claimAndSettle(ctx, leaders)
 	if err != nil {
 		return err
 	}
@@ -377,7 +433,7 @@ func (p *Pipeline) handleMoney(ctx context.Context, msgs []kafka.Message, states
 	for _, it := range money {
 		j := leader[it.key]
 		r := results[j]
-		st := &states[it.i]
+		st := it.st
 		msg := msgs[it.i]
 		claim := r.Existing
 		if r.Kind != idempotent.Acquired {

@@ -24,6 +24,7 @@ type Parse[T any] func(data []byte) (T, error)
 type File[T any] struct {
 	path  string
 	parse Parse[T]
+	read  Read
 
 	mu      sync.RWMutex
 	current T
@@ -36,8 +37,25 @@ type File[T any] struct {
 // refused by parse) is returned wrapped with the path: at start a bad file is
 // a configuration error, not something to run without.
 func Load[T any](path string, parse Parse[T]) (*File[T], error) {
-	f := &File[T]{path: path, parse: parse}
-	data, err := os.ReadFile(filepath.Clean(path)) // the operator names the file
+	return LoadWith(path, readFile, parse)
+}
+
+// readFile is Load's Read: the file's bytes.
+func readFile(path string) ([]byte, error) {
+	return os.ReadFile(filepath.Clean(path)) // the operator names the file
+}
+
+// Read returns what a File at path is parsed from and compared by: the
+// file's bytes, or (LoadWith) the file's and those of the files it names,
+// so that a change of any of them is a change of the File.
+type Read func(path string) ([]byte, error)
+
+// LoadWith is Load with read in place of reading the file alone: what
+// read returns is parsed, and compared on each Refresh. A read error is
+// reported as an unreadable file is.
+func LoadWith[T any](path string, read Read, parse Parse[T]) (*File[T], error) {
+	f := &File[T]{path: path, parse: parse, read: read}
+	data, err := read(path)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", path, err)
 	}
@@ -66,7 +84,7 @@ func (f *File[T]) Current() T {
 // once, so a poller does not repeat the error every interval (it is returned
 // again once the contents change or after they were fixed and broken again).
 func (f *File[T]) Refresh() (changed bool, err error) {
-	data, err := os.ReadFile(filepath.Clean(f.path))
+	data, err := f.read(f.path)
 	if err != nil {
 		return false, f.fail(sha256.Sum256([]byte("unreadable: "+err.Error())), fmt.Errorf("read %s: %w", f.path, err))
 	}

@@ -20,6 +20,9 @@ type Decoder struct {
 	// statements verifies statement events' signatures (DecodeMessage);
 	// nil refuses every statement event.
 	statements StatementVerifier
+	// queryKeys gives the channels' public keys query answers are
+	// verified with (VerifyQueryAnswers); nil holds none.
+	queryKeys QueryKeySource
 }
 
 // DecoderOption configures a Decoder; see Accept.
@@ -98,9 +101,10 @@ func (d *Decoder) accepts(ch Channel) error {
 // from a statement: it must be of the envelope's tenant and channel, a
 // payment or a WeChat refund, and carry the key and fingerprint its fields
 // build (see NewStatementEvent); it then decodes to that event. Decode
-// does not authenticate a statement event: the worker decodes with
-// DecodeMessage, which does; Decode reads back what was judged already
-// (operator tools, tests).
+// does not authenticate a statement event or a query answer's statement
+// signature (a query answer's channel signature it does check, with the
+// keys of VerifyQueryAnswers): the worker decodes with DecodeMessage, which
+// does; Decode reads back what was judged already (operator tools, tests).
 //
 // Every error is a *Error whose Kind is one of KindMalformed,
 // KindUnknownChannel, KindDecryptFailed, KindNoKey, KindInvalidAmount and
@@ -139,10 +143,8 @@ func (d *Decoder) decode(env Envelope) (Result, error) {
 	switch spec, ok := current().lookup(Channel(env.Channel)); {
 	case env.FromStatement():
 		res, err = decodeStatement(env)
-	case env.FromQuery():
-		// Verifying a channel's answer needs the channels' public keys;
-		// until the decoder holds them, no answer is taken on trust.
-		err = errorf(KindUnauthenticated, "query answer: this worker does not verify query answers yet")
+	case env.FromQuery() && ok:
+		res, err = d.decodeQuery(env, spec)
 	case ok:
 		res, err = spec.Decode(env, d.keys)
 	default: // Validate lets no other channel through

@@ -264,6 +264,14 @@ type Result struct {
 	MerchantID    string
 	AppID         string
 	FromStatement bool
+	// FromQuery is set on a query answer (ContentTypeQuery): Query holds
+	// what was asked and the verified answer, and More the answer's
+	// further events, beyond Event, each claimed on its own key (a
+	// Shouqianba refunded order proves its payment and its refund). Like
+	// FromStatement, none of them is stored with the claim.
+	FromQuery bool
+	Query     *QueryAnswered
+	More      []Event
 }
 
 // checkID validates an identifier read from a body: non-empty, at most

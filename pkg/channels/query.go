@@ -121,6 +121,10 @@ type QueryAnswer struct {
 	// MerchantID is the merchant the answer names, empty when it names
 	// none (Alipay's answers never do).
 	MerchantID string
+	// AppID is the application whose public key verified the answer, for a
+	// channel whose keys are the application's (Alipay app_id); empty
+	// otherwise.
+	AppID string
 	// Detail explains the outcome in a sentence, for operators.
 	Detail string
 }

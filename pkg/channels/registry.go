@@ -128,6 +128,20 @@ type Spec struct {
 	// neither: a channel without them cannot be queried.
 	ParseQueryCredentials func(entry QueryCredentialsEntry) (QueryCredentials, error)
 	BuildQuery            func(target QueryTarget, creds QueryCredentials, baseURL string, now time.Time, nonce string) (QueryRequest, error)
+
+	// Query answers (docs/queries.md). ReadQueryAnswer verifies, where the
+	// channel signs its answers, and reads resp, the answer to target, with
+	// the channel's keys of keys, judging the answer's timestamp at now
+	// (the envelope's received_at in the worker); nil: the channel's
+	// answers are unsupported. QueryAnswerHeaders are the answer headers
+	// it reads, the ones a query message carries. ParsePublicKey builds
+	// one of the channel's keys from its PAYCB_CHANNEL_PUBLIC_KEYS_FILE
+	// entry and key file; nil: the channel does not sign its answers
+	// (Shouqianba: TLS to the configured host is all there is) and takes
+	// no key.
+	ReadQueryAnswer    func(target QueryTarget, resp QueryResponse, keys ChannelPublicKeys, now time.Time) (QueryAnswer, error)
+	QueryAnswerHeaders []string
+	ParsePublicKey     func(entry PublicKeyEntry, pem []byte) (any, error)
 }
 
 // ResourceView is the encrypted resource of a callback as an operator sees
@@ -290,6 +304,7 @@ func register(v any) (func(), error) {
 		return nil, fmt.Errorf("register channel: %w: %s", errAlreadyRegistered, spec.Code)
 	}
 	spec.FingerprintFields = slices.Clone(spec.FingerprintFields)
+	spec.QueryAnswerHeaders = slices.Clone(spec.QueryAnswerHeaders)
 	specs.Store(&specSet{list: append(slices.Clone(cur.list), spec)})
 	return func() {
 		registerMu.Lock()

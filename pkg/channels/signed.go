@@ -27,8 +27,10 @@ func VerifyStatements(v StatementVerifier) DecoderOption {
 // before its body is read. Such a message without one fails with
 // KindUnauthenticated, keeping its tenant and channel; so does every such
 // message when the decoder has no verifier. A query answer is then verified
-// with the channel's own keys before it is read; until the decoder holds
-// them, every query answer is KindUnauthenticated. Callbacks of the
+// with the channel's own keys (VerifyQueryAnswers) before it is read, its
+// time judged at the envelope's received_at (see decodeQuery): a channel
+// that signs its answers (WeChat, Alipay) needs both signatures, one that
+// does not (Shouqianba) the statement signature alone. Callbacks of the
 // channels (the other content types) are decoded as by Decode, whatever
 // signature says.
 func (d *Decoder) DecodeMessage(value []byte, signature string) (Result, error) {

@@ -247,7 +247,7 @@ suite() {
 	# Merged rounds of several partitions' batches: statements, the lookup
 	# of every key, a poisoned event, crashes at each step, the offsets
 	# property with merging on.
-	gotest 'TestMergedRoundSettlesManyPartitionsInOneTransaction|TestMergedRoundLooksUpEveryKeyWhenOneBatchDoes|TestPoisonedEventInAMergedRoundHoldsOnlyItsPartition|TestCrashInAMergedRoundLeavesOrphansTheSweeperSettlesOnce|TestOffsetsNeverPassAnUnsettledMessage' '' ./internal/pipeline/ ./internal/consumer/
+	gotest 'TestMergedRoundSettlesManyPartitionsInOneTransaction|TestMergedRoundLooksUpEveryKeyWhenOneBatchDoes|TestPoisonedEventInAMergedRoundHoldsOnlyItsPartition|TestCrashInAMergedRoundLeavesOrphansTheSweeperSettlesOnce|TestOffsetsNeverPassAnUnsettledMessage|TestQueryAnswerAndCallbackSettleOnce|TestUnauthenticatedAnswersClaimNothing|TestQueryAnswerProvingTwoEvents|TestTwoEventAnswerIsDoneOnlyWhenBothAre|TestAnswerAndCallbackRace|TestAlipayRefundAnswers' '' ./internal/pipeline/ ./internal/consumer/
 	# The queriers' shared per-merchant budget, its takers spread over the
 	# nodes (certification fails a losing spend with 1213: run again).
 	gotest 'TestTakeSpendsTheBurstThenWaits|TestThrottledBacksOffEveryQuerier|TestQueriersTogetherNeverExceedTheBudget' '' ./internal/querybudget/

@@ -225,9 +225,10 @@ suite() {
 		./internal/settledpub/
 	# The merge of several partitions' batches into one transaction: its
 	# statements, its lookup of every key, a poisoned event, crashes at
-	# each step, and the offsets property with merging on.
+	# each step, and the offsets property with merging on; query answers
+	# claimed beside their callbacks (both orders, two events, a race).
 	go test -race -count=1 -timeout 20m \
-		-run '^(TestMergedRoundSettlesManyPartitionsInOneTransaction|TestMergedRoundLooksUpEveryKeyWhenOneBatchDoes|TestPoisonedEventInAMergedRoundHoldsOnlyItsPartition|TestCrashInAMergedRoundLeavesOrphansTheSweeperSettlesOnce|TestOffsetsNeverPassAnUnsettledMessage)$' \
+		-run '^(TestMergedRoundSettlesManyPartitionsInOneTransaction|TestMergedRoundLooksUpEveryKeyWhenOneBatchDoes|TestPoisonedEventInAMergedRoundHoldsOnlyItsPartition|TestCrashInAMergedRoundLeavesOrphansTheSweeperSettlesOnce|TestOffsetsNeverPassAnUnsettledMessage|TestQueryAnswerAndCallbackSettleOnce|TestUnauthenticatedAnswersClaimNothing|TestQueryAnswerProvingTwoEvents|TestTwoEventAnswerIsDoneOnlyWhenBothAre|TestAnswerAndCallbackRace|TestAlipayRefundAnswers)$' \
 		./internal/pipeline/ ./internal/consumer/
 	# The queriers' shared per-merchant budget: many takers on two pools
 	# (row lock in pessimistic mode, write conflicts at COMMIT in

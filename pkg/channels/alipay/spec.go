@@ -27,6 +27,8 @@ func Spec() channels.Spec {
 
 		ParseQueryCredentials: parseQueryCredentials,
 		BuildQuery:            buildQuery,
+		ReadQueryAnswer:       specReadAnswer,
+		ParsePublicKey:        specParsePublicKey,
 	}
 }
 

@@ -29,6 +29,7 @@ func Spec() channels.Spec {
 
 		ParseQueryCredentials: parseQueryCredentials,
 		BuildQuery:            buildQuery,
+		ReadQueryAnswer:       specReadAnswer,
 	}
 }
 

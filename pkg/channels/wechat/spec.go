@@ -28,6 +28,9 @@ func Spec() channels.Spec {
 
 		ParseQueryCredentials: parseQueryCredentials,
 		BuildQuery:            buildQuery,
+		ReadQueryAnswer:       specReadAnswer,
+		QueryAnswerHeaders:    AnswerHeaders,
+		ParsePublicKey:        specParsePublicKey,
 	}
 }
 
