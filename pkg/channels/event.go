@@ -264,6 +264,9 @@ type Result struct {
 	MerchantID    string
 	AppID         string
 	FromStatement bool
+	// Registration is set, and Event is not an event, when the envelope
+	// carries a registration (ContentTypeRegistration).
+	Registration *RegistrationMessage
 }
 
 // checkID validates an identifier read from a body: non-empty, at most
