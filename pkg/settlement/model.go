@@ -66,8 +66,10 @@ func DeriveStatus(total, paid, refunded int64) OrderStatus {
 	}
 }
 
-// RegistrationStatus is a refund pre-registration's state: REGISTERED, then
-// SUCCEEDED or CLOSED (both final), with ABNORMAL possible in between.
+// RegistrationStatus is a registration's state: REGISTERED, then
+// SUCCEEDED or CLOSED (both final), with ABNORMAL possible in between; a
+// payment registration may also end EXPIRED (the channel never knew the
+// order, past its time).
 type RegistrationStatus string
 
 // The contract's registration statuses.
@@ -76,6 +78,7 @@ const (
 	RegistrationAbnormal   RegistrationStatus = "ABNORMAL"
 	RegistrationSucceeded  RegistrationStatus = "SUCCEEDED"
 	RegistrationClosed     RegistrationStatus = "CLOSED"
+	RegistrationExpired    RegistrationStatus = "EXPIRED"
 )
 
 // Open reports whether the registration may still move money (REGISTERED
