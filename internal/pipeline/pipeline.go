@@ -77,6 +77,11 @@ type Pipeline struct {
 	Settler      Settler
 	DeadLetterer DeadLetterer
 
+	// Registrar records registration messages; nil: the Settler, when it
+	// implements Registrar (as *settlement.Service does), else every
+	// registration is dead-lettered unsupported.
+	Registrar Registrar
+
 	// Merchants, when set, binds merchants to tenants: a callback whose
 	// merchant (channels.Result.MerchantID) the binding does not give to
 	// its envelope's tenant, or that names none, is dead-lettered
@@ -230,6 +235,21 @@ func (p *Pipeline) Handle(ctx context.Context, msgs []kafka.Message, states []Me
 		res, err := p.decode(msg, &states[i])
 		if err != nil {
 			if err := p.deadLetterUndecodable(ctx, msg, res, err); err != nil {
+				return err
+			}
+			states[i].done = true
+			continue
+		}
+		if res.Registration != nil {
+			// A refund registration follows the money events of its trade
+			// before it (it needs the payment posted); a payment's may be
+			// recorded before or after its payment settles.
+			if sameRefundTrade(run, res.Event, res.Registration) {
+				if err := settleRun(); err != nil {
+					return err
+				}
+			}
+			if err := p.register(ctx, msg, res); err != nil {
 				return err
 			}
 			states[i].done = true

@@ -135,7 +135,9 @@ func (env Envelope) FromQuery() bool { return mediaTypeIs(env.ContentType, Conte
 
 // FromRegistration reports whether the envelope carries a registration
 // (content type ContentTypeRegistration) rather than a callback.
-func (env Envelope) FromRegistration() bool { return mediaTypeIs(env.ContentType, ContentTypeRegistration) }
+func (env Envelope) FromRegistration() bool {
+	return mediaTypeIs(env.ContentType, ContentTypeRegistration)
+}
 
 // SignedByUs reports whether the envelope is one the project publishes
 // itself (a statement event or a query answer), which must carry a valid
