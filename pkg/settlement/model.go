@@ -98,9 +98,9 @@ var (
 	// ErrFingerprintMismatch marks an event whose fingerprint differs from
 	// the claim's: it is not the event that was claimed.
 	ErrFingerprintMismatch = idempotent.ErrFingerprintMismatch
-	// ErrInvalidRequest marks a refund registration or status update that
-	// is refused before touching the database.
-	ErrInvalidRequest = errors.New("invalid refund request")
+	// ErrInvalidRequest marks a registration (payment or refund) or a
+	// refund status update that is refused before touching the database.
+	ErrInvalidRequest = errors.New("invalid request")
 	// ErrNotPaid marks a registration against a trade with no posted
 	// payment (or no order row at all).
 	ErrNotPaid = errors.New("trade has no posted payment")
