@@ -239,7 +239,7 @@ func (s *Store) Stats(ctx context.Context) ([]Stat, error) {
 			if err != nil {
 				return nil, fmt.Errorf("count open %s registrations of %s: %w", kind, ch, err)
 			}
-			st.Open = int64(n)
+			st.Open = n
 			if n > 0 {
 				var oldest []time.Time
 				if err := q().Column(at).OrderExpr(at).Limit(1).Scan(ctx, &oldest); err != nil {
@@ -253,7 +253,7 @@ func (s *Store) Stats(ctx context.Context) ([]Stat, error) {
 					if err != nil {
 						return nil, fmt.Errorf("count expired open payment registrations of %s: %w", ch, err)
 					}
-					st.PastExpiry = int64(past)
+					st.PastExpiry = past
 				}
 			}
 			out = append(out, st)

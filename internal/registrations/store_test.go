@@ -84,8 +84,10 @@ func TestOpenMovesAndStats(t *testing.T) {
 		dec := channels.NewDecoder(channelstest.Keys())
 		res, err := dec.Decode(channelstest.PaymentEnvelope(early, channelstest.Delivery{}))
 		require.NoError(t, err)
-		acq, err := claims.Acquire(ctx, idempotent.Claim{TenantID: res.Event.TenantID, Key: res.Event.Key, EventType: res.Event.Type,
-			Fingerprint: res.Event.Fingerprint, Event: []byte("{}"), Source: idempotent.Source{Topic: "t", Offset: 1}})
+		acq, err := claims.Acquire(ctx, idempotent.Claim{
+			TenantID: res.Event.TenantID, Key: res.Event.Key, EventType: res.Event.Type,
+			Fingerprint: res.Event.Fingerprint, Event: []byte("{}"), Source: idempotent.Source{Topic: "t", Offset: 1},
+		})
 		require.NoError(t, err)
 		require.Equal(t, idempotent.Acquired, acq.Kind)
 		_, err = svc.Settle(ctx, res.Event)
