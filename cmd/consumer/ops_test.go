@@ -220,6 +220,28 @@ func TestDeadLetterPurgeAndRefundCommands(t *testing.T) {
 	assert.Equal(t, 4, exitCode(err), "refused: registered with another amount")
 	assert.Contains(t, err.Error(), "amount: registered 1200, now 1300")
 
+	// consumer status shows it among the open registrations, by age (the
+	// worker recorded it just now).
+	out, _, err = runCmd(t, lookup, "status")
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "\nopen registrations:\n")
+	assert.Regexp(t, `(?m)^\s*ALIPAY\s+PAYMENT\s+1\s+\S+\s+1\s+1\s+0\s+0\s+0\s+0\s*$`, out, "one open, past its 2026 expiry, under a minute old")
+	out, _, err = runCmd(t, lookup, "status", "--json")
+	require.NoError(t, err, out)
+	var st struct {
+		Registrations []struct {
+			Channel    string  `json:"channel"`
+			Kind       string  `json:"kind"`
+			Open       int64   `json:"open"`
+			PastExpiry int64   `json:"past_expiry"`
+			ByAge      []int64 `json:"by_age"`
+		} `json:"registrations"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &st), out)
+	require.Len(t, st.Registrations, 1)
+	r := st.Registrations[0]
+	assert.Equal(t, []any{"ALIPAY", "PAYMENT", int64(1), int64(1), []int64{1, 0, 0, 0, 0}}, []any{r.Channel, r.Kind, r.Open, r.PastExpiry, r.ByAge})
+
 	binding := filepath.Join(t.TempDir(), "merchants")
 	require.NoError(t, os.WriteFile(binding, []byte("2002 ALIPAY 2088101117955611\n"), 0o600))
 	_, _, err = runCmd(t, with(lookup, map[string]string{"PAYCB_TENANT_MERCHANTS_FILE": binding}),

@@ -261,3 +261,58 @@ func (s *Store) Stats(ctx context.Context) ([]Stat, error) {
 	}
 	return out, nil
 }
+
+// AgeBounds are the ages consumer status groups open registrations by:
+// under a minute (a callback is still expected), under 15 minutes (the
+// querier's work), under an hour, under a day, and older.
+var AgeBounds = []time.Duration{time.Minute, 15 * time.Minute, time.Hour, 24 * time.Hour}
+
+// ByAge is one channel's open registrations of one kind by age since they
+// were recorded: Counts[i] are those younger than AgeBounds[i] and not
+// younger than the bound before; the last count is those older than every
+// bound.
+type ByAge struct {
+	Channel channels.Channel `json:"channel"`
+	Kind    Kind             `json:"kind"`
+	Counts  []int64          `json:"counts"`
+}
+
+// Ages returns, for every channel and kind with an open registration, its
+// open registrations by age (AgeBounds), as of the store's clock.
+func (s *Store) Ages(ctx context.Context) ([]ByAge, error) {
+	now := s.now()
+	var out []ByAge
+	for _, ch := range channels.Codes() {
+		for _, kind := range Kinds {
+			table, at := "ss_payment_registration", "registered_at"
+			if kind == KindRefund {
+				table, at = "ss_refund_request", "created_at"
+			}
+			q := func() *bun.SelectQuery {
+				return s.DB.NewSelect().Table(table).
+					Where("status IN (?)", bun.List(openStatuses)).
+					Where("channel_code = ?", string(ch))
+			}
+			total, err := q().Count(ctx)
+			if err != nil {
+				return nil, fmt.Errorf("count open %s registrations of %s: %w", kind, ch, err)
+			}
+			if total == 0 {
+				continue
+			}
+			row := ByAge{Channel: ch, Kind: kind, Counts: make([]int64, len(AgeBounds)+1)}
+			var younger int64 // those younger than the previous bound
+			for i, b := range AgeBounds {
+				n, err := q().Where(at+" > ?", now.Add(-b)).Count(ctx)
+				if err != nil {
+					return nil, fmt.Errorf("count open %s registrations of %s younger than %s: %w", kind, ch, b, err)
+				}
+				row.Counts[i] = n - younger
+				younger = n
+			}
+			row.Counts[len(AgeBounds)] = total - younger
+			out = append(out, row)
+		}
+	}
+	return out, nil
+}

@@ -61,6 +61,14 @@ func TestOpenMovesAndStats(t *testing.T) {
 		}, stats[0])
 		assert.Equal(t, registrations.Stat{Channel: channels.WeChat, Kind: registrations.KindRefund}, stats[1])
 
+		now = now.Add(20 * time.Minute)
+		ages, err := store.Ages(ctx)
+		require.NoError(t, err)
+		require.Len(t, ages, 1, "only WECHAT PAYMENT has open registrations")
+		assert.Equal(t, registrations.ByAge{Channel: channels.WeChat, Kind: registrations.KindPayment, Counts: []int64{0, 0, 2, 0, 0}}, ages[0],
+			"both 20 minutes old")
+		now = now.Add(-20 * time.Minute)
+
 		moved, err := store.SetPaymentStatus(ctx, early.TenantID, early.Channel, early.MerchantOrderNo, settlement.RegistrationAbnormal)
 		require.NoError(t, err)
 		assert.True(t, moved)
