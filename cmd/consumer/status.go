@@ -77,12 +77,12 @@ func statusCommand(fs *flag.FlagSet) runFunc {
 // registrationStatus is one channel's open registrations of one kind, as
 // consumer status shows them.
 type registrationStatus struct {
-	Channel              string  `json:"channel"`
-	Kind                 string  `json:"kind"`
-	Open                 int64   `json:"open"`
-	OldestOpenSeconds    float64 `json:"oldest_open_seconds"`
-	PastExpiry           int64   `json:"past_expiry"`
-	ByAge                []int64 `json:"by_age"` // under 1m, 15m, 1h, 24h, older
+	Channel           string  `json:"channel"`
+	Kind              string  `json:"kind"`
+	Open              int64   `json:"open"`
+	OldestOpenSeconds float64 `json:"oldest_open_seconds"`
+	PastExpiry        int64   `json:"past_expiry"`
+	ByAge             []int64 `json:"by_age"` // under 1m, 15m, 1h, 24h, older
 }
 
 // openRegistrations reads the open registrations per channel and kind
