@@ -13,6 +13,7 @@ import (
 	"github.com/paycallback/paycallback/internal/sqldb/sqldbtest"
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/channels/channelstest"
+	"github.com/paycallback/paycallback/pkg/dbengine"
 	"github.com/paycallback/paycallback/pkg/settlement"
 )
 
@@ -155,12 +156,15 @@ func TestPaymentRegistrationIsSettledInEitherOrder(t *testing.T) {
 // TestPaymentRegistrationRacesItsPayment registers and pays many orders at
 // once, each registration and its payment on goroutines of their own (as
 // two partitions would consume them), and checks that every registration
-// ends SUCCEEDED without the backstop: on InnoDB whichever commits second
-// sees the other.
+// ends SUCCEEDED: on one InnoDB server (MariaDB, MySQL) without the
+// backstop, since whichever commits second sees the other; on TiDB and a
+// Galera cluster, whose locking reads may miss a concurrent insert, after
+// SettleFromOrders.
 func TestPaymentRegistrationRacesItsPayment(t *testing.T) {
 	db := sqldbtest.MustMySQL(t)
 	ctx := context.Background()
 	h := newHarness(t, db)
+	waits := sqldbtest.ExpectedEngine() != dbengine.TiDB && len(sqldbtest.Nodes()) <= 1
 	const n = 60
 	var wg sync.WaitGroup
 	errs := make(chan error, 2*n)
@@ -192,6 +196,12 @@ func TestPaymentRegistrationRacesItsPayment(t *testing.T) {
 	for err := range errs {
 		require.NoError(t, err)
 	}
+	moved, err := h.svc.SettleFromOrders(ctx, 0)
+	require.NoError(t, err)
+	t.Logf("registrations left for the backstop: %d of %d", moved, n)
+	if waits {
+		assert.Zero(t, moved, "nothing was left for the backstop")
+	}
 	for _, tr := range trades {
 		reg := paymentRegistration(t, h, tr)
 		assert.Equal(t, settlement.RegistrationSucceeded, reg.Status, "%s/%s", tr.Channel, tr.MerchantOrderNo)
@@ -199,9 +209,6 @@ func TestPaymentRegistrationRacesItsPayment(t *testing.T) {
 			assert.Equal(t, tr.TradeNo, *reg.TradeNo)
 		}
 	}
-	moved, err := h.svc.SettleFromOrders(ctx, 0)
-	require.NoError(t, err)
-	assert.Zero(t, moved, "nothing was left for the backstop")
 	mustCheck(t, db)
 }
 
