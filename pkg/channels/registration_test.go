@@ -102,3 +102,45 @@ func TestParseRegistrationRefusesWhatItCannotTrust(t *testing.T) {
 		})
 	}
 }
+
+// FuzzParseRegistration: whatever the body, ParseRegistration either
+// refuses it with a typed error or returns a registration that keeps every
+// rule it checks, and that RegistrationEnvelope carries unchanged.
+func FuzzParseRegistration(f *testing.F) {
+	f.Add(paymentRegistration)
+	f.Add(refundRegistration)
+	f.Fuzz(func(t *testing.T, body string) {
+		env := channels.Envelope{
+			TenantID: 1001, Channel: "SQB", ReceivedAt: time.Date(2026, 12, 5, 2, 0, 0, 0, time.UTC),
+			ContentType: channels.ContentTypeRegistration, Body: body,
+		}
+		m, err := channels.ParseRegistration(env)
+		if err != nil {
+			_, ok := channels.KindOf(err)
+			require.True(t, ok, "untyped error %v", err)
+			return
+		}
+		require.Positive(t, m.Amount)
+		require.LessOrEqual(t, m.Amount, channels.MaxAmount)
+		require.Equal(t, "CNY", m.Currency)
+		require.NotEmpty(t, m.MerchantID)
+		require.NotEmpty(t, m.MerchantOrderNo)
+		switch m.Kind {
+		case channels.RegistrationPayment:
+			require.True(t, m.ExpiresAt.After(m.CreatedAt))
+			require.LessOrEqual(t, m.ExpiresAt.Sub(m.CreatedAt), channels.MaxPaymentLifetime)
+			require.Empty(t, m.TradeNo+m.RefundNo)
+		case channels.RegistrationRefund:
+			require.True(t, m.ExpiresAt.IsZero())
+			require.NotEmpty(t, m.TradeNo)
+			require.NotEmpty(t, m.RefundNo)
+		default:
+			t.Fatalf("kind %q accepted", m.Kind)
+		}
+		v, err := channels.RegistrationEnvelope(env.TenantID, channels.Channel(env.Channel), env.ReceivedAt, m)
+		require.NoError(t, err)
+		res, err := channels.NewDecoder(nil).DecodeMessage(v, "")
+		require.NoError(t, err)
+		require.Equal(t, m, *res.Registration)
+	})
+}
