@@ -197,7 +197,8 @@ func StageOf(err error) metrics.Stage {
 // remember which are done, so a retry neither dead-letters nor counts a
 // message twice. A nil error means the offset after the last message may
 // be committed: each event is claimed and settled (here, or by another
-// settler through the fence), a duplicate, ignored, or dead-lettered. Any
+// settler through the fence), a duplicate, ignored, or dead-lettered, and
+// each registration recorded or dead-lettered (register). Any
 // error means some outcome is not durable: retry the messages not done.
 // An error wrapping only ErrClaimInFlight means the messages not done wait
 // for a claim another worker is settling right now, or (a Shouqianba
