@@ -82,6 +82,7 @@ func (p *Pipeline) register(ctx context.Context, msg kafka.Message, res channels
 	case channels.RegistrationRefund:
 		_, err = reg.RegisterRefund(sctx, settlement.RefundRequest{
 			TenantID: ev.TenantID, Channel: ev.Channel, TradeNo: m.TradeNo, RefundNo: m.RefundNo, Amount: m.Amount,
+			MerchantOrderNo: m.MerchantOrderNo,
 		})
 	default:
 		_, err = reg.RegisterPayment(sctx, settlement.PaymentRequest{

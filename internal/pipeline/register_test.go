@@ -55,6 +55,9 @@ func TestRegistrationMessagesAreRecordedOnceAndMoveNoMoney(t *testing.T) {
 	ctx := context.Background()
 	tr := channelstest.NewTrade(channels.WeChat, 801)
 	unpaid := channelstest.NewTrade(channels.WeChat, 802)
+	mismatched := tr
+	mismatched.MerchantOrderNo = "P-OTHER"
+	otherOrder := refundRegistrationValue(t, mismatched, "1230000109", "RF-2", 100)
 	e.handle(t,
 		paymentRegistrationValue(t, tr, "1230000109", tr.Total),
 		channelstest.PaymentEnvelope(tr, channelstest.Delivery{}),
@@ -62,6 +65,7 @@ func TestRegistrationMessagesAreRecordedOnceAndMoveNoMoney(t *testing.T) {
 		paymentRegistrationValue(t, tr, "1230000109", tr.Total+1),
 		refundRegistrationValue(t, tr, "1230000109", "RF-1", 100),
 		refundRegistrationValue(t, unpaid, "1230000109", "RF-1", 100),
+		otherOrder,
 	)
 	reg, err := e.svc.GetPaymentRegistration(ctx, tr.TenantID, tr.Channel, tr.MerchantOrderNo)
 	require.NoError(t, err)
@@ -72,19 +76,23 @@ func TestRegistrationMessagesAreRecordedOnceAndMoveNoMoney(t *testing.T) {
 	assert.Equal(t, settlement.RegistrationRegistered, refund.Status)
 
 	letters := dl.letters()
-	require.Len(t, letters, 2)
+	require.Len(t, letters, 3)
 	assert.True(t, strings.HasPrefix(letters[0], "conflict: "), letters[0])
 	assert.Contains(t, letters[0], "amount: registered 2580, now 2581")
 	assert.True(t, strings.HasPrefix(letters[1], "conflict: "), letters[1])
 	assert.Contains(t, letters[1], "no posted payment")
+	assert.True(t, strings.HasPrefix(letters[2], "conflict: "), letters[2])
+	assert.Contains(t, letters[2], `merchant_order_no: the trade's is "`+tr.MerchantOrderNo+`", the registration names "P-OTHER"`)
+	_, err = e.svc.GetRegistration(ctx, tr.TenantID, tr.Channel, tr.TradeNo, "RF-2")
+	require.ErrorIs(t, err, settlement.ErrRegistrationNotFound)
 
 	n, err := e.db.NewSelect().Table("ss_channel_idempotent").Count(ctx)
 	require.NoError(t, err)
 	assert.EqualValues(t, 1, n, "only the payment is claimed")
 	assert.Equal(t, 3, eventsCounted(t, e.reg, "ignored"), "registrations recorded, the first time and again")
-	assert.Equal(t, 2, eventsCounted(t, e.reg, "conflict"))
+	assert.Equal(t, 3, eventsCounted(t, e.reg, "conflict"))
 	assert.Equal(t, 1, eventsCounted(t, e.reg, "acquired"))
-	assert.Equal(t, 6, eventsCounted(t, e.reg, ""), "each message counted once")
+	assert.Equal(t, 7, eventsCounted(t, e.reg, ""), "each message counted once")
 	assert.Equal(t, 1, refundsIgnored(t, e))
 }
 
