@@ -86,6 +86,11 @@ func exported(t *testing.T) map[string]bool {
 	}, nil, 0)
 	require.NoError(t, reg.Register(settledBacklog))
 	settledBacklog.Refresh(context.Background())
+	regs := metrics.NewRegistrationCollector(func(context.Context) ([]metrics.RegistrationStanding, error) {
+		return []metrics.RegistrationStanding{{Channel: string(channels.WeChat), Kind: "PAYMENT"}}, nil
+	}, nil, 0)
+	require.NoError(t, reg.Register(regs))
+	regs.Refresh(context.Background())
 	mfs, err := reg.Gather()
 	require.NoError(t, err)
 	names := map[string]bool{}

@@ -70,6 +70,10 @@ VALUES (1001, 'WECHAT:T1:PAYMENT_RECEIVED', 'PAYMENT_RECEIVED', 'ACQUIRED', REPE
 		{"refund register without flags", lookup, []string{"refund", "register"}, 2, "--amount, --channel, --refund-no, --tenant, --trade-no"},
 		{"refund register of nothing", lookup, []string{"refund", "register", "--tenant", "1", "--channel", "WECHAT", "--trade-no", "T", "--refund-no", "R", "--amount", "0"}, 2, "a refund registers a positive amount in fen"},
 		{"refund register of a negative amount", lookup, []string{"refund", "register", "--tenant", "1", "--channel", "WECHAT", "--trade-no", "T", "--refund-no", "R", "--amount=-5"}, 2, "amount -5 fen: a refund registers a positive amount"},
+		{"payment register without flags", lookup, []string{"payment", "register"}, 2, "--amount, --channel, --expires-at, --merchant-id, --merchant-order-no, --tenant"},
+		{"payment register with a malformed expiry", lookup, []string{"payment", "register", "--tenant", "1", "--channel", "WECHAT", "--merchant-id", "M", "--merchant-order-no", "O", "--amount", "1", "--expires-at", "tomorrow"}, 2, "RFC 3339"},
+		{"payment register expiring before it is created", lookup, []string{"payment", "register", "--tenant", "1", "--channel", "WECHAT", "--merchant-id", "M", "--merchant-order-no", "O", "--amount", "1", "--created-at", "2026-12-05T10:00:00Z", "--expires-at", "2026-12-05T09:00:00Z"}, 2, "not after created_at"},
+		{"payment register of nothing", lookup, []string{"payment", "register", "--tenant", "1", "--channel", "WECHAT", "--merchant-id", "M", "--merchant-order-no", "O", "--amount", "0", "--created-at", "2026-12-05T09:00:00Z", "--expires-at", "2026-12-05T10:00:00Z"}, 2, "not positive"},
 		{"refund register with a bad channel", lookup, []string{"refund", "register", "--tenant", "1", "--channel", "PAYPAL", "--trade-no", "T", "--refund-no", "R", "--amount", "1"}, 2, "PAYPAL"},
 		{"purge without --older-than", lookup, []string{"purge"}, 2, "--older-than is required"},
 		{"purge with a negative duration", lookup, []string{"purge", "--older-than", "-5h"}, 2, "negative"},
@@ -146,6 +150,8 @@ VALUES (1001, 'WECHAT:T1:PAYMENT_RECEIVED', 'PAYMENT_RECEIVED', 'ACQUIRED', REPE
 		{"purge refused", []string{"purge", "--older-than", "1h"}, "purge", "failed (exit 4)"},
 		{"refund register refused", []string{"refund", "register", "--tenant", "1001", "--channel", "WECHAT", "--trade-no", "T9", "--refund-no", "rf-1", "--amount", "100"}, "refund register", "failed (exit 4)"},
 		{"refund register invalid", []string{"refund", "register", "--tenant", "1001"}, "", ""},
+		{"payment register", []string{"payment", "register", "--tenant", "1001", "--channel", "WECHAT", "--merchant-id", "1230000109", "--merchant-order-no", "P-audit", "--amount", "100", "--expires-at", time.Now().Add(time.Hour).UTC().Format(time.RFC3339)}, "payment register", "ok"},
+		{"payment register invalid", []string{"payment", "register", "--tenant", "1001"}, "", ""},
 		{"reconcile", []string{"reconcile"}, "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

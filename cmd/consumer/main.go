@@ -118,6 +118,7 @@ func commands() []command {
 		reconcileCmd(),
 		purgeCmd(),
 		dlqCmd(),
+		paymentCmd(),
 		refundCmd(),
 		statusCmd(),
 		tradeCmd(),

@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -200,4 +202,53 @@ func TestDeadLetterPurgeAndRefundCommands(t *testing.T) {
 	_, _, err = runCmd(t, lookup, "refund", "register", "--tenant", "1001", "--channel", "WECHAT", "--trade-no", "T9", "--refund-no", "rf-1")
 	require.ErrorContains(t, err, "--amount", "an amount is required")
 	assert.Equal(t, 2, exitCode(err), "a missing flag is a usage error")
+
+	register := func(amount string) (string, error) {
+		out, _, err := runCmd(t, lookup, "payment", "register", "--tenant", "1001", "--channel", "ALIPAY", "--merchant-id", "2088101117955611",
+			"--merchant-order-no", "P20261205000123", "--amount", amount,
+			"--created-at", "2026-12-05T10:00:00+08:00", "--expires-at", "2026-12-05T10:05:00+08:00")
+		return out, err
+	}
+	out, err = register("1200")
+	require.NoError(t, err)
+	assert.Contains(t, out, "registered: tenant 1001 ALIPAY merchant 2088101117955611 order P20261205000123 amount 1200 expires 2026-12-05T02:05:00Z status REGISTERED")
+	out, err = register("1200")
+	require.NoError(t, err)
+	assert.Contains(t, out, "already registered: ")
+	_, err = register("1300")
+	require.ErrorIs(t, err, settlement.ErrRegistrationConflict)
+	assert.Equal(t, 4, exitCode(err), "refused: registered with another amount")
+	assert.Contains(t, err.Error(), "amount: registered 1200, now 1300")
+
+	// consumer status shows it among the open registrations, by age (the
+	// worker recorded it just now).
+	out, _, err = runCmd(t, lookup, "status")
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "\nopen registrations:\n")
+	assert.Regexp(t, `(?m)^\s*ALIPAY\s+PAYMENT\s+1\s+\S+\s+1\s+1\s+0\s+0\s+0\s+0\s*$`, out, "one open, past its 2026 expiry, under a minute old")
+	out, _, err = runCmd(t, lookup, "status", "--json")
+	require.NoError(t, err, out)
+	var st struct {
+		Registrations []struct {
+			Channel    string  `json:"channel"`
+			Kind       string  `json:"kind"`
+			Open       int64   `json:"open"`
+			PastExpiry int64   `json:"past_expiry"`
+			ByAge      []int64 `json:"by_age"`
+		} `json:"registrations"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &st), out)
+	require.Len(t, st.Registrations, 1)
+	r := st.Registrations[0]
+	assert.Equal(t, []any{"ALIPAY", "PAYMENT", int64(1), int64(1), []int64{1, 0, 0, 0, 0}}, []any{r.Channel, r.Kind, r.Open, r.PastExpiry, r.ByAge})
+
+	binding := filepath.Join(t.TempDir(), "merchants")
+	require.NoError(t, os.WriteFile(binding, []byte("2002 ALIPAY 2088101117955611\n"), 0o600))
+	_, _, err = runCmd(t, with(lookup, map[string]string{"PAYCB_TENANT_MERCHANTS_FILE": binding}),
+		"payment", "register", "--tenant", "1001", "--channel", "ALIPAY", "--merchant-id", "2088101117955611",
+		"--merchant-order-no", "P20261205000124", "--amount", "1200",
+		"--created-at", "2026-12-05T10:00:00+08:00", "--expires-at", "2026-12-05T10:05:00+08:00")
+	require.Error(t, err)
+	assert.Equal(t, 4, exitCode(err), "refused: the merchant is another tenant's")
+	assert.Contains(t, err.Error(), "not bound to tenant 1001")
 }

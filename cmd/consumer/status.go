@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/paycallback/paycallback/internal/ops"
+	"github.com/paycallback/paycallback/internal/registrations"
 )
 
 func statusCmd() command {
@@ -34,7 +35,12 @@ A worker announces its admin address in its Kafka client ID
 ("paycb@HOST:PORT"; a wildcard host is replaced by the address the broker
 sees the member connect from). A stall is "unknown" when the partition has
 no owner, or its owner announces no address, cannot be reached or does not
-report the partition. Needs only the broker.`,
+report the partition. Needs only the broker.
+
+With PAYCB_DB_DSN set it also shows the open registrations (payments and
+refunds registered and neither settled, closed nor expired) per channel and
+kind: how many, the oldest's age, payments past their expiry, and how many
+are under 1m, 15m, 1h, 24h old and older (--json: "registrations").`,
 		setup: statusCommand,
 	}
 }
@@ -50,14 +56,97 @@ func statusCommand(fs *flag.FlagSet) runFunc {
 		if err != nil {
 			return fmt.Errorf("status: %w", err)
 		}
+		regs, err := openRegistrations(ctx, env)
+		if err != nil {
+			return fmt.Errorf("status: %w", err)
+		}
 		out := newPrinter(env)
 		if *asJSON {
-			out.json(rep)
+			out.json(struct {
+				ops.StatusReport
+				Registrations []registrationStatus `json:"registrations"`
+			}{rep, regs})
 			return out.err
 		}
 		printStatus(out, rep)
+		printRegistrations(out, regs, env.cfg.DB.DSN.IsSet())
 		return out.err
 	}
+}
+
+// registrationStatus is one channel's open registrations of one kind, as
+// consumer status shows them.
+type registrationStatus struct {
+	Channel           string  `json:"channel"`
+	Kind              string  `json:"kind"`
+	Open              int64   `json:"open"`
+	OldestOpenSeconds float64 `json:"oldest_open_seconds"`
+	PastExpiry        int64   `json:"past_expiry"`
+	ByAge             []int64 `json:"by_age"` // under 1m, 15m, 1h, 24h, older
+}
+
+// openRegistrations reads the open registrations per channel and kind
+// with an open one; nil without PAYCB_DB_DSN.
+func openRegistrations(ctx context.Context, env *environment) ([]registrationStatus, error) {
+	if !env.cfg.DB.DSN.IsSet() {
+		return nil, nil
+	}
+	db, err := openDB(ctx, env)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = db.Close() }()
+	store := registrations.NewStore(db)
+	stats, err := store.Stats(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ages, err := store.Ages(ctx)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	out := []registrationStatus{}
+	for _, st := range stats {
+		if st.Open == 0 {
+			continue
+		}
+		r := registrationStatus{Channel: string(st.Channel), Kind: string(st.Kind), Open: st.Open, PastExpiry: st.PastExpiry}
+		if !st.Oldest.IsZero() {
+			r.OldestOpenSeconds = max(now.Sub(st.Oldest).Seconds(), 0)
+		}
+		for _, a := range ages {
+			if a.Channel == st.Channel && a.Kind == st.Kind {
+				r.ByAge = a.Counts
+			}
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// printRegistrations prints the open registrations' table, or says there
+// are none; nothing without a database.
+func printRegistrations(out *printer, regs []registrationStatus, haveDB bool) {
+	if !haveDB {
+		return
+	}
+	if len(regs) == 0 {
+		out.printf("\nopen registrations: none\n")
+		return
+	}
+	out.printf("\nopen registrations:\n")
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
+	_, _ = fmt.Fprintln(tw, "channel\tkind\topen\toldest\tpast expiry\t<1m\t<15m\t<1h\t<24h\t>=24h\t")
+	for _, r := range regs {
+		_, _ = fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t", r.Channel, r.Kind, r.Open,
+			(time.Duration(r.OldestOpenSeconds) * time.Second).String(), r.PastExpiry)
+		for _, n := range r.ByAge {
+			_, _ = fmt.Fprintf(tw, "%d\t", n)
+		}
+		_, _ = fmt.Fprintln(tw)
+	}
+	out.flush(tw)
 }
 
 func printStatus(out *printer, rep ops.StatusReport) {

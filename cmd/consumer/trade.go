@@ -21,7 +21,9 @@ func tradeCmd() command {
 		description: `Prints everything this system holds about one trade, in time order: each
 claim (key, status, outcome, fingerprint, source topic/partition/offset,
 attempts, last error, created and settled times), the order row, each ledger
-row, each refund pre-registration, each settled event still in the outbox
+row, the payment registration (by the trade number its payment recorded, or
+the order's merchant order number), each refund registration, each settled
+event still in the outbox
 (trade_seq, key, published or not), and each dead letter that names the trade:
 its ss_dead_letter rows, and the messages of the dead-letter topic written
 since --since whose decoded event, or failing that whose Kafka key
@@ -125,8 +127,8 @@ func printTrade(out *printer, h ops.TradeHistory) {
 			unpublished++
 		}
 	}
-	out.printf("claims %d, order %s, ledger rows %d, refund registrations %d, settled events %d (%d not published), dead letters %d (%s)\n",
-		len(h.Claims), order, len(h.Ledger), len(h.Registrations), len(h.SettledEvents), unpublished, len(h.DeadLetters), scanned)
+	out.printf("claims %d, order %s, ledger rows %d, payment registrations %d, refund registrations %d, settled events %d (%d not published), dead letters %d (%s)\n",
+		len(h.Claims), order, len(h.Ledger), len(h.PaymentRegistrations), len(h.Registrations), len(h.SettledEvents), unpublished, len(h.DeadLetters), scanned)
 	if h.Empty() {
 		out.println("nothing is held about this trade")
 		return

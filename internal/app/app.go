@@ -22,6 +22,7 @@ import (
 	"github.com/paycallback/paycallback/internal/merchantbinding"
 	"github.com/paycallback/paycallback/internal/metrics"
 	"github.com/paycallback/paycallback/internal/pipeline"
+	"github.com/paycallback/paycallback/internal/registrations"
 	"github.com/paycallback/paycallback/internal/settledpub"
 	"github.com/paycallback/paycallback/internal/sqldb"
 	"github.com/paycallback/paycallback/internal/statementbook"
@@ -63,6 +64,11 @@ type Main struct {
 	// paycb_settled_oldest_pending_seconds are read from the outbox (a
 	// scrape reads nothing); zero is metrics.DefaultSettledRefreshInterval.
 	SettledMetricsRefresh time.Duration
+	// RegistrationMetricsRefresh is how often the open registrations'
+	// gauges (paycb_registrations_open and its companions) are read, and
+	// the payment registrations that missed their posted payment settled;
+	// zero is metrics.DefaultRegistrationRefresh.
+	RegistrationMetricsRefresh time.Duration
 
 	mu     sync.Mutex
 	worker *consumer.Worker
@@ -235,6 +241,30 @@ func (m *Main) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("start settlement: %w", err)
 	}
+	// The open registrations, likewise on a timer; each refresh first
+	// settles the payment registrations whose payment is posted and that
+	// missed it (settlement.Service.SettleFromOrders: the backstop of the
+	// either-order rule on engines whose locking reads do not wait).
+	regStore := registrations.NewStore(db)
+	regMetrics := metrics.NewRegistrationCollector(func(ctx context.Context) ([]metrics.RegistrationStanding, error) {
+		if _, err := settler.SettleFromOrders(ctx, 0); err != nil {
+			return nil, err
+		}
+		stats, err := regStore.Stats(ctx)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]metrics.RegistrationStanding, len(stats))
+		for i, st := range stats {
+			out[i] = metrics.RegistrationStanding{
+				Channel: string(st.Channel), Kind: string(st.Kind), Open: st.Open, Oldest: st.Oldest, PastExpiry: st.PastExpiry,
+			}
+		}
+		return out, nil
+	}, logger, m.RegistrationMetricsRefresh)
+	if err := reg.Register(regMetrics); err != nil {
+		return fmt.Errorf("register registration metrics: %w", err)
+	}
 	settler.SetRefundsPreregistered(cfg.Worker.RefundsPreregistered)
 	settler.SetSettledEvents(cfg.Settled.Enabled())
 	dlq := deadletters.NewKafkaWriter(cfg.Kafka.Brokers, cfg.Kafka.DLQTopic, cfg.Kafka.DLQWriteTimeout,
@@ -340,6 +370,7 @@ func (m *Main) Run(ctx context.Context) error {
 	wg.Go(func() { queryKeys.watch(bg, logger) })
 	wg.Go(func() { _ = stmtMetrics.Run(bg) })
 	wg.Go(func() { _ = settledMetrics.Run(bg) })
+	wg.Go(func() { _ = regMetrics.Run(bg) })
 	if settledPub != nil {
 		wg.Go(func() { _ = settledPub.Run(bg) })
 		wg.Go(func() { _ = outboxSweeper.Run(bg) })

@@ -111,6 +111,7 @@ const (
 	StageFetch        Stage = "fetch"         // reading from Kafka
 	StageDecode       Stage = "decode"        // a transient error while decoding (not a dead letter)
 	StageRefundUpdate Stage = "refund_update" // updating a refund registration
+	StageRegister     Stage = "register"      // recording a registration message
 	StageAcquire      Stage = "acquire"       // the claim's insert
 	StageSettle       Stage = "settle"        // the business transaction
 	StageDeadLetter   Stage = "dead_letter"   // writing a dead letter
@@ -120,7 +121,7 @@ const (
 )
 
 // Stages lists the stages, without StageOther.
-var Stages = []Stage{StageFetch, StageDecode, StageRefundUpdate, StageAcquire, StageSettle, StageDeadLetter, StageCommit, StageSweep}
+var Stages = []Stage{StageFetch, StageDecode, StageRefundUpdate, StageRegister, StageAcquire, StageSettle, StageDeadLetter, StageCommit, StageSweep}
 
 // SettleDurationBuckets are paycb_settle_duration_seconds's buckets, from
 // 1ms to 10min: the duration runs from the envelope's received_at to the
@@ -481,7 +482,7 @@ func clampSettle(o SettleOutcome) SettleOutcome {
 
 func clampStage(s Stage) Stage {
 	switch s {
-	case StageFetch, StageDecode, StageRefundUpdate, StageAcquire, StageSettle, StageDeadLetter, StageCommit, StageSweep:
+	case StageFetch, StageDecode, StageRefundUpdate, StageRegister, StageAcquire, StageSettle, StageDeadLetter, StageCommit, StageSweep:
 		return s
 	default:
 		return StageOther

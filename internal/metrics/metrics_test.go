@@ -48,7 +48,7 @@ func TestPreinitialised(t *testing.T) {
 	assert.Equal(t, len(DeadLetterKinds), testutil.CollectAndCount(m.deadLetters), "every contract kind")
 	assert.Len(t, DeadLetterKinds, 10)
 	assert.Equal(t, 4, testutil.CollectAndCount(m.settles))
-	assert.Equal(t, 8, testutil.CollectAndCount(m.errors))
+	assert.Equal(t, 9, testutil.CollectAndCount(m.errors), "every stage, register among them")
 	assert.Equal(t, 0, testutil.CollectAndCount(m.lag), "lag appears only for assigned partitions")
 	assert.Equal(t, 0, testutil.CollectAndCount(m.stalled), "stalls appear only for assigned partitions")
 

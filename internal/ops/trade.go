@@ -92,6 +92,23 @@ type TradeRegistration struct {
 	UpdatedAt time.Time `bun:"updated_at" json:"updated_at"`
 }
 
+// TradePaymentRegistration is the payment registration of the trade (an
+// ss_payment_registration row): the one its payment made SUCCEEDED, or the
+// one of its order's merchant order number.
+type TradePaymentRegistration struct {
+	ID              int64     `bun:"id" json:"id"`
+	MerchantID      string    `bun:"merchant_id" json:"merchant_id"`
+	MerchantOrderNo string    `bun:"merchant_order_no" json:"merchant_order_no"`
+	Amount          int64     `bun:"amount" json:"amount"`
+	Currency        string    `bun:"currency" json:"currency"`
+	Status          string    `bun:"status" json:"status"`
+	TradeNo         *string   `bun:"channel_trade_no" json:"channel_trade_no"`
+	CreatedAt       time.Time `bun:"created_at" json:"created_at"`
+	ExpiresAt       time.Time `bun:"expires_at" json:"expires_at"`
+	RegisteredAt    time.Time `bun:"registered_at" json:"registered_at"`
+	UpdatedAt       time.Time `bun:"updated_at" json:"updated_at"`
+}
+
 // TradeDeadLetter is one dead letter that names the trade
 // (deadletters.TradeLetter).
 type TradeDeadLetter = deadletters.TradeLetter
@@ -126,7 +143,12 @@ type TradeHistory struct {
 	Order         *TradeOrder         `json:"order"`
 	Ledger        []TradeLedgerRow    `json:"ledger"`
 	Registrations []TradeRegistration `json:"registrations"`
-	DeadLetters   []TradeDeadLetter   `json:"dead_letters"`
+	// PaymentRegistrations are the trade's payment registration, found by
+	// the trade number its payment recorded or by its order's merchant
+	// order number (normally one; none when the payment was not
+	// registered).
+	PaymentRegistrations []TradePaymentRegistration `json:"payment_registrations"`
+	DeadLetters          []TradeDeadLetter          `json:"dead_letters"`
 	// SettledEvents are the trade's settled events still in the outbox,
 	// in trade_seq order, each with when it was published (null: not yet).
 	SettledEvents []TradeSettledEvent `json:"settled_events"`
@@ -198,7 +220,8 @@ func (h TradeHistory) cancelOf() *TradeCancel {
 
 // Empty reports whether nothing at all is held about the trade.
 func (h TradeHistory) Empty() bool {
-	return len(h.Claims) == 0 && h.Order == nil && len(h.Ledger) == 0 && len(h.Registrations) == 0 && len(h.DeadLetters) == 0
+	return len(h.Claims) == 0 && h.Order == nil && len(h.Ledger) == 0 && len(h.Registrations) == 0 &&
+		len(h.PaymentRegistrations) == 0 && len(h.DeadLetters) == 0
 }
 
 // Trade gathers everything held about one trade: its claims (keys
@@ -213,7 +236,7 @@ func Trade(ctx context.Context, db bun.IDB, q deadletters.TradeQuery) (TradeHist
 	h := TradeHistory{
 		TenantID: q.TenantID, Channel: q.Channel, TradeNo: q.TradeNo,
 		Claims: []TradeClaim{}, Ledger: []TradeLedgerRow{}, Registrations: []TradeRegistration{}, DeadLetters: []TradeDeadLetter{},
-		SettledEvents: []TradeSettledEvent{},
+		SettledEvents: []TradeSettledEvent{}, PaymentRegistrations: []TradePaymentRegistration{},
 	}
 	if err := validateTrade(q); err != nil {
 		return h, err
@@ -252,6 +275,20 @@ func Trade(ctx context.Context, db bun.IDB, q deadletters.TradeQuery) (TradeHist
 		Where("tenant_id = ?", q.TenantID).Where("channel_code = ?", ch).Where("channel_trade_no = ?", no).
 		OrderExpr("created_at, id").Scan(ctx, &h.Registrations); err != nil {
 		return h, fmt.Errorf("read refund registrations of %s:%s: %w", ch, no, err)
+	}
+	pq := db.NewSelect().TableExpr("ss_payment_registration").
+		Column("id", "merchant_id", "merchant_order_no", "amount", "currency", "status", "channel_trade_no",
+			"created_at", "expires_at", "registered_at", "updated_at").
+		Where("tenant_id = ?", q.TenantID).Where("channel_code = ?", ch)
+	if h.Order != nil && h.Order.MerchantOrderNo != "" {
+		pq = pq.WhereGroup(" AND ", func(q *bun.SelectQuery) *bun.SelectQuery {
+			return q.Where("channel_trade_no = ?", no).WhereOr("merchant_order_no = ?", h.Order.MerchantOrderNo)
+		})
+	} else {
+		pq = pq.Where("channel_trade_no = ?", no)
+	}
+	if err := pq.OrderExpr("registered_at, id").Scan(ctx, &h.PaymentRegistrations); err != nil {
+		return h, fmt.Errorf("read payment registrations of %s:%s: %w", ch, no, err)
 	}
 	if err := db.NewSelect().TableExpr("ss_settled_outbox").
 		Column("trade_seq", "idempotent_key", "event_type", "source", "settled_at", "published_at").
@@ -308,6 +345,11 @@ func (h *TradeHistory) normalise() {
 		r := &h.Registrations[i]
 		r.CreatedAt, r.UpdatedAt = r.CreatedAt.UTC(), r.UpdatedAt.UTC()
 	}
+	for i := range h.PaymentRegistrations {
+		r := &h.PaymentRegistrations[i]
+		r.CreatedAt, r.ExpiresAt = r.CreatedAt.UTC(), r.ExpiresAt.UTC()
+		r.RegisteredAt, r.UpdatedAt = r.RegisteredAt.UTC(), r.UpdatedAt.UTC()
+	}
 	for i := range h.DeadLetters {
 		d := &h.DeadLetters[i]
 		d.At = d.At.UTC()
@@ -331,6 +373,14 @@ func (h TradeHistory) timeline() []TradeEvent {
 	var es []entry
 	add := func(at time.Time, what string, rank int, format string, a ...any) {
 		es = append(es, entry{TradeEvent{At: at, What: what, Summary: fmt.Sprintf(format, a...)}, rank})
+	}
+	for _, r := range h.PaymentRegistrations {
+		trade := "no trade yet"
+		if r.TradeNo != nil {
+			trade = "trade " + *r.TradeNo
+		}
+		add(r.RegisteredAt, "registration", 0, "payment %s registered by merchant %s: %d %s, expires %s, status %s, %s (updated %s)",
+			r.MerchantOrderNo, r.MerchantID, r.Amount, r.Currency, stamp(r.ExpiresAt), r.Status, trade, stamp(r.UpdatedAt))
 	}
 	for _, r := range h.Registrations {
 		add(r.CreatedAt, "registration", 0, "refund %s registered: %d, status %s (updated %s)",

@@ -200,6 +200,13 @@ func TestTradeFromTheDatabase(t *testing.T) {
 		tr.TradeNo = "2024060122001439"
 		longer := channelstest.NewTrade(channels.Alipay, 78)
 		longer.TradeNo = tr.TradeNo + "0" // its keys sort right after tr's
+		for _, r := range []channelstest.Trade{tr, longer} {
+			_, err = svc.RegisterPayment(ctx, settlement.PaymentRequest{
+				TenantID: r.TenantID, Channel: r.Channel, MerchantID: "2088101117955611", MerchantOrderNo: r.MerchantOrderNo,
+				Amount: r.Total, Currency: "CNY", CreatedAt: time.Now().Add(-time.Minute), ExpiresAt: time.Now().Add(time.Hour),
+			})
+			require.NoError(t, err)
+		}
 		settle(channelstest.PaymentEnvelope(tr, channelstest.Delivery{}))
 		settle(channelstest.PaymentEnvelope(longer, channelstest.Delivery{}))
 		_, err = svc.RegisterRefund(ctx, settlement.RefundRequest{TenantID: tr.TenantID, Channel: tr.Channel, TradeNo: tr.TradeNo, RefundNo: "rf_%1", Amount: 500})
@@ -216,8 +223,15 @@ func TestTradeFromTheDatabase(t *testing.T) {
 		h, err := ops.Trade(ctx, db, deadletters.TradeQuery{TenantID: tr.TenantID, Channel: tr.Channel, TradeNo: tr.TradeNo})
 		require.NoError(t, err)
 		assert.Equal(t, []string{
-			"claim", "order", "ledger", "ledger", "settled_event", "registration", "claim", "ledger", "ledger", "settled_event", "dead_letter",
+			"registration", "claim", "order", "ledger", "ledger", "settled_event", "registration", "claim", "ledger", "ledger", "settled_event", "dead_letter",
 		}, whats(h), "timeline:\n%s", timelineText(h))
+		require.Len(t, h.PaymentRegistrations, 1, "the other trade's registration is left out")
+		p := h.PaymentRegistrations[0]
+		assert.Equal(t, tr.MerchantOrderNo, p.MerchantOrderNo)
+		assert.Equal(t, "SUCCEEDED", p.Status)
+		require.NotNil(t, p.TradeNo)
+		assert.Equal(t, tr.TradeNo, *p.TradeNo)
+		assert.Contains(t, h.Timeline[0].Summary, "payment "+tr.MerchantOrderNo+" registered by merchant 2088101117955611: 2580 CNY")
 		require.Len(t, h.SettledEvents, 2, "a trade whose number extends this one's is left out")
 		assert.Nil(t, h.SettledEvents[1].PublishedAt)
 		require.Len(t, h.Claims, 2)

@@ -4,8 +4,8 @@
 // internal/deadletters); and settles orphans (the Sweeper). Pipeline.Handle
 // says, for each message (MessageState.Done), whether its outcome is
 // durable: claimed and settled (by this worker or, through the fence, by
-// another), a duplicate, an ignored event, or a dead letter acknowledged by
-// all in-sync replicas.
+// another), a duplicate, an ignored event, a registration recorded, or a
+// dead letter acknowledged by all in-sync replicas.
 //
 // A claim row commits in its own transaction before any business work, and
 // the package never decides "already handled" itself: the claim store's
@@ -15,7 +15,8 @@
 //
 // A message goes down through the stages, a file each: Handle
 // (pipeline.go) decodes it (decode.go; an event that moves no money is
-// ignored there, a refund status applied), checks its merchant
+// ignored there, a refund status applied; a registration is recorded
+// instead of claimed, register.go), checks its merchant
 // (merchant.go, with the hold of a Shouqianba refund that names none),
 // claims the money events' keys (claim.go; small batches of several
 // partitions together through the merger, merge.go), settles the claims it

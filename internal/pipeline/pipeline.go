@@ -77,6 +77,11 @@ type Pipeline struct {
 	Settler      Settler
 	DeadLetterer DeadLetterer
 
+	// Registrar records registration messages; nil: the Settler, when it
+	// implements Registrar (as *settlement.Service does), else every
+	// registration is dead-lettered unsupported.
+	Registrar Registrar
+
 	// Merchants, when set, binds merchants to tenants: a callback whose
 	// merchant (channels.Result.MerchantID) the binding does not give to
 	// its envelope's tenant, or that names none, is dead-lettered
@@ -234,7 +239,8 @@ func StageOf(err error) metrics.Stage {
 // remember which are done, so a retry neither dead-letters nor counts a
 // message twice. A nil error means the offset after the last message may
 // be committed: each event is claimed and settled (here, or by another
-// settler through the fence), a duplicate, ignored, or dead-lettered. Any
+// settler through the fence), a duplicate, ignored, or dead-lettered, and
+// each registration recorded or dead-lettered (register). Any
 // error means some outcome is not durable: retry the messages not done.
 // An error wrapping only ErrClaimInFlight means the messages not done wait
 // for a claim another worker is settling right now, or (a Shouqianba
@@ -273,6 +279,21 @@ func (p *Pipeline) Handle(ctx context.Context, msgs []kafka.Message, states []Me
 		res, err := p.decode(msg, ms)
 		if err != nil {
 			if err := p.deadLetterUndecodable(ctx, msg, res, err); err != nil {
+				return err
+			}
+			ms.finish()
+			continue
+		}
+		if res.Registration != nil {
+			// A refund registration follows the money events of its trade
+			// before it (it needs the payment posted); a payment's may be
+			// recorded before or after its payment settles.
+			if sameRefundTrade(run, res.Event, res.Registration) {
+				if err := settleRun(); err != nil {
+					return err
+				}
+			}
+			if err := p.register(ctx, msg, res); err != nil {
 				return err
 			}
 			ms.finish()

@@ -44,8 +44,11 @@ func countedPipeline(t *testing.T) (*Pipeline, *sqldbtest.StatementCounter, *ide
 // one new event, often of a trade seen for the first time. Its statements
 // are the claim's insert, then one transaction: BEGIN, the read of its
 // order row (absent), the row's insert with its final values (no
-// read-back, no update), the ledger rows' insert, its settled event's
-// insert into the outbox, the fence and COMMIT: 8.
+// read-back, no update), the update that makes the payment registration
+// of its merchant order number SUCCEEDED (if there is one: the
+// registration and the callback may come in either order, design.md), the
+// ledger rows' insert, its settled event's insert into the outbox, the
+// fence and COMMIT: 9.
 // A Shouqianba payment whose order row the transaction created
 // reads no cancel claim: a cancel settled before would have created the
 // row.
@@ -59,7 +62,7 @@ func TestANewEventAloneCostsItsWritesOnly(t *testing.T) {
 		states := make([]MessageState, 1)
 		require.NoError(t, p.Handle(ctx, []kafka.Message{msg}, states))
 		require.True(t, states[0].done)
-		assert.Equal(t, int64(8), counter.Count()-before, "%s: statements for a new payment of a new trade", ch)
+		assert.Equal(t, int64(9), counter.Count()-before, "%s: statements for a new payment of a new trade", ch)
 	}
 }
 

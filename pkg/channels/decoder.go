@@ -114,6 +114,10 @@ func (d *Decoder) accepts(ch Channel) error {
 // Result.APIv3Key which key opened a WeChat resource whose content was then
 // refused; nothing else. An envelope of a channel the decoder does not
 // accept (see Accept) fails with KindUnknownChannel and keeps its Channel.
+//
+// A body of content type ContentTypeRegistration is no event: it decodes
+// (ParseRegistration) to Result.Registration, with MerchantID its merchant
+// and Event only its tenant, channel and received_at.
 func (d *Decoder) Decode(value []byte) (Result, error) {
 	env, err := ParseEnvelope(value)
 	if err != nil {
@@ -143,6 +147,12 @@ func (d *Decoder) decode(env Envelope) (Result, error) {
 	switch spec, ok := current().lookup(Channel(env.Channel)); {
 	case env.FromStatement():
 		res, err = decodeStatement(env)
+	case env.FromRegistration():
+		var m RegistrationMessage
+		if m, err = ParseRegistration(env); err == nil {
+			res.Registration = &m
+			res.MerchantID = m.MerchantID
+		}
 	case env.FromQuery() && ok:
 		res, err = d.decodeQuery(env, spec)
 	case ok:
@@ -159,6 +169,9 @@ func (d *Decoder) decode(env Envelope) (Result, error) {
 		return p, err
 	}
 	res.Event.ReceivedAt = env.ReceivedAt
+	if res.Registration != nil {
+		return res, nil // not an event: no key, no fingerprint
+	}
 	if !res.Ignored {
 		if err := checkTime("occurred_at", res.Event.OccurredAt); err != nil {
 			p := partial(env)

@@ -70,7 +70,8 @@ type Envelope struct {
 // MaxEnvelopeBytes, bad JSON, a member name that repeats (exactly or in
 // another case, at any depth), a tenant_id that is not positive, a missing
 // channel or body, a received_at missing or outside [2000, 2100), or a
-// content_type that neither fits the channel nor is ContentTypeStatement;
+// content_type that neither fits the channel nor is ContentTypeStatement,
+// ContentTypeQuery or ContentTypeRegistration;
 // and with KindUnknownChannel for a channel it does not know. ReceivedAt is
 // returned in UTC.
 func ParseEnvelope(value []byte) (Envelope, error) {
@@ -116,9 +117,9 @@ func (env Envelope) Validate() error {
 	if len(env.Body) > MaxEnvelopeBytes {
 		return errorf(KindMalformed, "envelope body is %d bytes, at most %d", len(env.Body), MaxEnvelopeBytes)
 	}
-	if !mediaTypeIs(env.ContentType, ch.ContentType()) && !env.FromStatement() && !env.FromQuery() {
-		return errorf(KindMalformed, "content_type %s does not fit channel %s, want %s (or %s for an event rebuilt from a statement, %s for a query answer)",
-			quote(env.ContentType), ch, ch.ContentType(), ContentTypeStatement, ContentTypeQuery)
+	if !mediaTypeIs(env.ContentType, ch.ContentType()) && !env.FromStatement() && !env.FromQuery() && !env.FromRegistration() {
+		return errorf(KindMalformed, "content_type %s does not fit channel %s, want %s (or %s for an event rebuilt from a statement, %s for a query answer, %s for a registration)",
+			quote(env.ContentType), ch, ch.ContentType(), ContentTypeStatement, ContentTypeQuery, ContentTypeRegistration)
 	}
 	return nil
 }
@@ -131,6 +132,12 @@ func (env Envelope) FromStatement() bool { return mediaTypeIs(env.ContentType, C
 // FromQuery reports whether the envelope carries a channel's answer to an
 // active query (content type ContentTypeQuery) rather than a callback.
 func (env Envelope) FromQuery() bool { return mediaTypeIs(env.ContentType, ContentTypeQuery) }
+
+// FromRegistration reports whether the envelope carries a registration
+// (content type ContentTypeRegistration) rather than a callback.
+func (env Envelope) FromRegistration() bool {
+	return mediaTypeIs(env.ContentType, ContentTypeRegistration)
+}
 
 // SignedByUs reports whether the envelope is one the project publishes
 // itself (a statement event or a query answer), which must carry a valid

@@ -272,6 +272,9 @@ type Result struct {
 	FromQuery bool
 	Query     *QueryAnswered
 	More      []Event
+	// Registration is set, and Event is not an event, when the envelope
+	// carries a registration (ContentTypeRegistration).
+	Registration *RegistrationMessage
 }
 
 // checkID validates an identifier read from a body: non-empty, at most

@@ -402,6 +402,7 @@ func (s *Service) settleBatchTx(ctx context.Context, evs []channels.Event, sourc
 		var moved []idempotent.TenantKey // settled cancels whose reversal this batch posts
 		var reversals []ledgerRow        // their rows, and those of cancels in the batch
 		var outbox []outboxRow           // the settled events, in settlement order
+		var paid []paidOrder             // the payments posted: their registrations become SUCCEEDED
 		for i, ev := range evs {
 			if skip[i] {
 				continue
@@ -417,6 +418,9 @@ func (s *Service) settleBatchTx(ctx context.Context, evs []channels.Event, sourc
 				touched[t] = true
 			}
 			if sts[i].outcome == idempotent.OutcomePosted {
+				if ev.Type == idempotent.PaymentReceived {
+					paid = append(paid, paidOrder{tenant: ev.TenantID, channel: ev.Channel, merchantOrderNo: ev.MerchantOrderNo, tradeNo: ev.TradeNo})
+				}
 				rows, err := postingRows(ev, sts[i].amount, now)
 				if err != nil {
 					return err
@@ -500,8 +504,13 @@ func (s *Service) settleBatchTx(ctx context.Context, evs []channels.Event, sourc
 			fence[keys[i]] = idempotent.Settlement{Outcome: sts[i].outcome, Fingerprint: ev.Fingerprint}
 		}
 
-		// (4) Write: orders, ledger, then the fence.
+		// (4) Write: orders, the payment registrations, ledger, then the
+		// fence. The order rows are written (inserted or locked) before the
+		// registrations are looked for: see RegisterPayment.
 		if err := s.writeOrders(ctx, tx, orders, touched); err != nil {
+			return err
+		}
+		if err := markPaymentsRegistered(ctx, tx, paid, now); err != nil {
 			return err
 		}
 		if len(ledger) > 0 {

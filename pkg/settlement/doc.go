@@ -9,7 +9,11 @@
 // order row's counter (Order.SettledSeq); Service.SettleBatchFrom,
 // Service.SettleMergedFrom and Service.SettleFrom say what produced each
 // event (settled.Source). It also keeps refund pre-registrations (ss_refund_request:
-// Service.RegisterRefund, Service.ApplyRefundStatus) and operators'
+// Service.RegisterRefund, Service.ApplyRefundStatus) and payment registrations
+// (ss_payment_registration: Service.RegisterPayment; every settlement that
+// posts a payment makes the registration of its merchant order number
+// SUCCEEDED in its own transaction, and Service.SettleFromOrders is the
+// backstop for engines whose locking reads miss a concurrent insert), and operators'
 // decisions on their mismatches (ss_refund_resolution, ResolveRefund:
 // reconcile lists a finding so resolved as resolved while it is found the
 // same), reconciles claims, ledger, orders and registrations read-only

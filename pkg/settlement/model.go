@@ -66,8 +66,10 @@ func DeriveStatus(total, paid, refunded int64) OrderStatus {
 	}
 }
 
-// RegistrationStatus is a refund pre-registration's state: REGISTERED, then
-// SUCCEEDED or CLOSED (both final), with ABNORMAL possible in between.
+// RegistrationStatus is a registration's state: REGISTERED, then
+// SUCCEEDED or CLOSED (both final), with ABNORMAL possible in between; a
+// payment registration may also end EXPIRED (the channel never knew the
+// order, past its time).
 type RegistrationStatus string
 
 // The contract's registration statuses.
@@ -76,6 +78,7 @@ const (
 	RegistrationAbnormal   RegistrationStatus = "ABNORMAL"
 	RegistrationSucceeded  RegistrationStatus = "SUCCEEDED"
 	RegistrationClosed     RegistrationStatus = "CLOSED"
+	RegistrationExpired    RegistrationStatus = "EXPIRED"
 )
 
 // Open reports whether the registration may still move money (REGISTERED
@@ -95,9 +98,9 @@ var (
 	// ErrFingerprintMismatch marks an event whose fingerprint differs from
 	// the claim's: it is not the event that was claimed.
 	ErrFingerprintMismatch = idempotent.ErrFingerprintMismatch
-	// ErrInvalidRequest marks a refund registration or status update that
-	// is refused before touching the database.
-	ErrInvalidRequest = errors.New("invalid refund request")
+	// ErrInvalidRequest marks a registration (payment or refund) or a
+	// refund status update that is refused before touching the database.
+	ErrInvalidRequest = errors.New("invalid request")
 	// ErrNotPaid marks a registration against a trade with no posted
 	// payment (or no order row at all).
 	ErrNotPaid = errors.New("trade has no posted payment")

@@ -24,6 +24,9 @@ type RefundRequest struct {
 	TradeNo  string
 	RefundNo string
 	Amount   int64
+	// MerchantOrderNo, when set (a registration message names it), must
+	// be the trade's: another one is refused with ErrRegistrationConflict.
+	MerchantOrderNo string
 }
 
 // Validate checks r before it reaches the database; the error wraps
@@ -84,8 +87,10 @@ func (r RefundRequest) key() (idempotent.Key, error) {
 // existing registration and an error wrapping ErrRefundNoReused.
 //
 // Errors: ErrInvalidRequest (refused before the database), ErrNotPaid (no
-// posted payment for the trade), ErrExceedsRefundable; anything else is a
-// database error, safe to retry with the same request.
+// posted payment for the trade), ErrExceedsRefundable,
+// ErrRegistrationConflict (r names another merchant order number than the
+// trade's); anything else is a database error, safe to retry with the same
+// request.
 func (s *Service) RegisterRefund(ctx context.Context, r RefundRequest) (Registration, error) {
 	if err := r.Validate(); err != nil {
 		return Registration{}, fmt.Errorf("register refund %s: %w", r.RefundNo, err)
@@ -99,6 +104,10 @@ func (s *Service) RegisterRefund(ctx context.Context, r RefundRequest) (Registra
 		}
 		if err != nil {
 			return err
+		}
+		if r.MerchantOrderNo != "" && ord.MerchantOrderNo != "" && r.MerchantOrderNo != ord.MerchantOrderNo {
+			return fmt.Errorf("%w: merchant_order_no: the trade's is %s, the registration names %s",
+				ErrRegistrationConflict, channels.Quote(ord.MerchantOrderNo), channels.Quote(r.MerchantOrderNo))
 		}
 		if existing, err := selectRegistration(ctx, tx, r.TenantID, r.Channel, r.TradeNo, r.RefundNo, !s.sqlite); err == nil {
 			existing.Existing = true
