@@ -132,6 +132,35 @@ func checkSources(evs []channels.Event, sources []settled.Source) error {
 	return nil
 }
 
+// SourceOf is what produced a decoded money event, as its settled event's
+// source says: a statement line's event (res.FromStatement) is a
+// statement's, anything else a callback's. It is the one place the source
+// is derived: a channel's query answer, once the decoder marks it, is one
+// more case here.
+func SourceOf(res channels.Result) settled.Source {
+	if res.FromStatement {
+		return settled.SourceStatement
+	}
+	return settled.SourceCallback
+}
+
+// AppendStoredEvent appends ev as a claim stores it (idempotent.Claim.Event):
+// channels.Event's JSON (Event.AppendJSON) and, when src is not a callback,
+// a "source" member beside its fields, which SettleStored reads back so that
+// a claim settled without its message (the orphan sweeper, a redelivery
+// finding it ACQUIRED, an operator) says what produced it. A callback's
+// event is stored as before, byte for byte; channels.Event has no source
+// field, so json.Unmarshal into it ignores the member.
+func AppendStoredEvent(b []byte, ev channels.Event, src settled.Source) []byte {
+	b = ev.AppendJSON(b)
+	if src == settled.SourceCallback || !src.Valid() {
+		return b
+	}
+	b = append(b[:len(b)-1], `,"source":"`...)
+	b = append(b, src...)
+	return append(b, `"}`...)
+}
+
 // storedOrigin reads, from the event stored on a claim (channels.Event as
 // JSON), when the event occurred and what produced it: its "source" member
 // when the worker stored one (channels.Event has no such field and
