@@ -3,6 +3,7 @@ package settledpub_test
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -281,4 +282,33 @@ func TestRepublish(t *testing.T) {
 	})
 	require.NoError(t, err)
 	assert.Zero(t, sent, "another tenant has none")
+}
+
+// TestAPublishAllocatesForItsEventsOnly: publishing a few events to a topic
+// of three partitions allocates kilobytes per event, not a batch sized for
+// a million messages per partition (kafka-go allocates each batch at the
+// writer's BatchSize), which cost a worker gigabytes of RSS.
+func TestAPublishAllocatesForItsEventsOnly(t *testing.T) {
+	w := newWorld(t)
+	kw := w.writer(t)
+	p := settledpub.NewPublisher(w.db, kw, nil, 0)
+	publish := func(first int) {
+		var refs []settledpub.Ref
+		for i := range 6 {
+			refs = append(refs, w.insert(t, fmt.Sprintf("A%d", first+i), 1, now()))
+		}
+		n, err := p.Publish(context.Background(), refs)
+		require.NoError(t, err)
+		require.Equal(t, 6, n)
+	}
+	publish(0) // the connections and the topic's metadata
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	publish(100)
+	runtime.ReadMemStats(&after)
+	// Everything this process allocated meanwhile counts (kfake runs in
+	// it when no real cluster is named); a batch of 1<<20 messages alone
+	// is some 160 MB.
+	assert.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(16<<20), "bytes allocated by one publish of six events")
+	assert.Len(t, settledpubtest.Read(t, w.db, w.k.Brokers, w.topic), 12)
 }
