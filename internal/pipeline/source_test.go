@@ -3,7 +3,9 @@ package pipeline
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -11,7 +13,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/paycallback/paycallback/internal/kafkaops/kafkaopstest"
 	"github.com/paycallback/paycallback/internal/settledpub"
+	"github.com/paycallback/paycallback/internal/settledpub/settledpubtest"
 	"github.com/paycallback/paycallback/internal/statementauth"
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/channels/channelstest"
@@ -169,4 +173,108 @@ func (r *recordingNotifier) all() []settledpub.Ref {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return append([]settledpub.Ref(nil), r.refs...)
+}
+
+// TestSettledEventsAtTheFaultPoints: a settlement's settled events exist
+// exactly when it committed. A failure after the claims and before the
+// settlement (after-acquire) leaves no event and tells the publisher
+// nothing; the retry settles, writes one per event and tells it. A failure
+// after the settlement's commit (after-settle, the offset not committed)
+// leaves the events written and the publisher told once; the retry finds
+// the claims settled and neither writes nor tells again. The publisher
+// here never publishes (a process that died before its publisher ran):
+// the outbox sweeper puts each event on a real topic (kfake) once, byte
+// for byte its row. On the batch path and on batches of one.
+func TestSettledEventsAtTheFaultPoints(t *testing.T) {
+	for _, point := range []FaultPoint{FaultAfterAcquire, FaultAfterSettle} {
+		for _, batch := range []bool{true, false} {
+			name := string(point) + "/batches of one"
+			if batch {
+				name = string(point) + "/one batch"
+			}
+			t.Run(name, func(t *testing.T) {
+				e := newPipelineEnv(t)
+				k := kafkaopstest.Start(t, map[string]int32{"settled": 2})
+				notified := &recordingNotifier{}
+				e.p.Settled = notified
+				var failing atomic.Bool
+				failing.Store(true)
+				crash := errors.New("injected: the process died here")
+				e.p.Fault = func(_ context.Context, p FaultPoint) error {
+					if p == point && failing.Load() {
+						return crash
+					}
+					return nil
+				}
+				var msgs []kafka.Message
+				var evs []channels.Event
+				for i, ch := range channels.Codes() {
+					v := channelstest.PaymentEnvelope(channelstest.NewTrade(ch, 90+i), channelstest.Delivery{})
+					msgs = append(msgs, kafka.Message{Topic: "channel-events", Offset: int64(i), Value: v})
+					evs = append(evs, e.decode(t, v))
+				}
+				groups := [][]kafka.Message{msgs}
+				if !batch {
+					groups = nil
+					for _, m := range msgs {
+						groups = append(groups, []kafka.Message{m})
+					}
+				}
+				states := make([][]MessageState, len(groups))
+				for i, g := range groups {
+					states[i] = make([]MessageState, len(g))
+					require.ErrorIs(t, e.p.Handle(context.Background(), g, states[i]), crash)
+				}
+				want := []string{}
+				for _, ev := range evs {
+					want = append(want, string(ev.Key))
+				}
+				cancel, err := channels.CancelKey(channels.SQB, evs[2].TradeNo)
+				require.NoError(t, err)
+				want = append(want, string(cancel)) // a Shouqianba payment's settlement may write its cancel's event
+				told := func() []string {
+					var keys []string
+					for _, r := range notified.all() {
+						keys = append(keys, r.Key)
+					}
+					return keys
+				}
+				if point == FaultAfterAcquire {
+					assert.Zero(t, e.outboxRows(t), "no event before the settlement")
+					assert.Empty(t, told(), "nothing told to the publisher before the settlement")
+				} else {
+					assert.Equal(t, int64(len(evs)), e.outboxRows(t), "the committed settlement's events")
+					assert.ElementsMatch(t, want, told(), "the settlement told the publisher after its commit")
+				}
+
+				failing.Store(false)
+				for i, g := range groups {
+					require.NoError(t, e.p.Handle(context.Background(), g, states[i]), "the retry in place")
+				}
+				assert.Equal(t, int64(len(evs)), e.outboxRows(t), "one event per settlement, whatever the retries")
+				assert.ElementsMatch(t, want, told(), "told once, by the attempt that settled")
+
+				w := settledpub.NewKafkaWriter(k.Brokers, k.Name("settled"), nil, nil, 0)
+				t.Cleanup(func() { _ = w.Close() })
+				sw := &settledpub.Sweeper{DB: e.db, Writer: w, Grace: time.Nanosecond}
+				_, published, err := sw.Sweep(context.Background())
+				require.NoError(t, err)
+				assert.Equal(t, len(evs), published)
+				pubs := settledpubtest.Read(t, e.db, k.Brokers, k.Name("settled"))
+				require.Len(t, pubs, len(evs))
+				settledpubtest.RequireOrdered(t, pubs)
+				for _, ev := range evs {
+					e.checkSource(t, ev, settled.SourceCallback)
+				}
+			})
+		}
+	}
+}
+
+// outboxRows is how many settled events the outbox holds.
+func (e *pipelineEnv) outboxRows(t *testing.T) int64 {
+	t.Helper()
+	n, err := e.db.NewSelect().Table("ss_settled_outbox").Count(context.Background())
+	require.NoError(t, err)
+	return int64(n)
 }

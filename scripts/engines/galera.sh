@@ -246,8 +246,9 @@ suite() {
 	gotest 'TestPublisherPublishesASettlementsRows|TestPublisherKeepsTradeOrder|TestBrokerRefusingTheTopic|TestConcurrentSweepers|TestRepublish' '' ./internal/settledpub/
 	# Merged rounds of several partitions' batches: statements, the lookup
 	# of every key, a poisoned event, crashes at each step, the offsets
-	# property with merging on.
-	gotest 'TestMergedRoundSettlesManyPartitionsInOneTransaction|TestMergedRoundLooksUpEveryKeyWhenOneBatchDoes|TestPoisonedEventInAMergedRoundHoldsOnlyItsPartition|TestCrashInAMergedRoundLeavesOrphansTheSweeperSettlesOnce|TestOffsetsNeverPassAnUnsettledMessage' '' ./internal/pipeline/ ./internal/consumer/
+	# property with merging on; the settled events of every pipeline path
+	# (their source) and at its fault points.
+	gotest 'TestMergedRoundSettlesManyPartitionsInOneTransaction|TestMergedRoundLooksUpEveryKeyWhenOneBatchDoes|TestPoisonedEventInAMergedRoundHoldsOnlyItsPartition|TestCrashInAMergedRoundLeavesOrphansTheSweeperSettlesOnce|TestOffsetsNeverPassAnUnsettledMessage|TestSettledEventsNameTheirSource|TestSettledEventsAtTheFaultPoints' '' ./internal/pipeline/ ./internal/consumer/
 	# Replay and dead letters through the operator commands, orphans.
 	gotest 'TestReplayThroughTheWorker|TestReplayPlanAndApply|TestOrphans|TestPurgeDeletesOldPublishedSettledEvents' '' ./internal/ops/
 	gotest 'TestDeadLettersThroughTheWorker|TestStore|TestRedriveLinks|TestRedriveThatFailsAgainSupersedesItsOriginal|TestDeadLetterTheTopicLostIsListedAndClosable' '' ./internal/deadletters/

@@ -204,8 +204,10 @@ suite() {
 	# pessimistic mode; an optimistic transaction meets it only at COMMIT.
 	[[ $mode == pessimistic ]] && claims="$claims|TestAcquireReadsBackTheLatestCommittedClaim"
 	go test -race -count=1 -timeout 20m -run "^($claims)\$" ./pkg/idempotent/
+	# Settlement, and the settled events each of its paths writes (the
+	# outbox) in its own transaction.
 	go test -race -count=1 -timeout 20m \
-		-run '^(TestSkipLockedFollowsTheServer|TestSettle|TestSettleBatch|TestConcurrentSettles|TestConcurrentBatchesCreateTrades|TestConcurrentArrival|TestSettleBatchNeverDecidesOnAHeldOrderRow|TestSettleMergedFailsAtOnceOnARowTiDBHolds|TestReconcileJoinsTheLedgerByItsKey)$' \
+		-run '^(TestSkipLockedFollowsTheServer|TestSettle|TestSettleBatch|TestConcurrentSettles|TestConcurrentBatchesCreateTrades|TestConcurrentArrival|TestSettleBatchNeverDecidesOnAHeldOrderRow|TestSettleMergedFailsAtOnceOnARowTiDBHolds|TestReconcileJoinsTheLedgerByItsKey|TestSettledEventsOfEveryPath|TestSettledEventRolledBackWithItsSettlement|TestSettledEventsAreOneInsertPerTransaction|TestSettledEventOfAnAlreadyPostedClaim|TestSettledEventsOff)$' \
 		./pkg/settlement/
 	# A ledger row that a bug wrote without its claim must be met by the
 	# INSERT, not at COMMIT: optimistic transactions check unique keys at
@@ -225,9 +227,10 @@ suite() {
 		./internal/settledpub/
 	# The merge of several partitions' batches into one transaction: its
 	# statements, its lookup of every key, a poisoned event, crashes at
-	# each step, and the offsets property with merging on.
+	# each step, and the offsets property with merging on; the settled
+	# events of every pipeline path (their source) and at its fault points.
 	go test -race -count=1 -timeout 20m \
-		-run '^(TestMergedRoundSettlesManyPartitionsInOneTransaction|TestMergedRoundLooksUpEveryKeyWhenOneBatchDoes|TestPoisonedEventInAMergedRoundHoldsOnlyItsPartition|TestCrashInAMergedRoundLeavesOrphansTheSweeperSettlesOnce|TestOffsetsNeverPassAnUnsettledMessage)$' \
+		-run '^(TestMergedRoundSettlesManyPartitionsInOneTransaction|TestMergedRoundLooksUpEveryKeyWhenOneBatchDoes|TestPoisonedEventInAMergedRoundHoldsOnlyItsPartition|TestCrashInAMergedRoundLeavesOrphansTheSweeperSettlesOnce|TestOffsetsNeverPassAnUnsettledMessage|TestSettledEventsNameTheirSource|TestSettledEventsAtTheFaultPoints)$' \
 		./internal/pipeline/ ./internal/consumer/
 	go test -race -count=1 -timeout 20m \
 		-run '^(TestReplayThroughTheWorker|TestOrphans|TestReconcile|TestReconcileNamesTheAlteredRow|TestPurgeDeletesOldPublishedSettledEvents)$' ./internal/ops/
