@@ -49,6 +49,12 @@ const (
 	// distinct events/s (the messages, channel retries included, go out
 	// proportionally faster).
 	DefaultPacedRate = 1000
+	// DefaultOutboxPairs is how many times the batched backlog runs with
+	// settled events on and then off (the batched row and its settled-off
+	// row being the first pair): the outbox's cost is the median of the
+	// pairs' ratios, since one pair on a shared machine swings by more than
+	// the cost measured.
+	DefaultOutboxPairs = 3
 	// DefaultPacedDuration is how long each latency row publishes.
 	DefaultPacedDuration = 10 * time.Second
 	// Partitions is the partition count of every input topic.
@@ -108,6 +114,10 @@ type Options struct {
 	// per-event floor writes (the rule floor one event per transaction);
 	// default DefaultEventFloorEvents, the whole stream when it has fewer.
 	EventFloorEvents int
+	// OutboxPairs is how many on/off pairs of the batched backlog measure
+	// the outbox's cost (default DefaultOutboxPairs; the first pair is the
+	// batched and the settled-off rows).
+	OutboxPairs int
 	// PacedRate (distinct events/s) and PacedDuration shape the latency
 	// rows (defaults DefaultPacedRate and DefaultPacedDuration). The rate is
 	// lowered to half the batched pipeline's backlog throughput of
@@ -161,6 +171,9 @@ func (o *Options) defaults() error {
 	}
 	if o.PacedRate <= 0 {
 		o.PacedRate = DefaultPacedRate
+	}
+	if o.OutboxPairs <= 0 {
+		o.OutboxPairs = DefaultOutboxPairs
 	}
 	if o.PacedDuration <= 0 {
 		o.PacedDuration = DefaultPacedDuration
@@ -287,6 +300,9 @@ type Result struct {
 	// Problems lists failed sanity checks (ledger invariants, claims left
 	// unsettled, totals that differ from the stream's); empty when all held.
 	Problems []string
+	// Outbox is the on/off pairs of the batched backlog (the first is the
+	// batched and the settled-off rows).
+	Outbox []OutboxPair
 }
 
 // Row returns the row with key, or false.
@@ -595,10 +611,20 @@ func (h *harness) measure(ctx context.Context) error {
 	}
 	row.Key, row.Name = RowBatchedOff, fmt.Sprintf("batched, settled events off: PAYCB_SETTLED_TOPIC=none, PAYCB_BATCH_MAX=%d", o.BatchMax)
 	row.Note = "the batched row's backlog and settings without the outbox; the goals compare the two"
-	h.add(row)
 	check(offDB, RowBatchedOff, mainTopic, stream)
 	h.settledComplete(ctx, bDB, RowBatched, mainTopic, true)
 	h.settledComplete(ctx, offDB, RowBatchedOff, mainTopic, false)
+	bat, _ := h.res.Row(RowBatched)
+	pairs := []OutboxPair{outboxPair(bat, row)}
+	for i := 2; i <= o.OutboxPairs; i++ {
+		p, err := h.outboxPairRun(ctx, i, stream, n)
+		if err != nil {
+			return err
+		}
+		pairs = append(pairs, p)
+	}
+	h.res.Outbox = pairs
+	h.add(row)
 
 	// 6. Replay: the same group, offsets reset to earliest, over the
 	// settled database: every message is a duplicate.
@@ -680,6 +706,64 @@ func (h *harness) measure(ctx context.Context) error {
 		check(db, pr.key, pr.topic, ps)
 	}
 	return nil
+}
+
+// OutboxPair is one run of the batched backlog with settled events on and
+// one with them off, as ratios of on over off.
+type OutboxPair struct {
+	// DBCPU, WorkerCPU and Statements are per event, on over off (-1 when
+	// unknown); Rate is events/s, on over off.
+	DBCPU, WorkerCPU, Statements, Rate float64
+}
+
+// outboxPair is the pair of rows on and off.
+func outboxPair(on, off Row) OutboxPair {
+	div := func(a, b float64) float64 {
+		if a < 0 || b <= 0 {
+			return -1
+		}
+		return a / b
+	}
+	return OutboxPair{
+		DBCPU: div(on.DBPerEvent(), off.DBPerEvent()), WorkerCPU: div(on.WorkerPerEvent(), off.WorkerPerEvent()),
+		Statements: div(on.StatementsPerEvent(), off.StatementsPerEvent()), Rate: div(on.eventRate(), off.eventRate()),
+	}
+}
+
+// eventRate is r's EventRate, or its events per second of Elapsed when
+// it is not set yet (a row not added).
+func (r Row) eventRate() float64 {
+	if r.EventRate == 0 && r.Elapsed > 0 {
+		return float64(r.Events) / r.Elapsed.Seconds()
+	}
+	return r.EventRate
+}
+
+// outboxPairRun runs pair i: the batched backlog of the main topic (n
+// messages of stream) with settled events on, then off, each in a database
+// and group of its own.
+func (h *harness) outboxPairRun(ctx context.Context, i int, stream demo.Stream, n int) (OutboxPair, error) {
+	var rows [2]Row
+	for k, env := range [][]string{nil, {settledOff}} {
+		name := fmt.Sprintf("outbox_%d_%d", i, k)
+		dsn, db, err := h.dbs.create(ctx, name)
+		if err != nil {
+			return OutboxPair{}, err
+		}
+		c := consumerRun{topic: mainTopic, group: h.dbs.prefix + name, dsn: dsn, batchMax: h.o.BatchMax, env: env}
+		rows[k], err = h.throughput(ctx, c, n, stream.Events)
+		if err == nil {
+			h.sanity(ctx, db, name, mainTopic, stream)
+			h.settledComplete(ctx, db, name, mainTopic, k == 0)
+		}
+		_ = db.Close()
+		if err != nil {
+			return OutboxPair{}, err
+		}
+	}
+	h.log.Info("outbox pair measured", "pair", i, "db_cpu_on_off", outboxPair(rows[0], rows[1]).DBCPU,
+		"rate_on_off", outboxPair(rows[0], rows[1]).Rate)
+	return outboxPair(rows[0], rows[1]), nil
 }
 
 // eventsPerTrade is about how many distinct money events demo.Generate
@@ -803,9 +887,7 @@ func (h *harness) add(r Row) {
 	if r.Rate == 0 && r.Elapsed > 0 {
 		r.Rate = float64(r.Messages) / r.Elapsed.Seconds()
 	}
-	if r.EventRate == 0 && r.Elapsed > 0 {
-		r.EventRate = float64(r.Events) / r.Elapsed.Seconds()
-	}
+	r.EventRate = r.eventRate()
 	if r.SteadyRate > 0 {
 		steady := fmt.Sprintf("first commit %s after start; %.0f messages/s from then to the last commit",
 			r.FirstCommit.Round(time.Millisecond), r.SteadyRate)

@@ -27,6 +27,7 @@ func TestRunTiny(t *testing.T) {
 	defer cancel()
 	res, err := bench.Run(ctx, bench.Options{
 		Trades:        30,
+		OutboxPairs:   2,
 		ServerDSN:     sqldbtest.ServerDSN(),
 		BinDir:        t.TempDir(),
 		PacedRate:     200,
@@ -109,6 +110,12 @@ func TestRunTiny(t *testing.T) {
 	assert.Equal(t, events, bat.Events, "the batched row counts the stream's distinct events")
 	off, _ := res.Row(bench.RowBatchedOff)
 	assert.Equal(t, bat.Events, off.Events, "settled events on and off over the same backlog")
+	require.Len(t, res.Outbox, 2, "the batched rows and one more on/off pair")
+	for i, p := range res.Outbox {
+		assert.Positive(t, p.Rate, "pair %d events/s on/off", i)
+		assert.Positive(t, p.WorkerCPU, "pair %d worker CPU on/off", i)
+		assert.Positive(t, p.Statements, "pair %d statements on/off", i)
+	}
 	// The per-event floor writes the same rows as the rule floor, one
 	// event per claim insert and per transaction: more statements per
 	// event than 500 at a time, at least its claim insert, the
@@ -143,7 +150,8 @@ func TestRunTiny(t *testing.T) {
 		"batched events/s, ×rule floor", "batched distinct events/s", "database CPU per new event", "worker CPU per new event",
 		"replay messages/s", "replay worker CPU per message", "replay msgs/s, ×transport ceiling", "p99 publish->settled",
 		"steady worker CPU/event, 1 proc", "steady database CPU/event, 1 proc",
-		"outbox: database CPU/event, on/off", "outbox: events/s, on/off", "p99 publish->settled event at", "p99 settled event at",
+		"outbox: database CPU/event, on/off", "outbox: events/s, on/off", "outbox: statements/event, on/off",
+		"outbox: worker CPU/event, on/off", "p99 publish->settled event at", "p99 settled event at",
 		"p99 at", "steady worker CPU/event, 2 procs", "steady database CPU/event, 2 procs", "steady read floor CPU/event",
 	} {
 		assert.Contains(t, table.String(), "  "+goal+" ", "goal line")
