@@ -603,8 +603,10 @@ func (h *harness) measure(ctx context.Context) error {
 		return err
 	}
 	defer func() { _ = offDB.Close() }()
-	off := consumerRun{topic: mainTopic, group: h.dbs.prefix + "batched_settled_off", dsn: offDSN, batchMax: o.BatchMax,
-		env: []string{settledOff}}
+	off := consumerRun{
+		topic: mainTopic, group: h.dbs.prefix + "batched_settled_off", dsn: offDSN, batchMax: o.BatchMax,
+		env: []string{settledOff},
+	}
 	row, err = h.throughput(ctx, off, n, stream.Events)
 	if err != nil {
 		return err

@@ -276,5 +276,5 @@ func (e *pipelineEnv) outboxRows(t *testing.T) int64 {
 	t.Helper()
 	n, err := e.db.NewSelect().Table("ss_settled_outbox").Count(context.Background())
 	require.NoError(t, err)
-	return int64(n)
+	return n
 }
