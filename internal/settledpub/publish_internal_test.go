@@ -2,10 +2,16 @@ package settledpub
 
 import (
 	"bytes"
+	"context"
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/uptrace/bun"
+
+	"github.com/paycallback/paycallback/internal/sqldb/sqldbtest"
 )
 
 // TestChunksBoundEachWrite: a write holds at most maxWriteMessages rows and
@@ -37,4 +43,40 @@ func TestChunksBoundEachWrite(t *testing.T) {
 	defer func() { _ = w.Close() }()
 	assert.Equal(t, maxWriteMessages, w.BatchSize)
 	assert.EqualValues(t, 2*maxWriteBytes, w.BatchBytes)
+}
+
+// TestPendingOfReadsTheNamedTradesOnly: on MariaDB (a row constructor IN
+// list) and SQLite (ORed conditions) alike, the unpublished rows of the
+// trades named, trade by trade in trade_seq order, and nothing of another
+// trade, a published row or a trade that differs in one part only.
+func TestPendingOfReadsTheNamedTradesOnly(t *testing.T) {
+	sqldbtest.Dialects(t, func(t *testing.T, db *bun.DB) { //nolint:thelper // a test body run once per dialect
+		ctx := context.Background()
+		at := time.Now().UTC().Truncate(time.Microsecond)
+		insert := func(tenant int64, ch, tr string, seq int64, published bool) {
+			var pub any
+			if published {
+				pub = at
+			}
+			_, err := db.ExecContext(ctx, "INSERT INTO ss_settled_outbox (tenant_id, idempotent_key, channel_code, "+
+				"channel_trade_no, trade_seq, event_type, source, value, settled_at, published_at) "+
+				"VALUES (?, ?, ?, ?, ?, 'PAYMENT_RECEIVED', 'callback', '{}', ?, ?)",
+				tenant, fmt.Sprintf("%s:%s:%d", ch, tr, seq), ch, tr, seq, at, pub)
+			require.NoError(t, err)
+		}
+		insert(1001, "WECHAT", "T1", 2, false)
+		insert(1001, "WECHAT", "T1", 1, true)
+		insert(1001, "WECHAT", "T1", 3, false)
+		insert(1001, "SQB", "T'2", 1, false)
+		insert(1002, "WECHAT", "T1", 1, false) // another tenant's trade of the same number
+		insert(1001, "ALIPAY", "T1", 1, false) // another channel's
+		insert(1001, "WECHAT", "T3", 1, false) // a trade not named
+		rows, err := pendingOf(ctx, db, []trade{{1001, "WECHAT", "T1"}, {1001, "SQB", "T'2"}, {1001, "WECHAT", "T9"}})
+		require.NoError(t, err)
+		var got []string
+		for _, r := range rows {
+			got = append(got, fmt.Sprintf("%d/%s/%s/%d", r.TenantID, r.Channel, r.TradeNo, r.TradeSeq))
+		}
+		assert.Equal(t, []string{"1001/SQB/T'2/1", "1001/WECHAT/T1/2", "1001/WECHAT/T1/3"}, got)
+	})
 }
