@@ -80,11 +80,11 @@ func pendingOf(ctx context.Context, db bun.IDB, trades []trade) ([]row, error) {
 			return q
 		})
 	} else {
-		tuples := make([][]any, len(trades))
+		tuples := make([]bun.TupleValues, len(trades))
 		for i, t := range trades {
-			tuples[i] = []any{t.tenant, t.channel, t.tradeNo}
+			tuples[i] = bun.Tuple([]any{t.tenant, t.channel, t.tradeNo})
 		}
-		q = q.Where("(tenant_id, channel_code, channel_trade_no) IN (?)", bun.In(tuples))
+		q = q.Where("(tenant_id, channel_code, channel_trade_no) IN (?)", bun.List(tuples))
 	}
 	err := q.OrderExpr("tenant_id, channel_code, channel_trade_no, trade_seq").Scan(ctx, &rows)
 	if err != nil {
