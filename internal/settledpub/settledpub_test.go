@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -311,4 +312,60 @@ func TestAPublishAllocatesForItsEventsOnly(t *testing.T) {
 	// is some 160 MB.
 	assert.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(16<<20), "bytes allocated by one publish of six events")
 	assert.Len(t, settledpubtest.Read(t, w.db, w.k.Brokers, w.topic), 12)
+}
+
+// outboxReads counts the SELECTs that read the outbox.
+type outboxReads struct{ n atomic.Int64 }
+
+func (c *outboxReads) BeforeQuery(ctx context.Context, q *bun.QueryEvent) context.Context {
+	if strings.HasPrefix(q.Query, "SELECT") && strings.Contains(q.Query, "ss_settled_outbox") {
+		c.n.Add(1)
+	}
+	return ctx
+}
+
+func (*outboxReads) AfterQuery(context.Context, *bun.QueryEvent) {}
+
+// TestPublisherTriesAgainWhatAnotherWorkersEventHeld: a trade's refund
+// settled by one worker while its payment, settled by another (a channel
+// retry on another partition), is not yet on the topic waits for it; once
+// the other worker publishes the payment, the first publishes the refund
+// itself within moments, not the sweeper after its grace (none runs
+// here), in trade_seq order.
+func TestPublisherTriesAgainWhatAnotherWorkersEventHeld(t *testing.T) {
+	w := newWorld(t)
+	kw := w.writer(t)
+	pay := w.insert(t, "H1", 1, now())
+	refund := w.insert(t, "H1", 2, now())
+
+	reads := &outboxReads{}
+	second := settledpub.NewPublisher(w.db.WithQueryHook(reads), kw, nil, 0)
+	n, err := second.Publish(context.Background(), []settledpub.Ref{refund})
+	require.NoError(t, err)
+	assert.Zero(t, n, "the refund waits for its trade's payment")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- second.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		require.NoError(t, <-done)
+	})
+	before := reads.n.Load()
+	second.Notify([]settledpub.Ref{refund})
+	require.Eventually(t, func() bool { return reads.n.Load() > before }, 10*time.Second, time.Millisecond,
+		"the running publisher looked at the refund, blocked")
+	assert.Equal(t, int64(2), w.pending(t))
+
+	first := settledpub.NewPublisher(w.db, kw, nil, 0)
+	n, err = first.Publish(context.Background(), []settledpub.Ref{pay})
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	// Well within the hot age (a third of the sweeper's grace), after
+	// which the refund would be left to a sweeper.
+	require.Eventually(t, func() bool { return w.pending(t) == 0 }, settledpub.DefaultHotAge/2, 5*time.Millisecond,
+		"the refund's own publisher publishes it once its payment is out")
+	pubs := settledpubtest.Read(t, w.db, w.k.Brokers, w.topic)
+	require.Len(t, pubs, 2)
+	settledpubtest.RequireOrdered(t, pubs)
 }
