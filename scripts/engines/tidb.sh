@@ -223,7 +223,7 @@ suite() {
 	# sweeper's lease under many sweepers at once (conditional UPDATEs that
 	# wait in pessimistic mode and conflict at COMMIT in optimistic mode).
 	go test -race -count=1 -timeout 20m \
-		-run '^(TestPublisherPublishesASettlementsRows|TestPublisherKeepsTradeOrder|TestBrokerRefusingTheTopic|TestConcurrentSweepers|TestRepublish)$' \
+		-run '^(TestPublisherPublishesASettlementsRows|TestPublisherKeepsTradeOrder|TestPublisherTriesAgainWhatAnotherWorkersEventHeld|TestPendingOfReadsTheNamedTradesOnly|TestBrokerRefusingTheTopic|TestConcurrentSweepers|TestRepublish)$' \
 		./internal/settledpub/
 	# The merge of several partitions' batches into one transaction: its
 	# statements, its lookup of every key, a poisoned event, crashes at
