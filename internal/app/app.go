@@ -348,6 +348,7 @@ func (m *Main) Run(ctx context.Context) error {
 		Originals:         pipeline.KafkaOriginals{Brokers: cfg.Kafka.Brokers, Dialer: kconn.Dialer()},
 		DeadLetterer:      dlq,
 		DeadLetterRecords: records,
+		Settled:           settledPub,
 	}
 	sweeper.Merchantless = &pipeline.MerchantlessRedrive{
 		Pipeline: pipe, Topic: cfg.Kafka.Topic, Letters: records, Originals: sweeper.Originals, Logger: logger,

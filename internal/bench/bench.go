@@ -49,6 +49,12 @@ const (
 	// distinct events/s (the messages, channel retries included, go out
 	// proportionally faster).
 	DefaultPacedRate = 1000
+	// DefaultOutboxPairs is how many times the batched backlog runs with
+	// settled events on and then off (the batched row and its settled-off
+	// row being the first pair): the outbox's cost is the median of the
+	// pairs' ratios, since one pair on a shared machine swings by more than
+	// the cost measured.
+	DefaultOutboxPairs = 3
 	// DefaultPacedDuration is how long each latency row publishes.
 	DefaultPacedDuration = 10 * time.Second
 	// Partitions is the partition count of every input topic.
@@ -69,6 +75,7 @@ const (
 	RowEventFloor      = "event-floor"
 	RowPerMessage      = "per-message"
 	RowBatched         = "batched"
+	RowBatchedOff      = "batched-settled-off"
 	RowReplay          = "replay"
 	RowPacedRead       = "paced-read"
 	RowPacedBatched    = "paced-batched"
@@ -107,6 +114,10 @@ type Options struct {
 	// per-event floor writes (the rule floor one event per transaction);
 	// default DefaultEventFloorEvents, the whole stream when it has fewer.
 	EventFloorEvents int
+	// OutboxPairs is how many on/off pairs of the batched backlog measure
+	// the outbox's cost (default DefaultOutboxPairs; the first pair is the
+	// batched and the settled-off rows).
+	OutboxPairs int
 	// PacedRate (distinct events/s) and PacedDuration shape the latency
 	// rows (defaults DefaultPacedRate and DefaultPacedDuration). The rate is
 	// lowered to half the batched pipeline's backlog throughput of
@@ -161,6 +172,9 @@ func (o *Options) defaults() error {
 	if o.PacedRate <= 0 {
 		o.PacedRate = DefaultPacedRate
 	}
+	if o.OutboxPairs <= 0 {
+		o.OutboxPairs = DefaultOutboxPairs
+	}
 	if o.PacedDuration <= 0 {
 		o.PacedDuration = DefaultPacedDuration
 	}
@@ -213,6 +227,14 @@ type Row struct {
 	Startup time.Duration
 	// P50 and P99 are publish→settled latencies (paced rows only).
 	P50, P99 time.Duration
+	// SettledP50 and SettledP99 are, on paced rows with settled events,
+	// from an event's first publish to its settled event acknowledged by
+	// the broker on the settled-event topic (the outbox row's
+	// published_at); AckP50 and AckP99 from its settlement (the outbox
+	// row's settled_at, the settling transaction's time) to that
+	// acknowledgement. Zero where not measured.
+	SettledP50, SettledP99 time.Duration
+	AckP50, AckP99         time.Duration
 	// FirstCommit is, for backlog pipelines, the time from starting the
 	// process to the group's first commit (joining, first fetch and first
 	// batches); SteadyRate is the messages committed after that first
@@ -278,6 +300,9 @@ type Result struct {
 	// Problems lists failed sanity checks (ledger invariants, claims left
 	// unsettled, totals that differ from the stream's); empty when all held.
 	Problems []string
+	// Outbox is the on/off pairs of the batched backlog (the first is the
+	// batched and the settled-off rows).
+	Outbox []OutboxPair
 }
 
 // Row returns the row with key, or false.
@@ -571,6 +596,38 @@ func (h *harness) measure(ctx context.Context) error {
 	row.Key, row.Name = RowBatched, fmt.Sprintf("batched pipeline: PAYCB_BATCH_MAX=%d", o.BatchMax)
 	h.add(row)
 
+	// 5b. The batched pipeline over the same backlog with settled events
+	// off: what the outbox costs, as the ratios of the two rows.
+	offDSN, offDB, err := h.dbs.create(ctx, "batched_settled_off")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = offDB.Close() }()
+	off := consumerRun{
+		topic: mainTopic, group: h.dbs.prefix + "batched_settled_off", dsn: offDSN, batchMax: o.BatchMax,
+		env: []string{settledOff},
+	}
+	row, err = h.throughput(ctx, off, n, stream.Events)
+	if err != nil {
+		return err
+	}
+	row.Key, row.Name = RowBatchedOff, fmt.Sprintf("batched, settled events off: PAYCB_SETTLED_TOPIC=none, PAYCB_BATCH_MAX=%d", o.BatchMax)
+	row.Note = "the batched row's backlog and settings without the outbox; the goals compare the two"
+	check(offDB, RowBatchedOff, mainTopic, stream)
+	h.settledComplete(ctx, bDB, RowBatched, mainTopic, true)
+	h.settledComplete(ctx, offDB, RowBatchedOff, mainTopic, false)
+	bat, _ := h.res.Row(RowBatched)
+	pairs := []OutboxPair{outboxPair(bat, row)}
+	for i := 2; i <= o.OutboxPairs; i++ {
+		p, err := h.outboxPairRun(ctx, i, stream, n)
+		if err != nil {
+			return err
+		}
+		pairs = append(pairs, p)
+	}
+	h.res.Outbox = pairs
+	h.add(row)
+
 	// 6. Replay: the same group, offsets reset to earliest, over the
 	// settled database: every message is a duplicate.
 	if err := h.resetToEarliest(ctx, batched); err != nil {
@@ -651,6 +708,64 @@ func (h *harness) measure(ctx context.Context) error {
 		check(db, pr.key, pr.topic, ps)
 	}
 	return nil
+}
+
+// OutboxPair is one run of the batched backlog with settled events on and
+// one with them off, as ratios of on over off.
+type OutboxPair struct {
+	// DBCPU, WorkerCPU and Statements are per event, on over off (-1 when
+	// unknown); Rate is events/s, on over off.
+	DBCPU, WorkerCPU, Statements, Rate float64
+}
+
+// outboxPair is the pair of rows on and off.
+func outboxPair(on, off Row) OutboxPair {
+	div := func(a, b float64) float64 {
+		if a < 0 || b <= 0 {
+			return -1
+		}
+		return a / b
+	}
+	return OutboxPair{
+		DBCPU: div(on.DBPerEvent(), off.DBPerEvent()), WorkerCPU: div(on.WorkerPerEvent(), off.WorkerPerEvent()),
+		Statements: div(on.StatementsPerEvent(), off.StatementsPerEvent()), Rate: div(on.eventRate(), off.eventRate()),
+	}
+}
+
+// eventRate is r's EventRate, or its events per second of Elapsed when
+// it is not set yet (a row not added).
+func (r Row) eventRate() float64 {
+	if r.EventRate == 0 && r.Elapsed > 0 {
+		return float64(r.Events) / r.Elapsed.Seconds()
+	}
+	return r.EventRate
+}
+
+// outboxPairRun runs pair i: the batched backlog of the main topic (n
+// messages of stream) with settled events on, then off, each in a database
+// and group of its own.
+func (h *harness) outboxPairRun(ctx context.Context, i int, stream demo.Stream, n int) (OutboxPair, error) {
+	var rows [2]Row
+	for k, env := range [][]string{nil, {settledOff}} {
+		name := fmt.Sprintf("outbox_%d_%d", i, k)
+		dsn, db, err := h.dbs.create(ctx, name)
+		if err != nil {
+			return OutboxPair{}, err
+		}
+		c := consumerRun{topic: mainTopic, group: h.dbs.prefix + name, dsn: dsn, batchMax: h.o.BatchMax, env: env}
+		rows[k], err = h.throughput(ctx, c, n, stream.Events)
+		if err == nil {
+			h.sanity(ctx, db, name, mainTopic, stream)
+			h.settledComplete(ctx, db, name, mainTopic, k == 0)
+		}
+		_ = db.Close()
+		if err != nil {
+			return OutboxPair{}, err
+		}
+	}
+	h.log.Info("outbox pair measured", "pair", i, "db_cpu_on_off", outboxPair(rows[0], rows[1]).DBCPU,
+		"rate_on_off", outboxPair(rows[0], rows[1]).Rate)
+	return outboxPair(rows[0], rows[1]), nil
 }
 
 // eventsPerTrade is about how many distinct money events demo.Generate
@@ -774,9 +889,7 @@ func (h *harness) add(r Row) {
 	if r.Rate == 0 && r.Elapsed > 0 {
 		r.Rate = float64(r.Messages) / r.Elapsed.Seconds()
 	}
-	if r.EventRate == 0 && r.Elapsed > 0 {
-		r.EventRate = float64(r.Events) / r.Elapsed.Seconds()
-	}
+	r.EventRate = r.eventRate()
 	if r.SteadyRate > 0 {
 		steady := fmt.Sprintf("first commit %s after start; %.0f messages/s from then to the last commit",
 			r.FirstCommit.Round(time.Millisecond), r.SteadyRate)
@@ -795,7 +908,16 @@ func (h *harness) add(r Row) {
 type consumerRun struct {
 	topic, group, dsn string
 	batchMax          int
+	// env is KEY=VALUE settings of this row's own, given after the
+	// harness's and before Options.ConsumerEnv.
+	env []string
 }
+
+// settledOff is the setting that turns settled events off.
+const settledOff = "PAYCB_SETTLED_TOPIC=none"
+
+// settledOn reports whether c's consumers write and publish settled events.
+func (c consumerRun) settledOn() bool { return !slices.Contains(c.env, settledOff) }
 
 // startConsumer starts bin/consumer run with the contract's variables;
 // its admin address is the proc's admin.
@@ -818,6 +940,7 @@ func (h *harness) startConsumer(ctx context.Context, c consumerRun) (*proc, erro
 	if h.o.ProfileDir != "" {
 		env = append(env, "PAYCB_ADMIN_PPROF=true")
 	}
+	env = append(env, c.env...)
 	env = append(env, h.o.ConsumerEnv...)
 	p, err := startProc(ctx, h.log, "consumer ("+c.group+")", h.work, filepath.Join(h.o.BinDir, "consumer"), []string{"run"}, env, nil)
 	if err != nil {
@@ -1103,6 +1226,15 @@ func (h *harness) paced(ctx context.Context, c consumerRun, workers int, stream 
 		return Row{}, err
 	}
 	drain := time.Since(lastPublish)
+	var polls int64
+	if c.settledOn() {
+		// The settled events are published after their settlement's
+		// commit, so the last of them may follow the group's last offset
+		// commit: wait for them before stopping the workers.
+		if polls, err = h.waitPublished(ctx, db, c.group); err != nil {
+			return Row{}, err
+		}
+	}
 	if workers > 1 {
 		owned, err := ownedPartitions(ctx, ps)
 		if err != nil {
@@ -1122,6 +1254,7 @@ func (h *harness) paced(ctx context.Context, c consumerRun, workers int, stream 
 		return Row{}, err
 	}
 	u = u.less(rebalance)
+	u.statements -= polls // the harness's own, waiting for the outbox
 	lat, err := latencies(ctx, db, c.topic, published)
 	if err != nil {
 		return Row{}, err
@@ -1138,6 +1271,18 @@ func (h *harness) paced(ctx context.Context, c consumerRun, workers int, stream 
 	notes = append([]string{fmt.Sprintf("p50/p99 publish->claimed %s/%s, claimed->settled %s/%s",
 		latency(percentile(lat.toClaim, 0.50)), latency(percentile(lat.toClaim, 0.99)),
 		latency(percentile(lat.settle, 0.50)), latency(percentile(lat.settle, 0.99)))}, notes...)
+	if c.settledOn() {
+		sl, err := settledLatencies(ctx, db, published)
+		if err != nil {
+			return Row{}, err
+		}
+		h.settledComplete(ctx, db, c.group, c.topic, true)
+		row.SettledP50, row.SettledP99 = percentile(sl.toTopic, 0.50), percentile(sl.toTopic, 0.99)
+		row.AckP50, row.AckP99 = percentile(sl.ack, 0.50), percentile(sl.ack, 0.99)
+		notes = append(notes, fmt.Sprintf("settled events: p50/p99 publish->settled event acked %s/%s, "+
+			"settlement->acked %s/%s (%d events)", latency(row.SettledP50), latency(row.SettledP99),
+			latency(row.AckP50), latency(row.AckP99), len(sl.toTopic)))
+	}
 	if achieved < 0.95*msgRate {
 		notes = append(notes, fmt.Sprintf("publisher reached only %.0f of %.0f messages/s", achieved, msgRate))
 	}
@@ -1292,6 +1437,98 @@ func latencies(ctx context.Context, db bun.IDB, topic string, published map[stri
 	slices.Sort(out.toClaim)
 	slices.Sort(out.settle)
 	return out, nil
+}
+
+// settledSplit is the latency of each published settled event of a paced
+// row, sorted.
+type settledSplit struct {
+	toTopic []time.Duration // first publish -> settled event acknowledged (published_at)
+	ack     []time.Duration // settlement (settled_at) -> acknowledged (published_at)
+}
+
+// settledLatencies returns, for every published settled event whose claim
+// was published in published, its latencies. A settled event's outbox row
+// has its claim's key; published_at is taken as soon as the broker
+// acknowledged the write, before the row is marked.
+func settledLatencies(ctx context.Context, db bun.IDB, published map[string]time.Time) (settledSplit, error) {
+	var out settledSplit
+	rows, err := db.QueryContext(ctx, "SELECT tenant_id, idempotent_key, settled_at, published_at FROM ss_settled_outbox "+
+		"WHERE published_at IS NOT NULL")
+	if err != nil {
+		return out, fmt.Errorf("read settled-event times: %w", err)
+	}
+	defer func() { _ = rows.Close() }()
+	for rows.Next() {
+		var (
+			tenant         int64
+			key            []byte
+			settled, acked time.Time
+		)
+		if err := rows.Scan(&tenant, &key, &settled, &acked); err != nil {
+			return out, fmt.Errorf("read settled-event times: %w", err)
+		}
+		if at, ok := published[fmt.Sprintf("%d|%s", tenant, key)]; ok {
+			out.toTopic = append(out.toTopic, acked.Sub(at))
+			out.ack = append(out.ack, acked.Sub(settled))
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return out, fmt.Errorf("read settled-event times: %w", err)
+	}
+	slices.Sort(out.toTopic)
+	slices.Sort(out.ack)
+	return out, nil
+}
+
+// waitPublished waits until db's outbox holds no unpublished settled
+// event, polling every 10ms for at most a minute (the outbox sweeper's
+// grace and interval included), and returns how many statements it
+// issued, so the row can leave them out.
+func (h *harness) waitPublished(ctx context.Context, db bun.IDB, label string) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	var polls int64
+	for {
+		var n int64
+		polls++
+		if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM ss_settled_outbox WHERE published_at IS NULL").Scan(&n); err != nil {
+			return polls, fmt.Errorf("%s: wait for the settled events: %w", label, err)
+		}
+		if n == 0 {
+			return polls, nil
+		}
+		select {
+		case <-ctx.Done():
+			return polls, fmt.Errorf("%s: %d settled events still unpublished: %w", label, n, ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+// settledComplete checks db's outbox against its claims of topic: with
+// settled events on, a row for each claim settled POSTED (published or
+// not: a backlog row stops its worker at its last offset commit, and the
+// sweeper of a later run would publish what is left; a paced row waits for
+// them all to be published first); off, none at all. A settlement that
+// moved nothing (NO_MONEY) has no settled event.
+func (h *harness) settledComplete(ctx context.Context, db *bun.DB, label, topic string, on bool) {
+	var posted, rows, missing int
+	err := db.QueryRowContext(ctx, "SELECT "+
+		"(SELECT COUNT(*) FROM ss_channel_idempotent WHERE source_topic = ? AND settle_outcome = 'POSTED'), "+
+		"(SELECT COUNT(*) FROM ss_settled_outbox), "+
+		"(SELECT COUNT(*) FROM ss_channel_idempotent c WHERE c.source_topic = ? AND c.settle_outcome = 'POSTED' AND NOT EXISTS "+
+		"(SELECT 1 FROM ss_settled_outbox o WHERE o.tenant_id = c.tenant_id AND o.idempotent_key = c.idempotent_key))",
+		topic, topic).Scan(&posted, &rows, &missing)
+	switch {
+	case err != nil:
+		h.problem("%s: count settled events: %v", label, err)
+	case on && missing > 0:
+		h.problem("%s: %d of %d claims settled POSTED have no settled event", label, missing, posted)
+	case !on && rows > 0:
+		h.problem("%s: %d settled events written with settled events off", label, rows)
+	}
 }
 
 // percentile is the nearest-rank percentile of sorted durations (0 when

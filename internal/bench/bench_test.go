@@ -27,6 +27,7 @@ func TestRunTiny(t *testing.T) {
 	defer cancel()
 	res, err := bench.Run(ctx, bench.Options{
 		Trades:        30,
+		OutboxPairs:   2,
 		ServerDSN:     sqldbtest.ServerDSN(),
 		BinDir:        t.TempDir(),
 		PacedRate:     200,
@@ -37,13 +38,14 @@ func TestRunTiny(t *testing.T) {
 	assert.Empty(t, res.Problems, "sanity checks")
 
 	pipelines := map[string]bool{
-		bench.RowPerMessage: true, bench.RowBatched: true, bench.RowReplay: true,
+		bench.RowPerMessage: true, bench.RowBatched: true, bench.RowBatchedOff: true, bench.RowReplay: true,
 		bench.RowPacedBatched: true, bench.RowPacedBatched2: true, bench.RowPacedPerMessage: true,
 	}
 	paced := map[string]bool{bench.RowPacedBatched: true, bench.RowPacedBatched2: true, bench.RowPacedPerMessage: true}
 	storage := map[string]bool{bench.RowRaw: true, bench.RowFloor: true, bench.RowEventFloor: true}
 	keys := []string{
-		bench.RowTransport, bench.RowRaw, bench.RowFloor, bench.RowEventFloor, bench.RowPerMessage, bench.RowBatched, bench.RowReplay,
+		bench.RowTransport, bench.RowRaw, bench.RowFloor, bench.RowEventFloor, bench.RowPerMessage, bench.RowBatched,
+		bench.RowBatchedOff, bench.RowReplay,
 		bench.RowPacedRead, bench.RowPacedBatched, bench.RowPacedBatched2, bench.RowPacedPerMessage,
 	}
 	require.Len(t, res.Rows, len(keys))
@@ -90,6 +92,14 @@ func TestRunTiny(t *testing.T) {
 		if paced[key] {
 			assert.Positive(t, row.P50, "%s p50", key)
 			assert.GreaterOrEqual(t, row.P99, row.P50, "%s p99", key)
+			// Each settled event is acknowledged after its settlement,
+			// which is after its publish.
+			assert.Positive(t, row.AckP50, "%s settlement->acked p50", key)
+			assert.GreaterOrEqual(t, row.AckP99, row.AckP50, "%s settlement->acked p99", key)
+			assert.Greater(t, row.SettledP50, row.AckP50, "%s publish->settled event p50", key)
+			assert.GreaterOrEqual(t, row.SettledP99, row.SettledP50, "%s publish->settled event p99", key)
+		} else {
+			assert.Zero(t, row.SettledP99, "%s: settled-event latency only on paced rows", key)
 		}
 	}
 	// Statements are the server's global counter: other clients of a
@@ -98,6 +108,14 @@ func TestRunTiny(t *testing.T) {
 	bat, _ := res.Row(bench.RowBatched)
 	per, _ := res.Row(bench.RowPerMessage)
 	assert.Equal(t, events, bat.Events, "the batched row counts the stream's distinct events")
+	off, _ := res.Row(bench.RowBatchedOff)
+	assert.Equal(t, bat.Events, off.Events, "settled events on and off over the same backlog")
+	require.Len(t, res.Outbox, 2, "the batched rows and one more on/off pair")
+	for i, p := range res.Outbox {
+		assert.Positive(t, p.Rate, "pair %d events/s on/off", i)
+		assert.Positive(t, p.WorkerCPU, "pair %d worker CPU on/off", i)
+		assert.Positive(t, p.Statements, "pair %d statements on/off", i)
+	}
 	// The per-event floor writes the same rows as the rule floor, one
 	// event per claim insert and per transaction: more statements per
 	// event than 500 at a time, at least its claim insert, the
@@ -132,6 +150,8 @@ func TestRunTiny(t *testing.T) {
 		"batched events/s, ×rule floor", "batched distinct events/s", "database CPU per new event", "worker CPU per new event",
 		"replay messages/s", "replay worker CPU per message", "replay msgs/s, ×transport ceiling", "p99 publish->settled",
 		"steady worker CPU/event, 1 proc", "steady database CPU/event, 1 proc",
+		"outbox: database CPU/event, on/off", "outbox: events/s, on/off", "outbox: statements/event, on/off",
+		"outbox: worker CPU/event, on/off", "p99 publish->settled event at", "p99 settled event at",
 		"p99 at", "steady worker CPU/event, 2 procs", "steady database CPU/event, 2 procs", "steady read floor CPU/event",
 	} {
 		assert.Contains(t, table.String(), "  "+goal+" ", "goal line")
@@ -144,6 +164,7 @@ func TestRunTiny(t *testing.T) {
 		assert.Regexp(t, `BenchmarkE2E/`+key+` \d+ [\d.]+ ns/op( \d+ msgs/s)? \d+ events/s [\d.]+ worker-us/event `+
 			`([\d.]+ db-us/event )?[\d.]+ stmts/event`, lines.String())
 	}
+	assert.Regexp(t, `BenchmarkE2E/paced-batched \d+ .* [\d.]+ settled-p50-ms [\d.]+ settled-p99-ms [\d.]+ ack-p99-ms`, lines.String())
 	assert.Regexp(t, `BenchmarkE2E/batched \d+ [\d.]+ ns/op \d+ msgs/s \d+ events/s [\d.]+ worker-us/event `, lines.String())
 	assert.Contains(t, table.String(), "sanity (reconcile, claims, totals per tenant): ok")
 	t.Log("\n" + table.String())

@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -40,6 +41,15 @@ const (
 	// GoalPacedRate, batched, as a multiple of the per-event floor's (the
 	// rule floor written one event per transaction, in the same run).
 	GoalSteadyDBFactor = 0.5
+	// GoalSettledP99 bounds, at GoalPacedRate, the time from a callback's
+	// publish to its settled event acknowledged on the settled-event topic.
+	GoalSettledP99 = 30 * time.Millisecond
+	// GoalOutboxDBFactor bounds the batched row's database CPU per event
+	// with settled events on over the same backlog's with them off.
+	GoalOutboxDBFactor = 1.15
+	// GoalOutboxRateShare is the least share of the events/s with settled
+	// events off that the batched row keeps with them on.
+	GoalOutboxRateShare = 0.90
 	// GoalPeakRSSMiB bounds the worker's peak RSS over a
 	// 1,000,000-message backlog (make bench-backlog).
 	GoalPeakRSSMiB = 128
@@ -85,7 +95,9 @@ func (r Result) WriteTable(w io.Writer) error {
 	fmt.Fprintln(&b, "Questions counter over the row, per event.")
 	fmt.Fprintln(&b, "Pipelines run from process start to the group's last commit (startup included); paced rows: msgs/s and events/s are")
 	fmt.Fprintln(&b, "the publish rate reached, CPU and statements cover the whole row, p50/p99 are first publish -> claim settled_at per")
-	fmt.Fprintln(&b, "distinct event, split in the notes at the claim's created_at.")
+	fmt.Fprintln(&b, "distinct event, split in the notes at the claim's created_at; settled events (paced rows, in the notes): first publish ->")
+	fmt.Fprintln(&b, "the settled event acknowledged on the settled-event topic (the outbox row's published_at), and settlement (its")
+	fmt.Fprintln(&b, "settled_at) -> acknowledged. Every pipeline row but the one marked off writes and publishes settled events.")
 	for _, row := range r.Rows {
 		if row.Note != "" {
 			fmt.Fprintf(&b, "  %s: %s\n", row.Key, row.Note)
@@ -106,6 +118,7 @@ func (r Result) writeGoals(b *strings.Builder) {
 	transport, _ := r.Row(RowTransport)
 	per, _ := r.Row(RowPerMessage)
 	bat, _ := r.Row(RowBatched)
+	off, _ := r.Row(RowBatchedOff)
 	rep, _ := r.Row(RowReplay)
 	paced, _ := r.Row(RowPacedBatched)
 	paced2, _ := r.Row(RowPacedBatched2)
@@ -138,7 +151,9 @@ func (r Result) writeGoals(b *strings.Builder) {
 	}
 	writeCPUGoal(b, "replay worker CPU per message", rep.perMessage(rep.WorkerCPU), GoalReplayWorkerCPU)
 	goalLine(b, "replay msgs/s, ×transport ceiling", ratio(rep.Rate, transport.Rate), "reported", "")
+	writeOutboxGoals(b, bat, off, r.Outbox)
 	writeSteadyGoals(b, paced, eventFloor, fmt.Sprintf("p99 publish->settled at %.0f ev/s", paced.EventRate), "1 proc")
+	writeSettledGoal(b, paced, fmt.Sprintf("p99 publish->settled event at %.0f ev/s", paced.EventRate))
 	fmt.Fprintf(b, "  (paced, batched: worker %s µs and database %s µs CPU, %s statements per event)\n",
 		perUnitText(paced.WorkerPerEvent()), perUnitText(paced.DBPerEvent()), stmtsText(paced.StatementsPerEvent()))
 	if rf := read.WorkerPerEvent(); rf >= 0 {
@@ -148,6 +163,7 @@ func (r Result) writeGoals(b *strings.Builder) {
 		b.WriteString("  (what reading and decoding alone cost per event at this rate, before any statement: the paced read floor row)\n")
 	}
 	writeSteadyGoals(b, paced2, eventFloor, fmt.Sprintf("p99 at %.0f ev/s, 2 procs", paced2.EventRate), "2 procs")
+	writeSettledGoal(b, paced2, fmt.Sprintf("p99 settled event at %.0f ev/s, 2 procs", paced2.EventRate))
 	fmt.Fprintf(b, "  (paced, batched, 2 processes: worker %s µs (both summed) and database %s µs CPU, %s statements per event)\n",
 		perUnitText(paced2.WorkerPerEvent()), perUnitText(paced2.DBPerEvent()), stmtsText(paced2.StatementsPerEvent()))
 	if paced.EventRate < 0.95*GoalPacedRate || paced2.EventRate < 0.95*GoalPacedRate {
@@ -161,6 +177,68 @@ func (r Result) writeGoals(b *strings.Builder) {
 	goalLine(b, "peak RSS, batched", mibOrDash(bat.PeakRSS), fmt.Sprintf("goal <= %d MiB", GoalPeakRSSMiB), "see below")
 	fmt.Fprintf(b, "  (the RSS goal is for a %d-message backlog, measured by make bench-backlog; this backlog was %d messages)\n",
 		goalRSSBacklog, bat.Messages)
+}
+
+// writeOutboxGoals writes what the outbox costs the batched backlog: the
+// database's CPU per event and the events/s, settled events on over off,
+// as the median of the run's pairs (each pair's beside it), met within
+// GoalOutboxDBFactor and GoalOutboxRateShare, and the first pair's
+// statements and worker CPU per event (bat on, off off).
+func writeOutboxGoals(b *strings.Builder, bat, off Row, pairs []OutboxPair) {
+	median := func(of func(OutboxPair) float64) (float64, string) {
+		var vs []float64
+		var each []string
+		for _, p := range pairs {
+			if v := of(p); v >= 0 {
+				vs = append(vs, v)
+				each = append(each, fmt.Sprintf("%.2f", v))
+			}
+		}
+		if len(vs) == 0 {
+			return -1, ""
+		}
+		slices.Sort(vs)
+		m := vs[len(vs)/2]
+		if len(vs)%2 == 0 {
+			m = (vs[len(vs)/2-1] + vs[len(vs)/2]) / 2
+		}
+		return m, strings.Join(each, ", ")
+	}
+	if db, each := median(func(p OutboxPair) float64 { return p.DBCPU }); db >= 0 {
+		writeGoal(b, "outbox: database CPU/event, on/off", fmt.Sprintf("%.2f×", db), db <= GoalOutboxDBFactor,
+			fmt.Sprintf("<= %.2f× (median of %s)", GoalOutboxDBFactor, each))
+	} else {
+		goalLine(b, "outbox: database CPU/event, on/off", "-", fmt.Sprintf("goal <= %.2f×", GoalOutboxDBFactor), "unknown")
+	}
+	if rate, each := median(func(p OutboxPair) float64 { return p.Rate }); rate >= 0 {
+		writeGoal(b, "outbox: events/s, on/off", fmt.Sprintf("%.2f×", rate), rate >= GoalOutboxRateShare,
+			fmt.Sprintf(">= %.2f× (median of %s)", GoalOutboxRateShare, each))
+	} else {
+		goalLine(b, "outbox: events/s, on/off", "-", fmt.Sprintf("goal >= %.2f×", GoalOutboxRateShare), "unknown")
+	}
+	if st, each := median(func(p OutboxPair) float64 { return p.Statements }); st >= 0 {
+		goalLine(b, "outbox: statements/event, on/off", fmt.Sprintf("%.2f×", st), "reported (median of "+each+")", "")
+	}
+	if w, each := median(func(p OutboxPair) float64 { return p.WorkerCPU }); w >= 0 {
+		goalLine(b, "outbox: worker CPU/event, on/off", fmt.Sprintf("%.2f×", w), "reported (median of "+each+")", "")
+	}
+	fmt.Fprintf(b, "  (first pair, the batched rows: %s vs %s statements, worker %s vs %s µs, database %s vs %s µs per event, %.0f vs %.0f events/s)\n",
+		stmtsText(bat.StatementsPerEvent()), stmtsText(off.StatementsPerEvent()),
+		perUnitText(bat.WorkerPerEvent()), perUnitText(off.WorkerPerEvent()),
+		perUnitText(bat.DBPerEvent()), perUnitText(off.DBPerEvent()), bat.EventRate, off.EventRate)
+}
+
+// writeSettledGoal writes the settled-event latency goal of a paced row
+// (named name): its p99 from publish to settled event acknowledged, met
+// within GoalSettledP99 at GoalPacedRate (95% of it reached) or more.
+func writeSettledGoal(b *strings.Builder, row Row, name string) {
+	want := fmt.Sprintf("<= %s at %d events/s", latency(GoalSettledP99), GoalPacedRate)
+	if row.SettledP99 <= 0 {
+		goalLine(b, name, "-", "goal "+want, "unknown")
+		return
+	}
+	writeGoal(b, name, latency(row.SettledP99), row.SettledP99 <= GoalSettledP99 && row.EventRate >= 0.95*GoalPacedRate, want)
+	fmt.Fprintf(b, "  (p50 %s; settlement -> acked p50/p99 %s/%s)\n", latency(row.SettledP50), latency(row.AckP50), latency(row.AckP99))
 }
 
 // writeSteadyGoals writes the steady-load goals of a paced batched row:
@@ -231,6 +309,9 @@ func (r Result) WriteBenchfmt(w io.Writer) error {
 		writeCosts(&b, row)
 		if row.P50 > 0 {
 			fmt.Fprintf(&b, " %.3f p50-ms %.3f p99-ms", ms(row.P50), ms(row.P99))
+		}
+		if row.SettledP50 > 0 {
+			fmt.Fprintf(&b, " %.3f settled-p50-ms %.3f settled-p99-ms %.3f ack-p99-ms", ms(row.SettledP50), ms(row.SettledP99), ms(row.AckP99))
 		}
 		if row.PeakRSS > 0 {
 			fmt.Fprintf(&b, " %.1f peak-RSS-MiB", float64(row.PeakRSS)/(1<<20))

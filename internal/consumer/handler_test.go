@@ -17,6 +17,7 @@ import (
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/channels/channelstest"
 	"github.com/paycallback/paycallback/pkg/idempotent"
+	"github.com/paycallback/paycallback/pkg/settled"
 	"github.com/paycallback/paycallback/pkg/settlement"
 )
 
@@ -62,7 +63,7 @@ type mergeCounter struct {
 	n atomic.Int64
 }
 
-func (c *mergeCounter) SettleMerged(ctx context.Context, evs []channels.Event) ([]settlement.Result, error) {
+func (c *mergeCounter) SettleMergedFrom(ctx context.Context, evs []channels.Event, sources []settled.Source) ([]settlement.Result, error) {
 	c.n.Add(1)
-	return c.Settler.SettleMerged(ctx, evs)
+	return c.Settler.SettleMergedFrom(ctx, evs, sources)
 }

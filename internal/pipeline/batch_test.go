@@ -17,6 +17,7 @@ import (
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/channels/channelstest"
 	"github.com/paycallback/paycallback/pkg/idempotent"
+	"github.com/paycallback/paycallback/pkg/settled"
 	"github.com/paycallback/paycallback/pkg/settlement"
 )
 
@@ -88,7 +89,7 @@ func TestReplayedBatchCostsOneRoundTrip(t *testing.T) {
 	assert.InDelta(t, 3+3, outcomes["duplicate"], 0, "the channel retries, in both passes")
 }
 
-// partialSettler answers SettleBatch with the first event settled and the
+// partialSettler answers SettleBatchFrom with the first event settled and the
 // rest left, as a batch whose second transaction failed does, and counts
 // the single settlements asked of it.
 type partialSettler struct {
@@ -96,13 +97,13 @@ type partialSettler struct {
 	single []idempotent.Key
 }
 
-func (s *partialSettler) SettleBatch(_ context.Context, evs []channels.Event) ([]settlement.Result, error) {
+func (s *partialSettler) SettleBatchFrom(_ context.Context, evs []channels.Event, _ []settled.Source) ([]settlement.Result, error) {
 	res := make([]settlement.Result, len(evs))
 	res[0] = settlement.Result{Outcome: idempotent.OutcomePosted, Amount: evs[0].OrderTotal, SettledAt: time.Now()}
 	return res, fmt.Errorf("settle batch: %w: busy rows", settlement.ErrBatchIncomplete)
 }
 
-func (s *partialSettler) Settle(_ context.Context, ev channels.Event) (settlement.Result, error) {
+func (s *partialSettler) SettleFrom(_ context.Context, ev channels.Event, _ settled.Source) (settlement.Result, error) {
 	s.single = append(s.single, ev.Key)
 	return settlement.Result{Outcome: idempotent.OutcomePosted, Amount: ev.OrderTotal, SettledAt: time.Now()}, nil
 }

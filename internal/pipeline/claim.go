@@ -5,6 +5,7 @@ import (
 
 	"github.com/paycallback/paycallback/internal/metrics"
 	"github.com/paycallback/paycallback/pkg/idempotent"
+	"github.com/paycallback/paycallback/pkg/settlement"
 )
 
 // claimAndSettle acquires the leaders' claims and settles those it made:
@@ -126,7 +127,7 @@ func (p *Pipeline) claimAll(ctx context.Context, items []moneyItem, lookup bool)
 		// The stored event, encoded without reflection into one buffer
 		// for the batch (a slice stays valid when the buffer grows).
 		start := len(buf)
-		buf = it.ev.AppendJSON(buf)
+		buf = settlement.AppendStoredEvent(buf, it.ev, it.origin)
 		c.Event = buf[start:len(buf):len(buf)]
 		inserted = append(inserted, n)
 		claims = append(claims, c)

@@ -10,6 +10,7 @@ import (
 	"github.com/paycallback/paycallback/internal/metrics"
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/idempotent"
+	"github.com/paycallback/paycallback/pkg/settled"
 	"github.com/paycallback/paycallback/pkg/settlement"
 )
 
@@ -325,6 +326,7 @@ func (p *Pipeline) runRound(ctx context.Context, round []*mergeRequest) {
 	}
 	// (2) The claims the round made, settled in one transaction.
 	var evs []channels.Event
+	var sources []settled.Source
 	var settledBy []owner // evs[n] is settledBy[n].r.fresh[settledBy[n].j]
 	for _, r := range round {
 		for j, res := range r.results {
@@ -332,6 +334,7 @@ func (p *Pipeline) runRound(ctx context.Context, round []*mergeRequest) {
 				settledBy = append(settledBy, owner{r, len(r.fresh)})
 				r.fresh = append(r.fresh, j)
 				evs = append(evs, r.leaders[j].ev)
+				sources = append(sources, r.leaders[j].origin)
 			}
 		}
 		r.outcomes = make([]settleOutcome, len(r.fresh))
@@ -349,7 +352,7 @@ func (p *Pipeline) runRound(ctx context.Context, round []*mergeRequest) {
 		return
 	}
 	sctx, cancel := p.statementContext(dbctx)
-	res, err := p.Settler.SettleMerged(sctx, evs)
+	res, err := p.Settler.SettleMergedFrom(sctx, evs, sources)
 	cancel()
 	result := metrics.MergeSettled
 	if err != nil {

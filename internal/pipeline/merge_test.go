@@ -23,6 +23,7 @@ import (
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/channels/channelstest"
 	"github.com/paycallback/paycallback/pkg/idempotent"
+	"github.com/paycallback/paycallback/pkg/settled"
 	"github.com/paycallback/paycallback/pkg/settlement"
 )
 
@@ -297,7 +298,7 @@ func everyRequestInOneRound(t *testing.T, wait time.Duration) {
 // errPoisoned is the settlement failure of a poisoned event.
 var errPoisoned = errors.New("injected: this event cannot be settled")
 
-// gatedSettler wraps a Settler: SettleMerged's batch sizes are recorded;
+// gatedSettler wraps a Settler: SettleMergedFrom's batch sizes are recorded;
 // an event whose key is poisoned fails every settlement that holds it.
 type gatedSettler struct {
 	Settler
@@ -355,28 +356,28 @@ func (g *gatedSettler) poison(evs ...channels.Event) error {
 	return nil
 }
 
-func (g *gatedSettler) Settle(ctx context.Context, ev channels.Event) (settlement.Result, error) {
+func (g *gatedSettler) SettleFrom(ctx context.Context, ev channels.Event, src settled.Source) (settlement.Result, error) {
 	if err := g.poison(ev); err != nil {
 		return settlement.Result{}, err
 	}
-	return g.Settler.Settle(ctx, ev)
+	return g.Settler.SettleFrom(ctx, ev, src)
 }
 
-func (g *gatedSettler) SettleBatch(ctx context.Context, evs []channels.Event) ([]settlement.Result, error) {
+func (g *gatedSettler) SettleBatchFrom(ctx context.Context, evs []channels.Event, sources []settled.Source) ([]settlement.Result, error) {
 	if err := g.poison(evs...); err != nil {
 		return nil, err
 	}
-	return g.Settler.SettleBatch(ctx, evs)
+	return g.Settler.SettleBatchFrom(ctx, evs, sources)
 }
 
-func (g *gatedSettler) SettleMerged(ctx context.Context, evs []channels.Event) ([]settlement.Result, error) {
+func (g *gatedSettler) SettleMergedFrom(ctx context.Context, evs []channels.Event, sources []settled.Source) ([]settlement.Result, error) {
 	g.mu.Lock()
 	g.merged = append(g.merged, len(evs))
 	g.mu.Unlock()
 	if err := g.poison(evs...); err != nil {
 		return nil, err
 	}
-	return g.Settler.SettleMerged(ctx, evs)
+	return g.Settler.SettleMergedFrom(ctx, evs, sources)
 }
 
 func (g *gatedSettler) mergedSizes() []int {

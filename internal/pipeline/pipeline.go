@@ -16,25 +16,28 @@ import (
 	"github.com/paycallback/paycallback/internal/settledpub"
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/idempotent"
+	"github.com/paycallback/paycallback/pkg/settled"
 	"github.com/paycallback/paycallback/pkg/settlement"
 )
 
 // Settler does the business work of claimed events; *settlement.Service is
 // the implementation.
 type Settler interface {
-	// Settle settles one claimed event in a transaction of its own.
-	Settle(ctx context.Context, ev channels.Event) (settlement.Result, error)
-	// SettleBatch settles many claimed events together; an error wrapping
+	// SettleFrom settles one claimed event in a transaction of its own;
+	// src is what produced it, its settled event's source.
+	SettleFrom(ctx context.Context, ev channels.Event, src settled.Source) (settlement.Result, error)
+	// SettleBatchFrom settles many claimed events together, sources[i]
+	// being what produced evs[i]; an error wrapping
 	// settlement.ErrBatchIncomplete comes with the results of those it
 	// settled (the zero Result for the others); any other error settled
 	// none of them.
-	SettleBatch(ctx context.Context, evs []channels.Event) ([]settlement.Result, error)
-	// SettleMerged settles the events of several batches in one
-	// transaction, as SettleBatch but never waiting or trying again: any
-	// error settled none of them, except one wrapping
+	SettleBatchFrom(ctx context.Context, evs []channels.Event, sources []settled.Source) ([]settlement.Result, error)
+	// SettleMergedFrom settles the events of several batches in one
+	// transaction, as SettleBatchFrom but never waiting or trying again:
+	// any error settled none of them, except one wrapping
 	// settlement.ErrBatchIncomplete, which comes with the results of those
 	// it settled.
-	SettleMerged(ctx context.Context, evs []channels.Event) ([]settlement.Result, error)
+	SettleMergedFrom(ctx context.Context, evs []channels.Event, sources []settled.Source) ([]settlement.Result, error)
 	SettleStored(ctx context.Context, rec idempotent.Record) (settlement.Result, error)
 	ApplyRefundStatus(ctx context.Context, tenantID int64, channel channels.Channel, tradeNo, refundNo string, status channels.RefundStatus) error
 }
@@ -338,6 +341,7 @@ func (p *Pipeline) Handle(ctx context.Context, msgs []kafka.Message, states []Me
 		// proves several) is claimed on its own key, as a message of that
 		// event alone would be; the message is done when all are.
 		evs := append([]channels.Event{res.Event}, res.More...)
+		origin := settlement.SourceOf(res)
 		for k, ev := range evs {
 			st := ms.eventState(k, len(evs))
 			if st.done {
@@ -356,8 +360,9 @@ func (p *Pipeline) Handle(ctx context.Context, msgs []kafka.Message, states []Me
 			runBytes += size
 			run = append(run, moneyItem{
 				i: i, st: st, ev: ev,
-				src: idempotent.Source{Topic: msg.Topic, Partition: msg.Partition, Offset: msg.Offset},
-				key: idempotent.TenantKey{TenantID: ev.TenantID, Key: ev.Key},
+				src:    idempotent.Source{Topic: msg.Topic, Partition: msg.Partition, Offset: msg.Offset},
+				key:    idempotent.TenantKey{TenantID: ev.TenantID, Key: ev.Key},
+				origin: origin,
 			})
 		}
 	}
@@ -384,6 +389,9 @@ type moneyItem struct {
 	ev  channels.Event
 	src idempotent.Source
 	key idempotent.TenantKey
+	// origin is what produced ev (settlement.SourceOf): stored on its
+	// claim and named by its settled event.
+	origin settled.Source
 }
 
 // sameTrade reports whether a money event of run belongs to ev's trade.

@@ -24,6 +24,7 @@ import (
 	"github.com/paycallback/paycallback/pkg/channels/wechat"
 	"github.com/paycallback/paycallback/pkg/eventkey"
 	"github.com/paycallback/paycallback/pkg/idempotent"
+	"github.com/paycallback/paycallback/pkg/settled"
 	"github.com/paycallback/paycallback/pkg/settlement"
 )
 
@@ -268,18 +269,18 @@ func (f *failingSettler) disarm() {
 	f.armed = false
 }
 
-func (f *failingSettler) SettleBatch(ctx context.Context, evs []channels.Event) ([]settlement.Result, error) {
+func (f *failingSettler) SettleBatchFrom(ctx context.Context, evs []channels.Event, sources []settled.Source) ([]settlement.Result, error) {
 	if f.fail(evs) {
 		return nil, errors.New("injected: the refund's settlement fails")
 	}
-	return f.Settler.SettleBatch(ctx, evs)
+	return f.Settler.SettleBatchFrom(ctx, evs, sources)
 }
 
-func (f *failingSettler) Settle(ctx context.Context, ev channels.Event) (settlement.Result, error) {
+func (f *failingSettler) SettleFrom(ctx context.Context, ev channels.Event, src settled.Source) (settlement.Result, error) {
 	if f.fail([]channels.Event{ev}) {
 		return settlement.Result{}, errors.New("injected: the refund's settlement fails")
 	}
-	return f.Settler.Settle(ctx, ev)
+	return f.Settler.SettleFrom(ctx, ev, src)
 }
 
 // TestTwoEventAnswerIsDoneOnlyWhenBothAre: when one of an answer's events

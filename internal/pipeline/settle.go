@@ -11,6 +11,7 @@ import (
 	"github.com/paycallback/paycallback/internal/settledpub"
 	"github.com/paycallback/paycallback/pkg/channels"
 	"github.com/paycallback/paycallback/pkg/idempotent"
+	"github.com/paycallback/paycallback/pkg/settled"
 	"github.com/paycallback/paycallback/pkg/settlement"
 )
 
@@ -25,14 +26,15 @@ type settleOutcome struct {
 // each, so one bad event never blocks or rolls back the others.
 func (p *Pipeline) settleFresh(ctx context.Context, leaders []moneyItem, fresh []int) []settleOutcome {
 	out := make([]settleOutcome, len(fresh))
-	settled := make([]bool, len(fresh))
+	done := make([]bool, len(fresh))
 	if len(fresh) > 1 {
 		evs := make([]channels.Event, len(fresh))
+		sources := make([]settled.Source, len(fresh))
 		for n, j := range fresh {
-			evs[n] = leaders[j].ev
+			evs[n], sources[n] = leaders[j].ev, leaders[j].origin
 		}
 		bctx, cancel := p.statementContext(ctx)
-		res, err := p.Settler.SettleBatch(bctx, evs)
+		res, err := p.Settler.SettleBatchFrom(bctx, evs, sources)
 		cancel()
 		if err == nil && len(res) == len(fresh) {
 			for n := range res {
@@ -48,15 +50,15 @@ func (p *Pipeline) settleFresh(ctx context.Context, leaders []moneyItem, fresh [
 			// Result is an event left unsettled).
 			for n := range res {
 				if !res[n].SettledAt.IsZero() {
-					out[n].res, settled[n] = res[n], true
+					out[n].res, done[n] = res[n], true
 				}
 			}
 		}
 	}
 	for n, j := range fresh {
-		if !settled[n] {
+		if !done[n] {
 			sctx, cancel := p.statementContext(ctx)
-			out[n].res, out[n].err = p.Settler.Settle(sctx, leaders[j].ev)
+			out[n].res, out[n].err = p.Settler.SettleFrom(sctx, leaders[j].ev, leaders[j].origin)
 			cancel()
 		}
 	}
@@ -137,13 +139,19 @@ func (p *Pipeline) recordFailure(ctx context.Context, ev channels.Event, cause e
 }
 
 // notifySettled tells p.Settled of the settled events that ev's settlement,
-// POSTED, wrote: ev's own and, for a payment of a channel with cancels, the
-// event of a cancel whose reversal it may have posted (a ref without a row
-// publishes nothing).
+// POSTED, wrote (settledRefs).
 func (p *Pipeline) notifySettled(ev channels.Event) {
 	if p.Settled == nil {
 		return
 	}
+	p.Settled.Notify(settledRefs(ev))
+}
+
+// settledRefs are the settled events that ev's settlement, POSTED, wrote:
+// ev's own and, for a payment of a channel with cancels, the event of a
+// cancel whose reversal it may have posted (a ref without a row publishes
+// nothing).
+func settledRefs(ev channels.Event) []settledpub.Ref {
 	ref := settledpub.Ref{TenantID: ev.TenantID, Channel: string(ev.Channel), TradeNo: ev.TradeNo, Key: string(ev.Key)}
 	refs := []settledpub.Ref{ref}
 	if ev.Type == idempotent.PaymentReceived && ev.Channel.HasCancel() {
@@ -152,5 +160,5 @@ func (p *Pipeline) notifySettled(ev channels.Event) {
 			refs = append(refs, ref)
 		}
 	}
-	p.Settled.Notify(refs)
+	return refs
 }

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -39,6 +40,13 @@ type Sweeper struct {
 	// DeadLetterRecords, when set, records the dead letter written and
 	// skips one already recorded (see Pipeline.DeadLetterRecords).
 	DeadLetterRecords DeadLetterRecords
+
+	// Settled, when set, hears of the settled events of each orphan it
+	// settles POSTED right after the commit, as the pipeline's settlements
+	// do (Pipeline.Settled), so they are published at once rather than
+	// when the outbox sweeper next looks. Nil: the outbox sweeper
+	// publishes them.
+	Settled SettledNotifier
 
 	// Merchantless, when set, runs after each sweep: the refunds refused
 	// for want of their payment, redriven once it is posted.
@@ -112,6 +120,9 @@ func (s *Sweeper) SweepOnce(ctx context.Context) (int, error) {
 				continue
 			}
 			s.Metrics.Settled(metrics.SettleOutcome(r.Outcome))
+			if r.Outcome == idempotent.OutcomePosted {
+				s.notifySettled(rec)
+			}
 			s.Logger.Info("orphan settled", "tenant", rec.TenantID, "key", string(rec.Key),
 				"outcome", string(r.Outcome), "age", rec.Age(time.Now()).Round(time.Second).String(), "source", rec.Source.String())
 			if r.Outcome == idempotent.OutcomeOverRefund {
@@ -129,6 +140,20 @@ func (s *Sweeper) SweepOnce(ctx context.Context) (int, error) {
 	}
 	s.Metrics.SetOrphanClaims(left)
 	return settled, firstErr
+}
+
+// notifySettled tells s.Settled of the settled events that the settlement
+// of rec, POSTED, wrote. rec's stored event, which SettleStored has just
+// decoded, names the trade.
+func (s *Sweeper) notifySettled(rec idempotent.Record) {
+	if s.Settled == nil {
+		return
+	}
+	var ev channels.Event
+	if err := json.Unmarshal(rec.Event, &ev); err != nil {
+		return // SettleStored refuses such a claim; the outbox sweeper has the row
+	}
+	s.Settled.Notify(settledRefs(ev))
 }
 
 // deadLetterOverRefund writes the dead letter of an orphan settled

@@ -21,17 +21,27 @@ type Writer interface {
 	WriteMessages(ctx context.Context, msgs ...kafka.Message) error
 }
 
-// maxWriteBytes bounds the values of one write: under it, the messages of
-// one write bound for one partition fit one batch of NewKafkaWriter's
-// (kafka-go writes one partition's batches in order, and a batch is
-// acknowledged or refused whole), so a later event of a trade is never
-// acknowledged while an earlier one of the same write is refused.
-const maxWriteBytes = 512 << 10
+// maxWriteBytes and maxWriteMessages bound one write: under both, the
+// messages of one write bound for one partition fit one batch of
+// NewKafkaWriter's (kafka-go writes one partition's batches in order, and
+// a batch is acknowledged or refused whole), so a later event of a trade is
+// never acknowledged while an earlier one of the same write is refused.
+//
+// maxWriteMessages is also the writer's BatchSize, and kafka-go allocates
+// a batch's message slice at that capacity (about 150 bytes a message) for
+// every partition a write touches: a BatchSize of 1<<20 cost some 160 MB
+// of garbage per partition per write, gigabytes of RSS and hundreds of
+// milliseconds a publish. 128 messages keep that near 20 KB, and a
+// sweeper's round of 500 rows takes a few writes.
+const (
+	maxWriteBytes    = 512 << 10
+	maxWriteMessages = 128
+)
 
 // NewKafkaWriter is the writer of the settled-event topic: acknowledged by
 // all in-sync replicas, keys placed by murmur2 as Java producers place
 // them, and each write's messages for one partition sent as one batch (see
-// maxWriteBytes). Each write is one attempt bounded by timeout (zero:
+// maxWriteMessages). Each write is one attempt bounded by timeout (zero:
 // DefaultPublishTimeout), never retried inside kafka-go: a retry still
 // running after its caller gave up could land after the Sweeper published
 // the same row and a later one of its trade; the Sweeper is the retry.
@@ -47,7 +57,7 @@ func NewKafkaWriter(brokers []string, topic string, transport kafka.RoundTripper
 		Topic:        topic,
 		Balancer:     &kafka.Murmur2Balancer{},
 		RequiredAcks: kafka.RequireAll,
-		BatchSize:    1 << 20,
+		BatchSize:    maxWriteMessages,
 		BatchBytes:   2 * maxWriteBytes,
 		BatchTimeout: time.Millisecond,
 		MaxAttempts:  1,
@@ -85,13 +95,13 @@ func publishable(pending []row, own map[int64]bool) (ready, blocked []row) {
 	return ready, blocked
 }
 
-// chunks cuts rows, in order, into writes of at most maxWriteBytes of
-// values (a larger value alone).
+// chunks cuts rows, in order, into writes of at most maxWriteMessages
+// rows and maxWriteBytes of values (a larger value alone).
 func chunks(rows []row) [][]row {
 	var out [][]row
 	for len(rows) > 0 {
 		n, size := 0, 0
-		for n < len(rows) && (n == 0 || size+len(rows[n].Value) <= maxWriteBytes) {
+		for n < len(rows) && n < maxWriteMessages && (n == 0 || size+len(rows[n].Value) <= maxWriteBytes) {
 			size += len(rows[n].Value)
 			n++
 		}

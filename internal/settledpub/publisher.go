@@ -24,6 +24,10 @@ const (
 	DefaultHotAge = DefaultSweepGrace / 3
 	// maxRefs is the most refs one publish takes from the queue.
 	maxRefs = 1024
+	// retryWait is how long Run waits, when nothing new comes, before it
+	// tries again the events it holds that waited for an earlier event of
+	// their trade another worker settled (blocked).
+	retryWait = 10 * time.Millisecond
 )
 
 // Publisher publishes the settled events of each settlement right after
@@ -74,15 +78,31 @@ func (p *Publisher) Notify(refs []Ref) {
 
 // Run publishes what Notify hands it until ctx ends: each publish takes
 // every ref queued (at most maxRefs). A failed publish is logged; its rows
-// stay unpublished for the Sweeper. It returns nil when ctx ends.
+// stay unpublished for the Sweeper. An event that waits for an earlier
+// event of its trade that another worker settled (a channel retry on
+// another partition settled a trade's payment there) is tried again with
+// the next publish, or after retryWait when nothing comes, until it is
+// published or older than the hot age, when the Sweeper has it. It
+// returns nil when ctx ends.
 func (p *Publisher) Run(ctx context.Context) error {
+	var held []Ref // blocked by an earlier event of their trade
+	t := time.NewTimer(retryWait)
+	t.Stop()
+	defer t.Stop()
 	for {
 		var refs []Ref
+		var retry <-chan time.Time
+		if len(held) > 0 {
+			t.Reset(retryWait)
+			retry = t.C
+		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case refs = <-p.queue:
+		case <-retry:
 		}
+		refs = append(held, refs...)
 	drain:
 		for len(refs) < maxRefs {
 			select {
@@ -92,7 +112,8 @@ func (p *Publisher) Run(ctx context.Context) error {
 				break drain
 			}
 		}
-		n, err := p.Publish(ctx, refs)
+		n, blocked, err := p.publish(ctx, refs)
+		held = blocked
 		if err != nil && ctx.Err() == nil {
 			p.log.Warn("settled events not published; the sweeper publishes them", "events", len(refs),
 				"published", n, "error", err.Error())
@@ -110,11 +131,19 @@ func (p *Publisher) Run(ctx context.Context) error {
 // its end is what keeps it from landing after the Sweeper took its rows.
 // The age is judged after the read, just before the write.
 func (p *Publisher) Publish(ctx context.Context, refs []Ref) (int, error) {
+	n, _, err := p.publish(ctx, refs)
+	return n, err
+}
+
+// publish is Publish, and also returns the refs of the rows it left
+// because an earlier event of their trade, not theirs, is unpublished
+// (blocked), young enough to be tried again; none after a failed write.
+func (p *Publisher) publish(ctx context.Context, refs []Ref) (int, []Ref, error) {
 	rctx, cancel := context.WithTimeout(ctx, p.timeout)
 	pending, err := pendingOf(rctx, p.db, tradesOf(refs, func(r Ref) trade { return trade{r.TenantID, r.Channel, r.TradeNo} }))
 	cancel()
 	if err != nil || len(pending) == 0 {
-		return 0, err
+		return 0, nil, err
 	}
 	type event struct {
 		tenant int64
@@ -131,6 +160,14 @@ func (p *Publisher) Publish(ctx context.Context, refs []Ref) (int, error) {
 			own[r.ID] = true
 		}
 	}
-	ready, _ := publishable(pending, own)
-	return send(ctx, p.db, p.w, ready, p.now)
+	ready, blocked := publishable(pending, own)
+	n, err := send(ctx, p.db, p.w, ready, p.now)
+	if err != nil {
+		return n, nil, err
+	}
+	var held []Ref
+	for _, r := range blocked {
+		held = append(held, Ref{TenantID: r.TenantID, Channel: r.Channel, TradeNo: r.TradeNo, Key: r.Key})
+	}
+	return n, held, nil
 }

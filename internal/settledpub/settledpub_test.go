@@ -3,6 +3,8 @@ package settledpub_test
 import (
 	"context"
 	"fmt"
+	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -281,4 +283,89 @@ func TestRepublish(t *testing.T) {
 	})
 	require.NoError(t, err)
 	assert.Zero(t, sent, "another tenant has none")
+}
+
+// TestAPublishAllocatesForItsEventsOnly: publishing a few events to a topic
+// of three partitions allocates kilobytes per event, not a batch sized for
+// a million messages per partition (kafka-go allocates each batch at the
+// writer's BatchSize), which cost a worker gigabytes of RSS.
+func TestAPublishAllocatesForItsEventsOnly(t *testing.T) {
+	w := newWorld(t)
+	kw := w.writer(t)
+	p := settledpub.NewPublisher(w.db, kw, nil, 0)
+	publish := func(first int) {
+		var refs []settledpub.Ref
+		for i := range 6 {
+			refs = append(refs, w.insert(t, fmt.Sprintf("A%d", first+i), 1, now()))
+		}
+		n, err := p.Publish(context.Background(), refs)
+		require.NoError(t, err)
+		require.Equal(t, 6, n)
+	}
+	publish(0) // the connections and the topic's metadata
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	publish(100)
+	runtime.ReadMemStats(&after)
+	// Everything this process allocated meanwhile counts (kfake runs in
+	// it when no real cluster is named); a batch of 1<<20 messages alone
+	// is some 160 MB.
+	assert.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(16<<20), "bytes allocated by one publish of six events")
+	assert.Len(t, settledpubtest.Read(t, w.db, w.k.Brokers, w.topic), 12)
+}
+
+// outboxReads counts the SELECTs that read the outbox.
+type outboxReads struct{ n atomic.Int64 }
+
+func (c *outboxReads) BeforeQuery(ctx context.Context, q *bun.QueryEvent) context.Context {
+	if strings.HasPrefix(q.Query, "SELECT") && strings.Contains(q.Query, "ss_settled_outbox") {
+		c.n.Add(1)
+	}
+	return ctx
+}
+
+func (*outboxReads) AfterQuery(context.Context, *bun.QueryEvent) {}
+
+// TestPublisherTriesAgainWhatAnotherWorkersEventHeld: a trade's refund
+// settled by one worker while its payment, settled by another (a channel
+// retry on another partition), is not yet on the topic waits for it; once
+// the other worker publishes the payment, the first publishes the refund
+// itself within moments, not the sweeper after its grace (none runs
+// here), in trade_seq order.
+func TestPublisherTriesAgainWhatAnotherWorkersEventHeld(t *testing.T) {
+	w := newWorld(t)
+	kw := w.writer(t)
+	pay := w.insert(t, "H1", 1, now())
+	refund := w.insert(t, "H1", 2, now())
+
+	reads := &outboxReads{}
+	second := settledpub.NewPublisher(w.db.WithQueryHook(reads), kw, nil, 0)
+	n, err := second.Publish(context.Background(), []settledpub.Ref{refund})
+	require.NoError(t, err)
+	assert.Zero(t, n, "the refund waits for its trade's payment")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- second.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		require.NoError(t, <-done)
+	})
+	before := reads.n.Load()
+	second.Notify([]settledpub.Ref{refund})
+	require.Eventually(t, func() bool { return reads.n.Load() > before }, 10*time.Second, time.Millisecond,
+		"the running publisher looked at the refund, blocked")
+	assert.Equal(t, int64(2), w.pending(t))
+
+	first := settledpub.NewPublisher(w.db, kw, nil, 0)
+	n, err = first.Publish(context.Background(), []settledpub.Ref{pay})
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	// Well within the hot age (a third of the sweeper's grace), after
+	// which the refund would be left to a sweeper.
+	require.Eventually(t, func() bool { return w.pending(t) == 0 }, settledpub.DefaultHotAge/2, 5*time.Millisecond,
+		"the refund's own publisher publishes it once its payment is out")
+	pubs := settledpubtest.Read(t, w.db, w.k.Brokers, w.topic)
+	require.Len(t, pubs, 2)
+	settledpubtest.RequireOrdered(t, pubs)
 }

@@ -132,6 +132,37 @@ func checkSources(evs []channels.Event, sources []settled.Source) error {
 	return nil
 }
 
+// SourceOf is what produced a decoded money event, as its settled event's
+// source says: a statement line's event (res.FromStatement) is a
+// statement's, a channel's query answer's (res.FromQuery) a query's,
+// anything else a callback's. It is the one place the source is derived.
+func SourceOf(res channels.Result) settled.Source {
+	switch {
+	case res.FromStatement:
+		return settled.SourceStatement
+	case res.FromQuery:
+		return settled.SourceQuery
+	}
+	return settled.SourceCallback
+}
+
+// AppendStoredEvent appends ev as a claim stores it (idempotent.Claim.Event):
+// channels.Event's JSON (Event.AppendJSON) and, when src is not a callback,
+// a "source" member beside its fields, which SettleStored reads back so that
+// a claim settled without its message (the orphan sweeper, a redelivery
+// finding it ACQUIRED, an operator) says what produced it. A callback's
+// event is stored as before, byte for byte; channels.Event has no source
+// field, so json.Unmarshal into it ignores the member.
+func AppendStoredEvent(b []byte, ev channels.Event, src settled.Source) []byte {
+	b = ev.AppendJSON(b)
+	if src == settled.SourceCallback || !src.Valid() {
+		return b
+	}
+	b = append(b[:len(b)-1], `,"source":"`...)
+	b = append(b, src...)
+	return append(b, `"}`...)
+}
+
 // storedOrigin reads, from the event stored on a claim (channels.Event as
 // JSON), when the event occurred and what produced it: its "source" member
 // when the worker stored one (channels.Event has no such field and

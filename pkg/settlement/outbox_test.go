@@ -201,9 +201,7 @@ func TestSettledEventsOfEveryPath(t *testing.T) {
 
 		// From the stored event (the sweeper), which names its source.
 		orphan := h.decode(t, channelstest.PaymentEnvelope(channelstest.NewTrade(channels.SQB, 7501), channelstest.Delivery{}))
-		body, err := json.Marshal(orphan)
-		require.NoError(t, err)
-		body = append(body[:len(body)-1], []byte(`,"source":"statement"}`)...)
+		body := settlement.AppendStoredEvent(nil, orphan, settled.SourceStatement)
 		_, err = h.claims.Acquire(ctx, idempotent.Claim{
 			TenantID: orphan.TenantID, Key: orphan.Key, EventType: orphan.Type, Fingerprint: orphan.Fingerprint, Event: body,
 			Source: idempotent.Source{Topic: "channel-events", Offset: 400},
@@ -411,4 +409,29 @@ func TestSettledEventsOff(t *testing.T) {
 		require.Len(t, evs, 1)
 		assert.Equal(t, int64(1), evs[0].TradeSeq)
 	})
+}
+
+// TestStoredEventNamesItsSource: a callback's event is stored as
+// channels.Event's own JSON, byte for byte; a statement's or a query's
+// carries its source beside the fields, and reads back as the same event.
+func TestStoredEventNamesItsSource(t *testing.T) {
+	ev, _ := channelstest.StatementPayment(channelstest.NewTrade(channels.WeChat, 8101))
+	plain, err := json.Marshal(ev)
+	require.NoError(t, err)
+	assert.Equal(t, string(plain), string(settlement.AppendStoredEvent(nil, ev, settled.SourceCallback)))
+	assert.Equal(t, string(plain), string(settlement.AppendStoredEvent(nil, ev, "replay")), "no source that is not one")
+	for _, src := range []settled.Source{settled.SourceStatement, settled.SourceQuery} {
+		b := settlement.AppendStoredEvent([]byte("prefix"), ev, src)
+		require.True(t, bytes.HasPrefix(b, []byte("prefix")))
+		var back channels.Event
+		require.NoError(t, json.Unmarshal(b[len("prefix"):], &back))
+		assert.Equal(t, ev, back)
+		var v struct {
+			Source settled.Source `json:"source"`
+		}
+		require.NoError(t, json.Unmarshal(b[len("prefix"):], &v))
+		assert.Equal(t, src, v.Source)
+	}
+	assert.Equal(t, settled.SourceStatement, settlement.SourceOf(channels.Result{Event: ev, FromStatement: true}))
+	assert.Equal(t, settled.SourceCallback, settlement.SourceOf(channels.Result{Event: ev}))
 }

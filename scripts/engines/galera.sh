@@ -248,11 +248,13 @@ suite() {
 	# Settled events: the publisher's trade order and the sweeper's lease
 	# with many sweepers on several nodes (certification fails the losing
 	# claim with 1213).
-	gotest 'TestPublisherPublishesASettlementsRows|TestPublisherKeepsTradeOrder|TestBrokerRefusingTheTopic|TestConcurrentSweepers|TestRepublish' '' ./internal/settledpub/
+	gotest 'TestPublisherPublishesASettlementsRows|TestPublisherKeepsTradeOrder|TestPublisherTriesAgainWhatAnotherWorkersEventHeld|TestPendingOfReadsTheNamedTradesOnly|TestBrokerRefusingTheTopic|TestConcurrentSweepers|TestRepublish' '' ./internal/settledpub/
 	# Merged rounds of several partitions' batches: statements, the lookup
 	# of every key, a poisoned event, crashes at each step, the offsets
-	# property with merging on.
-	gotest 'TestMergedRoundSettlesManyPartitionsInOneTransaction|TestMergedRoundLooksUpEveryKeyWhenOneBatchDoes|TestPoisonedEventInAMergedRoundHoldsOnlyItsPartition|TestCrashInAMergedRoundLeavesOrphansTheSweeperSettlesOnce|TestOffsetsNeverPassAnUnsettledMessage|TestQueryAnswerAndCallbackSettleOnce|TestUnauthenticatedAnswersClaimNothing|TestQueryAnswerProvingTwoEvents|TestTwoEventAnswerIsDoneOnlyWhenBothAre|TestAnswerAndCallbackRace|TestAlipayRefundAnswers' '' ./internal/pipeline/ ./internal/consumer/
+	# property with merging on; the settled events of every pipeline path
+	# (their source) and at its fault points; query answers
+	# claimed beside their callbacks (both orders, two events, a race).
+	gotest 'TestMergedRoundSettlesManyPartitionsInOneTransaction|TestMergedRoundLooksUpEveryKeyWhenOneBatchDoes|TestPoisonedEventInAMergedRoundHoldsOnlyItsPartition|TestCrashInAMergedRoundLeavesOrphansTheSweeperSettlesOnce|TestOffsetsNeverPassAnUnsettledMessage|TestQueryAnswerAndCallbackSettleOnce|TestUnauthenticatedAnswersClaimNothing|TestQueryAnswerProvingTwoEvents|TestTwoEventAnswerIsDoneOnlyWhenBothAre|TestAnswerAndCallbackRace|TestAlipayRefundAnswers|TestSettledEventsNameTheirSource|TestSettledEventsAtTheFaultPoints' '' ./internal/pipeline/ ./internal/consumer/
 	# The queriers' shared per-merchant budget, its takers spread over the
 	# nodes (certification fails a losing spend with 1213: run again).
 	gotest 'TestTakeSpendsTheBurstThenWaits|TestThrottledBacksOffEveryQuerier|TestQueriersTogetherNeverExceedTheBudget' '' ./internal/querybudget/

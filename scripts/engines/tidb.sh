@@ -204,8 +204,10 @@ suite() {
 	# pessimistic mode; an optimistic transaction meets it only at COMMIT.
 	[[ $mode == pessimistic ]] && claims="$claims|TestAcquireReadsBackTheLatestCommittedClaim"
 	go test -race -count=1 -timeout 20m -run "^($claims)\$" ./pkg/idempotent/
+	# Settlement, and the settled events each of its paths writes (the
+	# outbox) in its own transaction.
 	go test -race -count=1 -timeout 20m \
-		-run '^(TestSkipLockedFollowsTheServer|TestSettle|TestSettleBatch|TestConcurrentSettles|TestConcurrentBatchesCreateTrades|TestConcurrentArrival|TestSettleBatchNeverDecidesOnAHeldOrderRow|TestSettleMergedFailsAtOnceOnARowTiDBHolds|TestReconcileJoinsTheLedgerByItsKey|TestPaymentRegistrationIsSettledInEitherOrder|TestPaymentRegistrationRacesItsPayment|TestSettleFromOrdersSettlesARegistrationThatMissedItsPayment)$' \
+		-run '^(TestSkipLockedFollowsTheServer|TestSettle|TestSettleBatch|TestConcurrentSettles|TestConcurrentBatchesCreateTrades|TestConcurrentArrival|TestSettleBatchNeverDecidesOnAHeldOrderRow|TestSettleMergedFailsAtOnceOnARowTiDBHolds|TestReconcileJoinsTheLedgerByItsKey|TestPaymentRegistrationIsSettledInEitherOrder|TestPaymentRegistrationRacesItsPayment|TestSettleFromOrdersSettlesARegistrationThatMissedItsPayment|TestSettledEventsOfEveryPath|TestSettledEventRolledBackWithItsSettlement|TestSettledEventsAreOneInsertPerTransaction|TestSettledEventOfAnAlreadyPostedClaim|TestSettledEventsOff)$' \
 		./pkg/settlement/
 	# Registrations: stored, listed and moved conditionally; recorded by the
 	# pipeline; a registration and its payment in either order (with the
@@ -226,14 +228,16 @@ suite() {
 	# sweeper's lease under many sweepers at once (conditional UPDATEs that
 	# wait in pessimistic mode and conflict at COMMIT in optimistic mode).
 	go test -race -count=1 -timeout 20m \
-		-run '^(TestPublisherPublishesASettlementsRows|TestPublisherKeepsTradeOrder|TestBrokerRefusingTheTopic|TestConcurrentSweepers|TestRepublish)$' \
+		-run '^(TestPublisherPublishesASettlementsRows|TestPublisherKeepsTradeOrder|TestPublisherTriesAgainWhatAnotherWorkersEventHeld|TestPendingOfReadsTheNamedTradesOnly|TestBrokerRefusingTheTopic|TestConcurrentSweepers|TestRepublish)$' \
 		./internal/settledpub/
 	# The merge of several partitions' batches into one transaction: its
 	# statements, its lookup of every key, a poisoned event, crashes at
 	# each step, and the offsets property with merging on; query answers
-	# claimed beside their callbacks (both orders, two events, a race).
+	# claimed beside their callbacks (both orders, two events, a race); the
+	# settled events of every pipeline path (their source) and at its fault
+	# points.
 	go test -race -count=1 -timeout 20m \
-		-run '^(TestMergedRoundSettlesManyPartitionsInOneTransaction|TestMergedRoundLooksUpEveryKeyWhenOneBatchDoes|TestPoisonedEventInAMergedRoundHoldsOnlyItsPartition|TestCrashInAMergedRoundLeavesOrphansTheSweeperSettlesOnce|TestOffsetsNeverPassAnUnsettledMessage|TestQueryAnswerAndCallbackSettleOnce|TestUnauthenticatedAnswersClaimNothing|TestQueryAnswerProvingTwoEvents|TestTwoEventAnswerIsDoneOnlyWhenBothAre|TestAnswerAndCallbackRace|TestAlipayRefundAnswers)$' \
+		-run '^(TestMergedRoundSettlesManyPartitionsInOneTransaction|TestMergedRoundLooksUpEveryKeyWhenOneBatchDoes|TestPoisonedEventInAMergedRoundHoldsOnlyItsPartition|TestCrashInAMergedRoundLeavesOrphansTheSweeperSettlesOnce|TestOffsetsNeverPassAnUnsettledMessage|TestQueryAnswerAndCallbackSettleOnce|TestUnauthenticatedAnswersClaimNothing|TestQueryAnswerProvingTwoEvents|TestTwoEventAnswerIsDoneOnlyWhenBothAre|TestAnswerAndCallbackRace|TestAlipayRefundAnswers|TestSettledEventsNameTheirSource|TestSettledEventsAtTheFaultPoints)$' \
 		./internal/pipeline/ ./internal/consumer/
 	# The queriers' shared per-merchant budget: many takers on two pools
 	# (row lock in pessimistic mode, write conflicts at COMMIT in
