@@ -141,6 +141,11 @@ func TestQueryAnswerAndCallbackSettleOnce(t *testing.T) {
 					wantMaker := msgs[0]
 					assert.True(t, rec.MadeBy(srcOf(wantMaker)), "the first message made the claim")
 					assert.Equal(t, 2, e.postings(t, tr.TenantID, ev.Key), "one posting")
+					src := settled.SourceCallback
+					if answerFirst {
+						src = settled.SourceQuery
+					}
+					e.checkSource(t, ev, src)
 					assert.InDelta(t, 1, sumCounter(t, e.pipelineEnv, "paycb_events_total", "outcome", "acquired"), 0)
 					assert.InDelta(t, 1, sumCounter(t, e.pipelineEnv, "paycb_events_total", "outcome", "duplicate"), 0)
 					assert.Empty(t, e.dl.letters())
