@@ -122,6 +122,21 @@ func TestQueryOnceAsksTheFakeWeChat(t *testing.T) {
 	require.Len(t, details, 1)
 	assert.Contains(t, details[0], "WECHAT:"+paid.TradeNo+":PAYMENT_RECEIVED")
 
+	// A refund query: its own amount, in fen, and nothing published
+	// without --publish.
+	w.ScriptRefund(paid, sample.Refund{No: "RF-1", Amount: 100})
+	out, errOut, err = runCmd(t, env, "query", "once", "--tenant", "1001", "--channel", "WECHAT", "--trade-no", paid.TradeNo,
+		"--merchant-order-no", paid.MerchantOrderNo, "--refund-no", "RF-1", "--json")
+	require.NoError(t, err, errOut)
+	var refund queryOnceJSON
+	require.NoError(t, json.Unmarshal([]byte(out), &refund), out)
+	assert.Equal(t, "REFUND", refund.Kind)
+	assert.Equal(t, "refund_succeeded", refund.Answer)
+	require.Len(t, refund.Events, 1)
+	assert.Equal(t, "WECHAT:"+paid.TradeNo+":REFUND_SUCCEEDED:RF-1", refund.Events[0].Key)
+	assert.Equal(t, int64(100), refund.Events[0].RefundAmount)
+	assert.False(t, refund.Published)
+
 	forged := sample.NewTrade(channels.WeChat, 2)
 	w.Script(forged, fakechannel.Step{Forged: true})
 	out, _, err = runCmd(t, env, "query", "once", "--tenant", "1001", "--channel", "WECHAT", "--merchant-order-no", forged.MerchantOrderNo, "--publish")
