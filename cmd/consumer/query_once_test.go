@@ -208,3 +208,34 @@ func TestQueryOnceRefusesWhatCannotBeChecked(t *testing.T) {
 		})
 	}
 }
+
+// TestQueryOnceAsksShouqianbaWithoutPublicKeys: Shouqianba's answers are
+// unsigned, so no PAYCB_CHANNEL_PUBLIC_KEYS_FILE is needed; TLS to the
+// configured host is the answer's authentication. No database, no broker.
+func TestQueryOnceAsksShouqianbaWithoutPublicKeys(t *testing.T) {
+	q := fakechannel.MustSQB(t, fakechannel.Options{})
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		t.Helper()
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(p, []byte(content), 0o600))
+		return p
+	}
+	write("sqb.key", fakechannel.SQBTerminalKey+"\n")
+	env := withVars(noEnv, map[string]string{
+		"PAYCB_QUERY_TLS_CA_FILE": write("ca.pem", string(q.CertificatePEM())),
+		"PAYCB_QUERY_SQB_URL":     q.URL(),
+		"PAYCB_QUERY_CREDENTIALS_FILE": write("credentials.yaml", `- {tenant_id: 1001, channel: SQB, merchant_id: "`+
+			fakechannel.SQBTerminalSN+`", terminal_key_file: sqb.key}
+`),
+	})
+	tr := sample.NewTrade(channels.SQB, 1)
+	q.Script(tr, fakechannel.Step{Answer: fakechannel.Closed})
+	out, errOut, err := runCmd(t, env, "query", "once", "--tenant", "1001", "--channel", "SQB", "--merchant-order-no", tr.MerchantOrderNo)
+	require.NoError(t, err, errOut)
+	assert.Contains(t, out, "answer: closed (outcome closed)")
+	assert.Contains(t, out, "merchant "+fakechannel.SQBTerminalSN)
+	reqs := q.Requests()
+	require.Len(t, reqs, 1)
+	assert.True(t, reqs[0].SignatureOK, reqs[0].SignatureError)
+}
