@@ -713,14 +713,20 @@ func dsnProblem(dsn string) string {
 	return "invalid format"
 }
 
-// NeedsDB reports whether the named command (the first word after
-// "consumer": "run", "migrate", "demo", ...) talks to the configured
-// database and so requires a DSN. "demo" uses an embedded database and
-// "dlq", "replay" and "status" only Kafka; "publish" uses the database only
-// when one is configured (without one it refuses unless told the tenant
-// may have claims); unknown commands are assumed to need it.
+// NeedsDB reports whether the named command (its path after "consumer":
+// "run", "migrate", "demo", "dlq list", ...) talks to the configured
+// database and so requires a DSN. It is decided by the first word, but for
+// "query once", which asks a channel and may publish, never touching the
+// database. "demo" uses an embedded database and "dlq", "replay" and
+// "status" only Kafka; "publish" uses the database only when one is
+// configured (without one it refuses unless told the tenant may have
+// claims); unknown commands are assumed to need it.
 func NeedsDB(command string) bool {
-	switch command {
+	if command == "query once" {
+		return false
+	}
+	first, _, _ := strings.Cut(command, " ")
+	switch first {
 	case "demo", "dlq", "replay", "status", "publish", "help", "version":
 		return false
 	default:

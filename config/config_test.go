@@ -90,6 +90,10 @@ func TestValidateForDSN(t *testing.T) {
 		{"refund", true},
 		{"demo", false},
 		{"dlq", false},
+		{"dlq list", false},
+		{"refund register", true},
+		{"query run", true},
+		{"query once", false}, // asks a channel, may publish: no database
 	} {
 		t.Run(tc.command, func(t *testing.T) {
 			err := c.ValidateFor(tc.command, files)

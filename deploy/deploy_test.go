@@ -58,8 +58,8 @@ func TestAlertingRules(t *testing.T) {
 }
 
 // exported returns every series name the worker exports: the families
-// metrics.New, metrics.NewStatementCollector, metrics.NewSettledCollector and
-// settlement.New register
+// metrics.New, metrics.NewStatementCollector, metrics.NewSettledCollector,
+// metrics.NewQueryMetrics (the querier's) and settlement.New register
 // (with lag and stall series set, since those vectors are empty until a
 // partition is assigned, and one tenant's statements), histograms
 // with their _bucket, _sum and _count series.
@@ -91,6 +91,10 @@ func exported(t *testing.T) map[string]bool {
 	}, nil, 0)
 	require.NoError(t, reg.Register(regs))
 	regs.Refresh(context.Background())
+	// The querier's (consumer query run) counters, scraped from its own
+	// process.
+	_, err = metrics.NewQueryMetrics(reg)
+	require.NoError(t, err)
 	mfs, err := reg.Gather()
 	require.NoError(t, err)
 	names := map[string]bool{}

@@ -143,7 +143,7 @@ func invoke(ctx context.Context, c command, path, pre, args []string, stdout, st
 	if err != nil {
 		return &exitError{code: exitUsage, err: fmt.Errorf("load configuration: %w", err)}
 	}
-	if err := cfg.ValidateFor(path[0], app.FileChecks()); err != nil {
+	if err := cfg.ValidateFor(name, app.FileChecks()); err != nil {
 		return &exitError{code: exitUsage, err: err}
 	}
 	env.cfg = cfg

@@ -120,6 +120,7 @@ func commands() []command {
 		dlqCmd(),
 		paymentCmd(),
 		refundCmd(),
+		queryCmd(),
 		statusCmd(),
 		tradeCmd(),
 		publishCmd(),

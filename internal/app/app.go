@@ -305,6 +305,7 @@ func (m *Main) Run(ctx context.Context) error {
 		DeadLetterRecords: records,
 		Merchants:         merchants,
 		Settled:           settledPub,
+		QueryClosed:       registrations.Closer{Store: regStore},
 		Orders: func(ctx context.Context, tenantID int64, ch channels.Channel, tradeNo string) (settlement.Order, error) {
 			return settlement.GetOrder(ctx, db, tenantID, ch, tradeNo)
 		},

@@ -62,9 +62,9 @@ func (p *Pipeline) ignore(ctx context.Context, res channels.Result) error {
 // answer passed the merchant check and before the message is done: the
 // registration the query was sent for is closed there, and no query is
 // sent for it again. It must be idempotent (a redelivered answer is told
-// again) and an error retries the message. The registrations are not the
-// worker's yet: Pipeline.QueryClosed is nil, and a closed answer is only
-// counted ignored.
+// again) and an error retries the message. The worker's is
+// registrations.Closer (wired in internal/app); with none, a closed answer
+// is only counted ignored.
 type QueryCloser interface {
 	QueryClosed(ctx context.Context, q channels.QueryAnswered) error
 }

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -61,6 +62,23 @@ func (s *Set) Lookup(tenantID int64, ch channels.Channel, merchantID string) (ch
 	}
 	c, ok := s.creds[key{tenantID, ch, merchantID}]
 	return c, ok
+}
+
+// Merchants returns the merchants of channel ch that tenantID has
+// credentials for, sorted (consumer query once picks the merchant to ask
+// from them when it is not named).
+func (s *Set) Merchants(tenantID int64, ch channels.Channel) []string {
+	if s == nil {
+		return nil
+	}
+	var out []string
+	for k := range s.creds {
+		if k.tenant == tenantID && k.channel == ch {
+			out = append(out, k.merchant)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // Len is the number of entries.

@@ -78,6 +78,8 @@ func TestLoad(t *testing.T) {
 	sc, ok := s.Lookup(1001, sqb.Code, fakechannel.SQBTerminalSN)
 	require.True(t, ok)
 	require.Equal(t, fakechannel.SQBTerminalKey, sc.(sqb.Credentials).TerminalKey)
+	require.Equal(t, []string{fakechannel.WeChatMerchantID}, s.Merchants(1001, wechat.Code))
+	require.Empty(t, s.Merchants(1002, wechat.Code), "another tenant's")
 
 	// The credentials as loaded sign requests the fakes accept.
 	w := fakechannel.MustWeChat(t, fakechannel.Options{})

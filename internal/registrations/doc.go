@@ -8,7 +8,9 @@
 // (Store.SetPaymentStatus, Store.SetRefundStatus); and the standings per
 // channel and kind behind paycb_registrations_open,
 // paycb_registration_oldest_open_seconds,
-// paycb_registrations_past_expiry and consumer status (Store.Stats).
+// paycb_registrations_past_expiry and consumer status (Store.Stats); and
+// the worker's closing of a registration on a closed query answer
+// (Closer, the pipeline's QueryCloser).
 //
 // What this package must never do: insert a registration, make one
 // SUCCEEDED (only a settlement of its money does that, in the
