@@ -243,6 +243,10 @@ suite() {
 	# (row lock in pessimistic mode, write conflicts at COMMIT in
 	# optimistic mode, run again).
 	go test -race -count=1 -timeout 10m -run '^(TestTakeSpendsTheBurstThenWaits|TestThrottledBacksOffEveryQuerier|TestQueriersTogetherNeverExceedTheBudget)$' ./internal/querybudget/
+	# The querier's work: leases by conditional UPDATE and token (lock
+	# wait in pessimistic mode, write conflict at COMMIT in optimistic
+	# mode), never one registration to two queriers.
+	go test -race -count=1 -timeout 10m -run '^(TestLeaseFollowsTheFirstWaitAndRecordMovesOn|TestASettledRegistrationIsNeverLeased|TestRefundsAreLeasedForTheirTradesMerchant|TestTwoStoresNeverLeaseOneRegistrationTwice)$' ./internal/querywork/
 	go test -race -count=1 -timeout 20m \
 		-run '^(TestReplayThroughTheWorker|TestOrphans|TestReconcile|TestReconcileNamesTheAlteredRow|TestPurgeDeletesOldPublishedSettledEvents)$' ./internal/ops/
 	go test -race -count=1 -timeout 20m \
