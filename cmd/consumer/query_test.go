@@ -3,19 +3,26 @@ package main
 import (
 	"context"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/paycallback/paycallback/config"
+	"github.com/paycallback/paycallback/internal/app"
+	"github.com/paycallback/paycallback/internal/app/apptest"
 	"github.com/paycallback/paycallback/internal/fakechannel"
 	"github.com/paycallback/paycallback/internal/kafkaops"
+	"github.com/paycallback/paycallback/internal/metrics"
 	"github.com/paycallback/paycallback/internal/sqldb"
 	"github.com/paycallback/paycallback/internal/sqldb/sqldbtest"
 	"github.com/paycallback/paycallback/pkg/channels"
+	"github.com/paycallback/paycallback/pkg/channels/channelstest"
 	"github.com/paycallback/paycallback/pkg/channels/sample"
 	"github.com/paycallback/paycallback/pkg/idempotent"
 	"github.com/paycallback/paycallback/pkg/settlement"
@@ -164,4 +171,139 @@ func TestQueryRunAsksAndPublishes(t *testing.T) {
 	require.Len(t, log, 2)
 	assert.False(t, log[0].Published)
 	assert.True(t, log[1].Published)
+}
+
+// TestQuerierAndWorkerSettleAPaymentWithNoCallback is the querier end to
+// end on MariaDB and the in-process broker: a registered payment whose
+// callback never came is asked about after its first wait (not paid, then
+// paid), the paid answer published, and the worker settles it through the
+// claim with source query: the registration ends SUCCEEDED and is not
+// asked about again, and the callback that comes late is a duplicate.
+func TestQuerierAndWorkerSettleAPaymentWithNoCallback(t *testing.T) {
+	lookup, _ := opsEnv(t)
+	ctx := context.Background()
+	wx := fakechannel.MustWeChat(t, fakechannel.Options{})
+	files := querierFiles(t, wx.Keys(), wx.CertificatePEM())
+	files["PAYCB_QUERY_WECHAT_URL"] = wx.URL()
+	files["PAYCB_QUERY_FIRST_WAIT"] = "1s"
+	files["PAYCB_WECHAT_APIV3_KEY"] = channelstest.APIv3Key
+	files["PAYCB_KAFKA_SESSION_TIMEOUT"] = "6s"
+	files["PAYCB_KAFKA_HEARTBEAT_INTERVAL"] = "300ms"
+	files["PAYCB_KAFKA_MAX_WAIT"] = "100ms"
+	env := with(lookup, files)
+
+	workerEnv := with(env, map[string]string{"PAYCB_ADMIN_ADDR": "127.0.0.1:0"})
+	cfg, err := config.Load(nil, workerEnv)
+	require.NoError(t, err)
+	reg := metrics.NewRegistry()
+	apptest.MustRun(t, &app.Main{Config: cfg, Logger: slog.New(slog.DiscardHandler), Registry: reg})
+
+	dsn, _ := lookup("PAYCB_DB_DSN")
+	db, err := sqldb.OpenMySQL(dsn)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	svc, err := settlement.New(db, idempotent.NewStore(db), nil, nil)
+	require.NoError(t, err)
+	register := func(tr channelstest.Trade) {
+		t.Helper()
+		_, err := svc.RegisterPayment(ctx, settlement.PaymentRequest{
+			TenantID: tr.TenantID, Channel: tr.Channel, MerchantID: fakechannel.WeChatMerchantID, MerchantOrderNo: tr.MerchantOrderNo,
+			Amount: tr.Total, Currency: "CNY", CreatedAt: time.Now().UTC(), ExpiresAt: time.Now().UTC().Add(time.Hour),
+		})
+		require.NoError(t, err)
+	}
+	asked := func(tr channelstest.Trade) int {
+		n := 0
+		for _, r := range wx.Requests() {
+			if r.Asked == tr.MerchantOrderNo || r.Asked == tr.TradeNo {
+				n++
+			}
+		}
+		return n
+	}
+	status := func(tr channelstest.Trade) settlement.RegistrationStatus {
+		r, err := svc.GetPaymentRegistration(ctx, tr.TenantID, tr.Channel, tr.MerchantOrderNo)
+		require.NoError(t, err)
+		return r.Status
+	}
+
+	paid := channelstest.NewTrade(channels.WeChat, 7)
+	wx.Script(paid, fakechannel.Step{Answer: fakechannel.Pending}, fakechannel.Step{Answer: fakechannel.Success})
+	register(paid)
+
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- run(runCtx, []string{"query", "run", "--interval", "100ms"}, io.Discard, io.Discard, env)
+	}()
+	t.Cleanup(func() {
+		stop()
+		assert.NoError(t, <-done, "a clean stop")
+	})
+
+	require.Eventually(t, func() bool {
+		var next []time.Time
+		err := db.NewSelect().Table("ss_payment_registration").Column("query_next_at").
+			Where("merchant_order_no = ?", paid.MerchantOrderNo).Where("query_next_at IS NOT NULL").Scan(ctx, &next)
+		return err == nil && len(next) == 1
+	}, 20*time.Second, 50*time.Millisecond, "asked after the first wait, not paid yet, its next ask recorded")
+	require.Equal(t, settlement.RegistrationRegistered, status(paid))
+	// The schedule's next ask is minutes away: bring it to now, as if that
+	// time had passed.
+	_, err = db.NewUpdate().Table("ss_payment_registration").Set("query_next_at = ?", time.Now().UTC()).
+		Where("merchant_order_no = ?", paid.MerchantOrderNo).Exec(ctx)
+	require.NoError(t, err)
+
+	require.Eventually(t, func() bool { return status(paid) == settlement.RegistrationSucceeded }, 30*time.Second, 100*time.Millisecond,
+		"the paid answer settled by the worker")
+	var source []string
+	require.NoError(t, db.NewSelect().Table("ss_settled_outbox").Column("source").
+		Where("channel_trade_no = ?", paid.TradeNo).Scan(ctx, &source))
+	assert.Equal(t, []string{"query"}, source, "settled from the query's answer")
+	assert.Equal(t, 2, asked(paid))
+
+	// Not asked again, even when its next ask comes: a second registration
+	// asked after that shows the rounds went on without it.
+	_, err = db.NewUpdate().Table("ss_payment_registration").Set("query_next_at = ?", time.Now().UTC()).
+		Where("merchant_order_no = ?", paid.MerchantOrderNo).Exec(ctx)
+	require.NoError(t, err)
+	later := channelstest.NewTrade(channels.WeChat, 8)
+	wx.Script(later, fakechannel.Steps(50, fakechannel.Step{Answer: fakechannel.Pending})...)
+	register(later)
+	require.Eventually(t, func() bool { return asked(later) >= 1 }, 20*time.Second, 50*time.Millisecond)
+	assert.Equal(t, 2, asked(paid), "a SUCCEEDED registration is never asked about")
+
+	// The callback that comes late is a duplicate of the answer's event.
+	brokers, _ := lookup("PAYCB_KAFKA_BROKERS")
+	require.NoError(t, kafkaops.Produce(ctx, []string{brokers}, "channel-events", []kafkaops.Message{
+		{Key: []byte("WECHAT:" + paid.TradeNo), Value: channelstest.PaymentEnvelope(paid, channelstest.Delivery{})},
+	}))
+	require.Eventually(t, func() bool {
+		return eventsOutcome(t, reg, "duplicate") == 1
+	}, 30*time.Second, 100*time.Millisecond, "the late callback is a duplicate")
+	var rows int64
+	rows, err = db.NewSelect().Table("ss_ledger_entry").Where("channel_trade_no = ?", paid.TradeNo).Count(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, int64(2), rows, "posted once: one debit, one credit")
+}
+
+// eventsOutcome sums paycb_events_total of outcome over its other labels.
+func eventsOutcome(t *testing.T, reg *prometheus.Registry, outcome string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	total := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() != "paycb_events_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "outcome" && l.GetValue() == outcome {
+					total += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return total
 }
