@@ -134,7 +134,7 @@ func TestLeaseFollowsTheFirstWaitAndRecordMovesOn(t *testing.T) {
 		mine := items[0]
 
 		asked := querier.Record{
-			Asked: true, AskedAt: at, Answer: "pending", RawState: "NOTPAY", Detail: "not paid yet",
+			Asked: true, AskedAt: at, Answer: "not_yet", RawState: "NOTPAY", Detail: "not paid yet",
 			Decision: queryplan.Decision{Next: at.Add(3 * time.Minute)},
 		}
 		require.ErrorIs(t, store.Record(ctx, "a", stale, asked), querywork.ErrLeaseLost)
@@ -151,7 +151,7 @@ func TestLeaseFollowsTheFirstWaitAndRecordMovesOn(t *testing.T) {
 		require.Len(t, log, 1)
 		assert.Equal(t, querywork.LogEntry{
 			TenantID: tr.TenantID, Channel: "WECHAT", Kind: "PAYMENT", MerchantID: "1230000109", MerchantOrderNo: tr.MerchantOrderNo,
-			AskedAt: at, Answer: "pending", RawState: "NOTPAY", Detail: "not paid yet", Querier: "b",
+			AskedAt: at, Answer: "not_yet", RawState: "NOTPAY", Detail: "not paid yet", Querier: "b",
 		}, log[0])
 
 		items, err = store.Lease(ctx, "a", at.Add(3*time.Minute-time.Second), time.Minute, 10)
@@ -195,7 +195,7 @@ func TestLeaseFollowsTheFirstWaitAndRecordMovesOn(t *testing.T) {
 		require.NoError(t, err)
 		require.Len(t, items, 1)
 		require.NoError(t, store.Record(ctx, "a", items[0], querier.Record{
-			Asked: true, AskedAt: at, Answer: "pending", Decision: queryplan.Decision{Stop: true, Alert: true},
+			Asked: true, AskedAt: at, Answer: "not_yet", Decision: queryplan.Decision{Stop: true, Alert: true},
 		}))
 		assert.Equal(t, settlement.RegistrationRegistered, e.paymentStatus(t, other))
 		items, err = store.Lease(ctx, "a", at.Add(48*time.Hour), time.Minute, 10)
