@@ -247,6 +247,9 @@ suite() {
 	# wait in pessimistic mode, write conflict at COMMIT in optimistic
 	# mode), never one registration to two queriers.
 	go test -race -count=1 -timeout 10m -run '^(TestLeaseFollowsTheFirstWaitAndRecordMovesOn|TestASettledRegistrationIsNeverLeased|TestRefundsAreLeasedForTheirTradesMerchant|TestTwoStoresNeverLeaseOneRegistrationTwice)$' ./internal/querywork/
+	# consumer query run against the fake WeChat, and with the worker: a
+	# payment that never called back settled through the query once.
+	go test -race -count=1 -timeout 10m -run '^(TestQueryRunAsksAndPublishes|TestQuerierAndWorkerSettleAPaymentWithNoCallback)$' ./cmd/consumer/
 	go test -race -count=1 -timeout 20m \
 		-run '^(TestReplayThroughTheWorker|TestOrphans|TestReconcile|TestReconcileNamesTheAlteredRow|TestPurgeDeletesOldPublishedSettledEvents)$' ./internal/ops/
 	go test -race -count=1 -timeout 20m \
