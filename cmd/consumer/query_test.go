@@ -261,6 +261,11 @@ func TestQuerierAndWorkerSettleAPaymentWithNoCallback(t *testing.T) {
 		Where("channel_trade_no = ?", paid.TradeNo).Scan(ctx, &source))
 	assert.Equal(t, []string{"query"}, source, "settled from the query's answer")
 	assert.Equal(t, 2, asked(paid))
+	out, errOut, err := runCmd(t, env, "trade", "--tenant", "1001", "--channel", "WECHAT", "--trade-no", paid.TradeNo, "--since", "0")
+	require.NoError(t, err, errOut)
+	assert.Contains(t, out, "payment query of "+paid.MerchantOrderNo)
+	assert.Contains(t, out, ": not_yet (NOTPAY)")
+	assert.Contains(t, out, ": paid (SUCCESS), published for the worker")
 
 	// Not asked again, even when its next ask comes: a second registration
 	// asked after that shows the rounds went on without it.
