@@ -77,6 +77,10 @@ type Query struct {
 	// TLSCAFile is a CA bundle (PEM) trusted for the channels' APIs
 	// besides the system roots. Env PAYCB_QUERY_TLS_CA_FILE. No default.
 	TLSCAFile string `yaml:"tls_ca_file"`
+	// FirstWait is how long a registration waits for its callback before
+	// the querier first asks (queryplan.Policy.FirstWait). Env
+	// PAYCB_QUERY_FIRST_WAIT. Default 60s.
+	FirstWait time.Duration `yaml:"first_wait"`
 }
 
 // BaseURLs are the channels' API base URLs by channel code.

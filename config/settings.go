@@ -214,6 +214,10 @@ var settings = []setting{
 		path: "query.tls_ca_file", env: "PAYCB_QUERY_TLS_CA_FILE", usage: "CA bundle (PEM) trusted for the channels' APIs besides the system roots",
 		field: func(c *Config) any { return &c.Query.TLSCAFile },
 	},
+	{
+		path: "query.first_wait", env: "PAYCB_QUERY_FIRST_WAIT", usage: "how long a registration waits for its callback before the first query (WeChat's guidance: about a minute)",
+		def: "60s", min: "1s", max: "24h", field: func(c *Config) any { return &c.Query.FirstWait },
+	},
 
 	{
 		path: "log.level", env: "PAYCB_LOG_LEVEL", flag: "log-level", usage: "debug, info, warn or error",

@@ -119,6 +119,7 @@ func commands() []command {
 		purgeCmd(),
 		dlqCmd(),
 		paymentCmd(),
+		queryCmd(),
 		refundCmd(),
 		queryCmd(),
 		statusCmd(),

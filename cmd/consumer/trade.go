@@ -22,7 +22,8 @@ func tradeCmd() command {
 claim (key, status, outcome, fingerprint, source topic/partition/offset,
 attempts, last error, created and settled times), the order row, each ledger
 row, the payment registration (by the trade number its payment recorded, or
-the order's merchant order number), each refund registration, each settled
+the order's merchant order number), each refund registration, each query the
+querier sent about it and the channel's answer, each settled
 event still in the outbox
 (trade_seq, key, published or not), and each dead letter that names the trade:
 its ss_dead_letter rows, and the messages of the dead-letter topic written

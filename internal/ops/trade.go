@@ -152,6 +152,10 @@ type TradeHistory struct {
 	// SettledEvents are the trade's settled events still in the outbox,
 	// in trade_seq order, each with when it was published (null: not yet).
 	SettledEvents []TradeSettledEvent `json:"settled_events"`
+	// Queries are the querier's queries about the trade (ss_query_log), by
+	// its trade number or its payment registration's merchant order
+	// number, in the order they were asked.
+	Queries []TradeChannelQuery `json:"queries"`
 	// Scanned names the dead-letter topic scan: the topic and from when;
 	// empty when no topic was scanned.
 	Scanned string `json:"scanned,omitempty"`
@@ -160,6 +164,20 @@ type TradeHistory struct {
 	Cancel *TradeCancel `json:"cancel,omitempty"`
 	// Timeline is every entry above in time order.
 	Timeline []TradeEvent `json:"timeline"`
+}
+
+// TradeChannelQuery is one query the querier sent about the trade and
+// what the channel answered.
+type TradeChannelQuery struct {
+	Kind            string    `bun:"kind" json:"kind"`
+	MerchantOrderNo string    `bun:"merchant_order_no" json:"merchant_order_no"`
+	RefundNo        string    `bun:"refund_no" json:"refund_no,omitempty"`
+	AskedAt         time.Time `bun:"asked_at" json:"asked_at"`
+	Answer          string    `bun:"answer" json:"answer"`
+	RawState        string    `bun:"raw_state" json:"raw_state"`
+	Detail          string    `bun:"detail" json:"detail,omitempty"`
+	Published       bool      `bun:"published" json:"published"`
+	Querier         string    `bun:"querier" json:"querier"`
 }
 
 // TradeCancel is a Shouqianba trade's cancel: its claim (key
@@ -221,7 +239,7 @@ func (h TradeHistory) cancelOf() *TradeCancel {
 // Empty reports whether nothing at all is held about the trade.
 func (h TradeHistory) Empty() bool {
 	return len(h.Claims) == 0 && h.Order == nil && len(h.Ledger) == 0 && len(h.Registrations) == 0 &&
-		len(h.PaymentRegistrations) == 0 && len(h.DeadLetters) == 0
+		len(h.PaymentRegistrations) == 0 && len(h.DeadLetters) == 0 && len(h.Queries) == 0
 }
 
 // Trade gathers everything held about one trade: its claims (keys
@@ -236,7 +254,7 @@ func Trade(ctx context.Context, db bun.IDB, q deadletters.TradeQuery) (TradeHist
 	h := TradeHistory{
 		TenantID: q.TenantID, Channel: q.Channel, TradeNo: q.TradeNo,
 		Claims: []TradeClaim{}, Ledger: []TradeLedgerRow{}, Registrations: []TradeRegistration{}, DeadLetters: []TradeDeadLetter{},
-		SettledEvents: []TradeSettledEvent{}, PaymentRegistrations: []TradePaymentRegistration{},
+		SettledEvents: []TradeSettledEvent{}, PaymentRegistrations: []TradePaymentRegistration{}, Queries: []TradeChannelQuery{},
 	}
 	if err := validateTrade(q); err != nil {
 		return h, err
@@ -295,6 +313,23 @@ func Trade(ctx context.Context, db bun.IDB, q deadletters.TradeQuery) (TradeHist
 		Where("tenant_id = ?", q.TenantID).Where("channel_code = ?", ch).Where("channel_trade_no = ?", no).
 		OrderExpr("trade_seq").Scan(ctx, &h.SettledEvents); err != nil {
 		return h, fmt.Errorf("read settled events of %s:%s: %w", ch, no, err)
+	}
+	orderNos := []string{}
+	for _, r := range h.PaymentRegistrations {
+		orderNos = append(orderNos, r.MerchantOrderNo)
+	}
+	lq := db.NewSelect().TableExpr("ss_query_log").
+		Column("kind", "merchant_order_no", "refund_no", "asked_at", "answer", "raw_state", "detail", "published", "querier").
+		Where("tenant_id = ?", q.TenantID).Where("channel_code = ?", ch).
+		WhereGroup(" AND ", func(sq *bun.SelectQuery) *bun.SelectQuery {
+			sq = sq.Where("channel_trade_no = ?", no)
+			if len(orderNos) > 0 {
+				sq = sq.WhereOr("merchant_order_no IN (?)", bun.List(orderNos))
+			}
+			return sq
+		})
+	if err := lq.OrderExpr("asked_at, id").Scan(ctx, &h.Queries); err != nil {
+		return h, fmt.Errorf("read the queries of %s:%s: %w", ch, no, err)
 	}
 	letters, err := deadletters.ForTrade(ctx, db, q)
 	if err != nil {
@@ -360,6 +395,9 @@ func (h *TradeHistory) normalise() {
 		e.SettledAt = e.SettledAt.UTC()
 		utc(e.PublishedAt)
 	}
+	for i := range h.Queries {
+		h.Queries[i].AskedAt = h.Queries[i].AskedAt.UTC()
+	}
 }
 
 // timeline lists every entry in time order; entries at the same instant
@@ -381,6 +419,23 @@ func (h TradeHistory) timeline() []TradeEvent {
 		}
 		add(r.RegisteredAt, "registration", 0, "payment %s registered by merchant %s: %d %s, expires %s, status %s, %s (updated %s)",
 			r.MerchantOrderNo, r.MerchantID, r.Amount, r.Currency, stamp(r.ExpiresAt), r.Status, trade, stamp(r.UpdatedAt))
+	}
+	for _, qy := range h.Queries {
+		subject := qy.MerchantOrderNo
+		if qy.RefundNo != "" {
+			subject = "refund " + qy.RefundNo
+		}
+		s := fmt.Sprintf("%s query of %s by %s: %s", strings.ToLower(qy.Kind), orDash(subject), qy.Querier, qy.Answer)
+		if qy.RawState != "" {
+			s += " (" + qy.RawState + ")"
+		}
+		if qy.Published {
+			s += ", published for the worker"
+		}
+		if qy.Detail != "" {
+			s += "; " + oneLine(qy.Detail)
+		}
+		add(qy.AskedAt, "query", 0, "%s", s)
 	}
 	for _, r := range h.Registrations {
 		add(r.CreatedAt, "registration", 0, "refund %s registered: %d, status %s (updated %s)",

@@ -34,7 +34,7 @@ var openStatuses = []string{string(settlement.RegistrationRegistered), string(se
 // Store reads and updates registrations on a pool. Now is its clock (UTC);
 // nil is time.Now.
 type Store struct {
-	DB  *bun.DB
+	DB  bun.IDB
 	Now func() time.Time
 }
 

@@ -214,6 +214,13 @@ func (s *Service) registerPaymentTx(ctx context.Context, r PaymentRequest) (Paym
 		out.Status, out.TradeNo = RegistrationSucceeded, &tradeNo
 		return nil
 	})
+	// An optimistic TiDB transaction meets the unique key at COMMIT, not
+	// at the INSERT: the transaction's one unique key besides its
+	// auto-increment id is uk_payment_registration, so a duplicate there
+	// is "registered already" too.
+	if err != nil && !errors.Is(err, errRegistered) && errors.Is(idempotent.ClassifyDuplicate(err), idempotent.ErrDuplicateKey) {
+		return PaymentRegistration{}, errRegistered
+	}
 	return out, err
 }
 

@@ -258,6 +258,11 @@ suite() {
 	# The queriers' shared per-merchant budget, its takers spread over the
 	# nodes (certification fails a losing spend with 1213: run again).
 	gotest 'TestTakeSpendsTheBurstThenWaits|TestThrottledBacksOffEveryQuerier|TestQueriersTogetherNeverExceedTheBudget' '' ./internal/querybudget/
+	# The querier's work: leases spread over the nodes (certification
+	# fails a losing lease: the next round tries again).
+	gotest 'TestLeaseFollowsTheFirstWaitAndRecordMovesOn|TestASettledRegistrationIsNeverLeased|TestRefundsAreLeasedForTheirTradesMerchant|TestTwoStoresNeverLeaseOneRegistrationTwice' '' ./internal/querywork/
+	# consumer query run, alone and with the worker, on the cluster.
+	gotest 'TestQueryRunAsksAndPublishes|TestQuerierAndWorkerSettleAPaymentWithNoCallback' '' ./cmd/consumer/
 	# Replay and dead letters through the operator commands, orphans.
 	gotest 'TestReplayThroughTheWorker|TestReplayPlanAndApply|TestOrphans|TestPurgeDeletesOldPublishedSettledEvents' '' ./internal/ops/
 	gotest 'TestDeadLettersThroughTheWorker|TestStore|TestRedriveLinks|TestRedriveThatFailsAgainSupersedesItsOriginal|TestDeadLetterTheTopicLostIsListedAndClosable' '' ./internal/deadletters/

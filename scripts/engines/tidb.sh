@@ -207,20 +207,21 @@ suite() {
 	# Settlement, and the settled events each of its paths writes (the
 	# outbox) in its own transaction.
 	go test -race -count=1 -timeout 20m \
-		-run '^(TestSkipLockedFollowsTheServer|TestSettle|TestSettleBatch|TestConcurrentSettles|TestConcurrentBatchesCreateTrades|TestConcurrentArrival|TestSettleBatchNeverDecidesOnAHeldOrderRow|TestSettleMergedFailsAtOnceOnARowTiDBHolds|TestReconcileJoinsTheLedgerByItsKey|TestPaymentRegistrationIsSettledInEitherOrder|TestPaymentRegistrationRacesItsPayment|TestSettleFromOrdersSettlesARegistrationThatMissedItsPayment|TestSettledEventsOfEveryPath|TestSettledEventRolledBackWithItsSettlement|TestSettledEventsAreOneInsertPerTransaction|TestSettledEventOfAnAlreadyPostedClaim|TestSettledEventsOff)$' \
+		-run '^(TestSkipLockedFollowsTheServer|TestSettle|TestSettleBatch|TestConcurrentSettles|TestConcurrentBatchesCreateTrades|TestConcurrentArrival|TestSettleBatchNeverDecidesOnAHeldOrderRow|TestSettleMergedFailsAtOnceOnARowTiDBHolds|TestReconcileJoinsTheLedgerByItsKey|TestPaymentRegistrationIsSettledInEitherOrder|TestPaymentRegistrationRacesItsPayment|TestSettleFromOrdersSettlesARegistrationThatMissedItsPayment|TestSettledEventsOfEveryPath|TestSettledEventRolledBackWithItsSettlement|TestSettledEventsAreOneInsertPerTransaction|TestSettledEventsOff)$' \
 		./pkg/settlement/
 	# Registrations: stored, listed and moved conditionally; recorded by the
 	# pipeline; a registration and its payment in either order (with the
 	# backstop, since a locking read here may miss a concurrent insert).
 	go test -race -count=1 -timeout 20m -run '^(TestOpenMovesAndStats|TestCloserClosesOnAClosedAnswer)$' ./internal/registrations/
 	go test -race -count=1 -timeout 20m -run '^(TestRegistrationMessagesAreRecordedOnceAndMoveNoMoney|TestRegistrationOfAnotherTenantsMerchantIsTenantMismatch)$' ./internal/pipeline/
-	# A ledger row that a bug wrote without its claim must be met by the
+	# A ledger row that a bug wrote without its claim (or a claim whose
+	# postings are already there) must be met by the
 	# INSERT, not at COMMIT: optimistic transactions check unique keys at
 	# COMMIT unless tidb_constraint_check_in_place is on (docs/operations.md).
 	local bypass=$DSN
 	[[ $mode == optimistic ]] && bypass="$DSN?tidb_constraint_check_in_place=1"
-	TEST_MYSQL_DSN=$bypass go test -race -count=1 -timeout 10m -run '^TestLedgerBypass$' ./pkg/settlement/
-	go test -race -count=1 -timeout 10m -run '^(TestMigrateIsIdempotent|TestCheckComparesAppliedWithEmbeddedMigrations|TestConcurrentMigrate|TestMigrate.*Lock|TestMigrationLock.*)$' ./schema/
+	TEST_MYSQL_DSN=$bypass go test -race -count=1 -timeout 10m -run '^(TestLedgerBypass|TestSettledEventOfAnAlreadyPostedClaim)$' ./pkg/settlement/
+	go test -race -count=1 -timeout 10m -run '^(TestMigrateIsIdempotent|TestCheckComparesAppliedWithEmbeddedMigrations|TestConcurrentMigrate|TestMigrate.*Lock|TestMigrationLock.*|TestQueryWorkMigrationRunsAgain)$' ./schema/
 	go test -race -count=1 -timeout 20m \
 		-run '^(TestMixedStreamIsSettledExactlyOnce|TestRestartAfterDyingBetweenClaimAndSettle|TestTwoWorkersJoiningAndLeavingSettleEveryEventOnce|TestDuplicateOfAnInFlightClaimHoldsOnlyTheOffset|TestMessagesThatCanNeverSucceedAreDeadLetteredAndThePartitionMovesOn|TestSweeperSettlesAnOrphanWhoseMessageNeverComesBack|TestSweeperDeadLettersAnOrphanThatSettlesAsOverRefund|TestConcurrentCumulativeRefundsOfOneTradeFromTwoPartitions|TestSettledEventsPublishedRightAfterCommit|TestSettledTopicRefused|TestSettledEventsOff|TestRegistrationsEndToEnd|TestAClosedAnswerClosesItsRegistration)$' \
 		./internal/app/
@@ -243,6 +244,13 @@ suite() {
 	# (row lock in pessimistic mode, write conflicts at COMMIT in
 	# optimistic mode, run again).
 	go test -race -count=1 -timeout 10m -run '^(TestTakeSpendsTheBurstThenWaits|TestThrottledBacksOffEveryQuerier|TestQueriersTogetherNeverExceedTheBudget)$' ./internal/querybudget/
+	# The querier's work: leases by conditional UPDATE and token (lock
+	# wait in pessimistic mode, write conflict at COMMIT in optimistic
+	# mode), never one registration to two queriers.
+	go test -race -count=1 -timeout 10m -run '^(TestLeaseFollowsTheFirstWaitAndRecordMovesOn|TestASettledRegistrationIsNeverLeased|TestRefundsAreLeasedForTheirTradesMerchant|TestTwoStoresNeverLeaseOneRegistrationTwice)$' ./internal/querywork/
+	# consumer query run against the fake WeChat, and with the worker: a
+	# payment that never called back settled through the query once.
+	go test -race -count=1 -timeout 10m -run '^(TestQueryRunAsksAndPublishes|TestQuerierAndWorkerSettleAPaymentWithNoCallback)$' ./cmd/consumer/
 	go test -race -count=1 -timeout 20m \
 		-run '^(TestReplayThroughTheWorker|TestOrphans|TestReconcile|TestReconcileNamesTheAlteredRow|TestPurgeDeletesOldPublishedSettledEvents)$' ./internal/ops/
 	go test -race -count=1 -timeout 20m \
