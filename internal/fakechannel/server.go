@@ -219,7 +219,10 @@ func newFake(opts Options, handle func(r *http.Request, body []byte, rec *Reques
 			case <-t.C:
 			case <-r.Context().Done():
 				t.Stop()
-				return
+				// The client gave up: abort the connection rather than let
+				// the server finish an empty 200, which a client still
+				// reading would take for an answer.
+				panic(http.ErrAbortHandler)
 			}
 		}
 		for k, vs := range rp.header {

@@ -287,8 +287,8 @@ func TestTimeout(t *testing.T) {
 	c := f.client(t, queryclient.Config{Timeout: time.Second}, nil)
 	tr := sample.NewTrade(alipay.Code, 7)
 	f.alipay.Script(tr, fakechannel.Step{Delay: time.Minute})
-	_, err := c.Query(context.Background(), target(alipay.Code, tr))
-	require.ErrorIs(t, err, queryclient.ErrTransport)
+	resp, err := c.Query(context.Background(), target(alipay.Code, tr))
+	require.ErrorIs(t, err, queryclient.ErrTransport, "answered HTTP %d: %s", resp.StatusCode, resp.Body)
 	require.True(t, queryclient.Timeout(err), "%v", err)
 	require.Len(t, f.alipay.Requests(), 1)
 }
