@@ -3,12 +3,9 @@ package metrics
 import (
 	"context"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/paycallback/paycallback/internal/logging"
 )
 
 // The open registrations' gauges (RegistrationCollector); `consumer
@@ -45,34 +42,19 @@ type RegistrationReader func(ctx context.Context) ([]RegistrationStanding, error
 // Build it with NewRegistrationCollector and register it on the injected
 // registry.
 type RegistrationCollector struct {
-	read     RegistrationReader
-	log      *logging.Suppressor
-	now      func() time.Time
-	interval time.Duration
-	timeout  time.Duration
+	*snapshot[[]RegistrationStanding]
 
 	open, oldest, past *prometheus.Desc
-
-	mu   sync.Mutex
-	ok   bool
-	rows []RegistrationStanding
-	at   time.Time
 }
 
 // NewRegistrationCollector returns a collector reading through read every
 // interval (zero: DefaultRegistrationRefresh; at least a millisecond),
 // logging to logger (slog.Default() when nil).
 func NewRegistrationCollector(read RegistrationReader, logger *slog.Logger, interval time.Duration) *RegistrationCollector {
-	if logger == nil {
-		logger = slog.Default()
-	}
-	if interval <= 0 {
-		interval = DefaultRegistrationRefresh
-	}
 	labels := []string{"channel", "kind"}
 	return &RegistrationCollector{
-		read: read, log: logging.NewSuppressor(logger), now: time.Now,
-		interval: max(interval, time.Millisecond), timeout: DefaultStatementReadTimeout,
+		snapshot: newSnapshot(read, logger, interval, DefaultRegistrationRefresh, time.Millisecond, "registration metrics",
+			"registration metrics: reading the registrations failed; the registration series are left out until a refresh succeeds"),
 		open: prometheus.NewDesc(RegistrationsOpen,
 			"Registrations not yet settled, closed or expired (REGISTERED or ABNORMAL), by channel and kind (PAYMENT, REFUND).", labels, nil),
 		oldest: prometheus.NewDesc(RegistrationOldestOpen,
@@ -84,32 +66,12 @@ func NewRegistrationCollector(read RegistrationReader, logger *slog.Logger, inte
 
 // Run refreshes at once and then every refresh interval until ctx ends;
 // it returns nil then.
-func (c *RegistrationCollector) Run(ctx context.Context) error {
-	return refreshEvery(ctx, c.interval, c.Refresh)
-}
+func (c *RegistrationCollector) Run(ctx context.Context) error { return c.run(ctx) }
 
 // Refresh reads the standings, bounded by the read timeout, and keeps them
 // for the scrapes. A failed read is logged and leaves the series out until
 // a refresh succeeds; a refresh that ctx ended changes nothing.
-func (c *RegistrationCollector) Refresh(ctx context.Context) {
-	rctx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
-	rows, err := c.read(rctx)
-	if err != nil {
-		if ctx.Err() != nil {
-			return
-		}
-		c.log.Log(rctx, slog.LevelWarn, "registration metrics",
-			"registration metrics: reading the registrations failed; the registration series are left out until a refresh succeeds", "err", err)
-		c.mu.Lock()
-		c.ok = false
-		c.mu.Unlock()
-		return
-	}
-	c.mu.Lock()
-	c.ok, c.rows, c.at = true, rows, c.now()
-	c.mu.Unlock()
-}
+func (c *RegistrationCollector) Refresh(ctx context.Context) { c.refresh(ctx) }
 
 // Describe implements prometheus.Collector.
 func (c *RegistrationCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -121,9 +83,7 @@ func (c *RegistrationCollector) Describe(ch chan<- *prometheus.Desc) {
 // Collect implements prometheus.Collector: it serves the last refresh's
 // values and reads nothing.
 func (c *RegistrationCollector) Collect(ch chan<- prometheus.Metric) {
-	c.mu.Lock()
-	ok, rows, at := c.ok, c.rows, c.at
-	c.mu.Unlock()
+	rows, at, ok := c.last()
 	if !ok {
 		return
 	}

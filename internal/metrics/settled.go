@@ -3,12 +3,9 @@ package metrics
 import (
 	"context"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/paycallback/paycallback/internal/logging"
 )
 
 // The settled-event backlog's gauges (SettledCollector); `consumer status`
@@ -37,33 +34,28 @@ type SettledReader func(ctx context.Context) (pending int64, oldest time.Time, e
 // refresh. Build it with NewSettledCollector and register it on the injected
 // registry.
 type SettledCollector struct {
-	read     SettledReader
-	log      *logging.Suppressor
-	now      func() time.Time
-	interval time.Duration
-	timeout  time.Duration
+	*snapshot[settledBacklog]
 
 	pending, oldest *prometheus.Desc
+}
 
-	mu     sync.Mutex
-	ok     bool
-	n      float64
-	oldAge float64
+// settledBacklog is one read of the outbox's backlog.
+type settledBacklog struct {
+	pending int64
+	oldest  time.Time
 }
 
 // NewSettledCollector returns a collector reading through read every
 // interval (zero: DefaultSettledRefreshInterval; at least a millisecond),
 // logging to logger (slog.Default() when nil).
 func NewSettledCollector(read SettledReader, logger *slog.Logger, interval time.Duration) *SettledCollector {
-	if logger == nil {
-		logger = slog.Default()
-	}
-	if interval <= 0 {
-		interval = DefaultSettledRefreshInterval
+	backlog := func(ctx context.Context) (settledBacklog, error) {
+		n, oldest, err := read(ctx)
+		return settledBacklog{pending: n, oldest: oldest}, err
 	}
 	return &SettledCollector{
-		read: read, log: logging.NewSuppressor(logger), now: time.Now,
-		interval: max(interval, time.Millisecond), timeout: DefaultStatementReadTimeout,
+		snapshot: newSnapshot(backlog, logger, interval, DefaultSettledRefreshInterval, time.Millisecond, "settled metrics",
+			"settled metrics: reading the outbox failed; the settled series are left out until a refresh succeeds"),
 		pending: prometheus.NewDesc(SettledPending,
 			"Settled events written to the outbox and not yet published to the settled-event topic.", nil, nil),
 		oldest: prometheus.NewDesc(SettledOldestPending,
@@ -73,35 +65,12 @@ func NewSettledCollector(read SettledReader, logger *slog.Logger, interval time.
 
 // Run refreshes at once and then every refresh interval until ctx ends;
 // it returns nil then.
-func (c *SettledCollector) Run(ctx context.Context) error {
-	return refreshEvery(ctx, c.interval, c.Refresh)
-}
+func (c *SettledCollector) Run(ctx context.Context) error { return c.run(ctx) }
 
 // Refresh reads the backlog, bounded by the read timeout, and keeps it for
 // the scrapes. A failed read is logged and leaves both series out until a
 // refresh succeeds; a refresh that ctx ended changes nothing.
-func (c *SettledCollector) Refresh(ctx context.Context) {
-	rctx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
-	n, oldest, err := c.read(rctx)
-	if err != nil {
-		if ctx.Err() != nil {
-			return
-		}
-		c.log.Log(rctx, slog.LevelWarn, "settled metrics", "settled metrics: reading the outbox failed; the settled series are left out until a refresh succeeds", "err", err)
-		c.mu.Lock()
-		c.ok = false
-		c.mu.Unlock()
-		return
-	}
-	age := 0.0
-	if !oldest.IsZero() {
-		age = max(c.now().Sub(oldest).Seconds(), 0)
-	}
-	c.mu.Lock()
-	c.ok, c.n, c.oldAge = true, float64(n), age
-	c.mu.Unlock()
-}
+func (c *SettledCollector) Refresh(ctx context.Context) { c.refresh(ctx) }
 
 // Describe implements prometheus.Collector.
 func (c *SettledCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -112,12 +81,14 @@ func (c *SettledCollector) Describe(ch chan<- *prometheus.Desc) {
 // Collect implements prometheus.Collector: it serves the last refresh's
 // values and reads nothing.
 func (c *SettledCollector) Collect(ch chan<- prometheus.Metric) {
-	c.mu.Lock()
-	ok, n, age := c.ok, c.n, c.oldAge
-	c.mu.Unlock()
+	b, at, ok := c.last()
 	if !ok {
 		return
 	}
-	ch <- prometheus.MustNewConstMetric(c.pending, prometheus.GaugeValue, n)
+	age := 0.0
+	if !b.oldest.IsZero() {
+		age = max(at.Sub(b.oldest).Seconds(), 0)
+	}
+	ch <- prometheus.MustNewConstMetric(c.pending, prometheus.GaugeValue, float64(b.pending))
 	ch <- prometheus.MustNewConstMetric(c.oldest, prometheus.GaugeValue, age)
 }

@@ -4,12 +4,9 @@ import (
 	"context"
 	"log/slog"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/paycallback/paycallback/internal/logging"
 )
 
 // The category label values of paycb_statement_discrepancies: the
@@ -79,20 +76,15 @@ type StatementReader func(ctx context.Context, now time.Time, days int) ([]State
 // series out of the scrapes until a refresh succeeds; the rest of a scrape is
 // unaffected. Before the first refresh the statement series are absent.
 type StatementCollector struct {
-	read     StatementReader
-	log      *logging.Suppressor
-	now      func() time.Time
-	days     int
-	timeout  time.Duration
-	interval time.Duration
+	// snapshot holds the last successful refresh's series by channel
+	// label.
+	*snapshot[map[string]*channelStanding]
+	read  StatementReader
+	clock func() time.Time
+	days  int
 
 	lastDay, unreconciled, discrepancies *prometheus.Desc
 	errors                               prometheus.Counter
-
-	// mu guards standings, the last successful refresh's series by
-	// channel label (nil before one, or after a failed one).
-	mu        sync.Mutex
-	standings map[string]*channelStanding
 }
 
 // StatementOption changes a StatementCollector's default.
@@ -101,7 +93,7 @@ type StatementOption func(*StatementCollector)
 // WithStatementClock sets the clock that decides the current day
 // (default time.Now).
 func WithStatementClock(now func() time.Time) StatementOption {
-	return func(c *StatementCollector) { c.now = now }
+	return func(c *StatementCollector) { c.clock = now }
 }
 
 // WithStatementRefreshInterval sets how often Run reads the standings
@@ -130,17 +122,10 @@ func WithStatementDays(days int) StatementOption {
 // but not reconciled against the lines held, and the days with no
 // statement at all (StatementStanding.MissingDays).
 func NewStatementCollector(read StatementReader, logger *slog.Logger, opts ...StatementOption) *StatementCollector {
-	if logger == nil {
-		logger = slog.Default()
-	}
 	c := &StatementCollector{
-		read:    read,
-		log:     logging.NewSuppressor(logger),
-		now:     time.Now,
-		days:    DefaultStatementDays,
-		timeout: DefaultStatementReadTimeout,
-
-		interval: DefaultStatementRefreshInterval,
+		read:  read,
+		clock: time.Now,
+		days:  DefaultStatementDays,
 		lastDay: prometheus.NewDesc("paycb_statement_last_reconciled_day_timestamp_seconds",
 			"Start (Unix time) of the Beijing-time day up to which every tenant with a statement of the channel imported in the last days has reconciled: the oldest of their latest reconciled days.",
 			[]string{"channel"}, nil),
@@ -155,6 +140,9 @@ func NewStatementCollector(read StatementReader, logger *slog.Logger, opts ...St
 			Help: "Refreshes of the statement reconciliation metrics that could not read the database (logged at WARN); the statement series are absent until a refresh succeeds.",
 		}),
 	}
+	c.snapshot = newSnapshot(c.standings, logger, DefaultStatementRefreshInterval, DefaultStatementRefreshInterval, time.Second, "statement metrics",
+		"statement metrics: reading the reconciliation results failed; the statement series are left out until a refresh succeeds")
+	c.failed = c.errors.Inc
 	for _, o := range opts {
 		o(c)
 	}
@@ -178,43 +166,19 @@ type channelStanding struct {
 
 // Run refreshes the standings at once and then every refresh interval
 // until ctx ends; it returns nil then.
-func (c *StatementCollector) Run(ctx context.Context) error {
-	return refreshEvery(ctx, c.interval, c.Refresh)
-}
-
-// refreshEvery calls refresh at once and then every interval until ctx
-// ends; it returns nil then. The timer-driven collectors' Run.
-func refreshEvery(ctx context.Context, interval time.Duration, refresh func(context.Context)) error {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		refresh(ctx)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-	}
-}
+func (c *StatementCollector) Run(ctx context.Context) error { return c.run(ctx) }
 
 // Refresh reads the standings, bounded by the read timeout, and keeps them
 // for the scrapes. A failed read is counted and logged, and leaves the
 // statement series out until a refresh succeeds; a refresh that ctx ended
 // changes nothing.
-func (c *StatementCollector) Refresh(ctx context.Context) {
-	rctx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
-	rows, err := c.read(rctx, c.now(), c.days)
+func (c *StatementCollector) Refresh(ctx context.Context) { c.refresh(ctx) }
+
+// standings reads every tenant's standing and aggregates it by channel.
+func (c *StatementCollector) standings(ctx context.Context) (map[string]*channelStanding, error) {
+	rows, err := c.read(ctx, c.clock(), c.days)
 	if err != nil {
-		if ctx.Err() != nil {
-			return // shutting down: not the database's failure
-		}
-		c.errors.Inc()
-		c.log.Log(rctx, slog.LevelWarn, "statement metrics", "statement metrics: reading the reconciliation results failed; the statement series are left out until a refresh succeeds", "err", err)
-		c.mu.Lock()
-		c.standings = nil
-		c.mu.Unlock()
-		return
+		return nil, err
 	}
 	byChannel := map[string]*channelStanding{}
 	for _, r := range rows {
@@ -238,18 +202,14 @@ func (c *StatementCollector) Refresh(ctx context.Context) {
 			}
 		}
 	}
-	c.mu.Lock()
-	c.standings = byChannel
-	c.mu.Unlock()
+	return byChannel, nil
 }
 
 // Collect implements prometheus.Collector: it serves the last refresh's
 // values and reads nothing.
 func (c *StatementCollector) Collect(ch chan<- prometheus.Metric) {
 	c.errors.Collect(ch)
-	c.mu.Lock()
-	byChannel := c.standings
-	c.mu.Unlock()
+	byChannel, _, _ := c.last()
 	for name, s := range byChannel {
 		ch <- prometheus.MustNewConstMetric(c.lastDay, prometheus.GaugeValue, float64(s.lastDay.Unix()), name)
 		ch <- prometheus.MustNewConstMetric(c.unreconciled, prometheus.GaugeValue, float64(s.unreconciled), name)
