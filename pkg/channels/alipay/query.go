@@ -31,7 +31,8 @@ const DefaultGatewayURL = "https://openapi.alipay.com/gateway.do"
 
 // Credentials are one merchant's API credentials, an ALIPAY entry of
 // PAYCB_QUERY_CREDENTIALS_FILE: {tenant_id, channel: ALIPAY, merchant_id,
-// app_id, private_key_file}. Only the querier holds them: the private key
+// app_id, private_key_file}, and in certificate mode also app_cert_file
+// and alipay_root_cert_file. Only the querier holds them: the private key
 // can move money out. String and LogValue never show the key.
 type Credentials struct {
 	// TenantID is the tenant the merchant is bound to.
@@ -47,6 +48,12 @@ type Credentials struct {
 	// PrivateKey is the application private key (RSA, 2048 bits or more)
 	// that signs requests (sign_type RSA2).
 	PrivateKey *rsa.PrivateKey
+	// AppCertSN and RootCertSN are set together, in certificate mode
+	// only: app_cert_sn, the serial of the application certificate whose
+	// key PrivateKey is (CertSN), and alipay_root_cert_sn, that of
+	// Alipay's root certificate file (RootCertSN). Every request then
+	// carries both, signed.
+	AppCertSN, RootCertSN string
 }
 
 // Validate checks that c can sign requests: a positive tenant, a merchant
@@ -67,6 +74,9 @@ func (c Credentials) Validate() error {
 	}
 	if bits := c.PrivateKey.N.BitLen(); bits < minKeyBits {
 		return fmt.Errorf("alipay credentials for app %s: private key has %d bits, RSA2 needs %d or more", channels.Quote(c.AppID), bits, minKeyBits)
+	}
+	if (c.AppCertSN == "") != (c.RootCertSN == "") {
+		return fmt.Errorf("alipay credentials for app %s: certificate mode needs both the application certificate and Alipay's root certificate", channels.Quote(c.AppID))
 	}
 	return nil
 }
@@ -97,8 +107,9 @@ func (c Credentials) LogValue() slog.Value {
 
 // PublicKey is Alipay's public key for one application, an ALIPAY entry of
 // PAYCB_CHANNEL_PUBLIC_KEYS_FILE: {channel: ALIPAY, app_id,
-// public_key_file} (public-key mode; certificate mode is not implemented).
-// Answers to requests sent for AppID are verified with Key.
+// public_key_file}, the file holding Alipay's public key (public-key mode)
+// or Alipay's public-key certificate (certificate mode, whose CertSN is
+// then kept). Answers to requests sent for AppID are verified with Key.
 type PublicKey struct {
 	// AppID is the application whose answers the key verifies.
 	AppID string
@@ -106,6 +117,10 @@ type PublicKey struct {
 	PublicKeyFile string
 	// Key is Alipay's RSA public key (支付宝公钥) for the application.
 	Key *rsa.PublicKey
+	// CertSN is the serial (CertSN) of Alipay's public-key certificate
+	// when the file holds one: an answer naming another alipay_cert_sn
+	// was signed by a certificate not configured, and is refused.
+	CertSN string
 }
 
 // minKeyBits is the smallest RSA key RSA2 is used with.

@@ -57,6 +57,11 @@ func VerifyResponse(method string, body []byte, key PublicKey) error {
 	if key.Key == nil {
 		return channels.Errorf(channels.KindUnauthenticated, "verify alipay %s answer: no public key for app %s", method, channels.Quote(key.AppID))
 	}
+	if key.CertSN != "" && parts.hasCertSN && parts.certSN != key.CertSN {
+		return channels.Errorf(channels.KindUnauthenticated,
+			"verify alipay %s answer for app %s: signed with Alipay's certificate %s, the configured one (%s) is %s: fetch the new certificate (alipay.open.app.alipaycert.download) and configure it",
+			method, channels.Quote(key.AppID), channels.Quote(parts.certSN), key.PublicKeyFile, key.CertSN)
+	}
 	if err := VerifyRSA2(parts.response, parts.sign, key.Key); err != nil {
 		return channels.WrapKind(err, fmt.Sprintf("verify alipay %s answer (%s) for app %s", method, parts.member, channels.Quote(key.AppID)))
 	}

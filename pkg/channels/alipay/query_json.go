@@ -129,6 +129,11 @@ type answerParts struct {
 	// sign is the signature, hasSign whether the answer carries one.
 	sign    string
 	hasSign bool
+	// certSN is alipay_cert_sn, the serial of the certificate whose key
+	// signed the answer (certificate mode only); hasCertSN whether the
+	// answer names one.
+	certSN    string
+	hasCertSN bool
 }
 
 // errorResponse is the member a gateway-level error answers with.
@@ -166,6 +171,11 @@ func splitAnswer(body []byte, method string) (answerParts, error) {
 				return answerParts{}, fmt.Errorf("alipay %s answer: sign is not a string", method)
 			}
 			parts.hasSign = true
+		case "alipay_cert_sn":
+			if err := json.Unmarshal(m.value, &parts.certSN); err != nil {
+				return answerParts{}, fmt.Errorf("alipay %s answer: alipay_cert_sn is not a string", method)
+			}
+			parts.hasCertSN = true
 		}
 	}
 	if parts.member == "" {

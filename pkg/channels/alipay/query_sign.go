@@ -86,6 +86,8 @@ type bizContent struct {
 // the target knows it, by out_trade_no otherwise; a refund query
 // (alipay.trade.fastpay.refund.query) names out_request_no (the target's
 // RefundNo) and the trade the same way, and asks for gmt_refund_pay.
+// In certificate mode (cred.AppCertSN set) the request carries
+// app_cert_sn and alipay_root_cert_sn too, signed with the rest.
 // now is the request's time; nonce is accepted for the query clients'
 // common shape and unused: Alipay's requests carry none. The same
 // arguments always build the same request.
@@ -130,6 +132,10 @@ func BuildQueryRequest(target channels.QueryTarget, cred Credentials, baseURL st
 		"timestamp":   {now.In(shanghai).Format(TimeLayout)},
 		"version":     {"1.0"},
 		"biz_content": {strings.TrimSuffix(bizJSON.String(), "\n")},
+	}
+	if cred.AppCertSN != "" {
+		params.Set("app_cert_sn", cred.AppCertSN)
+		params.Set("alipay_root_cert_sn", cred.RootCertSN)
 	}
 	sig, err := SignRSA2(SignContent(params), cred.PrivateKey)
 	if err != nil {

@@ -1,6 +1,7 @@
 package alipay
 
 import (
+	pempkg "encoding/pem"
 	"errors"
 	"fmt"
 	"net/http"
@@ -64,5 +65,11 @@ func specParsePublicKey(e channels.PublicKeyEntry, pem []byte) (any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("alipay public key of app %s: %w", channels.Quote(e.AppID), err)
 	}
-	return PublicKey{AppID: e.AppID, PublicKeyFile: e.PublicKeyFile, Key: key}, nil
+	pk := PublicKey{AppID: e.AppID, PublicKeyFile: e.PublicKeyFile, Key: key}
+	if block, _ := pempkg.Decode(pem); block != nil && block.Type == "CERTIFICATE" {
+		if pk.CertSN, err = CertSN(pem); err != nil {
+			return nil, fmt.Errorf("alipay public key of app %s: %w", channels.Quote(e.AppID), err)
+		}
+	}
+	return pk, nil
 }
