@@ -2,10 +2,16 @@ package wechat_test
 
 import (
 	"bytes"
+	"crypto"
 	"crypto/rsa"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/base64"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -451,7 +457,9 @@ func TestQueryRequests(t *testing.T) {
 		nonce  string
 		reason string
 	}{
-		{"a sub-merchant (partner mode)", func(t *channels.QueryTarget, _ *wechat.Credentials) { t.MerchantID = "1900000109" }, "", "", "partner mode"},
+		{"a merchant the credentials are not for", func(t *channels.QueryTarget, _ *wechat.Credentials) { t.MerchantID = "1900000109" }, "", "", "not the credentials' merchant"},
+		{"a service provider that is the merchant", func(_ *channels.QueryTarget, c *wechat.Credentials) { c.ServiceProviderID = c.MerchantID }, "", "", "sp_mchid is the merchant itself"},
+		{"a quote in sp_mchid", func(_ *channels.QueryTarget, c *wechat.Credentials) { c.ServiceProviderID = `1"` }, "", "", "quotes"},
 		{"another tenant", func(t *channels.QueryTarget, _ *wechat.Credentials) { t.TenantID = 1002 }, "", "", "tenant"},
 		{"another channel", func(t *channels.QueryTarget, _ *wechat.Credentials) { t.Channel = "ALIPAY" }, "", "", "channel"},
 		{"no kind", func(t *channels.QueryTarget, _ *wechat.Credentials) { t.Kind = "" }, "", "", "kind"},
@@ -487,4 +495,96 @@ func TestQueryRequests(t *testing.T) {
 		_, err := wechat.NewQueryRequest(target, cr, base, at, nonce)
 		require.ErrorContains(t, err, c.reason, c.name)
 	}
+}
+
+// TestPartnerModeRequests: with sp_mchid the service provider's key asks
+// about its sub-merchant: the partner paths with sp_mchid and sub_mchid
+// (sub_mchid alone for a refund), and an Authorization naming the service
+// provider, signed over the path and query as sent; the credentials are
+// read from an entry with sp_mchid, and the entry's merchant is the
+// sub-merchant.
+func TestPartnerModeRequests(t *testing.T) {
+	t.Parallel()
+	key := a3PrivateKey(t)
+	der, err := x509.MarshalPKCS8PrivateKey(key)
+	require.NoError(t, err)
+	creds, err := wechat.Spec().ParseQueryCredentials(channels.QueryCredentialsEntry{
+		TenantID: 1001, Channel: wechat.Code, MerchantID: "1900000109",
+		Fields: map[string]string{"serial_no": a3Serial, "private_key_file": "sp.pem", "sp_mchid": "1230000109"},
+		ReadFile: func(string) ([]byte, error) {
+			return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), nil
+		},
+	})
+	require.NoError(t, err)
+	c := creds.(wechat.Credentials)
+	require.Equal(t, "1230000109", c.ServiceProviderID)
+	require.Equal(t, "1900000109", c.QueryMerchantID(), "the merchant binding names the sub-merchant")
+	at := time.Unix(a3Timestamp, 0)
+	byID := paymentTarget("1900000109", "POS1")
+	byID.TradeNo = "4200000891202103228088184743"
+	for _, tc := range []struct {
+		name   string
+		target channels.QueryTarget
+		path   string
+	}{
+		{"by transaction_id", byID, "/v3/pay/partner/transactions/id/4200000891202103228088184743?sp_mchid=1230000109&sub_mchid=1900000109"},
+		{"by out_trade_no", paymentTarget("1900000109", "POS1"), "/v3/pay/partner/transactions/out-trade-no/POS1?sp_mchid=1230000109&sub_mchid=1900000109"},
+		{"a refund", refundTarget("1900000109", "RF1"), "/v3/refund/domestic/refunds/RF1?sub_mchid=1900000109"},
+	} {
+		req, err := wechat.NewQueryRequest(tc.target, c, wechat.QueryBaseURL, at, a3Nonce)
+		require.NoError(t, err, tc.name)
+		require.Equal(t, wechat.QueryBaseURL+tc.path, req.URL, tc.name)
+		auth := req.Header.Get("Authorization")
+		require.Contains(t, auth, `mchid="1230000109"`, tc.name)
+		sig := between(t, auth, `signature="`, `"`)
+		raw, err := base64.StdEncoding.DecodeString(sig)
+		require.NoError(t, err)
+		digest := sha256.Sum256(wechat.RequestMessage("GET", tc.path, strconv.FormatInt(a3Timestamp, 10), a3Nonce, nil))
+		require.NoError(t, rsa.VerifyPKCS1v15(&key.PublicKey, crypto.SHA256, digest[:], raw), "%s: signed over the partner path", tc.name)
+	}
+	_, err = wechat.NewQueryRequest(paymentTarget("1230000109", "POS1"), c, wechat.QueryBaseURL, at, a3Nonce)
+	require.ErrorContains(t, err, "not the credentials' merchant", "the service provider's own orders need direct-mode credentials")
+}
+
+// between returns the text of s after start up to the next end.
+func between(t *testing.T, s, start, end string) string {
+	t.Helper()
+	_, after, ok := strings.Cut(s, start)
+	require.True(t, ok, "%q in %q", start, s)
+	v, _, ok := strings.Cut(after, end)
+	require.True(t, ok)
+	return v
+}
+
+// TestPartnerModeAnswers: a partner-mode answer (sp_mchid, sub_mchid in
+// place of mchid) verifies with the service provider's platform key as
+// the public-keys file lists it for the sub-merchant, and its event is the
+// partner callback's; an answer about another sub-merchant is refused, and
+// the same answer is unauthenticated where the key is listed only for the
+// service provider (nothing says it answers for the sub-merchant).
+func TestPartnerModeAnswers(t *testing.T) {
+	t.Parallel()
+	const sp, sub = "1900000100", "1900000109"
+	a := newAnswerer(t, sub)
+	tr := sample.NewTrade(wechat.Code, 7)
+	tr.MerchantOrderNo = "POS-PARTNER-7"
+	cb := mustDecode(t, wechat.SamplePayment(tr, sample.Delivery{Partner: true})).Event
+	partner := func(subMchID string) []byte {
+		return editJSON(t, wechat.SamplePaymentAnswer(tr, "SUCCESS"), func(m map[string]any) {
+			appid := m["appid"]
+			delete(m, "mchid")
+			delete(m, "appid")
+			m["sp_mchid"], m["sub_mchid"], m["sp_appid"], m["sub_appid"] = sp, subMchID, appid, appid
+		})
+	}
+	ans := a.mustRead(t, paymentTarget(sub, tr.MerchantOrderNo), partner(sub))
+	require.Equal(t, sub, ans.MerchantID)
+	requireSameEvent(t, cb, ans.Events[0])
+
+	_, err := a.read(t, paymentTarget(sub, tr.MerchantOrderNo), a.signed(t, 200, partner("1900000999")))
+	requireKind(t, err, channels.KindMalformed)
+
+	spOnly := answerer{key: a.key, merchant: sp, keys: []wechat.PublicKey{a3PlatformKey(t, sp)}}
+	_, err = spOnly.read(t, paymentTarget(sub, tr.MerchantOrderNo), spOnly.signed(t, 200, partner(sub)))
+	requireKind(t, err, channels.KindUnauthenticated)
 }

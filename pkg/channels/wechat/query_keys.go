@@ -21,12 +21,20 @@ const MinKeyBits = 2048
 // Credentials are a merchant's WeChat Pay API credentials, as a
 // PAYCB_QUERY_CREDENTIALS_FILE entry `{tenant_id, channel: WECHAT,
 // merchant_id, serial_no, private_key_file}` names them once the file is
-// read. They can request refunds: only the querier holds them.
+// read, with `sp_mchid` added in partner mode (服务商模式), where the
+// service provider's API key asks about a sub-merchant's orders. They can
+// request refunds: only the querier holds them.
 type Credentials struct {
 	// TenantID is the tenant the merchant is bound to.
 	TenantID int64
-	// MerchantID is the mchid requests are sent for (direct mode).
+	// MerchantID is the merchant the requests ask about, as the merchant
+	// binding names it: the mchid in direct mode, the sub_mchid in partner
+	// mode.
 	MerchantID string
+	// ServiceProviderID is the service provider's mchid (sp_mchid) in
+	// partner mode, empty in direct mode. Its API key signs the requests:
+	// SerialNo and PrivateKey are then the service provider's.
+	ServiceProviderID string
 	// SerialNo is the serial number of the merchant API certificate whose
 	// private key PrivateKey is (Authorization serial_no).
 	SerialNo string
@@ -46,7 +54,11 @@ func (c Credentials) String() string {
 	if c.PrivateKey != nil {
 		key = "******"
 	}
-	return fmt.Sprintf("wechat credentials tenant %d merchant %s serial %s key %s", c.TenantID, c.MerchantID, c.SerialNo, key)
+	sp := ""
+	if c.ServiceProviderID != "" {
+		sp = " service provider " + c.ServiceProviderID
+	}
+	return fmt.Sprintf("wechat credentials tenant %d merchant %s%s serial %s key %s", c.TenantID, c.MerchantID, sp, c.SerialNo, key)
 }
 
 // GoString is String: %#v never prints the key either.
@@ -90,10 +102,21 @@ func (c Credentials) checkIDs() error {
 		return errors.New("wechat credentials: merchant_id is missing")
 	case c.SerialNo == "":
 		return fmt.Errorf("wechat credentials of merchant %s: serial_no is missing", c.MerchantID)
-	case !headerSafe(c.MerchantID) || !headerSafe(c.SerialNo):
-		return errors.New("wechat credentials: merchant_id and serial_no must be printable ASCII without quotes or backslashes")
+	case !headerSafe(c.MerchantID) || !headerSafe(c.SerialNo) || !headerSafe(c.ServiceProviderID):
+		return errors.New("wechat credentials: merchant_id, sp_mchid and serial_no must be printable ASCII without quotes or backslashes")
+	case c.ServiceProviderID == c.MerchantID:
+		return fmt.Errorf("wechat credentials of merchant %s: sp_mchid is the merchant itself; leave it out for direct mode", c.MerchantID)
 	}
 	return nil
+}
+
+// signer is the mchid the requests are signed for: the service provider's
+// in partner mode, the merchant's own in direct mode.
+func (c Credentials) signer() string {
+	if c.ServiceProviderID != "" {
+		return c.ServiceProviderID
+	}
+	return c.MerchantID
 }
 
 // headerSafe reports whether s can be written inside a quoted

@@ -56,11 +56,17 @@ const maxNonceLen = 64
 // asks by RefundNo: GET /v3/refund/domestic/refunds/{out_refund_no}. Path
 // segments are escaped, and the URL signed is the one sent.
 //
-// Only direct mode is built: the target's MerchantID must be the
-// credentials' (a sub-merchant would need the service provider's
-// sp_mchid, which the credentials do not carry). It fails, naming what is
-// wrong, on another channel, tenant or merchant, a missing or malformed
-// number, a bad base URL or nonce, or unusable credentials.
+// In partner mode (creds.ServiceProviderID set) the service provider asks
+// about its sub-merchant: GET
+// /v3/pay/partner/transactions/id/{transaction_id}?sp_mchid=&sub_mchid=
+// or …/out-trade-no/{out_trade_no}?sp_mchid=&sub_mchid=, and
+// /v3/refund/domestic/refunds/{out_refund_no}?sub_mchid=; the
+// Authorization header names the service provider.
+//
+// The target's MerchantID must be the credentials' (the mchid, or the
+// sub_mchid in partner mode). It fails, naming what is wrong, on another
+// channel, tenant or merchant, a missing or malformed number, a bad base
+// URL or nonce, or unusable credentials.
 func NewQueryRequest(target channels.QueryTarget, creds Credentials, baseURL string, now time.Time, nonce string) (channels.QueryRequest, error) {
 	if err := creds.check(); err != nil {
 		return channels.QueryRequest{}, err
@@ -93,27 +99,36 @@ func queryPath(target channels.QueryTarget, creds Credentials) (string, error) {
 		return "", fmt.Errorf("wechat query: target of tenant %d, credentials of tenant %d", target.TenantID, creds.TenantID)
 	}
 	if target.MerchantID != creds.MerchantID {
-		return "", fmt.Errorf("wechat query: target merchant %s is not the credentials' merchant %s (partner mode is not supported)",
+		return "", fmt.Errorf("wechat query: target merchant %s is not the credentials' merchant %s",
 			channels.Quote(target.MerchantID), channels.Quote(creds.MerchantID))
 	}
+	partner := creds.ServiceProviderID != ""
 	switch target.Kind {
 	case channels.QueryPayment:
-		q := "?" + url.Values{"mchid": {creds.MerchantID}}.Encode()
+		prefix, q := "/v3/pay/transactions/", "?"+url.Values{"mchid": {creds.MerchantID}}.Encode()
+		if partner {
+			prefix = "/v3/pay/partner/transactions/"
+			q = "?" + url.Values{"sp_mchid": {creds.ServiceProviderID}, "sub_mchid": {creds.MerchantID}}.Encode()
+		}
 		if target.TradeNo != "" {
 			if err := channels.CheckID("wechat transaction_id", target.TradeNo); err != nil {
 				return "", fmt.Errorf("wechat query: %w", err)
 			}
-			return "/v3/pay/transactions/id/" + url.PathEscape(target.TradeNo) + q, nil
+			return prefix + "id/" + url.PathEscape(target.TradeNo) + q, nil
 		}
 		if err := channels.CheckID("wechat out_trade_no", target.MerchantOrderNo); err != nil {
 			return "", fmt.Errorf("wechat query: %w", err)
 		}
-		return "/v3/pay/transactions/out-trade-no/" + url.PathEscape(target.MerchantOrderNo) + q, nil
+		return prefix + "out-trade-no/" + url.PathEscape(target.MerchantOrderNo) + q, nil
 	case channels.QueryRefund:
 		if err := channels.CheckID("wechat out_refund_no", target.RefundNo); err != nil {
 			return "", fmt.Errorf("wechat query: %w", err)
 		}
-		return "/v3/refund/domestic/refunds/" + url.PathEscape(target.RefundNo), nil
+		path := "/v3/refund/domestic/refunds/" + url.PathEscape(target.RefundNo)
+		if partner {
+			path += "?" + url.Values{"sub_mchid": {creds.MerchantID}}.Encode()
+		}
+		return path, nil
 	}
 	return "", fmt.Errorf("wechat query: kind %s", channels.Quote(string(target.Kind)))
 }
@@ -149,7 +164,7 @@ func Authorization(creds Credentials, method, pathAndQuery string, body []byte, 
 		return "", err
 	}
 	return fmt.Sprintf(`%s mchid="%s",nonce_str="%s",signature="%s",timestamp="%s",serial_no="%s"`,
-		AuthScheme, creds.MerchantID, nonce, sig, ts, creds.SerialNo), nil
+		AuthScheme, creds.signer(), nonce, sig, ts, creds.SerialNo), nil
 }
 
 // RequestMessage is the message a request signature covers:

@@ -35,16 +35,26 @@ func Spec() channels.Spec {
 }
 
 // parseQueryCredentials reads a WECHAT entry of
-// PAYCB_QUERY_CREDENTIALS_FILE: serial_no and private_key_file.
+// PAYCB_QUERY_CREDENTIALS_FILE: serial_no and private_key_file, and in
+// partner mode sp_mchid (merchant_id is then the sub-merchant, serial_no
+// and private_key_file the service provider's).
 func parseQueryCredentials(e channels.QueryCredentialsEntry) (channels.QueryCredentials, error) {
-	if err := e.CheckFields([]string{"serial_no", "private_key_file"}); err != nil {
+	if err := e.CheckFields([]string{"serial_no", "private_key_file"}, "sp_mchid"); err != nil {
 		return nil, err
 	}
 	pem, err := e.File("private_key_file")
 	if err != nil {
 		return nil, err
 	}
-	return NewCredentials(e.TenantID, e.MerchantID, e.Fields["serial_no"], pem)
+	c, err := NewCredentials(e.TenantID, e.MerchantID, e.Fields["serial_no"], pem)
+	if err != nil {
+		return nil, err
+	}
+	c.ServiceProviderID = e.Fields["sp_mchid"]
+	if err := c.checkIDs(); err != nil {
+		return nil, err
+	}
+	return c, nil
 }
 
 // buildQuery is NewQueryRequest for credentials parseQueryCredentials
