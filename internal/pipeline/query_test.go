@@ -248,6 +248,33 @@ func TestQueryAnswerProvingTwoEvents(t *testing.T) {
 	}
 }
 
+// TestTwoEventAnswerWithOneConflict: a Shouqianba answer proving the
+// payment and a refund whose key a callback already claimed with other
+// contents (another cumulative amount): the payment settles through the
+// answer, the refund's conflict dead-letters the message once, the
+// message is done, and the refund posted by the callback stays as it was.
+func TestTwoEventAnswerWithOneConflict(t *testing.T) {
+	e := newQueryEnv(t)
+	tr := channelstest.NewTrade(channels.SQB, 833)
+	a, pay, _ := sqbRefunded(t, e, tr, channelstest.Refund{No: "RF833", Cumulative: 700}, channelstest.BaseTime.Add(3*time.Hour))
+	earlier := sqb.SampleRefund(tr, channelstest.Refund{No: "RF833", Cumulative: 500}, channelstest.Delivery{SQB: channelstest.SQBRequestNo})
+	e.handleAll(t, true, callback(earlier, 1))
+	payEv, refundEv := e.decode(t, pay), e.decode(t, earlier)
+	require.Equal(t, 2, e.postings(t, tr.TenantID, refundEv.Key), "the refund callback posted")
+
+	msgs := []kafka.Message{e.answer(t, a, 5, true)}
+	states := make([]MessageState, 1)
+	require.NoError(t, e.p.Handle(context.Background(), msgs, states))
+	require.True(t, states[0].Done(), "a conflict is a durable outcome")
+	assert.Equal(t, []deadLetterAt{{5, channels.KindConflict}}, e.dl.letters())
+	assert.Equal(t, "SETTLED", string(e.claim(t, payEv).Status))
+	assert.Equal(t, 2, e.postings(t, tr.TenantID, payEv.Key), "the payment posted once")
+	assert.Equal(t, 2, e.postings(t, tr.TenantID, refundEv.Key), "the refund posted once, by its callback")
+	o, err := settlement.GetOrder(context.Background(), e.db, tr.TenantID, channels.SQB, tr.TradeNo)
+	require.NoError(t, err)
+	assert.Equal(t, int64(500), o.RefundedAmount, "the callback's amount stands")
+}
+
 // failingSettler fails every settlement that includes key while armed,
 // and settles as Settler otherwise.
 type failingSettler struct {

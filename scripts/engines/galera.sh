@@ -254,7 +254,7 @@ suite() {
 	# property with merging on; the settled events of every pipeline path
 	# (their source) and at its fault points; query answers
 	# claimed beside their callbacks (both orders, two events, a race).
-	gotest 'TestMergedRoundSettlesManyPartitionsInOneTransaction|TestMergedRoundLooksUpEveryKeyWhenOneBatchDoes|TestPoisonedEventInAMergedRoundHoldsOnlyItsPartition|TestCrashInAMergedRoundLeavesOrphansTheSweeperSettlesOnce|TestOffsetsNeverPassAnUnsettledMessage|TestQueryAnswerAndCallbackSettleOnce|TestUnauthenticatedAnswersClaimNothing|TestQueryAnswerProvingTwoEvents|TestTwoEventAnswerIsDoneOnlyWhenBothAre|TestAnswerAndCallbackRace|TestAlipayRefundAnswers|TestSettledEventsNameTheirSource|TestSettledEventsAtTheFaultPoints' '' ./internal/pipeline/ ./internal/consumer/
+	gotest 'TestMergedRoundSettlesManyPartitionsInOneTransaction|TestMergedRoundLooksUpEveryKeyWhenOneBatchDoes|TestPoisonedEventInAMergedRoundHoldsOnlyItsPartition|TestCrashInAMergedRoundLeavesOrphansTheSweeperSettlesOnce|TestOffsetsNeverPassAnUnsettledMessage|TestQueryAnswerAndCallbackSettleOnce|TestUnauthenticatedAnswersClaimNothing|TestQueryAnswerProvingTwoEvents|TestTwoEventAnswerIsDoneOnlyWhenBothAre|TestTwoEventAnswerWithOneConflict|TestAnswerAndCallbackRace|TestAlipayRefundAnswers|TestSettledEventsNameTheirSource|TestSettledEventsAtTheFaultPoints' '' ./internal/pipeline/ ./internal/consumer/
 	# The queriers' shared per-merchant budget, its takers spread over the
 	# nodes (certification fails a losing spend with 1213: run again).
 	gotest 'TestTakeSpendsTheBurstThenWaits|TestThrottledBacksOffEveryQuerier|TestQueriersTogetherNeverExceedTheBudget' '' ./internal/querybudget/
