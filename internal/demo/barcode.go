@@ -55,7 +55,7 @@ const barcodeTenant = 1001
 // the production schedule's minutes (docs/querier.md), so that the demo
 // settles its barcode payments within seconds.
 const (
-	barcodeFirstWait = time.Second
+	barcodeFirstWait = 500 * time.Millisecond
 	queryInterval    = 200 * time.Millisecond
 	// barcodeDeadline bounds the wait for every barcode payment to settle;
 	// one that has not by then is reported in Summary.Problems.
@@ -67,7 +67,7 @@ const (
 func barcodePolicy() queryplan.Policy {
 	p := queryplan.DefaultPolicy()
 	p.FirstWait = barcodeFirstWait
-	p.PaymentOffsets = []time.Duration{2 * time.Second, 3 * time.Second, 5 * time.Second, 10 * time.Second}
+	p.PaymentOffsets = []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second}
 	p.PaymentRepeat = 5 * time.Second
 	p.RetryMin, p.RetryMax = 200*time.Millisecond, 2*time.Second
 	return p
