@@ -62,6 +62,7 @@ VALUES (1001, 'WECHAT:T1:PAYMENT_RECEIVED', 'PAYMENT_RECEIVED', 'ACQUIRED', REPE
 		{"run without a DSN", noEnv, []string{"run"}, 2, "PAYCB_DB_DSN"},
 		{"batch-max out of bounds", lookup, []string{"run", "--batch-max=-1"}, 2, "batch_max"},
 		{"batch-max out of bounds in demo", noEnv, []string{"demo", "--batch-max=-1"}, 2, "batch_max"},
+		{"a negative barcode count in demo", noEnv, []string{"demo", "--barcode=-1"}, 2, "--barcode -1 is negative"},
 		{"replay without a target", lookup, []string{"replay"}, 2, "exactly one of"},
 		{"replay with two targets", lookup, []string{"replay", "--to-earliest", "--to-offset", "0:0"}, 2, "exactly one of"},
 		{"replay with a malformed offset", lookup, []string{"replay", "--to-offset", "zero"}, 2, "partition:offset"},

@@ -22,6 +22,9 @@ func TestDemoRunsAndItsInvariantsHold(t *testing.T) {
 	assert.Contains(t, out.String(), "invariants: all hold")
 	assert.Contains(t, out.String(), "dead letters by kind: conflict=1 malformed=1")
 	assert.Contains(t, out.String(), "demo: done")
+	// 60 trades: two barcode payments without a callback, both recovered
+	// by the in-process querier.
+	assert.Contains(t, out.String(), "recovered by query: 2 of 2 barcode payments registered without a callback (")
 	// The last progress line says everything was committed, however short
 	// the run (60 trades take less than the progress interval).
 	progress := regexp.MustCompile(`demo: +(\d+) of (\d+) messages committed\n`).FindAllStringSubmatch(out.String(), -1)

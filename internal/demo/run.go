@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"sort"
@@ -19,11 +20,13 @@ import (
 	"github.com/paycallback/paycallback/config"
 	"github.com/paycallback/paycallback/internal/app"
 	"github.com/paycallback/paycallback/internal/deadletters"
+	"github.com/paycallback/paycallback/internal/fakechannel"
 	"github.com/paycallback/paycallback/internal/kafkaops"
 	"github.com/paycallback/paycallback/internal/kafkaops/inprocess"
 	"github.com/paycallback/paycallback/internal/metrics"
 	"github.com/paycallback/paycallback/internal/sqldb"
 	"github.com/paycallback/paycallback/pkg/channels/sample"
+	"github.com/paycallback/paycallback/pkg/idempotent"
 	"github.com/paycallback/paycallback/pkg/settlement"
 	"github.com/paycallback/paycallback/schema"
 )
@@ -32,6 +35,10 @@ import (
 type Options struct {
 	Seed   uint64
 	Trades int
+	// Barcode is how many WeChat barcode payments (付款码, MICROPAY) are
+	// registered and never called back, for the querier to recover;
+	// default Trades/25, at least 1.
+	Barcode int
 	// DBPath is the SQLite file; default a file in a temporary directory
 	// that is removed afterwards.
 	DBPath string
@@ -56,6 +63,7 @@ type Summary struct {
 	DeadLetters map[string]int // dead letters by x-error-kind
 	Ledger      settlement.LedgerTotals
 	Reconcile   settlement.ReconcileReport // consumer reconcile's checks on the demo's database
+	Barcode     BarcodeReport              // the barcode payments the querier recovered
 	Elapsed     time.Duration
 	Problems    []string
 }
@@ -83,8 +91,36 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 	if o.AdminAddr == "" {
 		o.AdminAddr = "127.0.0.1:0"
 	}
+	if o.Barcode <= 0 {
+		o.Barcode = max(o.Trades/25, 1)
+	}
 	start := time.Now()
 	stream := Generate(StreamOptions{Seed: o.Seed, Trades: o.Trades, ReceivedAt: start})
+	barcode := generateBarcode(o.Seed, stream.Trades, o.Barcode)
+	registrations, err := barcode.registrations(start)
+	if err != nil {
+		return Summary{}, err
+	}
+
+	// The fake WeChat the querier asks about the barcode payments, and the
+	// files of the demo's deployment.
+	wx, err := fakechannel.NewWeChat(fakechannel.Options{})
+	if err != nil {
+		return Summary{}, fmt.Errorf("fake WeChat: %w", err)
+	}
+	defer wx.Close()
+	for i, t := range barcode.trades {
+		wx.Script(t, barcode.steps[i]...)
+	}
+	filesDir, err := os.MkdirTemp("", "paycb-demo-files-")
+	if err != nil {
+		return Summary{}, fmt.Errorf("demo files directory: %w", err)
+	}
+	defer os.RemoveAll(filesDir)
+	files, err := writeFiles(filesDir, wx.Keys())
+	if err != nil {
+		return Summary{}, err
+	}
 
 	cluster, brokers, err := inprocess.Start(map[string]int32{topic: 12, topic + ".dlq": 1, topic + ".settled": 1})
 	if err != nil {
@@ -110,13 +146,19 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 		return Summary{}, err
 	}
 
-	msgs := make([]kafkaops.Message, len(stream.Messages))
-	for i, m := range stream.Messages {
-		msgs[i] = kafkaops.Message{Key: m.Key, Value: m.Value}
+	// The barcode payments are registered first, as the till's service
+	// does before it asks WeChat; no callback follows them.
+	msgs := make([]kafkaops.Message, 0, len(registrations)+len(stream.Messages))
+	msgs = append(msgs, registrations...)
+	for _, m := range stream.Messages {
+		msgs = append(msgs, kafkaops.Message{Key: m.Key, Value: m.Value})
 	}
 	fmt.Fprintf(o.Out, "demo: %d trades, %d messages (%d distinct money events, retries, concurrent duplicates,\n"+
 		"      refunds before payments, %d conflicting and %d malformed) on 12 partitions\n",
-		stream.Trades, len(msgs), stream.Events, stream.Conflicts, stream.Malformed)
+		stream.Trades, len(stream.Messages), stream.Events, stream.Conflicts, stream.Malformed)
+	fmt.Fprintf(o.Out, "demo: %d WeChat barcode payments (付款码, MICROPAY) registered and never called back;\n"+
+		"      an in-process querier asks a fake WeChat after %s (%d not paid yet at first)\n",
+		len(barcode.trades), barcodeFirstWait, barcode.pending)
 	if err := kafkaops.Produce(ctx, brokers, topic, msgs); err != nil {
 		return Summary{}, err
 	}
@@ -129,6 +171,11 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 	cfg.Kafka.HeartbeatInterval = 500 * time.Millisecond
 	cfg.Admin.Addr = o.AdminAddr
 	cfg.WeChat.APIv3Key = config.Secret(sample.APIv3Key) // the demo's fake key
+	// The worker authenticates the querier's answers twice: the statement
+	// key signs the message, the fake WeChat's platform key the answer.
+	// The querier's credentials are not the worker's to read.
+	cfg.Statement.KeyFile = files.statementKeys
+	cfg.Worker.ChannelPublicKeysFile = files.channelKeys
 	cfg.Worker.SweepInterval = time.Second
 	cfg.Finalize()
 	if err := cfg.Validate(app.FileChecks()); err != nil {
@@ -143,6 +190,11 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 	if a := m.Admin(); a != nil && a.Addr() != nil {
 		fmt.Fprintf(o.Out, "demo: metrics on http://%s/metrics\n", a.Addr())
 	}
+	q, err := startQuerier(ctx, querierConfig(files, wx.URL()), dbPath, wx.Certificate(), brokers, o.Logger)
+	if err != nil {
+		return Summary{}, err
+	}
+	defer func() { _ = q.stop() }() // on the early returns; stopped below before the summary
 
 	waitCtx, cancelWait := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancelWait()
@@ -165,13 +217,47 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 		// the last line says where it ended.
 		progress(int64(len(msgs)))
 	}
+
+	// The barcode payments settle once the querier's answers are
+	// consumed; then the querier stops, and what it published last is
+	// consumed too.
+	svc, err := settlement.New(db, idempotent.NewStore(db), nil, nil)
+	if err != nil {
+		return Summary{}, err
+	}
+	barcodeCtx, cancelBarcode := context.WithTimeout(ctx, barcodeDeadline)
+	err = waitBarcodeSettled(barcodeCtx, svc, barcode)
+	cancelBarcode()
+	if err != nil && ctx.Err() != nil {
+		return Summary{}, err
+	}
+	settledErr := err
+	if err := q.stop(); err != nil {
+		return Summary{}, err
+	}
+	published := int(q.published.Load())
+	if err := kafkaops.WaitConsumed(waitCtx, brokers, group, topic, 100*time.Millisecond, func([]kafkaops.PartitionProgress) {}); err != nil {
+		return Summary{}, err
+	}
+	if settledErr != nil {
+		fmt.Fprintf(o.Out, "demo: %v (waited %s)\n", settledErr, barcodeDeadline) // the checks say which
+	} else {
+		fmt.Fprintf(o.Out, "demo: %d barcode payments settled from %d query answers the querier published\n", len(barcode.trades), published)
+	}
 	elapsed := time.Since(start)
 
-	sum, err := summarise(ctx, db, reg, brokers, stream)
+	sum, err := summarise(ctx, db, reg, brokers, stream, barcode, len(registrations)+published)
 	if err != nil {
 		return Summary{}, err
 	}
 	sum.Elapsed = elapsed
+	sum.Barcode.Published = published
+	for _, r := range wx.Requests() {
+		sum.Barcode.Queries++
+		if r.Step.Answer == fakechannel.Pending {
+			sum.Barcode.NotYet++
+		}
+	}
 	printSummary(o.Out, sum)
 
 	if o.Keep {
@@ -184,9 +270,12 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 	return sum, nil
 }
 
-func summarise(ctx context.Context, db *bun.DB, reg prometheus.Gatherer, brokers []string, stream Stream) (Summary, error) {
+// summarise reads what the run left and checks the invariants: the
+// stream's, and the barcode payments' (extra is the messages besides the
+// stream's: their registrations and the querier's answers).
+func summarise(ctx context.Context, db *bun.DB, reg prometheus.Gatherer, brokers []string, stream Stream, barcode barcodePayments, extra int) (Summary, error) {
 	s := Summary{
-		Messages: len(stream.Messages), Events: stream.Events,
+		Messages: len(stream.Messages) + extra, Events: stream.Events + len(barcode.trades),
 		Outcomes: map[string]int{}, Claims: map[string]int{}, Orders: map[string]int{}, DeadLetters: map[string]int{},
 	}
 	mfs, err := reg.Gather()
@@ -238,25 +327,32 @@ func summarise(ctx context.Context, db *bun.DB, reg prometheus.Gatherer, brokers
 			s.Problems = append(s.Problems, fmt.Sprintf("%d claims left ACQUIRED", n))
 		}
 	}
-	if claims != stream.Events {
-		s.Problems = append(s.Problems, fmt.Sprintf("%d claims for %d distinct events", claims, stream.Events))
+	if claims != s.Events {
+		s.Problems = append(s.Problems, fmt.Sprintf("%d claims for %d distinct events", claims, s.Events))
 	}
 	counted := 0
 	for _, n := range s.Outcomes {
 		counted += n
 	}
-	if counted != len(stream.Messages) {
-		s.Problems = append(s.Problems, fmt.Sprintf("%d messages counted in paycb_events_total, %d consumed", counted, len(stream.Messages)))
+	if counted != s.Messages {
+		s.Problems = append(s.Problems, fmt.Sprintf("%d messages counted in paycb_events_total, %d consumed", counted, s.Messages))
 	}
 	if s.DeadLetters["conflict"] < stream.Conflicts || s.DeadLetters["malformed"] < stream.Malformed {
 		s.Problems = append(s.Problems, fmt.Sprintf("dead letters %v, want %d conflict and %d malformed", s.DeadLetters, stream.Conflicts, stream.Malformed))
 	}
-	for tenant, paid := range stream.Paid {
+	paidBy := maps.Clone(stream.Paid)
+	paidBy[barcodeTenant] += barcode.total()
+	for tenant, paid := range paidBy {
 		want := paid - stream.Refunded[tenant]
 		if got := s.Ledger.Tenants[tenant].MerchantPayableNet; got != want {
 			s.Problems = append(s.Problems, fmt.Sprintf("tenant %d: merchant_payable net credit %d fen, channels reported %d", tenant, got, want))
 		}
 	}
+	var problems []string
+	if s.Barcode, problems, err = checkBarcode(ctx, db, barcode); err != nil {
+		return s, err
+	}
+	s.Problems = append(s.Problems, problems...)
 	return s, nil
 }
 
@@ -291,6 +387,8 @@ func printSummary(w io.Writer, s Summary) {
 	printMap(w, "claims by status/outcome", s.Claims)
 	printMap(w, "orders by status", s.Orders)
 	printMap(w, "dead letters by kind", s.DeadLetters)
+	fmt.Fprintf(w, "recovered by query: %d of %d barcode payments registered without a callback (%d queries, %d answered not yet paid)\n",
+		s.Barcode.Recovered, s.Barcode.Registered, s.Barcode.Queries, s.Barcode.NotYet)
 	fmt.Fprintf(w, "ledger: %d rows, debits %s, credits %s\n", s.Ledger.Entries, yuan(s.Ledger.Debits), yuan(s.Ledger.Credits))
 	fmt.Fprintf(w, "reconcile: %d checks, %d discrepancies\n", len(s.Reconcile.Checks), len(s.Reconcile.Discrepancies))
 	tenants := make([]int64, 0, len(s.Ledger.Tenants))

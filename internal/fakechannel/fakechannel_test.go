@@ -3,6 +3,7 @@ package fakechannel_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -428,4 +429,37 @@ func TestAlipayUnknownApp(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, channels.QueryRefused, ans.Outcome)
 	require.False(t, a.Requests()[0].SignatureOK)
+}
+
+// TestWeChatTradeType: a step's TradeType is the trade_type of a paid
+// WeChat answer (a barcode payment's MICROPAY), which still reads back as
+// settled; an unpaid answer names no trade_type, and without TradeType a
+// paid one says the sample's JSAPI.
+func TestWeChatTradeType(t *testing.T) {
+	s := fakechannel.MustWeChat(t, fakechannel.Options{})
+	tr := sample.NewTrade(wechat.Code, 1)
+	s.Script(tr,
+		fakechannel.Step{Answer: fakechannel.Pending, TradeType: "MICROPAY"},
+		fakechannel.Step{TradeType: "MICROPAY"},
+		fakechannel.Step{})
+	target := fakes[0].target(tr, channels.QueryPayment, "")
+	target.TradeNo = ""
+	tradeType := func() any {
+		t.Helper()
+		req, err := fakes[0].build(s.Keys(), target, s.URL(), true)
+		require.NoError(t, err)
+		resp, err := send(context.Background(), s.Client(), req)
+		require.NoError(t, err)
+		ans, err := fakes[0].read(s.Keys(), target, resp)
+		require.NoError(t, err)
+		var body map[string]any
+		require.NoError(t, json.Unmarshal(resp.Body, &body))
+		if ans.Outcome != channels.QuerySettled {
+			return ans.Outcome
+		}
+		return body["trade_type"]
+	}
+	require.Equal(t, channels.QueryPending, tradeType(), "not paid: no trade type to set")
+	require.Equal(t, "MICROPAY", tradeType())
+	require.Equal(t, "JSAPI", tradeType())
 }

@@ -75,6 +75,11 @@ type Step struct {
 	Stale bool
 	// Unsigned leaves the signature out (WeChat, Alipay).
 	Unsigned bool
+	// TradeType, when set, is the trade_type a paid WeChat payment answer
+	// names instead of the sample's JSAPI: MICROPAY for a barcode payment
+	// (付款码), which WeChat never notifies. WeChat only; the readers do
+	// not judge it.
+	TradeType string
 }
 
 // Steps is n copies of s, for scripts: Steps(3, Step{Answer: Pending}).

@@ -1,10 +1,12 @@
 package fakechannel
 
 import (
+	"bytes"
 	"crypto"
 	"crypto/rsa"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -81,7 +83,28 @@ func (w *WeChat) handle(r *http.Request, body []byte, rec *Request) reply {
 	if !ok {
 		return w.errorReply(Step{}, http.StatusNotFound, wechat.OrderNotExist, "订单不存在")
 	}
-	return w.answer(st, false, func(state string) []byte { return wechat.SamplePaymentAnswer(t, state) })
+	return w.answer(st, false, func(state string) []byte {
+		return withTradeType(wechat.SamplePaymentAnswer(t, state), st.TradeType)
+	})
+}
+
+// withTradeType sets a payment answer's trade_type to tradeType when both
+// are there (only a paid answer names one).
+func withTradeType(answer []byte, tradeType string) []byte {
+	if tradeType == "" {
+		return answer
+	}
+	var a map[string]any
+	dec := json.NewDecoder(bytes.NewReader(answer))
+	dec.UseNumber()
+	if err := dec.Decode(&a); err != nil {
+		panic(fmt.Sprintf("fakechannel: sample answer does not decode: %v", err))
+	}
+	if _, ok := a["trade_type"]; !ok {
+		return answer
+	}
+	a["trade_type"] = tradeType
+	return sample.MustJSON(a)
 }
 
 func (w *WeChat) refund(no string, rec *Request) reply {
