@@ -16,6 +16,15 @@
 // bench/results/backlog.txt unless --out says otherwise (see
 // bench.RunBacklog).
 //
+// With --query it measures only the active query: payments registered
+// through the input topic at --query-rate a second (1,000) for
+// --query-duration with no callback, a querier process (consumer query run,
+// first wait --query-first-wait) asking a fake WeChat in the harness, and
+// the batched worker settling the answers; it reports registered→settled
+// p50/p99 against the first wait plus a second, queries per second, and the
+// querier's CPU and statements per query, in bench/results/query.txt
+// unless --out says otherwise (see bench.RunQuery).
+//
 // --consumer-env KEY=VALUE (repeatable) gives every consumer process a
 // setting beyond the harness's, e.g. GOMAXPROCS=1 or PAYCB_MERGE_WAIT=5ms,
 // to measure a tuning; the table's facts name them.

@@ -62,6 +62,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, lookup fu
 		o.ConsumerEnv = append(o.ConsumerEnv, v)
 		return nil
 	})
+	query := fs.Bool("query", false, "measure only the active query's row: payments registered with no callback, "+
+		"asked by a querier process of a fake WeChat and settled by the worker (bench/results/query.txt by default)")
+	var qo bench.QueryOptions
+	fs.Float64Var(&qo.Rate, "query-rate", bench.DefaultQueryRate, "with --query: registrations published per second")
+	fs.DurationVar(&qo.Duration, "query-duration", bench.DefaultQueryDuration, "with --query: how long registrations are published")
+	fs.DurationVar(&qo.FirstWait, "query-first-wait", bench.DefaultQueryFirstWait, "with --query: the querier's PAYCB_QUERY_FIRST_WAIT")
+	fs.IntVar(&qo.Tenants, "query-tenants", bench.DefaultQueryTenants,
+		"with --query: tenants the registrations are spread over, each a query budget of its own (5/s, bursts of 10)")
+	fs.DurationVar(&qo.Interval, "query-interval", bench.DefaultQueryInterval, "with --query: the querier's --interval")
+	fs.IntVar(&qo.Batch, "query-batch", bench.DefaultQueryBatch, "with --query: the querier's --batch")
+	fs.IntVar(&qo.Parallel, "query-parallel", bench.DefaultQueryParallel, "with --query: the querier's --parallel")
 	verbose := fs.Bool("v", false, "log progress")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -74,8 +85,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, lookup fu
 	}
 	outSet := false
 	fs.Visit(func(f *flag.Flag) { outSet = outSet || f.Name == "out" })
-	if *backlog > 0 && !outSet {
+	if *backlog > 0 && *query {
+		return errors.New("--backlog and --query each measure one thing alone: give one of them")
+	}
+	switch {
+	case outSet:
+	case *backlog > 0:
 		*out = "bench/results/backlog.txt"
+	case *query:
+		*out = "bench/results/query.txt"
 	}
 	o.Seed = *seed
 	o.ServerDSN = bench.DefaultServerDSN
@@ -95,13 +113,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, lookup fu
 		res      report
 		problems int
 	)
-	if *backlog > 0 {
+	switch {
+	case *backlog > 0:
 		r, err := bench.RunBacklog(ctx, o, *backlog)
 		if err != nil {
 			return err
 		}
 		res, problems = r, len(r.Problems)
-	} else {
+	case *query:
+		r, err := bench.RunQuery(ctx, o, qo)
+		if err != nil {
+			return err
+		}
+		res, problems = r, len(r.Problems)
+	default:
 		r, err := bench.Run(ctx, o)
 		if err != nil {
 			return err
@@ -133,8 +158,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, lookup fu
 	return nil
 }
 
-// report is what either measurement returns: bench.Result or
-// bench.BacklogResult.
+// report is what any measurement returns: bench.Result,
+// bench.BacklogResult or bench.QueryResult.
 type report interface {
 	WriteTable(io.Writer) error
 	WriteBenchfmt(io.Writer) error

@@ -217,3 +217,57 @@ func TestBacklogTiny(t *testing.T) {
 		`([\d.]+ db-us/event )?[\d.]+ stmts/event [\d.]+ peak-RSS-MiB [\d.]+ broker-peak-RSS-MiB\n$`, lines.String())
 	t.Log("\n" + table.String() + "\n" + lines.String())
 }
+
+// TestQueryTiny runs the querier's row at a tiny size: real builds, a
+// kfake broker process, MariaDB, a worker and a querier process, the fake
+// WeChat. It checks that every registration was asked once, published and
+// settled, that each figure is there, and that the table and the benchmark
+// line carry them, not how fast anything was.
+func TestQueryTiny(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds binaries and runs subprocesses")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	res, err := bench.RunQuery(ctx, bench.Options{
+		ServerDSN: sqldbtest.ServerDSN(),
+		BinDir:    t.TempDir(),
+		Logger:    slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	}, bench.QueryOptions{Rate: 40, Duration: time.Second, FirstWait: time.Second, Tenants: 8})
+	require.NoError(t, err)
+	assert.Empty(t, res.Problems, "sanity checks")
+
+	assert.Equal(t, 40, res.Registrations)
+	assert.Equal(t, res.Registrations, res.Settled, "every registration settled by its answer")
+	assert.Equal(t, res.Registrations, res.Published, "one answer published per registration")
+	assert.GreaterOrEqual(t, res.Queries, res.Registrations, "asked at least once each")
+	assert.Positive(t, res.QueryRate, "queries/s")
+	// Nothing is asked before the first wait: settlement comes after it.
+	assert.Greater(t, res.P50, res.Options.FirstWait, "p50 registered->settled")
+	assert.GreaterOrEqual(t, res.P99, res.P50, "p99")
+	assert.GreaterOrEqual(t, res.Asked50, res.Options.FirstWait, "p50 registered->asked")
+	assert.Positive(t, res.AskedToSettled50, "p50 asked->settled")
+	assert.Positive(t, res.QuerierCPU, "querier CPU")
+	assert.Positive(t, res.WorkerCPU, "worker CPU")
+	assert.Positive(t, res.QuerierStatements, "the querier's statements, counted on its connections")
+	assert.Positive(t, res.SignCost, "RSA-2048 request signature")
+	assert.Positive(t, res.VerifyCost, "answer verification")
+	if res.Statements >= 0 {
+		assert.GreaterOrEqual(t, res.Statements, res.QuerierStatements, "the server's statements include the querier's")
+	}
+
+	var table, lines bytes.Buffer
+	require.NoError(t, res.WriteTable(&table))
+	require.NoError(t, res.WriteBenchfmt(&lines))
+	assert.Contains(t, table.String(), "querier: first wait 1s, 8 tenants")
+	// At 40 registrations/s the goal (set at 1,000/s) is never met.
+	assert.Regexp(t, `  p99 registered->settled by query +[\d.]+ms +goal <= first wait \+ 1s = 2000.0ms at 1000/s NOT met\n`, table.String())
+	assert.Contains(t, table.String(), "(the goal is set at 1000 registrations/s; this row published 40/s)")
+	assert.Contains(t, table.String(), "  querier CPU per query ")
+	assert.Contains(t, table.String(), "  querier statements per query ")
+	assert.Contains(t, table.String(), "sanity (reconcile, claims, totals per tenant): ok")
+	assert.Regexp(t, `^BenchmarkE2E/query \d+ [\d.]+ ns/op \d+ regs/s \d+ queries/s [\d.]+ p50-ms [\d.]+ p99-ms [\d.]+ querier-us/query `+
+		`[\d.]+ querier-stmts/query [\d.]+ worker-us/query [\d.]+ harness-us/query ([\d.]+ db-us/query )?[\d.]+ sign-us [\d.]+ verify-us\n$`,
+		lines.String())
+	t.Log("\n" + table.String() + "\n" + lines.String())
+}

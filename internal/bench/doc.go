@@ -17,6 +17,14 @@
 // events apart, and says what each distinct event cost in CPU, of the
 // worker and of the database server process, and in statements.
 //
+// RunQuery measures the active query alone: payments registered through
+// the input topic at a paced rate with no callback, a querier process
+// (consumer query run, first wait shortened) asking a fake WeChat in the
+// harness (internal/fakechannel), and the worker settling the answers;
+// registered→settled latency against the first wait plus a second, and
+// the querier's CPU and statements per query, its statements counted on
+// its own connections (a relay that reads the MySQL protocol).
+//
 // Figures on a shared machine are noisy: compare rows of one run (the
 // ratios) rather than absolute numbers across runs. The database's CPU and
 // statements are the whole server's: other clients of it count too.

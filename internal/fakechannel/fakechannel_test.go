@@ -463,3 +463,44 @@ func TestWeChatTradeType(t *testing.T) {
 	require.Equal(t, "MICROPAY", tradeType())
 	require.Equal(t, "JSAPI", tradeType())
 }
+
+// TestWeChatMoreMerchants: a fake WeChat given more merchants accepts
+// requests of each, answers naming the merchant asked (which the reader
+// holds to the merchant of its key), and still refuses a merchant it was
+// not given.
+func TestWeChatMoreMerchants(t *testing.T) {
+	const other, unknown = "1900000001", "1900000002"
+	s := fakechannel.MustWeChat(t, fakechannel.Options{WeChatMerchants: []string{other}})
+	k := s.Keys()
+	tr := sample.NewTrade(wechat.Code, 3)
+	s.Script(tr)
+	askAs := func(mchid string) (channels.QueryAnswer, error) {
+		t.Helper()
+		target := channels.QueryTarget{
+			TenantID: tenant, Channel: wechat.Code, Kind: channels.QueryPayment, MerchantID: mchid,
+			MerchantOrderNo: tr.MerchantOrderNo,
+		}
+		creds := wechat.Credentials{TenantID: tenant, MerchantID: mchid, SerialNo: fakechannel.WeChatSerialNo, PrivateKey: k.Merchant}
+		req, err := wechat.NewQueryRequest(target, creds, s.URL(), time.Now(), "n0nce")
+		require.NoError(t, err)
+		resp, err := send(context.Background(), s.Client(), req)
+		require.NoError(t, err)
+		keys := []wechat.PublicKey{{MerchantID: mchid, KeyID: fakechannel.WeChatPlatformKeyID, Key: &k.Platform.PublicKey}}
+		return wechat.ReadAnswer(target, resp, keys, time.Now())
+	}
+	for _, mchid := range []string{fakechannel.WeChatMerchantID, other} {
+		ans, err := askAs(mchid)
+		require.NoError(t, err, mchid)
+		require.Equal(t, channels.QuerySettled, ans.Outcome, "%s: %s", mchid, ans.Detail)
+	}
+	ans, err := askAs(unknown)
+	require.NoError(t, err)
+	require.Equal(t, channels.QueryRefused, ans.Outcome, ans.Detail)
+	reqs := s.Requests()
+	require.Len(t, reqs, 3)
+	require.True(t, reqs[0].SignatureOK)
+	require.True(t, reqs[1].SignatureOK)
+	require.Equal(t, other, reqs[1].Merchant)
+	require.False(t, reqs[2].SignatureOK)
+	require.Contains(t, reqs[2].SignatureError, "unknown mchid")
+}

@@ -129,6 +129,12 @@ type Options struct {
 	// Now is the fake's clock: request timestamps are checked against it,
 	// answers signed and requests recorded at it (time.Now when nil).
 	Now func() time.Time
+	// WeChatMerchants are mchids the fake WeChat accepts besides
+	// WeChatMerchantID, with the same keys and serial; an answer names
+	// the merchant asked. A merchant belongs to one tenant, and the query
+	// budget is a merchant's: the benchmark spreads its queries over
+	// many.
+	WeChatMerchants []string
 }
 
 // TB is the part of testing.TB the Must constructors use; *testing.T

@@ -33,11 +33,18 @@ const staleBy = 10 * time.Minute
 // WeChatSerialNo and a timestamp within RequestWindow, else it is answered
 // 401 SIGN_ERROR. Answers, error answers too, are signed with
 // Keys.Platform under WeChatPlatformKeyID.
-type WeChat struct{ *fake }
+type WeChat struct {
+	*fake
+	// merchants are the mchids accepted besides WeChatMerchantID.
+	merchants map[string]bool
+}
 
 // NewWeChat starts a fake WeChat Pay; Close stops it.
 func NewWeChat(opts Options) (*WeChat, error) {
-	w := &WeChat{}
+	w := &WeChat{merchants: map[string]bool{}}
+	for _, m := range opts.WeChatMerchants {
+		w.merchants[m] = true
+	}
 	f, err := newFake(opts, w.handle)
 	if err != nil {
 		return nil, err
@@ -84,7 +91,7 @@ func (w *WeChat) handle(r *http.Request, body []byte, rec *Request) reply {
 		return w.errorReply(Step{}, http.StatusNotFound, wechat.OrderNotExist, "订单不存在")
 	}
 	return w.answer(st, false, func(state string) []byte {
-		return withTradeType(wechat.SamplePaymentAnswer(t, state), st.TradeType)
+		return asMerchant(withTradeType(wechat.SamplePaymentAnswer(t, state), st.TradeType), rec.Merchant)
 	})
 }
 
@@ -105,6 +112,15 @@ func withTradeType(answer []byte, tradeType string) []byte {
 	}
 	a["trade_type"] = tradeType
 	return sample.MustJSON(a)
+}
+
+// asMerchant is a sample answer body naming merchant instead of
+// WeChatMerchantID.
+func asMerchant(body []byte, merchant string) []byte {
+	if merchant == WeChatMerchantID {
+		return body
+	}
+	return bytes.Replace(body, []byte(`"mchid":"`+WeChatMerchantID+`"`), []byte(`"mchid":"`+merchant+`"`), 1)
 }
 
 func (w *WeChat) refund(no string, rec *Request) reply {
@@ -208,7 +224,7 @@ func (w *WeChat) checkAuthorization(r *http.Request, body []byte, rec *Request) 
 			return fmt.Errorf("no %s", k)
 		}
 	}
-	if params["mchid"] != WeChatMerchantID {
+	if params["mchid"] != WeChatMerchantID && !w.merchants[params["mchid"]] {
 		return fmt.Errorf("unknown mchid %s", params["mchid"])
 	}
 	if params["serial_no"] != WeChatSerialNo {
