@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -38,6 +39,8 @@ type Store struct {
 	db       *bun.DB
 	policy   queryplan.Policy
 	backstop Backstop
+	// turn alternates which kind takes the larger half of a lease.
+	turn atomic.Uint64
 }
 
 // New returns a Store on db. policy gives the first wait of a registration
@@ -65,10 +68,14 @@ var (
 // Lease returns up to limit open registrations (REGISTERED or ABNORMAL,
 // not stopped) due at now — their next ask at or before now, or, never
 // asked, their first wait (queryplan.Policy.First) over — whose lease is
-// free or ran out, leased to owner until now+lease. Payments come first,
-// then refunds, oldest due first. A refund is leased only when its trade's
-// order names the merchant its payment was bound for: the query is sent
-// for that merchant, and without one it could not be.
+// free or ran out, leased to owner until now+lease, oldest due first
+// within each kind. Payments and refunds share the limit: each kind may
+// take half of it (the larger half going to payments and refunds by
+// turns), and what one leaves the other takes, so that a backlog of
+// payments never starves the refunds nor the other way round. A refund is
+// leased only when its trade's order names the merchant its payment was
+// bound for: the query is sent for that merchant, and without one it
+// could not be.
 func (s *Store) Lease(ctx context.Context, owner string, now time.Time, lease time.Duration, limit int) ([]querier.Item, error) {
 	if limit < 1 {
 		return nil, nil
@@ -83,12 +90,22 @@ func (s *Store) Lease(ctx context.Context, owner string, now time.Time, lease ti
 	if err != nil {
 		return nil, err
 	}
+	order := []table{payments, refunds}
+	if s.turn.Add(1)%2 == 0 {
+		order = []table{refunds, payments}
+	}
+	// The first kind its half, the second the rest, then the first kind
+	// what the second left.
 	var out []querier.Item
-	for _, t := range []table{payments, refunds} {
-		if len(out) >= limit {
+	for i, t := range []table{order[0], order[1], order[0]} {
+		want := limit - len(out)
+		if i == 0 {
+			want = (limit + 1) / 2
+		}
+		if want <= 0 {
 			break
 		}
-		items, err := s.lease(ctx, t, owner, token, now, lease, limit-len(out))
+		items, err := s.lease(ctx, t, owner, token, now, lease, want)
 		if err != nil {
 			return out, err
 		}

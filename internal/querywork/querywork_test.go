@@ -325,3 +325,52 @@ func TestTwoStoresNeverLeaseOneRegistrationTwice(t *testing.T) {
 	}
 	assert.Greater(t, len(owners), 1, "the leases were contended")
 }
+
+// TestPaymentsDoNotStarveRefunds: with more payments due than a lease
+// takes, every lease still hands out the refunds due, and a lease of one
+// alternates between the kinds; what one kind leaves, the other takes.
+func TestPaymentsDoNotStarveRefunds(t *testing.T) {
+	sqldbtest.Dialects(t, func(t *testing.T, db *bun.DB) { //nolint:thelper // a test body run once per dialect
+		ctx := context.Background()
+		e := newEnv(t, db)
+		store := querywork.New(db, policy(), e.svc)
+		for i := range 3 {
+			tr := channelstest.NewTrade(channels.WeChat, 100+i)
+			e.settle(t, tr)
+			_, err := e.svc.RegisterRefund(ctx, settlement.RefundRequest{
+				TenantID: tr.TenantID, Channel: tr.Channel, TradeNo: tr.TradeNo, RefundNo: "R-" + tr.TradeNo, Amount: 1,
+			})
+			require.NoError(t, err)
+			_, err = db.NewUpdate().Table("ss_channel_order").Set("bound_merchant_id = ?", "1230000109").
+				Where("channel_trade_no = ?", tr.TradeNo).Exec(ctx)
+			require.NoError(t, err)
+		}
+		for i := range 20 {
+			e.register(t, channelstest.NewTrade(channels.WeChat, 200+i))
+		}
+		at := time.Now().UTC().Add(2 * time.Minute) // refunds are recorded on the service's clock
+		kinds := func(items []querier.Item) map[channels.QueryKind]int {
+			n := map[channels.QueryKind]int{}
+			for _, it := range items {
+				n[it.Target.Kind]++
+			}
+			return n
+		}
+		// A lease of one goes to each kind by turns.
+		one, err := store.Lease(ctx, "a", at, time.Minute, 1)
+		require.NoError(t, err)
+		two, err := store.Lease(ctx, "a", at, time.Minute, 1)
+		require.NoError(t, err)
+		require.Len(t, one, 1)
+		require.Len(t, two, 1)
+		assert.NotEqual(t, one[0].Target.Kind, two[0].Target.Kind, "one lease of one each")
+		// Four: two refunds (of the two left) and two payments.
+		four, err := store.Lease(ctx, "a", at, time.Minute, 4)
+		require.NoError(t, err)
+		assert.Equal(t, map[channels.QueryKind]int{channels.QueryPayment: 2, channels.QueryRefund: 2}, kinds(four))
+		// Ten: no refund left, so payments take the whole lease.
+		ten, err := store.Lease(ctx, "a", at, time.Minute, 10)
+		require.NoError(t, err)
+		assert.Equal(t, map[channels.QueryKind]int{channels.QueryPayment: 10}, kinds(ten))
+	})
+}

@@ -247,7 +247,7 @@ suite() {
 	# The querier's work: leases by conditional UPDATE and token (lock
 	# wait in pessimistic mode, write conflict at COMMIT in optimistic
 	# mode), never one registration to two queriers.
-	go test -race -count=1 -timeout 10m -run '^(TestLeaseFollowsTheFirstWaitAndRecordMovesOn|TestASettledRegistrationIsNeverLeased|TestRefundsAreLeasedForTheirTradesMerchant|TestTwoStoresNeverLeaseOneRegistrationTwice)$' ./internal/querywork/
+	go test -race -count=1 -timeout 10m -run '^(TestLeaseFollowsTheFirstWaitAndRecordMovesOn|TestASettledRegistrationIsNeverLeased|TestRefundsAreLeasedForTheirTradesMerchant|TestPaymentsDoNotStarveRefunds|TestTwoStoresNeverLeaseOneRegistrationTwice)$' ./internal/querywork/
 	# consumer query run against the fake WeChat, and with the worker: a
 	# payment that never called back settled through the query once.
 	go test -race -count=1 -timeout 10m -run '^(TestQueryRunAsksAndPublishes|TestQuerierAndWorkerSettleAPaymentWithNoCallback)$' ./cmd/consumer/
