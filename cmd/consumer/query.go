@@ -189,11 +189,17 @@ func runQuerier(ctx context.Context, env *environment, s querierSettings) error 
 	if err != nil {
 		return fmt.Errorf("settlement backstop: %w", err)
 	}
+	// One writer for the querier's life: its answers share connections
+	// and batches.
+	producer := kafkaops.NewProducer(k.Brokers, k.Topic, kafkaops.WithConn(k.Conn))
+	defer func() {
+		if err := producer.Close(); err != nil {
+			log.Warn("query run: closing the answers' writer", "err", err)
+		}
+	}()
 	pub := querier.TopicPublisher{
-		Produce: func(ctx context.Context, msgs []kafkaops.Message) error {
-			return kafkaops.Produce(ctx, k.Brokers, k.Topic, msgs, kafkaops.WithConn(k.Conn))
-		},
-		Keys: stmtKeys.Current,
+		Produce: producer.Produce,
+		Keys:    stmtKeys.Current,
 		Headers: func(ch channels.Channel) []string {
 			if spec, ok := channels.Lookup(ch); ok {
 				return spec.QueryAnswerHeaders

@@ -49,7 +49,27 @@ type Message struct {
 // default partitioner), unkeyed ones spread round-robin. It returns once all
 // in-sync replicas acknowledged every message.
 func Produce(ctx context.Context, brokers []string, topic string, msgs []Message, opts ...Option) error {
-	w := &kafka.Writer{
+	p := NewProducer(brokers, topic, opts...)
+	err := p.Produce(ctx, msgs)
+	if cerr := p.Close(); err == nil && cerr != nil {
+		return fmt.Errorf("produce to %s: close the writer: %w", topic, cerr)
+	}
+	return err
+}
+
+// Producer is Produce's writer kept open, for a process that publishes
+// message after message (the querier's answers): its connections and the
+// topic's metadata are reused, and the messages of concurrent callers are
+// sent in shared batches. It is safe for concurrent use; Close it when
+// done.
+type Producer struct {
+	topic string
+	w     *kafka.Writer
+}
+
+// NewProducer returns a Producer writing to topic as Produce does.
+func NewProducer(brokers []string, topic string, opts ...Option) *Producer {
+	return &Producer{topic: topic, w: &kafka.Writer{
 		Addr:         kafka.TCP(brokers...),
 		Transport:    apply(opts).conn.Transport(),
 		Topic:        topic,
@@ -57,8 +77,12 @@ func Produce(ctx context.Context, brokers []string, topic string, msgs []Message
 		RequiredAcks: kafka.RequireAll,
 		BatchSize:    1000,
 		BatchTimeout: 5 * time.Millisecond,
-	}
-	defer w.Close()
+	}}
+}
+
+// Produce writes msgs in order, as the package's Produce does, and returns
+// once all in-sync replicas acknowledged every one.
+func (p *Producer) Produce(ctx context.Context, msgs []Message) error {
 	const chunk = 1000
 	for len(msgs) > 0 {
 		n := min(chunk, len(msgs))
@@ -66,13 +90,16 @@ func Produce(ctx context.Context, brokers []string, topic string, msgs []Message
 		for i, m := range msgs[:n] {
 			out[i] = kafka.Message{Key: m.Key, Value: m.Value, Headers: m.Headers}
 		}
-		if err := w.WriteMessages(ctx, out...); err != nil {
-			return fmt.Errorf("produce to %s: %w", topic, err)
+		if err := p.w.WriteMessages(ctx, out...); err != nil {
+			return fmt.Errorf("produce to %s: %w", p.topic, err)
 		}
 		msgs = msgs[n:]
 	}
 	return nil
 }
+
+// Close flushes and closes the writer.
+func (p *Producer) Close() error { return p.w.Close() }
 
 // PartitionOf is the partition Produce sends key to on a topic of
 // partitions partitions (kafka-go's murmur2 hash, as the Java client's
