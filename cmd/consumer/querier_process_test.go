@@ -43,9 +43,9 @@ const (
 )
 
 // querierWorld is the built consumer binary, an in-process broker, a
-// migrated database of the test's own and the fake WeChat, with
-// registered payments no callback settles: each is asked about by the
-// queriers, answered not paid twice and then paid.
+// migrated database of the test's own and the fake WeChat, and the
+// registered payments no callback settles (register): each is asked about
+// by the queriers, answered not paid twice and then paid.
 type querierWorld struct {
 	t      *testing.T
 	bin    string
@@ -58,7 +58,7 @@ type querierWorld struct {
 	children []*child // every child started, killed and stopped ones too
 }
 
-func newQuerierWorld(t *testing.T, registrations int) *querierWorld {
+func newQuerierWorld(t *testing.T) *querierWorld {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -84,13 +84,20 @@ func newQuerierWorld(t *testing.T, registrations int) *querierWorld {
 	for k, v := range vars {
 		env = append(env, k+"="+v)
 	}
-	w := &querierWorld{t: t, bin: bin, env: env, db: db, wx: wx}
+	return &querierWorld{t: t, bin: bin, env: env, db: db, wx: wx}
+}
 
-	svc, err := settlement.New(db, idempotent.NewStore(db), nil, nil)
+// register registers n payments, each scripted on the fake to answer not
+// paid twice and then paid; they are due their first wait (1 s) later.
+func (w *querierWorld) register(n int) {
+	t := w.t
+	t.Helper()
+	ctx := context.Background()
+	svc, err := settlement.New(w.db, idempotent.NewStore(w.db), nil, nil)
 	require.NoError(t, err)
-	for i := range registrations {
+	for i := range n {
 		tr := channelstest.NewTrade(channels.WeChat, 100+i)
-		wx.Script(tr, fakechannel.Step{Answer: fakechannel.Pending, Delay: procAnswerDelay},
+		w.wx.Script(tr, fakechannel.Step{Answer: fakechannel.Pending, Delay: procAnswerDelay},
 			fakechannel.Step{Answer: fakechannel.Pending, Delay: procAnswerDelay}, fakechannel.Step{Delay: procAnswerDelay})
 		_, err := svc.RegisterPayment(ctx, settlement.PaymentRequest{
 			TenantID: tr.TenantID, Channel: tr.Channel, MerchantID: fakechannel.WeChatMerchantID, MerchantOrderNo: tr.MerchantOrderNo,
@@ -99,7 +106,20 @@ func newQuerierWorld(t *testing.T, registrations int) *querierWorld {
 		require.NoError(t, err)
 		w.trades = append(w.trades, tr)
 	}
-	return w
+}
+
+// started waits until each querier has logged that it started: its
+// rounds run.
+func (w *querierWorld) started(queriers ...*child) {
+	w.t.Helper()
+	w.waitFor(time.Minute, "the queriers started", func() bool {
+		for _, q := range queriers {
+			if !strings.Contains(q.logs.String(), `"msg":"querier started"`) {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 // child is one consumer process of the test's.
@@ -160,12 +180,25 @@ func (w *querierWorld) start(name string, extraEnv []string, args ...string) *ch
 	return c
 }
 
-// querier starts a `consumer query run`, asking every 100 ms at most 5
-// registrations a round, 4 at once, logging each token of the budget it
-// takes (debug).
+// querier starts a `consumer query run`, asking at most 5 registrations
+// a round, 4 at once, logging each token of the budget it takes (debug).
+// The queriers' rounds come at different intervals (100 ms, 70 ms, …):
+// at one interval, the querier whose rounds happened to come just after
+// each refill of the budget would take nearly every token for the whole
+// run, and the other would hardly ask.
 func (w *querierWorld) querier(name string) *child {
 	w.t.Helper()
-	return w.start(name, []string{"PAYCB_ADMIN_ADDR=127.0.0.1:0", "PAYCB_LOG_LEVEL=debug"}, "query", "run", "--interval", "100ms", "--batch", "5", "--parallel", "4", "--lease", procLease.String())
+	w.mu.Lock()
+	n := 0
+	for _, c := range w.children {
+		if len(c.cmd.Args) > 1 && c.cmd.Args[1] == "query" {
+			n++
+		}
+	}
+	w.mu.Unlock()
+	interval := []time.Duration{100 * time.Millisecond, 70 * time.Millisecond, 130 * time.Millisecond}[n%3]
+	return w.start(name, []string{"PAYCB_ADMIN_ADDR=127.0.0.1:0", "PAYCB_LOG_LEVEL=debug"},
+		"query", "run", "--interval", interval.String(), "--batch", "5", "--parallel", "4", "--lease", procLease.String())
 }
 
 // worker starts a `consumer run`.
@@ -533,10 +566,12 @@ func (w *querierWorld) checkRequests() budgetReport {
 // another ask about it is unanswered, and every payment is posted once
 // from the answers and its registration SUCCEEDED.
 func TestTwoQuerierProcessesShareOneMerchantsBudget(t *testing.T) {
-	w := newQuerierWorld(t, procRegistrations)
+	w := newQuerierWorld(t)
 	worker := w.worker("worker")
 	stopTime := w.timePasses()
 	a, b := w.querier("querier A"), w.querier("querier B")
+	w.started(a, b)
+	w.register(procRegistrations)
 	w.waitFor(90*time.Second, "every registration SUCCEEDED", func() bool {
 		return w.statuses()["SUCCEEDED"] == len(w.trades)
 	})
@@ -577,11 +612,13 @@ type heldLease struct {
 // registration is left leased (a settled one may keep the dead querier's
 // expired stamp: it is never leased again).
 func TestQuerierAndWorkerKilledMidRunLoseNothing(t *testing.T) {
-	w := newQuerierWorld(t, procRegistrations)
+	w := newQuerierWorld(t)
 	ctx := context.Background()
 	worker := w.worker("worker")
 	stopTime := w.timePasses()
 	a, b := w.querier("querier A"), w.querier("querier B")
+	w.started(a, b)
+	w.register(procRegistrations)
 
 	// Kill A once it has asked about some registrations and holds leases.
 	// Its rounds hold leases only part of the time: a kill that finds it
@@ -592,7 +629,7 @@ func TestQuerierAndWorkerKilledMidRunLoseNothing(t *testing.T) {
 		killed  *child
 		killAt  time.Time
 	)
-	w.waitFor(time.Minute, "the queriers asked about a quarter of the registrations", func() bool {
+	w.waitFor(time.Minute, "the queriers sent a quarter of the requests the registrations need", func() bool {
 		return len(w.wx.Requests()) >= len(w.trades)*3/4
 	})
 	for attempt := 0; len(orphans) == 0; attempt++ {
@@ -615,7 +652,10 @@ func TestQuerierAndWorkerKilledMidRunLoseNothing(t *testing.T) {
 		asked[r.Asked] = true
 	}
 	require.Less(t, w.statuses()["SUCCEEDED"], len(w.trades), "querier A killed mid-run: not everything settled yet")
-	t.Logf("querier A killed holding %d leases, %d of %d orders asked about by then", len(orphans), len(asked), len(w.trades))
+	tokensOfA := strings.Count(killed.logs.String(), `"msg":"query token taken"`)
+	require.Positive(t, tokensOfA, "querier A asked before it was killed")
+	t.Logf("querier A killed holding %d leases, after %d asks of its own; %d of %d orders asked about by then",
+		len(orphans), tokensOfA, len(asked), len(w.trades))
 
 	// Kill the worker once it has settled some but not all.
 	w.waitFor(2*time.Minute, "the worker settled a quarter of the registrations", func() bool {
