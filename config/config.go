@@ -81,6 +81,14 @@ type Query struct {
 	// the querier first asks (queryplan.Policy.FirstWait). Env
 	// PAYCB_QUERY_FIRST_WAIT. Default 60s.
 	FirstWait time.Duration `yaml:"first_wait"`
+	// Rate is the queries a second each merchant may be sent, by all the
+	// queriers of a deployment together (queryplan.Budget.PerSecond). Env
+	// PAYCB_QUERY_RATE. Default 5. Every querier sharing a database must
+	// have the same Rate and Burst: they draw from one bucket row.
+	Rate int `yaml:"rate"`
+	// Burst is the most queries a merchant is sent at once after a quiet
+	// period (queryplan.Budget.Burst). Env PAYCB_QUERY_BURST. Default 10.
+	Burst int `yaml:"burst"`
 }
 
 // BaseURLs are the channels' API base URLs by channel code.

@@ -218,6 +218,14 @@ var settings = []setting{
 		path: "query.first_wait", env: "PAYCB_QUERY_FIRST_WAIT", usage: "how long a registration waits for its callback before the first query (WeChat's guidance: about a minute)",
 		def: "60s", min: "1s", max: "24h", field: func(c *Config) any { return &c.Query.FirstWait },
 	},
+	{
+		path: "query.rate", env: "PAYCB_QUERY_RATE", usage: "queries a second each merchant may be sent, by all the queriers together (the same on every querier of a database)",
+		def: "5", min: "1", max: "1000", field: func(c *Config) any { return &c.Query.Rate },
+	},
+	{
+		path: "query.burst", env: "PAYCB_QUERY_BURST", usage: "most queries a merchant is sent at once after a quiet period (the same on every querier of a database)",
+		def: "10", min: "1", max: "1000", field: func(c *Config) any { return &c.Query.Burst },
+	},
 
 	{
 		path: "log.level", env: "PAYCB_LOG_LEVEL", flag: "log-level", usage: "debug, info, warn or error",

@@ -379,7 +379,7 @@ func TestQuerySettings(t *testing.T) {
 	c, err := Load(nil, envMap(nil))
 	require.NoError(t, err)
 	assert.Equal(t, Query{
-		WeChatURL: "https://api.mch.weixin.qq.com", AlipayURL: "https://openapi.alipay.com/gateway.do", SQBURL: "https://api.shouqianba.com", FirstWait: time.Minute,
+		WeChatURL: "https://api.mch.weixin.qq.com", AlipayURL: "https://openapi.alipay.com/gateway.do", SQBURL: "https://api.shouqianba.com", FirstWait: time.Minute, Rate: 5, Burst: 10,
 	}, c.Query)
 	require.NoError(t, c.Validate(FileChecks{}))
 

@@ -179,9 +179,11 @@ func runQuerier(ctx context.Context, env *environment, s querierSettings) error 
 	if err != nil {
 		return fmt.Errorf("register query metrics: %w", err)
 	}
-	budget, err := querybudget.New(db, queryplan.DefaultBudget())
+	budgetCfg := queryplan.DefaultBudget()
+	budgetCfg.PerSecond, budgetCfg.Burst = float64(cfg.Query.Rate), cfg.Query.Burst
+	budget, err := querybudget.New(db, budgetCfg)
 	if err != nil {
-		return fmt.Errorf("query budget: %w", err)
+		return usagef("query run: query.rate and query.burst (PAYCB_QUERY_RATE, PAYCB_QUERY_BURST): %w", err)
 	}
 	// The backstop only: no settlement metrics are registered here, they
 	// are the worker's.
@@ -247,7 +249,7 @@ func runQuerier(ctx context.Context, env *environment, s querierSettings) error 
 	}
 
 	log.Info("querier started", "owner", owner, "interval", s.interval, "batch", s.batch, "parallel", s.parallel,
-		"lease", s.lease, "first_wait", policy.FirstWait, "credentials", creds.Current().Len())
+		"lease", s.lease, "first_wait", policy.FirstWait, "rate", budgetCfg.PerSecond, "burst", budgetCfg.Burst, "credentials", creds.Current().Len())
 	runErr := queryRounds(ctx, q, s.interval, log)
 	stopWatch()
 	if err := <-served; err != nil {

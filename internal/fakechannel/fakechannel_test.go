@@ -365,6 +365,49 @@ func TestDelayOutlastsClient(t *testing.T) {
 	}
 }
 
+// TestConcurrentAsksSeen: a request asking about an order while another
+// request about it is still unanswered is recorded with InFlight 1; one
+// asked after the answer, or about another order, with 0.
+func TestConcurrentAsksSeen(t *testing.T) {
+	for _, cf := range fakes {
+		t.Run(string(cf.name), func(t *testing.T) {
+			s := cf.start(t)
+			tr, other := sample.NewTrade(cf.name, 1), sample.NewTrade(cf.name, 2)
+			s.Script(tr, fakechannel.Step{}, fakechannel.Step{Delay: time.Minute}, fakechannel.Step{})
+			s.Script(other)
+			req, err := cf.build(s.Keys(), cf.target(tr, channels.QueryPayment, ""), base(s), true)
+			require.NoError(t, err)
+			_, err = send(context.Background(), s.Client(), req)
+			require.NoError(t, err, "asked once, answered")
+
+			ctx, cancel := context.WithCancel(context.Background())
+			held := make(chan error, 1)
+			go func() {
+				_, err := send(ctx, s.Client(), req)
+				held <- err
+			}()
+			require.Eventually(t, func() bool { return len(s.Requests()) == 2 }, 10*time.Second, 5*time.Millisecond,
+				"the second ask received, its answer held back")
+			_, err = send(context.Background(), s.Client(), req)
+			require.NoError(t, err, "asked a third time while the second is unanswered")
+			otherReq, err := cf.build(s.Keys(), cf.target(other, channels.QueryPayment, ""), base(s), true)
+			require.NoError(t, err)
+			_, err = send(context.Background(), s.Client(), otherReq)
+			require.NoError(t, err)
+			cancel()
+			require.Error(t, <-held, "the held answer given up on")
+
+			reqs := s.Requests()
+			require.Len(t, reqs, 4)
+			inFlight := make([]int, len(reqs))
+			for i, r := range reqs {
+				inFlight[i] = r.InFlight
+			}
+			require.Equal(t, []int{0, 0, 1, 0}, inFlight, "first, held, asked during the held one, another order")
+		})
+	}
+}
+
 // TestBareHTTPStatus: a proxy's 502 page reads as retry on every channel.
 func TestBareHTTPStatus(t *testing.T) {
 	for _, cf := range fakes {

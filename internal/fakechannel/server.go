@@ -120,6 +120,10 @@ type Request struct {
 	Step Step
 	// Status is the HTTP status answered.
 	Status int
+	// InFlight is how many other requests asking about the same number
+	// (Asked) the fake had received and not yet answered when this one
+	// was received: 0 unless two clients ask about one order at once.
+	InFlight int
 }
 
 // Options configure a fake server.
@@ -195,13 +199,14 @@ type fake struct {
 	mu       sync.Mutex
 	trades   map[string]*scriptedTrade // by TradeNo and by MerchantOrderNo
 	requests []Request
+	inFlight map[string]int // requests received and not yet answered, by Asked
 }
 
 // maxRequestBody caps what a fake reads of a request.
 const maxRequestBody = 1 << 20
 
 func newFake(opts Options, handle func(r *http.Request, body []byte, rec *Request) reply) (*fake, error) {
-	f := &fake{keys: opts.Keys, now: opts.Now, trades: map[string]*scriptedTrade{}}
+	f := &fake{keys: opts.Keys, now: opts.Now, trades: map[string]*scriptedTrade{}, inFlight: map[string]int{}}
 	if f.keys == nil {
 		k, err := SharedKeys()
 		if err != nil {
@@ -222,6 +227,17 @@ func newFake(opts Options, handle func(r *http.Request, body []byte, rec *Reques
 		rp := handle(r, body, &rec)
 		rec.Status = rp.status
 		f.mu.Lock()
+		if asked := rec.Asked; asked != "" {
+			rec.InFlight = f.inFlight[asked]
+			f.inFlight[asked]++
+			// Answered (or given up on) when the handler returns: its
+			// reply is flushed to the client only after that.
+			defer func() {
+				f.mu.Lock()
+				f.inFlight[asked]--
+				f.mu.Unlock()
+			}()
+		}
 		f.requests = append(f.requests, rec)
 		f.mu.Unlock()
 		if rp.delay > 0 {

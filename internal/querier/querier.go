@@ -80,7 +80,9 @@ type Publisher interface {
 
 // Budget is the merchants' shared query budget (*querybudget.Store).
 type Budget interface {
-	Take(ctx context.Context, m querybudget.Merchant) (ok bool, retryAt time.Time, err error)
+	// Take spends one of m's tokens: true and the token's time, or false
+	// and when to try again.
+	Take(ctx context.Context, m querybudget.Merchant) (ok bool, at time.Time, err error)
 	Throttled(ctx context.Context, m querybudget.Merchant) (until time.Time, err error)
 }
 
@@ -160,16 +162,21 @@ func (q *Querier) Round(ctx context.Context) (int, error) {
 func (q *Querier) handle(ctx context.Context, it Item) error {
 	t := it.Target
 	merchant := querybudget.Merchant{TenantID: t.TenantID, Channel: string(t.Channel), MerchantID: t.MerchantID}
-	ok, retryAt, err := q.budget.Take(ctx, merchant)
+	ok, at, err := q.budget.Take(ctx, merchant)
 	if err != nil {
 		return fmt.Errorf("budget: %w", err) // no query on an error: the lease runs out
 	}
 	if !ok {
 		return q.work.Record(ctx, q.cfg.Owner, it, Record{
-			Decision: queryplan.Decision{Next: retryAt, Reason: "the merchant's query budget is spent for now"},
+			Decision: queryplan.Decision{Next: at, Reason: "the merchant's query budget is spent for now"},
 			Retries:  it.Registration.Retries,
 		})
 	}
+	// The token's time (the budget's clock) is what the budget bounds: a
+	// look at the channel's side sees each query later, by however long
+	// it took to send.
+	q.log.Debug("query token taken", "channel", t.Channel, "kind", t.Kind, "merchant", t.MerchantID,
+		"merchant_order_no", t.MerchantOrderNo, "trade_no", t.TradeNo, "refund_no", t.RefundNo, "token_at", at)
 	askedAt := q.cfg.Now()
 	rec := Record{Asked: true, AskedAt: askedAt}
 	resp, err := q.asker.Ask(ctx, t)
