@@ -101,7 +101,15 @@ type Config struct {
 	Parallel int
 	// Now is the clock; nil is time.Now.
 	Now func() time.Time
+	// PublishTimeout bounds the publishing of one answer (zero:
+	// DefaultPublishTimeout): a broker that takes the connection and never
+	// answers fails that one answer, kept leased and asked again after its
+	// lease, instead of holding the round.
+	PublishTimeout time.Duration
 }
+
+// DefaultPublishTimeout is Config.PublishTimeout's default.
+const DefaultPublishTimeout = 30 * time.Second
 
 // Querier asks the channels about the registrations no callback settled.
 type Querier struct {
@@ -129,6 +137,9 @@ func New(cfg Config, work Work, asker Asker, reader Reader, pub Publisher, budge
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.PublishTimeout <= 0 {
+		cfg.PublishTimeout = DefaultPublishTimeout
 	}
 	return &Querier{cfg: cfg, work: work, asker: asker, reader: reader, pub: pub, budget: budget, metrics: m, log: log}, nil
 }
@@ -213,7 +224,10 @@ func (q *Querier) handle(ctx context.Context, it Item) error {
 		}
 	}
 	if answer.Outcome == channels.QuerySettled {
-		if err := q.pub.Publish(ctx, t, askedAt, resp, answer); err != nil {
+		pctx, cancel := context.WithTimeout(ctx, q.cfg.PublishTimeout)
+		err := q.pub.Publish(pctx, t, askedAt, resp, answer)
+		cancel()
+		if err != nil {
 			return fmt.Errorf("publish the answer: %w", err)
 		}
 		rec.Published = true

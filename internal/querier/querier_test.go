@@ -147,9 +147,19 @@ type memPublisher struct {
 	mu        sync.Mutex
 	published []string
 	fail      error
+	// hang makes Publish wait for its context to end, as a broker that
+	// took the connection and never answers.
+	hang bool
 }
 
-func (p *memPublisher) Publish(_ context.Context, t channels.QueryTarget, _ time.Time, _ channels.QueryResponse, _ channels.QueryAnswer) error {
+func (p *memPublisher) Publish(ctx context.Context, t channels.QueryTarget, _ time.Time, _ channels.QueryResponse, _ channels.QueryAnswer) error {
+	p.mu.Lock()
+	hang := p.hang
+	p.mu.Unlock()
+	if hang {
+		<-ctx.Done()
+		return ctx.Err()
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.fail != nil {
@@ -277,6 +287,39 @@ func TestAFailedPublishKeepsTheLease(t *testing.T) {
 	assert.Equal(t, 1, r.at(t, 2*time.Minute))
 	assert.Equal(t, []string{"P1"}, r.pub.published)
 	assert.Equal(t, 2, r.ask.count("P1"))
+}
+
+// TestAHungPublishEndsTheRound: a publish the broker never answers is cut
+// at PublishTimeout: the round returns, the answer is not recorded (kept
+// leased, asked again after the lease), and nothing counts as published.
+func TestAHungPublishEndsTheRound(t *testing.T) {
+	r := newRig(t, generous, map[string][]channels.QueryOutcome{"P1": {channels.QuerySettled}})
+	q, err := querier.New(querier.Config{
+		Owner: "q1", Policy: queryplan.DefaultPolicy(), Lease: time.Minute, Batch: 10, Parallel: 1,
+		Now: r.clock.Now, PublishTimeout: 50 * time.Millisecond,
+	}, r.work, r.ask, bodyReader{}, r.pub, mustBudget(t), mustMetrics(t), slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	r.pub.hang = true
+	r.clock.Set(created.Add(time.Minute))
+	n, err := q.Round(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, 1, n)
+	assert.Empty(t, r.work.recordsOf("P1"), "not recorded: still leased")
+	assert.Empty(t, r.pub.published)
+}
+
+func mustBudget(t *testing.T) *querybudget.Store {
+	t.Helper()
+	store, err := querybudget.New(sqldbtest.MustMySQL(t), generous)
+	require.NoError(t, err)
+	return store
+}
+
+func mustMetrics(t *testing.T) *metrics.QueryMetrics {
+	t.Helper()
+	m, err := metrics.NewQueryMetrics(prometheus.NewRegistry())
+	require.NoError(t, err)
+	return m
 }
 
 // TestBudgetHoldsQueriesBack: with a burst of 2 and a token a day, three
