@@ -44,6 +44,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, lookup fu
 		"events, from the stream's start, the per-event floor writes one at a time (the whole stream when it has fewer)")
 	fs.IntVar(&o.OutboxPairs, "outbox-pairs", bench.DefaultOutboxPairs,
 		"how many times the batched backlog runs with settled events on and off; the outbox's cost is the median of their ratios")
+	fs.BoolVar(&o.OutboxOnly, "outbox-only", false,
+		"run only the outbox's rows: the batched backlog on/off pairs and the paced batched row of one process")
 	fs.Float64Var(&o.PacedRate, "rate", bench.DefaultPacedRate, "publish rate of the latency rows, distinct events/s")
 	fs.DurationVar(&o.PacedDuration, "paced", bench.DefaultPacedDuration, "how long each latency row publishes")
 	fs.StringVar(&o.ProfileDir, "profile", "", "directory that receives the worker's CPU profile of each paced row (ROW.pprof)")

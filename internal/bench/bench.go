@@ -118,6 +118,12 @@ type Options struct {
 	// the outbox's cost (default DefaultOutboxPairs; the first pair is the
 	// batched and the settled-off rows).
 	OutboxPairs int
+	// OutboxOnly runs only what the outbox's goals are read from: the
+	// batched backlog with settled events on and off (OutboxPairs pairs)
+	// and the paced batched row of one process (its publish -> settled
+	// event latency beside the pipeline's own); no floors, no per-message,
+	// replay or two-process rows.
+	OutboxOnly bool
 	// PacedRate (distinct events/s) and PacedDuration shape the latency
 	// rows (defaults DefaultPacedRate and DefaultPacedDuration). The rate is
 	// lowered to half the batched pipeline's backlog throughput of
@@ -512,75 +518,77 @@ func (h *harness) measure(ctx context.Context) error {
 	h.res.Facts = append(h.res.Facts, h.serverFacts(ctx)...)
 	h.res.Facts = append(h.res.Facts, h.consumerFacts()...)
 
-	// 1. Transport ceiling.
-	var (
-		read    int
-		elapsed time.Duration
-	)
-	u, err := h.metered(ctx, func() (err error) {
-		read, elapsed, err = transportCeiling(ctx, h.brokers, mainTopic)
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	if read != n {
-		return fmt.Errorf("transport ceiling read %d messages, want %d", read, n)
-	}
-	h.add(Row{
-		Key: RowTransport, Name: "transport ceiling: kafka-go, 12 partitions, no-op",
-		Messages: read, Events: stream.Events, Elapsed: elapsed, WorkerCPU: u.self, DBCPU: -1, Statements: -1,
-		Note: "worker CPU is the harness's (the readers and the no-op handler)",
-	})
-
-	// 2. Raw rows and 3. the rule floor, one connection each.
 	check := func(db *bun.DB, label string, topic string, want demo.Stream) {
 		h.sanity(ctx, db, label, topic, want)
 	}
-	batch := o.StorageBatch
-	err = h.storageRow(ctx, rawDB, Row{
-		Key: RowRaw, Name: fmt.Sprintf("raw rows: multi-row INSERTs, %d events/tx, 1 conn", batch),
-		Note: "a claim (SETTLED), an order upsert and two ledger rows per event, one transaction per batch; worker CPU is the harness's",
-	}, events, batch, rawRows)
-	if err != nil {
-		return err
-	}
-	_, floorDB, err := h.dbs.create(ctx, "rule_floor")
-	if err != nil {
-		return err
-	}
-	defer func() { _ = floorDB.Close() }()
-	err = h.storageRow(ctx, floorDB, Row{
-		Key: RowFloor, Name: fmt.Sprintf("rule floor: claims, then settle, %d events/batch, 1 conn", batch),
-		Note: "claims inserted ACQUIRED, committed first; then orders, ledger rows and one fence UPDATE in one transaction; " +
-			"worker CPU is the harness's",
-	}, events, batch, ruleFloor)
-	if err != nil {
-		return err
-	}
-	check(floorDB, "rule-floor", mainTopic, stream)
+	if !o.OutboxOnly {
+		// 1. Transport ceiling.
+		var (
+			read    int
+			elapsed time.Duration
+		)
+		u, err := h.metered(ctx, func() (err error) {
+			read, elapsed, err = transportCeiling(ctx, h.brokers, mainTopic)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		if read != n {
+			return fmt.Errorf("transport ceiling read %d messages, want %d", read, n)
+		}
+		h.add(Row{
+			Key: RowTransport, Name: "transport ceiling: kafka-go, 12 partitions, no-op",
+			Messages: read, Events: stream.Events, Elapsed: elapsed, WorkerCPU: u.self, DBCPU: -1, Statements: -1,
+			Note: "worker CPU is the harness's (the readers and the no-op handler)",
+		})
 
-	// 3b. The per-event floor: the rule floor one event per transaction
-	// pair, the fewest statements for an event written alone (what a
-	// worker that merges nothing pays at low load), over the stream's
-	// first events.
-	if err := h.eventFloor(ctx, events); err != nil {
-		return err
-	}
+		// 2. Raw rows and 3. the rule floor, one connection each.
+		batch := o.StorageBatch
+		err = h.storageRow(ctx, rawDB, Row{
+			Key: RowRaw, Name: fmt.Sprintf("raw rows: multi-row INSERTs, %d events/tx, 1 conn", batch),
+			Note: "a claim (SETTLED), an order upsert and two ledger rows per event, one transaction per batch; worker CPU is the harness's",
+		}, events, batch, rawRows)
+		if err != nil {
+			return err
+		}
+		_, floorDB, err := h.dbs.create(ctx, "rule_floor")
+		if err != nil {
+			return err
+		}
+		defer func() { _ = floorDB.Close() }()
+		err = h.storageRow(ctx, floorDB, Row{
+			Key: RowFloor, Name: fmt.Sprintf("rule floor: claims, then settle, %d events/batch, 1 conn", batch),
+			Note: "claims inserted ACQUIRED, committed first; then orders, ledger rows and one fence UPDATE in one transaction; " +
+				"worker CPU is the harness's",
+		}, events, batch, ruleFloor)
+		if err != nil {
+			return err
+		}
+		check(floorDB, "rule-floor", mainTopic, stream)
 
-	// 4. Per-message pipeline.
-	pmDSN, pmDB, err := h.dbs.create(ctx, "per_message")
-	if err != nil {
-		return err
+		// 3b. The per-event floor: the rule floor one event per transaction
+		// pair, the fewest statements for an event written alone (what a
+		// worker that merges nothing pays at low load), over the stream's
+		// first events.
+		if err := h.eventFloor(ctx, events); err != nil {
+			return err
+		}
+
+		// 4. Per-message pipeline.
+		pmDSN, pmDB, err := h.dbs.create(ctx, "per_message")
+		if err != nil {
+			return err
+		}
+		defer func() { _ = pmDB.Close() }()
+		row, err := h.throughput(ctx, consumerRun{topic: mainTopic, group: h.dbs.prefix + "per_message", dsn: pmDSN, batchMax: 1}, n, stream.Events)
+		if err != nil {
+			return err
+		}
+		row.Key, row.Name = RowPerMessage, "batch size 1 (per message): PAYCB_BATCH_MAX=1"
+		h.add(row)
+		check(pmDB, "per-message", mainTopic, stream)
 	}
-	defer func() { _ = pmDB.Close() }()
-	row, err := h.throughput(ctx, consumerRun{topic: mainTopic, group: h.dbs.prefix + "per_message", dsn: pmDSN, batchMax: 1}, n, stream.Events)
-	if err != nil {
-		return err
-	}
-	row.Key, row.Name = RowPerMessage, "batch size 1 (per message): PAYCB_BATCH_MAX=1"
-	h.add(row)
-	check(pmDB, "per-message", mainTopic, stream)
 
 	// 5. Batched pipeline.
 	bDSN, bDB, err := h.dbs.create(ctx, "batched")
@@ -589,7 +597,7 @@ func (h *harness) measure(ctx context.Context) error {
 	}
 	defer func() { _ = bDB.Close() }()
 	batched := consumerRun{topic: mainTopic, group: h.dbs.prefix + "batched", dsn: bDSN, batchMax: o.BatchMax}
-	row, err = h.throughput(ctx, batched, n, stream.Events)
+	row, err := h.throughput(ctx, batched, n, stream.Events)
 	if err != nil {
 		return err
 	}
@@ -628,20 +636,22 @@ func (h *harness) measure(ctx context.Context) error {
 	h.res.Outbox = pairs
 	h.add(row)
 
-	// 6. Replay: the same group, offsets reset to earliest, over the
-	// settled database: every message is a duplicate.
-	if err := h.resetToEarliest(ctx, batched); err != nil {
-		return err
+	if !o.OutboxOnly {
+		// 6. Replay: the same group, offsets reset to earliest, over the
+		// settled database: every message is a duplicate.
+		if err := h.resetToEarliest(ctx, batched); err != nil {
+			return err
+		}
+		row, err = h.throughput(ctx, batched, n, stream.Events)
+		if err != nil {
+			return err
+		}
+		row.Key, row.Name = RowReplay, "replay: same group reset to earliest"
+		row.Note = fmt.Sprintf("offsets reset with ops.ApplyReplay; every message a duplicate (no new event); per message: worker %s µs, database %s µs",
+			perUnitText(row.perMessage(row.WorkerCPU)), perUnitText(row.perMessage(row.DBCPU)))
+		h.add(row)
+		check(bDB, "batched+replay", mainTopic, stream)
 	}
-	row, err = h.throughput(ctx, batched, n, stream.Events)
-	if err != nil {
-		return err
-	}
-	row.Key, row.Name = RowReplay, "replay: same group reset to earliest"
-	row.Note = fmt.Sprintf("offsets reset with ops.ApplyReplay; every message a duplicate (no new event); per message: worker %s µs, database %s µs",
-		perUnitText(row.perMessage(row.WorkerCPU)), perUnitText(row.perMessage(row.DBCPU)))
-	h.add(row)
-	check(bDB, "batched+replay", mainTopic, stream)
 
 	// 7, 8 and 9. Latency at a paced rate of distinct events: the
 	// requested rate, or half of what the batched pipeline settled from a
@@ -677,6 +687,9 @@ func (h *harness) measure(ctx context.Context) error {
 		{RowPacedBatched2, RowPacedBatched2, o.BatchMax, 2, o.Seed + 1},
 		{RowPacedPerMessage, RowPacedPerMessage, 1, 1, o.Seed + 2},
 	} {
+		if o.OutboxOnly && pr.key != RowPacedBatched {
+			continue
+		}
 		ps := demo.Generate(demo.StreamOptions{Seed: pr.seed, Trades: max(1, total/eventsPerTrade), NoTraps: true})
 		dsn, db, err := h.dbs.create(ctx, strings.ReplaceAll(pr.key, "-", "_"))
 		if err != nil {
