@@ -875,9 +875,15 @@ ORDER BY rr.tenant_id, rr.channel_code, rr.channel_trade_no, rr.refund_no`, args
 		case !settled && status == RegistrationSucceeded:
 			mismatch("registration SUCCEEDED with no settled refund callback")
 		case !settled && status.Open() && row.CreatedAt.Before(openCutoff):
+			// Say per item what the querier does about it: asking (and
+			// its last answer), or cannot ask and why.
+			q, err := RefundQueryOf(ctx, r.db, row.TenantID, channels.Channel(row.Channel), row.TradeNo, row.RefundNo)
+			if err != nil {
+				return fmt.Errorf("reconcile %s: %w", CheckRefundOpen, err)
+			}
 			r.add(Discrepancy{
 				Check: CheckRefundOpen, TenantID: row.TenantID, Channel: row.Channel, TradeNo: row.TradeNo,
-				RefundNo: row.RefundNo, Detail: fmt.Sprintf("%s for %s with no callback", status, r.now.Sub(row.CreatedAt).Round(time.Second)),
+				RefundNo: row.RefundNo, Detail: fmt.Sprintf("%s for %s with no callback; %s", status, r.now.Sub(row.CreatedAt).Round(time.Second), q),
 			})
 		}
 		if cumulative {
