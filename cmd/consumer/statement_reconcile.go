@@ -244,6 +244,9 @@ func printPublishMissing(out *printer, p statementbook.PublishReport, remain boo
 				if detail == "" && it.PublishedAt != nil {
 					detail = fmt.Sprintf("%s at %s, fingerprint %s", it.Key, it.PublishedAt.UTC().Format(time.RFC3339), it.Fingerprint)
 				}
+				if it.Query != "" {
+					detail += "; querier: " + it.Query
+				}
 				_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\n", l.name, it.TradeNo, dash(it.RefundNo), it.Amount, it.LineNo, detail)
 			}
 		}
