@@ -58,7 +58,8 @@ const (
 	// over-refund).
 	CheckRefundMismatch = "refund_mismatch"
 	// CheckRefundOpen: a registration still REGISTERED or ABNORMAL after the
-	// open window, with no callback.
+	// open window, with no callback; its detail says what the querier does
+	// about it (RefundQuery).
 	CheckRefundOpen = "refund_open"
 	// CheckOverRefundNotDeadLettered: an OVER_REFUND claim whose message was
 	// never written to the dead-letter topic.
@@ -91,7 +92,7 @@ var CheckSummaries = map[string]string{
 	CheckPendingPayment:            "an order still PENDING_PAYMENT (refund seen, payment never) after --pending-after",
 	CheckRefundUnregistered:        "a settled refund with no pre-registration (by default only when PAYCB_REFUNDS_PREREGISTERED is true)",
 	CheckRefundMismatch:            "a refund callback that disagrees with its registration",
-	CheckRefundOpen:                "a registration open with no callback after --open-after",
+	CheckRefundOpen:                "a registration open with no callback after --open-after, each saying what the querier does about it",
 	CheckOverRefundNotDeadLettered: "an OVER_REFUND claim whose message never reached the dead-letter topic",
 }
 
