@@ -58,7 +58,20 @@ arriving later is a duplicate. Not published, and listed:
   needs_query        refunds of Alipay and Shouqianba (their callbacks
                      report the total refunded so far, the statement each
                      refund's own amount), WeChat refunds of unknown or
-                     disagreeing order total: ask the channel's query API
+                     disagreeing order total: each refund among them with
+                     a refund number becomes a refund registration
+                     (ss_refund_request, REGISTERED, once however often
+                     this runs), which the querier (consumer query run)
+                     asks the channel about after its first wait; an
+                     answer that proves the callback's event is settled
+                     by the worker and the item leaves the day's report,
+                     one that cannot (an Alipay partial refund) posts
+                     nothing and the item stays listed. Each item says
+                     what the querier does: not asked yet, asking and its
+                     last answer, or why it cannot ask (no order of the
+                     trade names a bound merchant; a payment, which the
+                     querier asks about only when a service registered
+                     it): query those by hand
   already_published  published by an earlier run (ss_statement_publish):
                      a second run publishes nothing
   claimed            the worker already holds a claim for the key
@@ -243,6 +256,9 @@ func printPublishMissing(out *printer, p statementbook.PublishReport, remain boo
 				detail := it.Reason
 				if detail == "" && it.PublishedAt != nil {
 					detail = fmt.Sprintf("%s at %s, fingerprint %s", it.Key, it.PublishedAt.UTC().Format(time.RFC3339), it.Fingerprint)
+				}
+				if it.Query != "" {
+					detail += "; querier: " + it.Query
 				}
 				_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\n", l.name, it.TradeNo, dash(it.RefundNo), it.Amount, it.LineNo, detail)
 			}

@@ -48,6 +48,10 @@ type PublishItem struct {
 	// Reason says why nothing was published: what the statement cannot
 	// tell, or the claim the worker already holds.
 	Reason string `json:"reason,omitempty"`
+	// Query says, for a needs_query item, what the querier (consumer
+	// query run) does about it: asking and its last answer, or why it
+	// cannot ask (see queryWork).
+	Query string `json:"query,omitempty"`
 }
 
 // PublishReport is what PublishMissing did with a day's missing_in_ledger
@@ -302,6 +306,9 @@ func PublishMissing(ctx context.Context, db *bun.DB, to Topic, rep StatementRepo
 	}
 	for _, l := range [][]PublishItem{out.Published, out.AlreadyPublished, out.Claimed, out.NeedsQuery} {
 		slices.SortStableFunc(l, func(a, b PublishItem) int { return a.LineNo - b.LineNo })
+	}
+	if err := queryWork(ctx, db, rep.TenantID, ch, out.NeedsQuery, lines, now); err != nil {
+		return out, err
 	}
 	return out, nil
 }

@@ -151,6 +151,8 @@ func TestPublishMissing(t *testing.T) {
 	assert.Contains(t, pub.Claimed[0].Reason, "ACQUIRED")
 	require.Equal(t, []string{"WECHAT:" + elsewhere.TradeNo + ":REFUND_SUCCEEDED:R-4"}, keysOf(pub.NeedsQuery))
 	assert.Contains(t, pub.NeedsQuery[0].Reason, "order total is unknown")
+	assert.Contains(t, pub.NeedsQuery[0].Query, "the querier cannot ask: no order of the trade names a bound merchant",
+		"registered, but its trade has no order to send the refund query for")
 	assert.Empty(t, pub.AlreadyPublished)
 	assert.Equal(t, int64(2580), pub.Published[1].OrderTotal, "the refund's order total from the payment line and the order row")
 
@@ -169,6 +171,20 @@ func TestPublishMissing(t *testing.T) {
 	assert.Equal(t, keysOf(pub.Published), keysOf(again.AlreadyPublished))
 	_, n = topicEvents(t, w, k)
 	assert.Equal(t, 2, n, "the second run published nothing")
+	assert.Equal(t, pub.NeedsQuery, again.NeedsQuery)
+	var regs []struct {
+		RefundNo string `bun:"refund_no"`
+		Amount   int64  `bun:"amount"`
+		Status   string `bun:"status"`
+		Key      string `bun:"idempotent_key"`
+	}
+	require.NoError(t, w.DB.NewSelect().Table("ss_refund_request").Column("refund_no", "amount", "status", "idempotent_key").
+		Where("tenant_id = 61").Scan(ctx, &regs))
+	require.Len(t, regs, 1, "the needs_query refund registered once for the querier, however often the day is published")
+	assert.Equal(t, "R-4", regs[0].RefundNo)
+	assert.Equal(t, int64(500), regs[0].Amount)
+	assert.Equal(t, "REGISTERED", regs[0].Status)
+	assert.Equal(t, "WECHAT:"+elsewhere.TradeNo+":REFUND_SUCCEEDED:R-4", regs[0].Key)
 
 	// The worker settles the published events; the withheld callbacks,
 	// delivered afterwards, are duplicates, never conflicts.
@@ -204,6 +220,10 @@ func TestPublishMissing(t *testing.T) {
 		assert.Equal(t, []string{string(want.Key)}, keysOf(pub.Published))
 		assert.Equal(t, []string{refunded.TradeNo}, keysOf(pub.NeedsQuery))
 		assert.Contains(t, pub.NeedsQuery[0].Reason, "alipay.trade.fastpay.refund.query")
+		assert.Contains(t, pub.NeedsQuery[0].Query, "the querier", "the day's refund line of the trade registered for the querier")
+		n, err := w.DB.NewSelect().Table("ss_refund_request").Where("tenant_id = 62").Where("refund_no = 'R-1'").Where("amount = 700").Count(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, int64(1), n)
 		events, _ := topicEvents(t, w, k)
 		assert.Equal(t, want.Fingerprint, events[string(want.Key)].Fingerprint)
 	})
@@ -223,6 +243,7 @@ func TestPublishMissing(t *testing.T) {
 		assert.Equal(t, []string{string(want.Key)}, keysOf(pub.Published))
 		assert.Equal(t, []string{refunded.TradeNo}, keysOf(pub.NeedsQuery))
 		assert.Contains(t, pub.NeedsQuery[0].Reason, "/upay/v2/query")
+		assert.Contains(t, pub.NeedsQuery[0].Query, "no refund line of the trade names a refund number", "nothing to register")
 		events, _ := topicEvents(t, w, k)
 		assert.Equal(t, want.Fingerprint, events[string(want.Key)].Fingerprint)
 	})

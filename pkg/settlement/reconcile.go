@@ -58,7 +58,8 @@ const (
 	// over-refund).
 	CheckRefundMismatch = "refund_mismatch"
 	// CheckRefundOpen: a registration still REGISTERED or ABNORMAL after the
-	// open window, with no callback.
+	// open window, with no callback; its detail says what the querier does
+	// about it (RefundQuery).
 	CheckRefundOpen = "refund_open"
 	// CheckOverRefundNotDeadLettered: an OVER_REFUND claim whose message was
 	// never written to the dead-letter topic.
@@ -91,7 +92,7 @@ var CheckSummaries = map[string]string{
 	CheckPendingPayment:            "an order still PENDING_PAYMENT (refund seen, payment never) after --pending-after",
 	CheckRefundUnregistered:        "a settled refund with no pre-registration (by default only when PAYCB_REFUNDS_PREREGISTERED is true)",
 	CheckRefundMismatch:            "a refund callback that disagrees with its registration",
-	CheckRefundOpen:                "a registration open with no callback after --open-after",
+	CheckRefundOpen:                "a registration open with no callback after --open-after, each saying what the querier does about it",
 	CheckOverRefundNotDeadLettered: "an OVER_REFUND claim whose message never reached the dead-letter topic",
 }
 
@@ -875,9 +876,15 @@ ORDER BY rr.tenant_id, rr.channel_code, rr.channel_trade_no, rr.refund_no`, args
 		case !settled && status == RegistrationSucceeded:
 			mismatch("registration SUCCEEDED with no settled refund callback")
 		case !settled && status.Open() && row.CreatedAt.Before(openCutoff):
+			// Say per item what the querier does about it: asking (and
+			// its last answer), or cannot ask and why.
+			q, err := RefundQueryOf(ctx, r.db, row.TenantID, channels.Channel(row.Channel), row.TradeNo, row.RefundNo)
+			if err != nil {
+				return fmt.Errorf("reconcile %s: %w", CheckRefundOpen, err)
+			}
 			r.add(Discrepancy{
 				Check: CheckRefundOpen, TenantID: row.TenantID, Channel: row.Channel, TradeNo: row.TradeNo,
-				RefundNo: row.RefundNo, Detail: fmt.Sprintf("%s for %s with no callback", status, r.now.Sub(row.CreatedAt).Round(time.Second)),
+				RefundNo: row.RefundNo, Detail: fmt.Sprintf("%s for %s with no callback; %s", status, r.now.Sub(row.CreatedAt).Round(time.Second), q),
 			})
 		}
 		if cumulative {
@@ -901,7 +908,11 @@ ORDER BY rr.tenant_id, rr.channel_code, rr.channel_trade_no, rr.refund_no`, args
 		if !s.known {
 			continue
 		}
-		if s.refunded < s.succeeded || s.refunded > s.succeeded+s.open {
+		// Above succeeded + open is a discrepancy only when every refund is
+		// expected registered: otherwise an unregistered refund (a
+		// callback, or a registration made from a statement beside
+		// callbacks that had none) accounts for it.
+		if s.refunded < s.succeeded || (r.o.RefundsPreregistered && s.refunded > s.succeeded+s.open) {
 			r.add(Discrepancy{
 				Check: CheckRefundMismatch, TenantID: k.tenant, Channel: k.channel, TradeNo: k.trade,
 				Detail:      fmt.Sprintf("cumulative refunded %d outside [succeeded %d, succeeded + open %d]", s.refunded, s.succeeded, s.succeeded+s.open),

@@ -295,7 +295,9 @@ func (s *Service) applyRegistration(ctx context.Context, tx bun.Tx, st *settleme
 	if err != nil {
 		return err
 	}
-	if sm.count > 0 && (sm.succeeded > ord.RefundedAmount || ord.RefundedAmount > sm.succeeded+sm.open) {
+	// Above succeeded + open only counts when every refund is expected
+	// registered (SetRefundsPreregistered), as in reconcile.
+	if sm.count > 0 && (sm.succeeded > ord.RefundedAmount || (s.preregistered && ord.RefundedAmount > sm.succeeded+sm.open)) {
 		st.regMismatches = append(st.regMismatches, MismatchCumulative)
 		st.regDetail = fmt.Sprintf("refunded %d, succeeded registrations %d, open %d", ord.RefundedAmount, sm.succeeded, sm.open)
 	}

@@ -238,6 +238,8 @@ func TestRegisterRefund(t *testing.T) {
 		})
 
 		t.Run("cumulative channels cross-check the refunded total against the registrations", func(t *testing.T) {
+			h.svc.SetRefundsPreregistered(true) // a total above the registrations counts only then
+			defer h.svc.SetRefundsPreregistered(false)
 			for i, ch := range cumulativeChannels() {
 				tr := paid(t, ch, 80+i)
 				for _, r := range []settlement.RefundRequest{request(tr, "RF-0", 300), request(tr, "RF-1", 200)} {
@@ -257,6 +259,14 @@ func TestRegisterRefund(t *testing.T) {
 				// A refund beyond every registration.
 				h.deliver(t, channelstest.RefundEnvelope(tr, refundAt(tr, "RF-9", 0, 900, 3), channelstest.Delivery{}), 82)
 				assert.InDelta(t, before+1, metric(t, h, "paycb_refund_registration_mismatch_total", "reason", "cumulative"), 0, ch)
+
+				// Refunds not expected preregistered: an unregistered
+				// refund beyond the registrations is no mismatch.
+				h.svc.SetRefundsPreregistered(false)
+				d = h.deliver(t, channelstest.RefundEnvelope(tr, refundAt(tr, "RF-10", 0, 1000, 4), channelstest.Delivery{}), 83)
+				require.Equal(t, idempotent.OutcomePosted, d.result.Outcome, ch)
+				assert.InDelta(t, before+1, metric(t, h, "paycb_refund_registration_mismatch_total", "reason", "cumulative"), 0, ch)
+				h.svc.SetRefundsPreregistered(true)
 			}
 			mustCheck(t, db)
 		})

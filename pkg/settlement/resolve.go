@@ -153,7 +153,7 @@ func ResolveRefund(ctx context.Context, db *bun.DB, req ResolveRequest) ([]Resol
 	}
 	rep := ReconcileReport{At: now, Examined: map[string]int{}, Discrepancies: []Discrepancy{}, Resolved: []ResolvedDiscrepancy{}}
 	r := &reconciler{
-		db: db, o: ReconcileOptions{OpenAfter: 24 * time.Hour}, now: now, rep: &rep,
+		db: db, o: ReconcileOptions{OpenAfter: 24 * time.Hour, RefundsPreregistered: req.RefundsPreregistered}, now: now, rep: &rep,
 		refund: &refundScope{tenant: req.TenantID, channel: req.Channel, tradeNo: req.TradeNo, key: key},
 	}
 	if err := r.run(ctx, checks); err != nil {

@@ -61,7 +61,7 @@ const (
 	MismatchAmount = "amount"
 	// MismatchCumulative: on a cumulative channel, the trade's refunded
 	// total is outside [sum of succeeded registrations, that sum plus the
-	// open ones].
+	// open ones]; above the range only when refunds are preregistered.
 	MismatchCumulative = "cumulative"
 	// MismatchClosed: a refund succeeded whose registration was CLOSED.
 	MismatchClosed = "closed"

@@ -261,8 +261,9 @@ suite() {
 	# The querier's work: leases spread over the nodes (certification
 	# fails a losing lease: the next round tries again).
 	gotest 'TestLeaseFollowsTheFirstWaitAndRecordMovesOn|TestASettledRegistrationIsNeverLeased|TestRefundsAreLeasedForTheirTradesMerchant|TestPaymentsDoNotStarveRefunds|TestTwoStoresNeverLeaseOneRegistrationTwice' '' ./internal/querywork/
-	# consumer query run, alone and with the worker, on the cluster.
-	gotest 'TestQueryRunAsksAndPublishes|TestQuerierAndWorkerSettleAPaymentWithNoCallback' '' ./cmd/consumer/
+	# consumer query run, alone and with the worker, on the cluster; a
+	# statement needs_query refund registered once and settled through it.
+	gotest 'TestQueryRunAsksAndPublishes|TestQuerierAndWorkerSettleAPaymentWithNoCallback|TestQuerierSettlesStatementNeedsQueryRefunds' '' ./cmd/consumer/
 	# Replay and dead letters through the operator commands, orphans.
 	gotest 'TestReplayThroughTheWorker|TestReplayPlanAndApply|TestOrphans|TestPurgeDeletesOldPublishedSettledEvents' '' ./internal/ops/
 	gotest 'TestDeadLettersThroughTheWorker|TestStore|TestRedriveLinks|TestRedriveThatFailsAgainSupersedesItsOriginal|TestDeadLetterTheTopicLostIsListedAndClosable' '' ./internal/deadletters/
