@@ -223,6 +223,17 @@ func (q *Querier) handle(ctx context.Context, it Item) error {
 			return fmt.Errorf("budget: record a rate limit: %w", err)
 		}
 	}
+	if answer.Outcome == channels.QuerySettled && len(answer.Events) == 0 {
+		// The channel says money moved, but its answer is not the
+		// callback's event (an Alipay partial refund's names this refund
+		// alone, the callback the trade's cumulative): publishing it would
+		// settle nothing, and asking again would learn nothing new.
+		rec.Decision = queryplan.Decision{
+			Stop: true, Alert: true,
+			Reason: "the channel says it succeeded, but its answer proves no event the worker could settle: the callback or the statement must; see the answer's detail",
+		}
+		return q.work.Record(ctx, q.cfg.Owner, it, rec)
+	}
 	if answer.Outcome == channels.QuerySettled {
 		pctx, cancel := context.WithTimeout(ctx, q.cfg.PublishTimeout)
 		err := q.pub.Publish(pctx, t, askedAt, resp, answer)

@@ -21,6 +21,7 @@ import (
 	"github.com/paycallback/paycallback/internal/sqldb/sqldbtest"
 	"github.com/paycallback/paycallback/pkg/channels"
 	_ "github.com/paycallback/paycallback/pkg/channels/allchannels"
+	"github.com/paycallback/paycallback/pkg/eventkey"
 )
 
 // The Work, Asker, Reader and Publisher here are in memory: these tests
@@ -140,7 +141,14 @@ func (bodyReader) Read(_ channels.QueryTarget, resp channels.QueryResponse) (cha
 	if o == "forged" {
 		return channels.QueryAnswer{}, &channels.Error{Kind: channels.KindUnauthenticated, Err: errors.New("signature of another key")}
 	}
-	return channels.QueryAnswer{Outcome: o, RawState: string(o)}, nil
+	ans := channels.QueryAnswer{Outcome: o, RawState: string(o)}
+	if o == channels.QuerySettled {
+		ans.Events = []channels.Event{{Channel: channels.WeChat, Type: eventkey.PaymentReceived}}
+	}
+	if o == "settled-unprovable" {
+		ans.Outcome = channels.QuerySettled
+	}
+	return ans, nil
 }
 
 type memPublisher struct {
@@ -287,6 +295,21 @@ func TestAFailedPublishKeepsTheLease(t *testing.T) {
 	assert.Equal(t, 1, r.at(t, 2*time.Minute))
 	assert.Equal(t, []string{"P1"}, r.pub.published)
 	assert.Equal(t, 2, r.ask.count("P1"))
+}
+
+// TestASettledAnswerProvingNothingStopsAsking: an answer that says money
+// moved but proves no event (an Alipay partial refund's) is not published,
+// and asking stops with an alert: asking again would learn nothing new.
+func TestASettledAnswerProvingNothingStopsAsking(t *testing.T) {
+	r := newRig(t, generous, map[string][]channels.QueryOutcome{"R1": {"settled-unprovable"}})
+	assert.Equal(t, 1, r.at(t, time.Minute))
+	recs := r.work.recordsOf("R1")
+	require.Len(t, recs, 1)
+	assert.True(t, recs[0].Decision.Stop)
+	assert.True(t, recs[0].Decision.Alert)
+	assert.False(t, recs[0].Published)
+	assert.Empty(t, r.pub.published)
+	assert.Equal(t, 0, r.at(t, time.Hour), "not asked again")
 }
 
 // TestAHungPublishEndsTheRound: a publish the broker never answers is cut
