@@ -232,7 +232,7 @@ func (q *Querier) handle(ctx context.Context, it Item) error {
 			Stop: true, Alert: true,
 			Reason: "the channel says it succeeded, but its answer proves no event the worker could settle: the callback or the statement must; see the answer's detail",
 		}
-		return q.work.Record(ctx, q.cfg.Owner, it, rec)
+		return q.record(ctx, it, rec)
 	}
 	if answer.Outcome == channels.QuerySettled {
 		pctx, cancel := context.WithTimeout(ctx, q.cfg.PublishTimeout)
@@ -248,7 +248,7 @@ func (q *Querier) handle(ctx context.Context, it Item) error {
 			Next:   now.Add(q.cfg.Policy.SettledRecheck),
 			Reason: "the answer proves it and was published; the worker settles it through the claim",
 		}
-		return q.work.Record(ctx, q.cfg.Owner, it, rec)
+		return q.record(ctx, it, rec)
 	}
 	if answer.Outcome == channels.QueryRetry {
 		rec.Retries = reg.Retries + 1
@@ -256,6 +256,19 @@ func (q *Querier) handle(ctx context.Context, it Item) error {
 	rec.Decision, err = q.cfg.Policy.After(reg, answer.Outcome, now)
 	if err != nil {
 		q.log.Warn("a query answer the schedule does not know: treated as uncertain", "outcome", answer.Outcome, "error", err)
+	}
+	return q.record(ctx, it, rec)
+}
+
+// record records what became of an ask; a decision that wants an
+// operator's eye (queryplan.Decision.Alert: stopped past the horizon,
+// or an answer that proves no event) is logged at WARN, with the
+// registration and the reason.
+func (q *Querier) record(ctx context.Context, it Item, rec Record) error {
+	if rec.Decision.Alert {
+		q.log.Warn("the querier stopped asking about a registration: an operator must settle it", "registration", it.ID,
+			"channel", it.Target.Channel, "kind", it.Target.Kind, "merchant_order_no", it.Target.MerchantOrderNo,
+			"trade_no", it.Target.TradeNo, "refund_no", it.Target.RefundNo, "answer", rec.Answer, "reason", rec.Decision.Reason, "detail", rec.Detail)
 	}
 	return q.work.Record(ctx, q.cfg.Owner, it, rec)
 }
