@@ -202,19 +202,14 @@ func runQuerier(ctx context.Context, env *environment, s querierSettings) error 
 	pub := querier.TopicPublisher{
 		Produce: producer.Produce,
 		Keys:    stmtKeys.Current,
-		Headers: func(ch channels.Channel) []string {
-			if spec, ok := channels.Lookup(ch); ok {
-				return spec.QueryAnswerHeaders
-			}
-			return nil
-		},
+		Headers: querier.SpecHeaders,
 	}
 	owner, err := querierName()
 	if err != nil {
 		return err
 	}
 	q, err := querier.New(querier.Config{Owner: owner, Policy: policy, Lease: s.lease, Batch: s.batch, Parallel: s.parallel},
-		querywork.New(db, policy, backstop), clientAsker{client}, querier.SpecReader{Keys: publicKeys}, pub, budget, qm, log)
+		querywork.New(db, policy, backstop), client, querier.SpecReader{Keys: publicKeys}, pub, budget, qm, log)
 	if err != nil {
 		return usagef("query run: %w", err)
 	}
@@ -335,15 +330,4 @@ func querierName() (string, error) {
 		return "", fmt.Errorf("querier name: %w", err)
 	}
 	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b)), nil
-}
-
-// clientAsker is the query client as the querier's Asker.
-type clientAsker struct{ c *queryclient.Client }
-
-func (a clientAsker) Ask(ctx context.Context, target channels.QueryTarget) (channels.QueryResponse, error) {
-	resp, err := a.c.Query(ctx, target)
-	if err != nil {
-		return resp, fmt.Errorf("ask %s: %w", target.Channel, err)
-	}
-	return resp, nil
 }

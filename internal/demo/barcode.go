@@ -263,16 +263,11 @@ func startQuerier(ctx context.Context, cfg config.Config, dbPath string, caCert 
 			r.published.Add(int64(len(msgs)))
 			return nil
 		},
-		Keys: stmtKeys.Current,
-		Headers: func(ch channels.Channel) []string {
-			if spec, ok := channels.Lookup(ch); ok {
-				return spec.QueryAnswerHeaders
-			}
-			return nil
-		},
+		Keys:    stmtKeys.Current,
+		Headers: querier.SpecHeaders,
 	}
 	q, err := querier.New(querier.Config{Owner: "demo-querier", Policy: policy, Lease: time.Minute, Batch: 100, Parallel: 8},
-		querywork.New(db, policy, backstop), clientAsker{client}, querier.SpecReader{Keys: pubKeys.Current}, pub, budget, qm, log)
+		querywork.New(db, policy, backstop), client, querier.SpecReader{Keys: pubKeys.Current}, pub, budget, qm, log)
 	if err != nil {
 		return fail(err)
 	}
@@ -308,17 +303,6 @@ func (r *runningQuerier) stop() error {
 		}
 	})
 	return r.stopErr
-}
-
-// clientAsker is the query client as the querier's Asker.
-type clientAsker struct{ c *queryclient.Client }
-
-func (a clientAsker) Ask(ctx context.Context, target channels.QueryTarget) (channels.QueryResponse, error) {
-	resp, err := a.c.Query(ctx, target)
-	if err != nil {
-		return resp, fmt.Errorf("ask %s: %w", target.Channel, err)
-	}
-	return resp, nil
 }
 
 // waitBarcodeSettled waits until every barcode payment's registration is

@@ -64,3 +64,13 @@ func (p TopicPublisher) Publish(ctx context.Context, target channels.QueryTarget
 	}
 	return nil
 }
+
+// SpecHeaders is TopicPublisher.Headers from the channels' specs: the
+// answer headers each channel's verification reads (none for a channel
+// not registered).
+func SpecHeaders(ch channels.Channel) []string {
+	if spec, ok := channels.Lookup(ch); ok {
+		return spec.QueryAnswerHeaders
+	}
+	return nil
+}

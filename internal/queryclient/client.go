@@ -291,3 +291,13 @@ func randomNonce() string {
 	}
 	return string(b)
 }
+
+// Ask is Query with its error naming the channel asked: the client as the
+// querier's Asker.
+func (c *Client) Ask(ctx context.Context, target channels.QueryTarget) (channels.QueryResponse, error) {
+	resp, err := c.Query(ctx, target)
+	if err != nil {
+		return resp, fmt.Errorf("ask %s: %w", target.Channel, err)
+	}
+	return resp, nil
+}
