@@ -1466,7 +1466,7 @@ type settledSplit struct {
 func settledLatencies(ctx context.Context, db bun.IDB, published map[string]time.Time) (settledSplit, error) {
 	var out settledSplit
 	rows, err := db.QueryContext(ctx, "SELECT tenant_id, idempotent_key, settled_at, published_at FROM ss_settled_outbox "+
-		"WHERE published_at IS NOT NULL")
+		"WHERE published = 1")
 	if err != nil {
 		return out, fmt.Errorf("read settled-event times: %w", err)
 	}
@@ -1506,7 +1506,7 @@ func (h *harness) waitPublished(ctx context.Context, db bun.IDB, label string) (
 	for {
 		var n int64
 		polls++
-		if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM ss_settled_outbox WHERE published_at IS NULL").Scan(&n); err != nil {
+		if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM ss_settled_outbox WHERE published = 0").Scan(&n); err != nil {
 			return polls, fmt.Errorf("%s: wait for the settled events: %w", label, err)
 		}
 		if n == 0 {
