@@ -791,8 +791,11 @@ func (h *harness) outboxPairRun(ctx context.Context, i int, stream demo.Stream, 
 			return OutboxPair{}, err
 		}
 	}
+	perEvent := func(d time.Duration, r Row) float64 { return float64(d.Microseconds()) / float64(max(1, r.Events)) }
 	h.log.Info("outbox pair measured", "pair", i, "db_cpu_on_off", outboxPair(rows[0], rows[1]).DBCPU,
-		"rate_on_off", outboxPair(rows[0], rows[1]).Rate)
+		"rate_on_off", outboxPair(rows[0], rows[1]).Rate,
+		"db_us_per_event_on", perEvent(rows[0].DBCPU, rows[0]), "db_us_per_event_off", perEvent(rows[1].DBCPU, rows[1]),
+		"worker_us_per_event_on", perEvent(rows[0].WorkerCPU, rows[0]), "worker_us_per_event_off", perEvent(rows[1].WorkerCPU, rows[1]))
 	return outboxPair(rows[0], rows[1]), nil
 }
 
