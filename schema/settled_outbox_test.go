@@ -2,15 +2,11 @@ package schema_test
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/uptrace/bun"
 
-	"github.com/paycallback/paycallback/internal/sqldb"
-	"github.com/paycallback/paycallback/internal/sqldb/sqldbtest"
 	"github.com/paycallback/paycallback/pkg/dberr"
 )
 
@@ -22,19 +18,9 @@ func TestSettledOutboxMigration(t *testing.T) {
 	for _, dialect := range []string{"mysql", "sqlite"} {
 		t.Run(dialect, func(t *testing.T) {
 			ctx := context.Background()
-			var (
-				db  *bun.DB
-				err error
-			)
-			if dialect == "mysql" {
-				db, err = sqldb.OpenMySQL(sqldbtest.NewDatabase(t))
-			} else {
-				db, err = sqldb.OpenSQLite(filepath.Join(t.TempDir(), "paycb.db"))
-			}
-			require.NoError(t, err)
-			t.Cleanup(func() { _ = db.Close() })
+			db := openDialect(t, dialect)
 			applyUpTo(t, db, dialect, 1, 13)
-			_, err = db.ExecContext(ctx, "INSERT INTO ss_channel_order (tenant_id, channel_code, channel_trade_no, merchant_order_no, "+
+			_, err := db.ExecContext(ctx, "INSERT INTO ss_channel_order (tenant_id, channel_code, channel_trade_no, merchant_order_no, "+
 				"amount, paid_amount, currency, status, created_at, updated_at) "+
 				"VALUES (1, 'WECHAT', 'T1', 'M1', 100, 100, 'CNY', 'PAID', '2026-12-05 02:00:00', '2026-12-05 02:00:00')")
 			require.NoError(t, err)
@@ -68,17 +54,7 @@ func TestSettledPublishedMigration(t *testing.T) {
 	for _, dialect := range []string{"mysql", "sqlite"} {
 		t.Run(dialect, func(t *testing.T) {
 			ctx := context.Background()
-			var (
-				db  *bun.DB
-				err error
-			)
-			if dialect == "mysql" {
-				db, err = sqldb.OpenMySQL(sqldbtest.NewDatabase(t))
-			} else {
-				db, err = sqldb.OpenSQLite(filepath.Join(t.TempDir(), "paycb.db"))
-			}
-			require.NoError(t, err)
-			t.Cleanup(func() { _ = db.Close() })
+			db := openDialect(t, dialect)
 			applyUpTo(t, db, dialect, 1, 18)
 			insert := func(key string, publishedAt any) {
 				_, err := db.ExecContext(ctx, "INSERT INTO ss_settled_outbox (tenant_id, idempotent_key, channel_code, channel_trade_no, "+
