@@ -9,11 +9,16 @@
 # server process, which must run on this machine. The pipeline's own figures
 # are make bench-e2e's; this isolates what one row costs.
 #
+# KEYS=random scatters the rows' keys and trades over their indexes, as the
+# channels' trade numbers are, where the default writes them in order (each
+# index's new entries at its right edge).
+#
 #   bench/outbox-rowcost.sh            # or: make bench-outbox-rows
-#   ROWS=24000 REPS=3 MYSQL='mariadb -h127.0.0.1 -uroot' DB_PID=$(pidof mariadbd)
+#   ROWS=24000 REPS=3 KEYS=random MYSQL='mariadb -h127.0.0.1 -uroot' DB_PID=$(pidof mariadbd)
 set -euo pipefail
 ROWS=${ROWS:-24000}
 REPS=${REPS:-3}
+KEYS=${KEYS:-ordered}
 MYSQL=${MYSQL:-mariadb --protocol=tcp -h127.0.0.1 -uroot}
 DB_PID=${DB_PID:-$(pidof mariadbd || pidof mysqld)}
 DB=paycb_outbox_rowcost
@@ -43,14 +48,18 @@ table() {
 
 # statements LAYOUT STEP: the SQL of one step, 128 rows to a statement.
 statements() {
-	awk -v layout="$1" -v step="$2" -v n="$ROWS" 'BEGIN {
+	awk -v layout="$1" -v step="$2" -v n="$ROWS" -v keys="$KEYS" 'BEGIN {
 		v = sprintf("%400s", ""); gsub(/ /, "x", v)
 		for (b = 0; b < n; b += 128) {
 			s = ""
 			for (i = b; i < b + 128 && i < n; i++) {
 				if (step == "insert") {
-					r = sprintf("(1,%c%s%08d%c,%cWECHAT%c,%c4200000000%08d%c,%d,%cPAYMENT_RECEIVED%c,%ccallback%c,%c%s%c,NOW(6)%s)",
-						39, "WECHAT:T:PAYMENT_RECEIVED:", i, 39, 39, 39, 39, int(i / 2), 39, 1 + i % 2, 39, 39, 39, 39, 39, v, 39,
+					# Bijections of the row number and of its trade number: every
+					# key and every (trade, trade_seq) stays distinct.
+					k = keys == "random" ? (i * 2654435761) % 4294967296 : i
+					t = keys == "random" ? (int(i / 2) * 2654435761) % 4294967296 : int(i / 2)
+					r = sprintf("(1,%c%s%010d%c,%cWECHAT%c,%c4200000000%010d%c,%d,%cPAYMENT_RECEIVED%c,%ccallback%c,%c%s%c,NOW(6)%s)",
+						39, "WECHAT:T:PAYMENT_RECEIVED:", k, 39, 39, 39, 39, t, 39, 1 + i % 2, 39, 39, 39, 39, 39, v, 39,
 						layout == "after" ? ",0,\0471970-01-01 00:00:00\047" : "")
 				} else {
 					r = i + 1
@@ -70,7 +79,7 @@ statements() {
 }
 
 $MYSQL -e "CREATE DATABASE IF NOT EXISTS $DB"
-echo "server pid $DB_PID, $ROWS rows, 128 a statement, server CPU per row (us)"
+echo "server pid $DB_PID, $ROWS rows ($KEYS keys), 128 a statement, server CPU per row (us)"
 printf '%-4s %-7s %8s %8s %8s\n' rep layout insert mark total
 for rep in $(seq 1 "$REPS"); do
 	for layout in before after; do
