@@ -5,7 +5,7 @@ FUZZTIME  ?= 30s
 GOLANGCI  ?= github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
 GOBIN     := $(shell $(GO) env GOPATH)/bin
 
-.PHONY: all build test lint bench bench-go bench-e2e bench-backlog bench-query run fuzz vet sim sim-long soak \
+.PHONY: all build test lint bench bench-go bench-e2e bench-backlog bench-query bench-outbox-rows run fuzz vet sim sim-long soak \
 	kafka-up kafka-down tidb-up tidb-down galera-up galera-down test-kafka test-tidb test-galera test-engines
 
 # The version and revision the binary reports (consumer version,
@@ -84,6 +84,11 @@ bench-backlog:
 ## BENCH_FLAGS='--query-rate=200 --query-duration=2s' for a quick run).
 bench-query:
 	$(GO) run ./cmd/paycb-bench -v --query --out bench/results/query.txt $(BENCH_FLAGS)
+
+## bench-outbox-rows: the outbox row's server CPU per insert and mark, in the
+## layouts before and after migration 0018 (a local MariaDB; ROWS, REPS).
+bench-outbox-rows:
+	bench/outbox-rowcost.sh
 
 ## run: the embedded demo; nothing to install beyond Go.
 run:

@@ -31,6 +31,25 @@ func applyUpTo(t *testing.T, db *bun.DB, dialect string, from, limit int) {
 	}
 }
 
+// openDialect opens an empty database of dialect ("mysql": a fresh
+// database on the test server; "sqlite": a file in the test's directory),
+// closed when the test ends.
+func openDialect(t *testing.T, dialect string) *bun.DB {
+	t.Helper()
+	var (
+		db  *bun.DB
+		err error
+	)
+	if dialect == "mysql" {
+		db, err = sqldb.OpenMySQL(sqldbtest.NewDatabase(t))
+	} else {
+		db, err = sqldb.OpenSQLite(filepath.Join(t.TempDir(), "paycb.db"))
+	}
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	return db
+}
+
 // TestStatementDaysMigrationKeepsTheLines: migration 0008 moves every line
 // held to ss_statement_entry, its source the day's file and no merchant,
 // drops ss_statement_line and adds the version columns; on MySQL running it
@@ -39,17 +58,7 @@ func TestStatementDaysMigrationKeepsTheLines(t *testing.T) {
 	for _, dialect := range []string{"mysql", "sqlite"} {
 		t.Run(dialect, func(t *testing.T) {
 			ctx := context.Background()
-			var (
-				db  *bun.DB
-				err error
-			)
-			if dialect == "mysql" {
-				db, err = sqldb.OpenMySQL(sqldbtest.NewDatabase(t))
-			} else {
-				db, err = sqldb.OpenSQLite(filepath.Join(t.TempDir(), "paycb.db"))
-			}
-			require.NoError(t, err)
-			t.Cleanup(func() { _ = db.Close() })
+			db := openDialect(t, dialect)
 			applyUpTo(t, db, dialect, 1, 8)
 			for _, q := range []string{
 				"INSERT INTO ss_statement_file (id, tenant_id, channel_code, statement_day, format, sha1, line_count, imported_at) " +
@@ -81,7 +90,7 @@ func TestStatementDaysMigrationKeepsTheLines(t *testing.T) {
 			assert.Empty(t, rows[0].Merchant)
 			assert.Equal(t, "7802", rows[1].Trade)
 			var n int
-			err = db.NewSelect().TableExpr("ss_statement_line").ColumnExpr("COUNT(*)").Scan(ctx, &n)
+			err := db.NewSelect().TableExpr("ss_statement_line").ColumnExpr("COUNT(*)").Scan(ctx, &n)
 			require.Error(t, err, "ss_statement_line is gone")
 			var version string
 			require.NoError(t, db.NewSelect().TableExpr("ss_statement_file").Column("version").Scan(ctx, &version))

@@ -33,8 +33,8 @@ func TestSettledRepublishCommand(t *testing.T) {
 		v, err := settled.Encode(e)
 		require.NoError(t, err)
 		values = append(values, v)
-		exec(`INSERT INTO ss_settled_outbox (tenant_id, idempotent_key, channel_code, channel_trade_no, trade_seq, event_type, source, value, settled_at, published_at)
-VALUES (1001, ?, 'WECHAT', ?, 1, 'PAYMENT_RECEIVED', 'callback', ?, ?, ?)`, "WECHAT:"+tr+":PAYMENT_RECEIVED", tr, v, e.SettledAt, e.SettledAt)
+		exec(`INSERT INTO ss_settled_outbox (tenant_id, idempotent_key, channel_code, channel_trade_no, trade_seq, event_type, source, value, settled_at, published, published_at)
+VALUES (1001, ?, 'WECHAT', ?, 1, 'PAYMENT_RECEIVED', 'callback', ?, ?, 1, ?)`, "WECHAT:"+tr+":PAYMENT_RECEIVED", tr, v, e.SettledAt, e.SettledAt)
 	}
 
 	_, _, err := runCmd(t, lookup, "settled", "republish", "--from", "2026-12-06T00:00:00Z", "--to", "2026-12-05T00:00:00Z")

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -68,6 +69,24 @@ func (d *databases) create(ctx context.Context, suffix string) (string, *bun.DB,
 		return "", nil, fmt.Errorf("migrate %s: %w", name, err)
 	}
 	return dsn, db, nil
+}
+
+// drop drops the database create made as prefix+suffix, now rather than at
+// dropAll.
+func (d *databases) drop(ctx context.Context, suffix string) error {
+	name := d.prefix + suffix
+	d.mu.Lock()
+	d.names = slices.DeleteFunc(d.names, func(n string) bool { return n == name })
+	d.mu.Unlock()
+	admin, err := sqldb.OpenMySQL(d.server.FormatDSN())
+	if err != nil {
+		return err
+	}
+	defer func() { _ = admin.Close() }()
+	if _, err := admin.ExecContext(ctx, "DROP DATABASE IF EXISTS "+name); err != nil {
+		return fmt.Errorf("drop database %s: %w", name, err)
+	}
+	return nil
 }
 
 // dropAll drops every database create made; it keeps going past errors and

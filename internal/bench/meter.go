@@ -279,6 +279,50 @@ func (m *meter) read(ctx context.Context) reading {
 	return r
 }
 
+// Waiting for the server to go quiet: it is quiet when its CPU over one
+// quietWindow is below busyCPU; quietMax bounds the wait.
+const (
+	quietWindow = 250 * time.Millisecond
+	quietMax    = 20 * time.Second
+)
+
+// waitQuiet waits until the database server's process has gone quiet
+// (InnoDB's background flushing and purge after the previous row's writes,
+// and the drop of its database, cost CPU for seconds after the row ended,
+// which the next row's figures would otherwise carry), at most quietMax. It
+// reports whether the server went quiet; a server whose CPU cannot be read
+// (not on this machine) is not waited for.
+func (m *meter) waitQuiet(ctx context.Context) bool {
+	if m.serverPID <= 0 {
+		return true
+	}
+	deadline := time.Now().Add(quietMax)
+	t := time.NewTimer(quietWindow)
+	defer t.Stop()
+	for {
+		a, err := procCPU(m.serverPID)
+		if err != nil {
+			return true
+		}
+		t.Reset(quietWindow)
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+		}
+		b, err := procCPU(m.serverPID)
+		if err != nil {
+			return true
+		}
+		if (b-a).Seconds()/quietWindow.Seconds() < busyCPU {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
+}
+
 // since is the usage from start to end; the meter's own reads of
 // Questions are left out.
 func (m *meter) since(start, end reading) usage {

@@ -97,7 +97,7 @@ func Purge(ctx context.Context, db bun.IDB, o PurgeOptions) (PurgeResult, error)
 // cutoff (on a dry run, counts them). An unpublished row is never deleted,
 // however old: it is an event downstream has not had yet.
 func purgeSettled(ctx context.Context, db bun.IDB, cutoff time.Time, o PurgeOptions) (int64, error) {
-	const where = `published_at IS NOT NULL AND settled_at < ?`
+	const where = `published = 1 AND settled_at < ?`
 	if o.DryRun {
 		var n int64
 		if err := db.NewRaw(`SELECT COUNT(*) FROM ss_settled_outbox WHERE `+where, cutoff).Scan(ctx, &n); err != nil {

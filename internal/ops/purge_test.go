@@ -102,10 +102,10 @@ func TestPurgeDeletesOldPublishedSettledEvents(t *testing.T) {
 	}
 	// Two old and published, one old and never published, one young and published.
 	for _, k := range keys[:2] {
-		w.Exec(`UPDATE ss_settled_outbox SET settled_at = ?, published_at = ? WHERE idempotent_key = ?`, ledgertest.Ago(10*day), ledgertest.Ago(10*day), k)
+		w.Exec(`UPDATE ss_settled_outbox SET settled_at = ?, published = 1, published_at = ? WHERE idempotent_key = ?`, ledgertest.Ago(10*day), ledgertest.Ago(10*day), k)
 	}
 	w.Exec(`UPDATE ss_settled_outbox SET settled_at = ? WHERE idempotent_key = ?`, ledgertest.Ago(10*day), keys[2])
-	w.Exec(`UPDATE ss_settled_outbox SET published_at = ? WHERE idempotent_key = ?`, ledgertest.Ago(time.Hour), keys[3])
+	w.Exec(`UPDATE ss_settled_outbox SET published = 1, published_at = ? WHERE idempotent_key = ?`, ledgertest.Ago(time.Hour), keys[3])
 	left := func() []string {
 		var got []string
 		require.NoError(t, w.DB.NewRaw(`SELECT idempotent_key FROM ss_settled_outbox ORDER BY idempotent_key`).Scan(ctx, &got))

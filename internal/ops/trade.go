@@ -309,7 +309,9 @@ func Trade(ctx context.Context, db bun.IDB, q deadletters.TradeQuery) (TradeHist
 		return h, fmt.Errorf("read payment registrations of %s:%s: %w", ch, no, err)
 	}
 	if err := db.NewSelect().TableExpr("ss_settled_outbox").
-		Column("trade_seq", "idempotent_key", "event_type", "source", "settled_at", "published_at").
+		Column("trade_seq", "idempotent_key", "event_type", "source", "settled_at").
+		// published_at holds a placeholder until published is set.
+		ColumnExpr("CASE WHEN published = 1 THEN published_at END AS published_at").
 		Where("tenant_id = ?", q.TenantID).Where("channel_code = ?", ch).Where("channel_trade_no = ?", no).
 		OrderExpr("trade_seq").Scan(ctx, &h.SettledEvents); err != nil {
 		return h, fmt.Errorf("read settled events of %s:%s: %w", ch, no, err)

@@ -54,14 +54,14 @@ func TestPendingOfReadsTheNamedTradesOnly(t *testing.T) {
 		ctx := context.Background()
 		at := time.Now().UTC().Truncate(time.Microsecond)
 		insert := func(tenant int64, ch, tr string, seq int64, published bool) {
-			var pub any
+			pub := 0
 			if published {
-				pub = at
+				pub = 1
 			}
 			_, err := db.ExecContext(ctx, "INSERT INTO ss_settled_outbox (tenant_id, idempotent_key, channel_code, "+
-				"channel_trade_no, trade_seq, event_type, source, value, settled_at, published_at) "+
-				"VALUES (?, ?, ?, ?, ?, 'PAYMENT_RECEIVED', 'callback', '{}', ?, ?)",
-				tenant, fmt.Sprintf("%s:%s:%d", ch, tr, seq), ch, tr, seq, at, pub)
+				"channel_trade_no, trade_seq, event_type, source, value, settled_at, published, published_at) "+
+				"VALUES (?, ?, ?, ?, ?, 'PAYMENT_RECEIVED', 'callback', '{}', ?, ?, ?)",
+				tenant, fmt.Sprintf("%s:%s:%d", ch, tr, seq), ch, tr, seq, at, pub, at)
 			require.NoError(t, err)
 		}
 		insert(1001, "WECHAT", "T1", 2, false)

@@ -35,7 +35,7 @@ func Republish(ctx context.Context, db bun.IDB, w Writer, r RepublishRange) (int
 	for {
 		q := db.NewSelect().Table(outboxTable).
 			Column("id", "tenant_id", "idempotent_key", "channel_code", "channel_trade_no", "trade_seq", "value", "settled_at").
-			Where("published_at IS NOT NULL").Where("settled_at >= ?", r.From.UTC()).Where("settled_at < ?", r.To.UTC())
+			Where("published = 1").Where("settled_at >= ?", r.From.UTC()).Where("settled_at < ?", r.To.UTC())
 		if r.Tenant != 0 {
 			q = q.Where("tenant_id = ?", r.Tenant)
 		}

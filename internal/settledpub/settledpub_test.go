@@ -258,7 +258,7 @@ func TestRepublish(t *testing.T) {
 	w.insert(t, "LATE", 1, base.Add(30*time.Minute)) // outside the range
 	w.insert(t, "UNPUB", 1, base.Add(time.Second))   // inside, never published
 	// Published long ago (the topic has since lost them), but UNPUB.
-	_, err := w.db.ExecContext(context.Background(), "UPDATE ss_settled_outbox SET published_at = settled_at WHERE channel_trade_no <> 'UNPUB'")
+	_, err := w.db.ExecContext(context.Background(), "UPDATE ss_settled_outbox SET published = 1, published_at = settled_at WHERE channel_trade_no <> 'UNPUB'")
 	require.NoError(t, err)
 
 	sent, err := settledpub.Republish(context.Background(), w.db, kw, settledpub.RepublishRange{

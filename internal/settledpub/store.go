@@ -71,7 +71,7 @@ func pendingOf(ctx context.Context, db bun.IDB, trades []trade) ([]row, error) {
 	var rows []row
 	q := db.NewSelect().Table(outboxTable).
 		Column("id", "tenant_id", "idempotent_key", "channel_code", "channel_trade_no", "trade_seq", "value", "settled_at").
-		Where("published_at IS NULL")
+		Where("published = 0")
 	if db.Dialect().Name() == dialect.SQLite {
 		q = q.WhereGroup(" AND ", func(q *bun.SelectQuery) *bun.SelectQuery {
 			for _, t := range trades {
@@ -93,15 +93,20 @@ func pendingOf(ctx context.Context, db bun.IDB, trades []trade) ([]row, error) {
 	return rows, nil
 }
 
-// markPublished sets published_at on the rows ids that are not published
-// yet, and clears their lease.
+// markPublished sets published and published_at (at) on the rows ids not
+// published yet, and clears their lease. Each row's published_at already
+// holds a value of its size (insertOutbox in pkg/settlement writes one)
+// and only published is in an index (idx_settled_state), so InnoDB
+// updates the row in place and moves one narrow index entry: half what
+// the mark cost when published_at was NULL and the first column of an
+// index (migration 0018).
 func markPublished(ctx context.Context, db bun.IDB, ids []int64, at time.Time) error {
 	if len(ids) == 0 {
 		return nil
 	}
 	_, err := db.NewUpdate().Table(outboxTable).
-		Set("published_at = ?", at).Set("lease_owner = NULL").Set("lease_until = NULL").
-		Where("id IN (?)", bun.List(ids)).Where("published_at IS NULL").Exec(ctx)
+		Set("published = 1").Set("published_at = ?", at).Set("lease_owner = NULL").Set("lease_until = NULL").
+		Where("id IN (?)", bun.List(ids)).Where("published = 0").Exec(ctx)
 	if err != nil {
 		return fmt.Errorf("mark %d settled events published: %w", len(ids), err)
 	}
@@ -110,9 +115,9 @@ func markPublished(ctx context.Context, db bun.IDB, ids []int64, at time.Time) e
 
 // Pending is how many settled events are written and not yet published,
 // and when the oldest of them was settled (zero when none is); both read
-// through idx_settled_pending.
+// through idx_settled_state.
 func Pending(ctx context.Context, db bun.IDB) (n int64, oldest time.Time, err error) {
-	q := func() *bun.SelectQuery { return db.NewSelect().Table(outboxTable).Where("published_at IS NULL") }
+	q := func() *bun.SelectQuery { return db.NewSelect().Table(outboxTable).Where("published = 0") }
 	c, err := q().Count(ctx)
 	if err != nil {
 		return 0, time.Time{}, fmt.Errorf("count the unpublished settled events: %w", err)

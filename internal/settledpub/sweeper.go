@@ -102,11 +102,14 @@ func (s *Sweeper) Sweep(ctx context.Context) (claimed, published int, err error)
 	now := s.now()
 	var ids []int64
 	err = s.DB.NewSelect().Table(outboxTable).Column("id").
-		Where("published_at IS NULL").Where("settled_at < ?", now.Add(-or(s.Grace, DefaultSweepGrace))).
+		Where("published = 0").Where("settled_at < ?", now.Add(-or(s.Grace, DefaultSweepGrace))).
 		WhereGroup(" AND ", func(q *bun.SelectQuery) *bun.SelectQuery {
 			return q.Where("lease_until IS NULL").WhereOr("lease_until < ?", now)
 		}).
-		OrderExpr("settled_at, tenant_id, channel_code, channel_trade_no, trade_seq").
+		// Oldest first, in idx_settled_state's order. A trade's rows
+		// need no order here: what is published, and in which order,
+		// publishable decides from pendingOf's rows in trade_seq order.
+		OrderExpr("settled_at").
 		Limit(int64(or(s.Batch, DefaultSweepBatch))).Scan(ctx, &ids)
 	if err != nil {
 		return 0, 0, fmt.Errorf("find unpublished settled events: %w", err)
@@ -120,7 +123,7 @@ func (s *Sweeper) Sweep(ctx context.Context) (claimed, published int, err error)
 	}
 	if _, err := s.DB.NewUpdate().Table(outboxTable).
 		Set("lease_owner = ?", token).Set("lease_until = ?", now.Add(or(s.Lease, DefaultLease))).
-		Where("id IN (?)", bun.List(ids)).Where("published_at IS NULL").
+		Where("id IN (?)", bun.List(ids)).Where("published = 0").
 		WhereGroup(" AND ", func(q *bun.UpdateQuery) *bun.UpdateQuery {
 			return q.Where("lease_until IS NULL").WhereOr("lease_until < ?", now)
 		}).Exec(ctx); err != nil {
@@ -129,7 +132,7 @@ func (s *Sweeper) Sweep(ctx context.Context) (claimed, published int, err error)
 	var mine []row
 	if err := s.DB.NewSelect().Table(outboxTable).
 		Column("id", "tenant_id", "channel_code", "channel_trade_no").
-		Where("id IN (?)", bun.List(ids)).Where("lease_owner = ?", token).Where("published_at IS NULL").
+		Where("id IN (?)", bun.List(ids)).Where("lease_owner = ?", token).Where("published = 0").
 		Scan(ctx, &mine); err != nil {
 		return 0, 0, fmt.Errorf("read the claimed settled events: %w", err)
 	}
@@ -156,7 +159,7 @@ func (s *Sweeper) Sweep(ctx context.Context) (claimed, published int, err error)
 		// held for the whole lease.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		_, rerr := s.DB.NewUpdate().Table(outboxTable).Set("lease_owner = NULL").Set("lease_until = NULL").
-			Where("id IN (?)", bun.List(ids)).Where("lease_owner = ?", token).Where("published_at IS NULL").Exec(rctx)
+			Where("id IN (?)", bun.List(ids)).Where("lease_owner = ?", token).Where("published = 0").Exec(rctx)
 		cancel()
 		if rerr != nil && err == nil {
 			err = fmt.Errorf("release the unpublished settled events: %w", rerr)

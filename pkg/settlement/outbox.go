@@ -27,10 +27,20 @@ type outboxRow struct {
 	EventType     string `bun:"event_type"`
 	Source        string `bun:"source"`
 	// Value is the encoded event (settled.Encode), published as it is.
-	Value       []byte     `bun:"value"`
-	SettledAt   time.Time  `bun:"settled_at"`
-	PublishedAt *time.Time `bun:"published_at"`
+	Value     []byte    `bun:"value"`
+	SettledAt time.Time `bun:"settled_at"`
+	// Published is false until the broker acknowledged the event, and
+	// PublishedAt means something only once it is true.
+	Published   bool      `bun:"published"`
+	PublishedAt time.Time `bun:"published_at"`
 }
+
+// notYetPublished is the published_at an outbox row is written with: a
+// value, not NULL, so that marking the row published rewrites eight bytes
+// in place rather than growing the row, which InnoDB does by rewriting the
+// record (migration 0018 measured the difference: the mark's server CPU
+// halved). Nothing reads it: published says whether the row was published.
+var notYetPublished = time.Date(1970, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // settledClaim names the claim a settled event is of and what it moved:
 // the event's own claim, or the claim of a Shouqianba cancel whose
@@ -84,6 +94,7 @@ func outboxEvent(ord *Order, view Order, c settledClaim, now time.Time) (outboxR
 	return outboxRow{
 		TenantID: c.tenant, IdempotentKey: string(c.key), Channel: string(ord.Channel), TradeNo: ord.TradeNo,
 		TradeSeq: e.TradeSeq, EventType: e.EventType, Source: string(e.Source), Value: value, SettledAt: e.SettledAt,
+		PublishedAt: notYetPublished,
 	}, nil
 }
 
@@ -99,7 +110,7 @@ func insertOutbox(ctx context.Context, tx bun.IDB, rows []outboxRow) error {
 	}
 	_, err := tx.NewInsert().Model(&rows).
 		Column("tenant_id", "idempotent_key", "channel_code", "channel_trade_no", "trade_seq", "event_type",
-			"source", "value", "settled_at").
+			"source", "value", "settled_at", "published", "published_at").
 		Returning("").Exec(ctx)
 	if err != nil {
 		return fmt.Errorf("write %d settled events: %w", len(rows), idempotent.ClassifyDuplicate(err))

@@ -22,14 +22,15 @@ import (
 
 // outboxRow is an ss_settled_outbox row as a test reads it.
 type outboxRow struct {
-	Key         string  `bun:"idempotent_key"`
-	Channel     string  `bun:"channel_code"`
-	TradeNo     string  `bun:"channel_trade_no"`
-	TradeSeq    int64   `bun:"trade_seq"`
-	EventType   string  `bun:"event_type"`
-	Source      string  `bun:"source"`
-	Value       []byte  `bun:"value"`
-	PublishedAt *string `bun:"published_at"`
+	Key         string `bun:"idempotent_key"`
+	Channel     string `bun:"channel_code"`
+	TradeNo     string `bun:"channel_trade_no"`
+	TradeSeq    int64  `bun:"trade_seq"`
+	EventType   string `bun:"event_type"`
+	Source      string `bun:"source"`
+	Value       []byte `bun:"value"`
+	Published   bool   `bun:"published"`
+	PublishedAt string `bun:"published_at"`
 }
 
 // settledEvents reads the tenant's settled events, trade by trade in
@@ -39,7 +40,7 @@ func settledEvents(tb testing.TB, db bun.IDB, tenant int64) []settled.Event {
 	tb.Helper()
 	var rows []outboxRow
 	require.NoError(tb, db.NewSelect().Table("ss_settled_outbox").
-		Column("idempotent_key", "channel_code", "channel_trade_no", "trade_seq", "event_type", "source", "value", "published_at").
+		Column("idempotent_key", "channel_code", "channel_trade_no", "trade_seq", "event_type", "source", "value", "published", "published_at").
 		Where("tenant_id = ?", tenant).OrderExpr("channel_code, channel_trade_no, trade_seq").
 		Scan(context.Background(), &rows))
 	out := make([]settled.Event, len(rows))
@@ -52,7 +53,8 @@ func settledEvents(tb testing.TB, db bun.IDB, tenant int64) []settled.Event {
 		require.Equal(tb, settled.EventID(tenant, r.Key), e.EventID)
 		require.Equal(tb, []any{r.Channel, r.TradeNo, r.TradeSeq, r.EventType, r.Source},
 			[]any{e.Channel, e.ChannelTradeNo, e.TradeSeq, e.EventType, string(e.Source)})
-		require.Nil(tb, r.PublishedAt, "nothing publishes yet")
+		require.False(tb, r.Published, "nothing publishes yet")
+		require.Contains(tb, r.PublishedAt, "1970-01-01", "written with its placeholder, so the mark updates in place")
 		out[i] = e
 	}
 	return out

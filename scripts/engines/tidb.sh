@@ -221,7 +221,7 @@ suite() {
 	local bypass=$DSN
 	[[ $mode == optimistic ]] && bypass="$DSN?tidb_constraint_check_in_place=1"
 	TEST_MYSQL_DSN=$bypass go test -race -count=1 -timeout 10m -run '^(TestLedgerBypass|TestSettledEventOfAnAlreadyPostedClaim)$' ./pkg/settlement/
-	go test -race -count=1 -timeout 10m -run '^(TestMigrateIsIdempotent|TestCheckComparesAppliedWithEmbeddedMigrations|TestConcurrentMigrate|TestMigrate.*Lock|TestMigrationLock.*|TestQueryWorkMigrationRunsAgain)$' ./schema/
+	go test -race -count=1 -timeout 10m -run '^(TestMigrateIsIdempotent|TestCheckComparesAppliedWithEmbeddedMigrations|TestConcurrentMigrate|TestMigrate.*Lock|TestMigrationLock.*|TestQueryWorkMigrationRunsAgain|TestSettledPublishedMigration)$' ./schema/
 	go test -race -count=1 -timeout 20m \
 		-run '^(TestMixedStreamIsSettledExactlyOnce|TestRestartAfterDyingBetweenClaimAndSettle|TestTwoWorkersJoiningAndLeavingSettleEveryEventOnce|TestDuplicateOfAnInFlightClaimHoldsOnlyTheOffset|TestMessagesThatCanNeverSucceedAreDeadLetteredAndThePartitionMovesOn|TestSweeperSettlesAnOrphanWhoseMessageNeverComesBack|TestSweeperDeadLettersAnOrphanThatSettlesAsOverRefund|TestConcurrentCumulativeRefundsOfOneTradeFromTwoPartitions|TestSettledEventsPublishedRightAfterCommit|TestSettledTopicRefused|TestSettledEventsOff|TestRegistrationsEndToEnd|TestAClosedAnswerClosesItsRegistration)$' \
 		./internal/app/
