@@ -760,13 +760,14 @@ func (r Row) eventRate() float64 {
 // order favours (the first pair, the main rows, runs on first) is not
 // always on the same side.
 func (h *harness) outboxPairRun(ctx context.Context, i int, stream demo.Stream, n int) (OutboxPair, error) {
-	var rows [2]Row
-	order := []int{0, 1}
+	var rows [2]Row // on, off
+	envs := [2][]string{nil, {settledOff}}
+	order := [2]int{0, 1}
 	if i%2 == 0 {
-		order = []int{1, 0}
+		order = [2]int{1, 0}
 	}
 	for _, k := range order {
-		env := [][]string{nil, {settledOff}}[k]
+		env := envs[k]
 		name := fmt.Sprintf("outbox_%d_%d", i, k)
 		dsn, db, err := h.dbs.create(ctx, name)
 		if err != nil {
@@ -791,12 +792,12 @@ func (h *harness) outboxPairRun(ctx context.Context, i int, stream demo.Stream, 
 			return OutboxPair{}, err
 		}
 	}
-	perEvent := func(d time.Duration, r Row) float64 { return float64(d.Microseconds()) / float64(max(1, r.Events)) }
-	h.log.Info("outbox pair measured", "pair", i, "db_cpu_on_off", outboxPair(rows[0], rows[1]).DBCPU,
-		"rate_on_off", outboxPair(rows[0], rows[1]).Rate,
-		"db_us_per_event_on", perEvent(rows[0].DBCPU, rows[0]), "db_us_per_event_off", perEvent(rows[1].DBCPU, rows[1]),
-		"worker_us_per_event_on", perEvent(rows[0].WorkerCPU, rows[0]), "worker_us_per_event_off", perEvent(rows[1].WorkerCPU, rows[1]))
-	return outboxPair(rows[0], rows[1]), nil
+	on, off := rows[0], rows[1]
+	pair := outboxPair(on, off)
+	h.log.Info("outbox pair measured", "pair", i, "db_cpu_on_off", pair.DBCPU, "rate_on_off", pair.Rate,
+		"db_us_per_event_on", on.perEvent(on.DBCPU), "db_us_per_event_off", off.perEvent(off.DBCPU),
+		"worker_us_per_event_on", on.perEvent(on.WorkerCPU), "worker_us_per_event_off", off.perEvent(off.WorkerCPU))
+	return pair, nil
 }
 
 // eventsPerTrade is about how many distinct money events demo.Generate

@@ -29,9 +29,9 @@ type outboxRow struct {
 	// Value is the encoded event (settled.Encode), published as it is.
 	Value     []byte    `bun:"value"`
 	SettledAt time.Time `bun:"settled_at"`
-	// Published is false until the broker acknowledged the event, and
-	// PublishedAt means something only once it is true.
-	Published   bool      `bun:"published"`
+	// PublishedAt is notYetPublished when written; the row's published
+	// column, 0 by default, says whether it was published, and
+	// PublishedAt means something only once that is 1.
 	PublishedAt time.Time `bun:"published_at"`
 }
 
@@ -110,7 +110,7 @@ func insertOutbox(ctx context.Context, tx bun.IDB, rows []outboxRow) error {
 	}
 	_, err := tx.NewInsert().Model(&rows).
 		Column("tenant_id", "idempotent_key", "channel_code", "channel_trade_no", "trade_seq", "event_type",
-			"source", "value", "settled_at", "published", "published_at").
+			"source", "value", "settled_at", "published_at").
 		Returning("").Exec(ctx)
 	if err != nil {
 		return fmt.Errorf("write %d settled events: %w", len(rows), idempotent.ClassifyDuplicate(err))
